@@ -1,0 +1,196 @@
+// Package config holds the resolved configuration that every sluice provider
+// reads. Users never see it: they pass limiter.Option values, which are
+// functions over Config, and each provider resolves them with New.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Sentinel errors. Package limiter re-exports them under the same names.
+var (
+	ErrInvalidRate      = errors.New("sluice: invalid rate")
+	ErrInvalidConfig    = errors.New("sluice: invalid configuration")
+	ErrCapacityTooSmall = errors.New("sluice: capacity below one unit")
+	ErrInvalidCost      = errors.New("sluice: invalid cost")
+	ErrClosed           = errors.New("sluice: limiter closed")
+)
+
+// Limits of the contract (DESIGN.md §1).
+const (
+	MinWindow  = time.Millisecond
+	MaxWindow  = 31 * 24 * time.Hour
+	MaxBuckets = 100_000
+	// MaxCapacity bounds C and H so that every count a provider keeps stays an
+	// exact integer in a Lua (IEEE double) number, even after many windows of
+	// offered traffic have been summed.
+	MaxCapacity = int64(1) << 50
+	// MaxCost bounds n for one call.
+	MaxCost = int64(1) << 40
+	// MaxPrefix is the longest Redis key prefix accepted.
+	MaxPrefix = 128
+)
+
+// Defaults.
+const (
+	DefaultWindow           = time.Minute
+	DefaultHardLimitFactor  = 1.0
+	DefaultSuppressionCache = 100 * time.Millisecond
+	DefaultPrefix           = "sluice"
+)
+
+// Clock is the time source of local and hybrid providers.
+type Clock interface{ Now() time.Time }
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// WallClock is the default clock.
+var WallClock Clock = wallClock{}
+
+// Config is the resolved configuration. The zero value is not valid: build
+// it with New.
+type Config struct {
+	Window           time.Duration
+	Bucket           time.Duration // 0 until resolved: W/100, at least 1 ms
+	HardLimitFactor  float64
+	SuppressionCache time.Duration
+	Clock            Clock
+	ClockSet         bool // WithClock was given (Redis providers then stop using TIME)
+	Random           func() float64
+	Prefix           string
+
+	// WindowMs and BucketMs are Window and Bucket in whole milliseconds.
+	WindowMs, BucketMs int64
+	// CacheMs is SuppressionCache in whole milliseconds.
+	CacheMs int64
+
+	errs []error
+}
+
+// Option changes a Config. Options that receive bad values record an error
+// that New reports, so a chain of options never panics.
+type Option func(*Config)
+
+// Fail records a configuration error found while applying an option.
+func (c *Config) Fail(err error) { c.errs = append(c.errs, err) }
+
+// New applies opts over the defaults and validates the result.
+func New(opts ...Option) (Config, error) {
+	c := Config{
+		Window:           DefaultWindow,
+		HardLimitFactor:  DefaultHardLimitFactor,
+		SuppressionCache: DefaultSuppressionCache,
+		Clock:            WallClock,
+		Random:           rand.Float64,
+		Prefix:           DefaultPrefix,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if len(c.errs) > 0 {
+		return Config{}, errors.Join(c.errs...)
+	}
+	if err := c.validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+}
+
+func wholeMs(d time.Duration) bool { return d%time.Millisecond == 0 }
+
+func (c *Config) validate() error {
+	w := c.Window
+	switch {
+	case w < MinWindow || w > MaxWindow:
+		return invalid("window %v outside [1ms, 744h]", w)
+	case !wholeMs(w):
+		return invalid("window %v is not a whole number of milliseconds", w)
+	}
+	if c.Bucket == 0 {
+		c.Bucket = (w / 100).Truncate(time.Millisecond)
+		if c.Bucket < time.Millisecond {
+			c.Bucket = time.Millisecond
+		}
+	}
+	b := c.Bucket
+	switch {
+	case b < time.Millisecond || b > w:
+		return invalid("bucket %v outside [1ms, window %v]", b, w)
+	case !wholeMs(b):
+		return invalid("bucket %v is not a whole number of milliseconds", b)
+	case w/b > MaxBuckets:
+		return invalid("window %v / bucket %v = %d buckets, more than %d", w, b, w/b, MaxBuckets)
+	}
+	f := c.HardLimitFactor
+	if math.IsNaN(f) || math.IsInf(f, 0) || f < 1 {
+		return invalid("hard limit factor %v must be finite and at least 1", f)
+	}
+	sc := c.SuppressionCache
+	switch {
+	case sc < 0 || sc > MaxWindow:
+		return invalid("suppression cache %v outside [0, 744h]", sc)
+	case !wholeMs(sc):
+		return invalid("suppression cache %v is not a whole number of milliseconds", sc)
+	}
+	if c.Clock == nil {
+		return invalid("nil clock")
+	}
+	if c.Random == nil {
+		return invalid("nil random source")
+	}
+	if err := ValidatePrefix(c.Prefix); err != nil {
+		return err
+	}
+	c.WindowMs = w.Milliseconds()
+	c.BucketMs = b.Milliseconds()
+	c.CacheMs = sc.Milliseconds()
+	return nil
+}
+
+// ValidatePrefix reports whether p can start a Redis key of the schema:
+// non-empty, at most MaxPrefix bytes, and free of the characters the schema
+// gives meaning to (braces, ':' at either end is fine but '{' '}' are not),
+// whitespace and control characters.
+func ValidatePrefix(p string) error {
+	if p == "" || len(p) > MaxPrefix {
+		return invalid("prefix must be 1 to %d bytes, got %d", MaxPrefix, len(p))
+	}
+	if i := strings.IndexFunc(p, func(r rune) bool {
+		return r == '{' || r == '}' || r == '*' || r == '?' || r == '[' || r == ']' || r == '\\' ||
+			unicode.IsSpace(r) || unicode.IsControl(r)
+	}); i >= 0 {
+		return invalid("prefix %q has a reserved character at byte %d", p, i)
+	}
+	return nil
+}
+
+// NowMs reads the clock in whole milliseconds (Unix epoch).
+func (c *Config) NowMs() int64 { return c.Clock.Now().UnixMilli() }
+
+// Rand draws one number in [0, 1) from the configured source, clamping a
+// misbehaving source into range (NaN counts as 0), so nothing downstream sees
+// a value outside [0, 1).
+func (c *Config) Rand() float64 {
+	r := c.Random()
+	if !(r > 0) { // also NaN
+		return 0
+	}
+	if r >= 1 {
+		return math.Nextafter(1, 0)
+	}
+	return r
+}

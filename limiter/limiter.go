@@ -1,0 +1,99 @@
+package limiter
+
+import (
+	"context"
+	"strconv"
+	"time"
+)
+
+// Outcome classifies a Decision.
+type Outcome int
+
+const (
+	// Allowed: the request fits (absolute), or is at or below the soft
+	// target (suppressed).
+	Allowed Outcome = iota
+	// Rejected: the absolute strategy refused the request.
+	Rejected
+	// Suppressed: the suppressed strategy is above its soft target. The
+	// request may still be admitted: read Decision.Allowed.
+	Suppressed
+)
+
+// String returns "allowed", "rejected" or "suppressed".
+func (o Outcome) String() string {
+	switch o {
+	case Allowed:
+		return "allowed"
+	case Rejected:
+		return "rejected"
+	case Suppressed:
+		return "suppressed"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Decision is the answer to one call. A refused request is a Decision with
+// Allowed false, never an error. Every provider fills it identically for the
+// same trace of calls and times.
+type Decision struct {
+	// Outcome classifies the decision.
+	Outcome Outcome
+	// Allowed reports whether the caller may proceed.
+	Allowed bool
+	// Limit is the capacity C of the window (the soft capacity for the
+	// suppressed strategy). 0 from IsAllowed on a key with no stored state.
+	Limit int64
+	// Remaining is the number of units still available in the window after
+	// this call, never negative.
+	Remaining int64
+	// RetryAfter, when the request was refused, is how long until it would
+	// fit with no new traffic. 0 when allowed, and 0 when Never is true.
+	RetryAfter time.Duration
+	// ResetAfter is how long until the window holds nothing (the key's
+	// newest bucket expires). 0 when it holds nothing now.
+	ResetAfter time.Duration
+	// SuppressionFactor is the probability of refusal applied to this
+	// request by the suppressed strategy, in [0, 1]; 0 for absolute.
+	SuppressionFactor float64
+	// Never is true when the request's cost exceeds the capacity (the hard
+	// capacity for suppressed): no wait can make it fit.
+	Never bool
+	// Degraded is true when the backend could not be asked and the failure
+	// policy answered instead.
+	Degraded bool
+}
+
+// Usage is a key's state in its current window.
+type Usage struct {
+	// Used is the number of units admitted in the live window.
+	Used int64
+	// Declined is the number of units refused in the live window
+	// (suppressed strategy only).
+	Declined int64
+	// Limit is the stored capacity (soft capacity for suppressed), 0 for a
+	// key with no live state.
+	Limit int64
+}
+
+// Limiter is what every sluice provider implements. Implementations are safe
+// for concurrent use.
+type Limiter interface {
+	// Inc asks to consume n units of key's window at the given rate. n ≥ 1
+	// records the units when they are admitted (all or nothing); n = 0 is a
+	// peek that decides for one unit and records nothing. The rate of the
+	// latest Inc becomes the key's stored capacity.
+	Inc(ctx context.Context, key string, rate Rate, n int64) (Decision, error)
+	// IsAllowed reports whether one more unit would be admitted now under
+	// the key's stored capacity, recording nothing. A key with no stored
+	// state is allowed, with Limit 0.
+	IsAllowed(ctx context.Context, key string) (Decision, error)
+	// Get returns the key's usage in the live window.
+	Get(ctx context.Context, key string) (Usage, error)
+	// Reset forgets everything about the key.
+	Reset(ctx context.Context, key string) error
+	// Close releases the provider's resources and stops its background
+	// work, waiting for it until ctx is done. Calls after Close return
+	// ErrClosed.
+	Close(ctx context.Context) error
+}

@@ -1,0 +1,90 @@
+package limiter
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluice-go/sluice/internal/config"
+)
+
+// Option configures a provider. Every provider accepts every option and
+// ignores the ones that do not concern it (the hard-limit factor means
+// nothing to an absolute limiter). A bad value is reported by the provider's
+// constructor as ErrInvalidConfig; options never panic.
+type Option = config.Option
+
+// Clock tells time to a provider. Local and hybrid providers read it on every
+// call; Redis providers use Redis TIME unless WithClock is given.
+type Clock interface{ Now() time.Time }
+
+// WithWindow sets the sliding window length W. Default 1 minute. It must be
+// a whole number of milliseconds between 1 ms and 31 days.
+func WithWindow(d time.Duration) Option {
+	return func(c *config.Config) { c.Window = d }
+}
+
+// WithBucket sets the coalescing granularity B: calls less than B after the
+// start of a key's newest bucket are counted in that bucket. Default W/100
+// rounded down to whole milliseconds, at least 1 ms. It must satisfy
+// 1 ms ≤ B ≤ W and W/B ≤ 100,000. Keeping W/B ≤ 128 keeps Redis hashes in
+// their compact listpack encoding.
+func WithBucket(d time.Duration) Option {
+	return func(c *config.Config) {
+		if d <= 0 {
+			c.Fail(fmt.Errorf("%w: bucket %v must be positive", ErrInvalidConfig, d))
+			return
+		}
+		c.Bucket = d
+	}
+}
+
+// WithHardLimitFactor sets F for the suppressed strategy: the hard ceiling
+// is floor(rate × W × F). Default 1.0 (no room above the soft target). F must
+// be finite and at least 1.
+func WithHardLimitFactor(f float64) Option {
+	return func(c *config.Config) { c.HardLimitFactor = f }
+}
+
+// WithSuppressionCache sets how long a key's suppression factor is reused
+// before it is computed again. Default 100 ms; 0 computes it on every call.
+func WithSuppressionCache(d time.Duration) Option {
+	return func(c *config.Config) { c.SuppressionCache = d }
+}
+
+// WithClock sets the time source. Default: the wall clock (time.Now).
+// Local and hybrid providers read it for every decision. Redis providers
+// normally use the Redis server's TIME so every instance shares one clock;
+// given WithClock they send this clock's reading to the script instead,
+// which is meant for tests and simulations, not for a fleet.
+func WithClock(clk Clock) Option {
+	return func(c *config.Config) {
+		if clk == nil {
+			c.Fail(fmt.Errorf("%w: nil clock", ErrInvalidConfig))
+			return
+		}
+		c.Clock = clk
+		c.ClockSet = true
+	}
+}
+
+// WithRandom sets the source of the suppressed strategy's draws: a function
+// returning numbers uniform in [0, 1). It is called exactly once per
+// suppressed Inc, possibly from many goroutines at once, so it must be safe
+// for concurrent use. Values outside [0, 1) are clamped into it. Default:
+// math/rand/v2's Float64.
+func WithRandom(r func() float64) Option {
+	return func(c *config.Config) {
+		if r == nil {
+			c.Fail(fmt.Errorf("%w: nil random source", ErrInvalidConfig))
+			return
+		}
+		c.Random = r
+	}
+}
+
+// WithPrefix sets the first segment of every Redis key the provider
+// writes. Default "sluice". It must be 1 to 128 bytes without braces,
+// glob characters (* ? [ ] \), whitespace or control characters.
+func WithPrefix(p string) Option {
+	return func(c *config.Config) { c.Prefix = p }
+}

@@ -1,0 +1,91 @@
+package limiter
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/sluice-go/sluice/internal/config"
+)
+
+// Rate is a target rate in events per second. Build one with PerSecond,
+// PerMinute, PerHour, PerDay or Every. The zero Rate is invalid: passing it to
+// Inc returns ErrInvalidRate. A Rate is a small value; copy it freely.
+type Rate struct {
+	perSecond float64
+}
+
+// PerSecond returns a rate of n events per second.
+func PerSecond(n float64) Rate { return Rate{perSecond: n} }
+
+// PerMinute returns a rate of n events per minute.
+func PerMinute(n float64) Rate { return Rate{perSecond: n / 60} }
+
+// PerHour returns a rate of n events per hour.
+func PerHour(n float64) Rate { return Rate{perSecond: n / 3600} }
+
+// PerDay returns a rate of n events per day.
+func PerDay(n float64) Rate { return Rate{perSecond: n / 86400} }
+
+// Every returns a rate of n events per d. A d ≤ 0 gives an invalid rate.
+func Every(n float64, d time.Duration) Rate {
+	if d <= 0 {
+		return Rate{perSecond: math.NaN()}
+	}
+	return Rate{perSecond: n / d.Seconds()}
+}
+
+// PerSecondValue returns the rate in events per second.
+func (r Rate) PerSecondValue() float64 { return r.perSecond }
+
+// String formats the rate as events per second, e.g. "5.5/s".
+func (r Rate) String() string {
+	return strconv.FormatFloat(r.perSecond, 'g', -1, 64) + "/s"
+}
+
+// Validate reports ErrInvalidRate unless r is finite and positive.
+func (r Rate) Validate() error {
+	p := r.perSecond
+	if math.IsNaN(p) || math.IsInf(p, 0) || p <= 0 {
+		return fmt.Errorf("%w: %v events per second (want a finite number > 0)", ErrInvalidRate, p)
+	}
+	return nil
+}
+
+// epsilon absorbs binary rounding in rate × window (0.7 × 10 must give 7).
+const epsilon = 1e-9
+
+// Capacity returns C = floor(rate × window in seconds + 1e-9), the number of
+// units a window of the given length admits. It is the one function every
+// provider uses. A capacity below 1 is ErrCapacityTooSmall; one above 2^50
+// is ErrInvalidRate.
+func Capacity(r Rate, window time.Duration) (int64, error) {
+	return HardCapacity(r, window, 1)
+}
+
+// HardCapacity returns H = floor(rate × window in seconds × factor + 1e-9),
+// the ceiling of the suppressed strategy. With factor 1 it equals Capacity.
+func HardCapacity(r Rate, window time.Duration, factor float64) (int64, error) {
+	if err := r.Validate(); err != nil {
+		return 0, err
+	}
+	if window <= 0 {
+		return 0, fmt.Errorf("%w: window %v", ErrInvalidConfig, window)
+	}
+	if math.IsNaN(factor) || math.IsInf(factor, 0) || factor < 1 {
+		return 0, fmt.Errorf("%w: hard limit factor %v", ErrInvalidConfig, factor)
+	}
+	x := r.perSecond * window.Seconds()
+	if factor != 1 {
+		x *= factor
+	}
+	c := math.Floor(x + epsilon)
+	switch {
+	case c < 1:
+		return 0, fmt.Errorf("%w: %v over %v is %.6g units", ErrCapacityTooSmall, r, window, x)
+	case c > float64(config.MaxCapacity):
+		return 0, fmt.Errorf("%w: %v over %v is %.6g units, more than 2^50", ErrInvalidRate, r, window, x)
+	}
+	return int64(c), nil
+}
