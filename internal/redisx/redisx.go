@@ -1,0 +1,48 @@
+// Package redisx is the plumbing the Redis providers share: the narrow client
+// interface, the clock argument and script reply parsing.
+package redisx
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/config"
+)
+
+// Client is what the Redis providers call. *redis.Client,
+// *redis.ClusterClient, *redis.Ring and the failover clients satisfy it.
+type Client interface {
+	redis.Scripter
+	Unlink(ctx context.Context, keys ...string) *redis.IntCmd
+}
+
+// NowArg is the script's clock argument: 0 tells the script to read Redis
+// TIME; a positive value (given WithClock) is the time in ms to use instead.
+func NowArg(cfg *config.Config) int64 {
+	if cfg.ClockSet {
+		return cfg.NowMs()
+	}
+	return 0
+}
+
+// Int64s reads a script reply that is an array of integers.
+func Int64s(v any, want int) ([]int64, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("unexpected script reply %T", v)
+	}
+	if want > 0 && len(arr) != want {
+		return nil, fmt.Errorf("script reply has %d values, want %d", len(arr), want)
+	}
+	out := make([]int64, len(arr))
+	for i, x := range arr {
+		n, ok := x.(int64)
+		if !ok {
+			return nil, fmt.Errorf("script reply value %d is %T, want an integer", i, x)
+		}
+		out[i] = n
+	}
+	return out, nil
+}

@@ -1,0 +1,341 @@
+// Package window is the reference implementation of sluice's sliding window
+// (DESIGN.md §2–5) on one key's in-memory state. The local provider runs it
+// directly; the Redis scripts mirror it line for line, and the conformance
+// suite checks that they agree.
+//
+// All times are whole milliseconds. A State is not safe for concurrent use:
+// its owner serialises access.
+package window
+
+import (
+	"math"
+	"time"
+
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// PPM is one in parts per million: factors and random draws cross to Redis
+// as integers in [0, PPM].
+const PPM = 1_000_000
+
+// Bucket is a run of calls coalesced from Start (ms).
+type Bucket struct {
+	Start    int64
+	Count    int64 // units recorded (absolute: admitted; suppressed: observed)
+	Declined int64 // suppressed: units refused
+}
+
+// State is one key's buckets and meta data. The zero value is an empty key.
+type State struct {
+	ring       []Bucket // ring buffer, len is a power of two or 0
+	head, size int      // oldest at ring[head]
+
+	Used     int64 // sum of Count over stored buckets
+	Declined int64 // sum of Declined over stored buckets
+	Capacity int64 // stored capacity (soft for suppressed); meaningful while Live
+	Hard     int64 // stored hard capacity (suppressed)
+
+	factorPPM int64
+	factorAt  int64
+	factorOK  bool
+}
+
+// Live reports whether the key holds a bucket (after Expire).
+func (s *State) Live() bool { return s.size > 0 }
+
+// Len is the number of stored buckets.
+func (s *State) Len() int { return s.size }
+
+// At returns the i-th stored bucket, oldest first.
+func (s *State) At(i int) Bucket { return s.ring[(s.head+i)&(len(s.ring)-1)] }
+
+func (s *State) newest() *Bucket { return &s.ring[(s.head+s.size-1)&(len(s.ring)-1)] }
+
+// Newest returns the start of the newest bucket; ok is false when empty.
+func (s *State) Newest() (start int64, ok bool) {
+	if s.size == 0 {
+		return 0, false
+	}
+	return s.newest().Start, true
+}
+
+// Expire drops the buckets that are no longer live at now (now − start ≥ w).
+// A key left without buckets forgets its stored capacities and factor: an
+// idle key is an unknown key.
+func (s *State) Expire(now, w int64) {
+	for s.size > 0 {
+		b := &s.ring[s.head]
+		if now-b.Start < w {
+			return
+		}
+		s.Used -= b.Count
+		s.Declined -= b.Declined
+		*b = Bucket{}
+		s.head = (s.head + 1) & (len(s.ring) - 1)
+		s.size--
+	}
+	*s = State{ring: s.ring}
+}
+
+// Reset empties the state, keeping its memory.
+func (s *State) Reset() { *s = State{ring: s.ring} }
+
+// record adds count (and declined) at now, coalescing into the newest bucket
+// when now − newest.start < b.
+func (s *State) record(now, b, count, declined int64) {
+	if s.size > 0 {
+		nb := s.newest()
+		if now-nb.Start < b {
+			nb.Count += count
+			nb.Declined += declined
+			s.Used += count
+			s.Declined += declined
+			return
+		}
+	}
+	if s.size == len(s.ring) {
+		s.grow()
+	}
+	s.ring[(s.head+s.size)&(len(s.ring)-1)] = Bucket{Start: now, Count: count, Declined: declined}
+	s.size++
+	s.Used += count
+	s.Declined += declined
+}
+
+func (s *State) grow() {
+	n := len(s.ring) * 2
+	if n == 0 {
+		n = 4
+	}
+	r := make([]Bucket, n)
+	for i := 0; i < s.size; i++ {
+		r[i] = s.At(i)
+	}
+	s.ring, s.head = r, 0
+}
+
+// retryAfter walks the buckets oldest first until the units still live
+// after a bucket's expiry, plus cost, fit in capacity; it returns how long
+// until that bucket expires. accepted selects what a bucket holds: Count,
+// or Count − Declined for the suppressed strategy. When nothing can make
+// cost fit (cost > capacity) it returns the time until every held unit
+// expires.
+func (s *State) retryAfter(now, w, held, cost, capacity int64, accepted bool) int64 {
+	freed := int64(0)
+	for i := 0; i < s.size; i++ {
+		b := s.At(i)
+		u := b.Count
+		if accepted {
+			u -= b.Declined
+		}
+		if u == 0 {
+			continue
+		}
+		freed += u
+		if held-freed+cost <= capacity || freed >= held {
+			return b.Start + w - now
+		}
+	}
+	return 0
+}
+
+func (s *State) resetAfter(now, w int64) int64 {
+	if st, ok := s.Newest(); ok {
+		return st + w - now
+	}
+	return 0
+}
+
+// Result is a decision in integer milliseconds, before it becomes a
+// limiter.Decision.
+type Result struct {
+	Outcome    int // 0 allowed, 1 rejected, 2 suppressed (limiter.Outcome)
+	Allowed    bool
+	Limit      int64
+	Remaining  int64
+	RetryAfter int64 // ms
+	ResetAfter int64 // ms
+	FactorPPM  int64
+	Never      bool
+}
+
+// Outcome values, equal to limiter.Outcome's.
+const (
+	OutcomeAllowed    = 0
+	OutcomeRejected   = 1
+	OutcomeSuppressed = 2
+)
+
+// Params are a limiter's window W and bucket B in ms.
+type Params struct{ W, B int64 }
+
+// IncAbsolute decides an absolute Inc of n units (n = 0: a peek for one
+// unit that writes nothing) at capacity c.
+func (s *State) IncAbsolute(p Params, now, c, n int64) Result {
+	s.Expire(now, p.W)
+	cost := max(n, 1)
+	r := Result{Limit: c, Never: cost > c}
+	if !r.Never && s.Used+cost <= c {
+		if n > 0 {
+			s.record(now, p.B, n, 0)
+			s.Capacity = c
+		}
+		r.Allowed = true
+		r.Remaining = c - s.Used
+		r.ResetAfter = s.resetAfter(now, p.W)
+		return r
+	}
+	if n > 0 && s.Live() {
+		s.Capacity = c // the latest rate wins, even on a refusal
+	}
+	r.Outcome = OutcomeRejected
+	r.Remaining = max(c-s.Used, 0)
+	if !r.Never {
+		r.RetryAfter = s.retryAfter(now, p.W, s.Used, cost, c, false)
+	}
+	r.ResetAfter = s.resetAfter(now, p.W)
+	return r
+}
+
+// IsAllowedAbsolute answers for one unit at the stored capacity.
+func (s *State) IsAllowedAbsolute(p Params, now int64) Result {
+	s.Expire(now, p.W)
+	if !s.Live() {
+		return Result{Allowed: true}
+	}
+	c := s.Capacity
+	r := Result{Limit: c, Remaining: max(c-s.Used, 0), ResetAfter: s.resetAfter(now, p.W)}
+	if s.Used+1 <= c {
+		r.Allowed = true
+		return r
+	}
+	r.Outcome = OutcomeRejected
+	r.RetryAfter = s.retryAfter(now, p.W, s.Used, 1, c, false)
+	return r
+}
+
+// Suppressed holds the per-call inputs of the suppressed strategy.
+type Suppressed struct {
+	Soft, Hard int64
+	CacheMs    int64
+	RandPPM    int64 // the call's draw, floor(r × 1e6) in [0, 999999]
+}
+
+// DrawPPM turns a draw in [0, 1) into parts per million.
+func DrawPPM(r float64) int64 {
+	v := int64(r * PPM)
+	return min(max(v, 0), PPM-1)
+}
+
+// Factor computes the suppression factor in ppm from the state at now:
+// perceived = max(observed/W, observed in the last R/R) with R = min(W, 1 s),
+// f = clamp(1 − (soft/W)/perceived, 0, 1), rounded to the nearest ppm. It is
+// written as 1 − soft·R / max(observed·R, recent·W) so that Go and Lua, both
+// on IEEE doubles, compute the very same bits.
+func (s *State) Factor(w, now, soft int64) int64 {
+	r := min(w, 1000)
+	recent := int64(0)
+	for i := s.size - 1; i >= 0; i-- {
+		b := s.At(i)
+		if now-b.Start >= r {
+			break
+		}
+		recent += b.Count
+	}
+	a := float64(s.Used) * float64(r)
+	bb := float64(recent) * float64(w)
+	m := math.Max(a, bb)
+	if m <= 0 {
+		return 0
+	}
+	f := 1 - float64(soft)*float64(r)/m
+	ppm := math.Floor(float64(f*PPM) + 0.5)
+	return int64(min(max(ppm, 0), PPM))
+}
+
+// factor returns the cached factor while it is fresh, else computes it and,
+// when store is set and caching is on, caches it.
+func (s *State) factor(p Params, now int64, in Suppressed, store bool) int64 {
+	if s.factorOK && in.CacheMs > 0 && now-s.factorAt < in.CacheMs {
+		return s.factorPPM
+	}
+	f := s.Factor(p.W, now, in.Soft)
+	if store && in.CacheMs > 0 {
+		s.factorPPM, s.factorAt, s.factorOK = f, now, true
+	}
+	return f
+}
+
+// IncSuppressed decides a suppressed Inc of n units (n = 0: a peek that
+// writes nothing).
+func (s *State) IncSuppressed(p Params, now, n int64, in Suppressed) Result {
+	s.Expire(now, p.W)
+	cost := max(n, 1)
+	accepted := s.Used - s.Declined
+	forecast := accepted + cost
+	r := Result{Limit: in.Soft, Never: cost > in.Hard}
+	switch {
+	case forecast <= in.Soft:
+		r.Allowed = true
+	case forecast > in.Hard:
+		r.Outcome = OutcomeSuppressed
+		r.FactorPPM = PPM
+	default:
+		r.Outcome = OutcomeSuppressed
+		r.FactorPPM = s.factor(p, now, in, n > 0)
+		r.Allowed = in.RandPPM >= r.FactorPPM
+	}
+	if n > 0 {
+		declined := int64(0)
+		if !r.Allowed {
+			declined = n
+		}
+		s.record(now, p.B, n, declined)
+		s.Capacity, s.Hard = in.Soft, in.Hard
+	}
+	accepted = s.Used - s.Declined
+	r.Remaining = max(in.Soft-accepted, 0)
+	if !r.Allowed && !r.Never {
+		r.RetryAfter = s.retryAfter(now, p.W, accepted, cost, in.Soft, true)
+	}
+	r.ResetAfter = s.resetAfter(now, p.W)
+	return r
+}
+
+// IsAllowedSuppressed answers whether one more unit would be admitted
+// without suppression at the stored capacities. Above the soft capacity it
+// reports the factor an Inc would apply now, without caching it.
+func (s *State) IsAllowedSuppressed(p Params, now, cacheMs int64) Result {
+	s.Expire(now, p.W)
+	if !s.Live() {
+		return Result{Allowed: true}
+	}
+	accepted := s.Used - s.Declined
+	r := Result{Limit: s.Capacity, Remaining: max(s.Capacity-accepted, 0), ResetAfter: s.resetAfter(now, p.W)}
+	switch {
+	case accepted+1 <= s.Capacity:
+		r.Allowed = true
+		return r
+	case accepted+1 > s.Hard:
+		r.FactorPPM = PPM
+	default:
+		r.FactorPPM = s.factor(p, now, Suppressed{Soft: s.Capacity, Hard: s.Hard, CacheMs: cacheMs}, false)
+	}
+	r.Outcome = OutcomeSuppressed
+	r.RetryAfter = s.retryAfter(now, p.W, accepted, 1, s.Capacity, true)
+	return r
+}
+
+// Decision converts r into the public Decision.
+func (r Result) Decision() limiter.Decision {
+	return limiter.Decision{
+		Outcome:           limiter.Outcome(r.Outcome),
+		Allowed:           r.Allowed,
+		Limit:             r.Limit,
+		Remaining:         r.Remaining,
+		RetryAfter:        time.Duration(r.RetryAfter) * time.Millisecond,
+		ResetAfter:        time.Duration(r.ResetAfter) * time.Millisecond,
+		SuppressionFactor: float64(r.FactorPPM) / PPM,
+		Never:             r.Never,
+	}
+}

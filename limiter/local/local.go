@@ -1,0 +1,155 @@
+package local
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluice-go/sluice/internal/window"
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// Absolute is the in-process absolute limiter: a request is admitted while
+// the key's sliding window has room for all of it. It is safe for concurrent
+// use; build it with NewAbsolute (the zero value is not usable) and Close it
+// to stop its sweep.
+type Absolute struct{ s *store }
+
+var _ limiter.Limiter = (*Absolute)(nil)
+
+// NewAbsolute returns an absolute limiter. It reads WithWindow, WithBucket
+// and WithClock; it starts a background sweep that Close stops.
+func NewAbsolute(opts ...limiter.Option) (*Absolute, error) {
+	s, err := newStore(opts)
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	return &Absolute{s: s}, nil
+}
+
+// Inc admits n units of key at rate if they all fit, and records them.
+// n = 0 decides for one unit and records nothing. ctx is not consulted:
+// local decisions never block.
+func (a *Absolute) Inc(_ context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
+	now, err := a.s.check("inc", k)
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	if err := checkCost(n); err != nil {
+		return limiter.Decision{}, err
+	}
+	c, err := limiter.Capacity(rate, a.s.cfg.Window)
+	if err != nil {
+		return limiter.Decision{}, fmt.Errorf("local: inc: %w", err)
+	}
+	sh, st := a.s.lock(k, n > 0)
+	var peek window.State
+	if st == nil {
+		st = &peek
+	}
+	r := st.IncAbsolute(a.s.p, now, c, n)
+	sh.mu.Unlock()
+	return r.Decision(), nil
+}
+
+// IsAllowed reports whether one more unit of key would be admitted now at
+// its stored capacity. It records nothing.
+func (a *Absolute) IsAllowed(_ context.Context, k string) (limiter.Decision, error) {
+	now, err := a.s.check("is allowed", k)
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	sh, st := a.s.lock(k, false)
+	var r window.Result
+	if st == nil {
+		r = window.Result{Allowed: true}
+	} else {
+		r = st.IsAllowedAbsolute(a.s.p, now)
+	}
+	sh.mu.Unlock()
+	return r.Decision(), nil
+}
+
+// Get returns key's usage in the live window.
+func (a *Absolute) Get(_ context.Context, k string) (limiter.Usage, error) { return a.s.usage(k) }
+
+// Reset forgets key.
+func (a *Absolute) Reset(_ context.Context, k string) error { return a.s.reset(k) }
+
+// Close stops the sweep and waits for it until ctx is done. Later calls
+// return ErrClosed; closing twice is harmless.
+func (a *Absolute) Close(ctx context.Context) error { return a.s.close(ctx) }
+
+// Suppressed is the in-process suppressed limiter: above the soft capacity
+// it admits with a probability that falls as traffic rises, up to the hard
+// capacity. It is safe for concurrent use; build it with NewSuppressed and
+// Close it to stop its sweep.
+type Suppressed struct{ s *store }
+
+var _ limiter.Limiter = (*Suppressed)(nil)
+
+// NewSuppressed returns a suppressed limiter. Beyond the absolute options it
+// reads WithHardLimitFactor, WithSuppressionCache and WithRandom.
+func NewSuppressed(opts ...limiter.Option) (*Suppressed, error) {
+	s, err := newStore(opts)
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	return &Suppressed{s: s}, nil
+}
+
+// Inc offers n units of key at rate. Every call with valid arguments draws
+// exactly one number from the random source.
+func (l *Suppressed) Inc(_ context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
+	now, err := l.s.check("inc", k)
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	if err := checkCost(n); err != nil {
+		return limiter.Decision{}, err
+	}
+	cfg := &l.s.cfg
+	soft, err := limiter.Capacity(rate, cfg.Window)
+	if err != nil {
+		return limiter.Decision{}, fmt.Errorf("local: inc: %w", err)
+	}
+	hard, err := limiter.HardCapacity(rate, cfg.Window, cfg.HardLimitFactor)
+	if err != nil {
+		return limiter.Decision{}, fmt.Errorf("local: inc: %w", err)
+	}
+	in := window.Suppressed{Soft: soft, Hard: hard, CacheMs: cfg.CacheMs, RandPPM: window.DrawPPM(cfg.Rand())}
+	sh, st := l.s.lock(k, n > 0)
+	var peek window.State
+	if st == nil {
+		st = &peek
+	}
+	r := st.IncSuppressed(l.s.p, now, n, in)
+	sh.mu.Unlock()
+	return r.Decision(), nil
+}
+
+// IsAllowed reports whether one more unit of key would be admitted without
+// suppression now. It records nothing and draws nothing.
+func (l *Suppressed) IsAllowed(_ context.Context, k string) (limiter.Decision, error) {
+	now, err := l.s.check("is allowed", k)
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	sh, st := l.s.lock(k, false)
+	var r window.Result
+	if st == nil {
+		r = window.Result{Allowed: true}
+	} else {
+		r = st.IsAllowedSuppressed(l.s.p, now, l.s.cfg.CacheMs)
+	}
+	sh.mu.Unlock()
+	return r.Decision(), nil
+}
+
+// Get returns key's accepted and declined units in the live window.
+func (l *Suppressed) Get(_ context.Context, k string) (limiter.Usage, error) { return l.s.usage(k) }
+
+// Reset forgets key.
+func (l *Suppressed) Reset(_ context.Context, k string) error { return l.s.reset(k) }
+
+// Close stops the sweep and waits for it until ctx is done.
+func (l *Suppressed) Close(ctx context.Context) error { return l.s.close(ctx) }
