@@ -1,0 +1,186 @@
+package conformance
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/limiter"
+)
+
+func sAllowed(limit, remaining int64, reset time.Duration) limiter.Decision {
+	return allowed(limit, remaining, reset)
+}
+
+// supp is a Suppressed decision; factor is in parts per million.
+func supp(ok bool, limit, remaining int64, retry, reset time.Duration, factorPPM int64) limiter.Decision {
+	return limiter.Decision{Outcome: limiter.Suppressed, Allowed: ok, Limit: limit, Remaining: remaining,
+		RetryAfter: retry, ResetAfter: reset, SuppressionFactor: float64(factorPPM) / 1e6}
+}
+
+func suppOpts(seq *Seq, factor float64, cache time.Duration, w time.Duration) []limiter.Option {
+	return []limiter.Option{
+		limiter.WithWindow(w), limiter.WithBucket(100 * time.Millisecond),
+		limiter.WithHardLimitFactor(factor), limiter.WithSuppressionCache(cache),
+		limiter.WithRandom(seq.Float64),
+	}
+}
+
+func wantDraws(seq *Seq, n int) func(*testing.T) {
+	return func(t *testing.T) {
+		t.Helper()
+		if got := seq.Draws(); got != n {
+			t.Errorf("random draws = %d, want exactly %d (one per Inc)", got, n)
+		}
+	}
+}
+
+func suppressedTables() []table {
+	// S = 10, H = 15 at 10/s over 1 s with F = 1.5.
+	a := NewSeq(0.5)
+	b := NewSeq(0.5, 0.1, 0.1, 0.2, 0.25)
+	c := NewSeq(0.5, 0.1, 0.1, 0.2, 0.25)
+	d := NewSeq(0.5, 0.5, 0.79, 0.84)
+	p := NewSeq(0.5)
+	r := NewSeq(0.5)
+	return []table{
+		{name: "soft hard and never", opts: suppOpts(a, 1.5, 100*time.Millisecond, time.Second), steps: []step{
+			inc("k", ten, 10, sAllowed(10, 0, ms(1000))),
+			inc("k", ten, 6, supp(false, 10, 0, ms(1000), ms(1000), 1e6)),
+			get("k", limiter.Usage{Used: 10, Declined: 6, Limit: 10}),
+			inc("k", ten, 16, limiter.Decision{Outcome: limiter.Suppressed, Limit: 10, ResetAfter: ms(1000), SuppressionFactor: 1, Never: true}),
+			get("k", limiter.Usage{Used: 10, Declined: 22, Limit: 10}),
+			// observed 32 over 1 s: f = 1 − 10/32 = 0.6875, computed, not cached, no draw.
+			isAllowed("k", supp(false, 10, 0, ms(1000), ms(1000), 687500)),
+			after(ms(1000), inc("k", ten, 1, sAllowed(10, 9, ms(1000)))),
+			get("k", limiter.Usage{Used: 1, Limit: 10}),
+		}, check: wantDraws(a, 4)},
+		{name: "factor without cache", opts: suppOpts(b, 1.5, 0, time.Second), steps: []step{
+			inc("k", ten, 10, sAllowed(10, 0, ms(1000))),
+			// observed 10 over 1 s at S = 10: f = 0, admitted above soft.
+			after(ms(100), inc("k", ten, 2, supp(true, 10, 0, 0, ms(1000), 0))),
+			// observed 12: f = 1 − 10/12 = 0.166667; draw 0.1 < f: refused.
+			after(ms(100), inc("k", ten, 1, supp(false, 10, 0, ms(800), ms(1000), 166667))),
+			isAllowed("k", supp(false, 10, 0, ms(800), ms(1000), 230769)),
+			// observed 13: f = 0.230769; draw 0.2 < f: refused.
+			after(ms(50), inc("k", ten, 1, supp(false, 10, 0, ms(750), ms(950), 230769))),
+			// observed 14: f = 0.285714; draw 0.25 < f: refused.
+			after(ms(50), inc("k", ten, 1, supp(false, 10, 0, ms(700), ms(1000), 285714))),
+			get("k", limiter.Usage{Used: 12, Declined: 3, Limit: 10}),
+		}, check: wantDraws(b, 5)},
+		{name: "factor cached for its period", opts: suppOpts(c, 1.5, 100*time.Millisecond, time.Second), steps: []step{
+			inc("k", ten, 10, sAllowed(10, 0, ms(1000))),
+			after(ms(100), inc("k", ten, 2, supp(true, 10, 0, 0, ms(1000), 0))),
+			// computed at +200 and cached until +300.
+			after(ms(100), inc("k", ten, 1, supp(false, 10, 0, ms(800), ms(1000), 166667))),
+			isAllowed("k", supp(false, 10, 0, ms(800), ms(1000), 166667)),
+			// the cached 0.166667, not a fresh 0.230769: draw 0.2 admits.
+			after(ms(50), inc("k", ten, 1, supp(true, 10, 0, 0, ms(950), 166667))),
+			// +300: the cache has expired; observed 14 gives 0.285714.
+			after(ms(50), inc("k", ten, 1, supp(false, 10, 0, ms(700), ms(1000), 285714))),
+			get("k", limiter.Usage{Used: 13, Declined: 2, Limit: 10}),
+		}, check: wantDraws(c, 5)},
+		{name: "recent second dominates a long window", opts: suppOpts(d, 2, 0, 10*time.Second), steps: []step{
+			// 1/s over 10 s: S = 10, H = 20.
+			inc("k", limiter.PerSecond(1), 10, sAllowed(10, 0, ms(10000))),
+			// 10 observed long ago, none in the last second: f = 0.
+			after(ms(5000), inc("k", limiter.PerSecond(1), 5, supp(true, 10, 0, 0, ms(10000), 0))),
+			// 15·1000 against 5 in the last second·10000: f = 1 − 10000/50000 = 0.8.
+			// (+5100 opens a bucket: 100 ms after +5000 is not less than B.)
+			after(ms(100), inc("k", limiter.PerSecond(1), 1, supp(false, 10, 0, ms(4900), ms(10000), 800000))),
+			// 6 in the last second: f = 1 − 10000/60000 = 0.833333; draw 0.84 admits.
+			inc("k", limiter.PerSecond(1), 1, supp(true, 10, 0, 0, ms(10000), 833333)),
+			get("k", limiter.Usage{Used: 16, Declined: 1, Limit: 10}),
+		}, check: wantDraws(d, 4)},
+		{name: "peek draws once and writes nothing", opts: suppOpts(p, 1.5, 100*time.Millisecond, time.Second), steps: []step{
+			inc("k", ten, 0, sAllowed(10, 10, 0)),
+			get("k", limiter.Usage{}),
+			isAllowed("k", unknown),
+			inc("k", ten, 10, sAllowed(10, 0, ms(1000))),
+			inc("k", ten, 0, supp(true, 10, 0, 0, ms(1000), 0)),
+			get("k", limiter.Usage{Used: 10, Limit: 10}),
+		}, check: wantDraws(p, 3)},
+		{name: "reset and idle key", opts: suppOpts(r, 1.5, 100*time.Millisecond, time.Second), steps: []step{
+			// nothing observed yet: f = 0, so 12 is admitted above soft.
+			inc("k", ten, 12, supp(true, 10, 0, 0, ms(1000), 0)),
+			reset("k"),
+			get("k", limiter.Usage{}),
+			isAllowed("k", unknown),
+			inc("k", ten, 3, sAllowed(10, 7, ms(1000))),
+			after(ms(1000), isAllowed("k", unknown)),
+			get("k", limiter.Usage{}),
+		}, check: wantDraws(r, 2)},
+	}
+}
+
+// RunSuppressed runs the suppressed strategy's step tables, the admission
+// statistics check, error checks and the concurrency check.
+func RunSuppressed(t *testing.T, f Factory) {
+	t.Run("Tables", func(t *testing.T) { runTables(t, f, suppressedTables()) })
+	t.Run("AdmissionFollowsFactor", func(t *testing.T) { runAdmission(t, f) })
+	t.Run("Errors", func(t *testing.T) { RunErrors(t, f) })
+	t.Run("Concurrent", func(t *testing.T) { RunConcurrent(t, f, 64, 100, 1000) })
+}
+
+// lockedRand is a seeded source safe for concurrent use.
+type lockedRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+// NewRand returns a deterministic source for WithRandom.
+func NewRand(seed uint64) func() float64 {
+	l := &lockedRand{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	return func() float64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.r.Float64()
+	}
+}
+
+// runAdmission freezes a key between soft and hard and peeks many times:
+// the share admitted must follow 1 − f.
+func runAdmission(t *testing.T, f Factory) {
+	const peeks = 4000
+	const tolerance = 0.03 // ≈ 4 standard deviations at p = 0.5
+	clk := NewClock()
+	l := f(t, clk, limiter.WithWindow(time.Second), limiter.WithBucket(100*time.Millisecond),
+		limiter.WithHardLimitFactor(3), limiter.WithSuppressionCache(0), limiter.WithRandom(NewRand(7)))
+	defer closeLimiter(t, l)
+	ctx := context.Background()
+	// S = 10, H = 30. 20 accepted (the second 10 at f = 0).
+	for _, n := range []int64{10, 10} {
+		if d, err := l.Inc(ctx, "k", ten, n); err != nil || !d.Allowed {
+			t.Fatalf("Inc(k, 10) = %s, %v; want allowed", Format(d), err)
+		}
+	}
+	check := func(wantF float64) {
+		t.Helper()
+		admitted := 0
+		for i := 0; i < peeks; i++ {
+			d, err := l.Inc(ctx, "k", ten, 0)
+			if err != nil {
+				t.Fatalf("peek: %v", err)
+			}
+			if d.SuppressionFactor != wantF || d.Outcome != limiter.Suppressed {
+				t.Fatalf("peek = %s, want suppressed with factor %v", Format(d), wantF)
+			}
+			if d.Allowed {
+				admitted++
+			}
+		}
+		share := float64(admitted) / peeks
+		if math.Abs(share-(1-wantF)) > tolerance {
+			t.Errorf("factor %v: admitted %.3f of %d peeks, want %.3f ± %.2f", wantF, share, peeks, 1-wantF, tolerance)
+		}
+	}
+	check(0.5) // observed 20: f = 1 − 10/20
+	// 20 more offered beyond hard: refused, but observed 40: f = 0.75.
+	if d, err := l.Inc(ctx, "k", ten, 20); err != nil || d.Allowed || d.SuppressionFactor != 1 {
+		t.Fatalf("Inc(k, 20) beyond hard = %s, %v; want refused with factor 1", Format(d), err)
+	}
+	check(0.75)
+}

@@ -1,0 +1,48 @@
+package local_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/sluice-go/sluice/internal/conformance"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/local"
+)
+
+func absolute(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
+	t.Helper()
+	l, err := local.NewAbsolute(append(opts, limiter.WithClock(clk))...)
+	if err != nil {
+		t.Fatalf("NewAbsolute: %v", err)
+	}
+	return l
+}
+
+func suppressed(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
+	t.Helper()
+	l, err := local.NewSuppressed(append(opts, limiter.WithClock(clk))...)
+	if err != nil {
+		t.Fatalf("NewSuppressed: %v", err)
+	}
+	return l
+}
+
+func TestAbsoluteConformance(t *testing.T)   { conformance.RunAbsolute(t, absolute) }
+func TestSuppressedConformance(t *testing.T) { conformance.RunSuppressed(t, suppressed) }
+
+func TestConfigErrors(t *testing.T) {
+	conformance.ConfigErrors(t, func(opts ...limiter.Option) error {
+		l, err := local.NewAbsolute(opts...)
+		if err == nil {
+			return l.Close(context.Background())
+		}
+		return err
+	})
+	conformance.ConfigErrors(t, func(opts ...limiter.Option) error {
+		l, err := local.NewSuppressed(opts...)
+		if err == nil {
+			return l.Close(context.Background())
+		}
+		return err
+	})
+}
