@@ -83,6 +83,11 @@ func Escape(k string) string {
 // cannot have produced.
 func Unescape(s string) (string, error) {
 	if !strings.Contains(s, "%") {
+		for i := 0; i < len(s); i++ {
+			if reserved[s[i]] {
+				return "", fmt.Errorf("%w: unescaped %q in %q", ErrInvalid, s[i], s)
+			}
+		}
 		return s, nil
 	}
 	var b strings.Builder

@@ -1,0 +1,104 @@
+package limiter_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/limiter"
+)
+
+func TestCapacity(t *testing.T) {
+	tests := []struct {
+		rate   limiter.Rate
+		window time.Duration
+		want   int64
+	}{
+		{limiter.PerSecond(0.3), time.Minute, 18},
+		{limiter.PerSecond(0.7), 10 * time.Second, 7},
+		{limiter.PerSecond(10), time.Second, 10},
+		{limiter.PerSecond(5.5), 2 * time.Second, 11},
+		{limiter.PerMinute(10), time.Minute, 10},
+		{limiter.PerHour(3600), time.Second, 1},
+		{limiter.PerDay(86400), time.Minute, 60},
+		{limiter.Every(1, 3*time.Second), 3 * time.Second, 1},
+		{limiter.Every(2, 3*time.Second), 3 * time.Second, 2},
+		{limiter.PerSecond(0.1), 30 * time.Second, 3},
+		{limiter.PerSecond(1.9999), time.Second, 1},
+		{limiter.PerSecond(1000), time.Millisecond, 1},
+	}
+	for _, tt := range tests {
+		got, err := limiter.Capacity(tt.rate, tt.window)
+		if err != nil || got != tt.want {
+			t.Errorf("Capacity(%v, %v) = %d, %v; want %d", tt.rate, tt.window, got, err, tt.want)
+		}
+	}
+}
+
+func TestCapacityErrors(t *testing.T) {
+	tests := []struct {
+		name   string
+		rate   limiter.Rate
+		window time.Duration
+		want   error
+	}{
+		{"one per day over a minute", limiter.PerDay(1), time.Minute, limiter.ErrCapacityTooSmall},
+		{"NaN", limiter.PerSecond(math.NaN()), time.Second, limiter.ErrInvalidRate},
+		{"+Inf", limiter.PerSecond(math.Inf(1)), time.Second, limiter.ErrInvalidRate},
+		{"-Inf", limiter.PerSecond(math.Inf(-1)), time.Second, limiter.ErrInvalidRate},
+		{"zero", limiter.PerSecond(0), time.Second, limiter.ErrInvalidRate},
+		{"negative", limiter.PerMinute(-1), time.Second, limiter.ErrInvalidRate},
+		{"zero value", limiter.Rate{}, time.Second, limiter.ErrInvalidRate},
+		{"Every negative duration", limiter.Every(1, -time.Second), time.Second, limiter.ErrInvalidRate},
+		{"beyond 2^50 units", limiter.PerSecond(1e12), 31 * 24 * time.Hour, limiter.ErrInvalidRate},
+		{"zero window", limiter.PerSecond(1), 0, limiter.ErrInvalidConfig},
+	}
+	for _, tt := range tests {
+		if _, err := limiter.Capacity(tt.rate, tt.window); !errors.Is(err, tt.want) {
+			t.Errorf("%s: Capacity(%v, %v) error = %v, want %v", tt.name, tt.rate, tt.window, err, tt.want)
+		}
+	}
+}
+
+func TestHardCapacity(t *testing.T) {
+	tests := []struct {
+		rate   limiter.Rate
+		window time.Duration
+		factor float64
+		want   int64
+	}{
+		{limiter.PerSecond(10), time.Second, 1, 10},
+		{limiter.PerSecond(10), time.Second, 1.5, 15},
+		{limiter.PerSecond(0.7), 10 * time.Second, 1.5, 10},
+		{limiter.PerSecond(1), time.Second, 2.9999, 2},
+	}
+	for _, tt := range tests {
+		got, err := limiter.HardCapacity(tt.rate, tt.window, tt.factor)
+		if err != nil || got != tt.want {
+			t.Errorf("HardCapacity(%v, %v, %v) = %d, %v; want %d", tt.rate, tt.window, tt.factor, got, err, tt.want)
+		}
+	}
+	for _, f := range []float64{0.99, math.NaN(), math.Inf(1), -1} {
+		if _, err := limiter.HardCapacity(limiter.PerSecond(1), time.Second, f); !errors.Is(err, limiter.ErrInvalidConfig) {
+			t.Errorf("HardCapacity factor %v error = %v, want ErrInvalidConfig", f, err)
+		}
+	}
+}
+
+func TestRateString(t *testing.T) {
+	if got := limiter.PerSecond(5.5).String(); got != "5.5/s" {
+		t.Errorf("PerSecond(5.5).String() = %q", got)
+	}
+	if got := limiter.PerMinute(60).PerSecondValue(); got != 1 {
+		t.Errorf("PerMinute(60).PerSecondValue() = %v, want 1", got)
+	}
+}
+
+func TestOutcomeString(t *testing.T) {
+	for o, want := range map[limiter.Outcome]string{limiter.Allowed: "allowed", limiter.Rejected: "rejected", limiter.Suppressed: "suppressed", 7: "Outcome(7)"} {
+		if got := o.String(); got != want {
+			t.Errorf("Outcome(%d).String() = %q, want %q", int(o), got, want)
+		}
+	}
+}
