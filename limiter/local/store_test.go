@@ -1,0 +1,163 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/limiter"
+)
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func newClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func TestSweepDropsIdleKeys(t *testing.T) {
+	clk := newClock()
+	a, err := NewAbsolute(limiter.WithClock(clk), limiter.WithWindow(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	ctx := context.Background()
+	for i := 0; i < 5000; i++ {
+		if _, err := a.Inc(ctx, fmt.Sprint("k", i), limiter.PerSecond(10), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(500 * time.Millisecond)
+	for i := 0; i < 100; i++ { // these stay live
+		a.Inc(ctx, fmt.Sprint("k", i), limiter.PerSecond(10), 1)
+	}
+	if n := a.s.keys(); n != 5000 {
+		t.Fatalf("keys = %d, want 5000", n)
+	}
+	if got := a.s.sweep(); got != 0 {
+		t.Fatalf("sweep with every key live dropped %d", got)
+	}
+	clk.Advance(500 * time.Millisecond) // the first buckets expire; the 100 keys' second ones do not
+	if got := a.s.sweep(); got != 4900 {
+		t.Fatalf("sweep dropped %d keys, want 4900", got)
+	}
+	if n := a.s.keys(); n != 100 {
+		t.Fatalf("keys after sweep = %d, want 100", n)
+	}
+	for i := 0; i < 100; i++ {
+		u, _ := a.Get(ctx, fmt.Sprint("k", i))
+		if u.Used != 1 {
+			t.Fatalf("Get(k%d) after sweep = %+v, want Used 1", i, u)
+		}
+	}
+	// Every shard's index still matches its map.
+	for i := range a.s.shards {
+		sh := &a.s.shards[i]
+		if len(sh.list) != len(sh.m) {
+			t.Fatalf("shard %d: list %d entries, map %d", i, len(sh.list), len(sh.m))
+		}
+		for j, e := range sh.list {
+			if e.idx != j || sh.m[e.key] != e {
+				t.Fatalf("shard %d: entry %q at %d has idx %d", i, e.key, j, e.idx)
+			}
+		}
+	}
+}
+
+// The sweep runs while callers hammer the same shards; -race checks it.
+func TestSweepConcurrentWithCalls(t *testing.T) {
+	clk := newClock()
+	a, err := NewAbsolute(limiter.WithClock(clk), limiter.WithWindow(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 3000; i++ {
+				a.Inc(context.Background(), fmt.Sprint(g, "-", i%300), limiter.PerSecond(1000), 1)
+				if i%100 == 0 {
+					clk.Advance(3 * time.Millisecond)
+				}
+			}
+		}(g)
+	}
+	for i := 0; i < 20; i++ {
+		a.s.sweep()
+	}
+	wg.Wait()
+	clk.Advance(time.Second)
+	a.s.sweep()
+	if n := a.s.keys(); n != 0 {
+		t.Fatalf("keys after all expired and a sweep = %d, want 0", n)
+	}
+}
+
+func TestCloseStopsSweepAndIsIdempotent(t *testing.T) {
+	before := runtime.NumGoroutine()
+	var ls []interface{ Close(context.Context) error }
+	for i := 0; i < 10; i++ {
+		a, err := NewAbsolute()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := NewSuppressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, a, s)
+	}
+	for _, l := range ls {
+		if err := l.Close(context.Background()); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if err := l.Close(context.Background()); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Fatalf("goroutines after Close = %d, before = %d: the sweep leaked", n, before)
+	}
+}
+
+func TestHotPathDoesNotAllocate(t *testing.T) {
+	a, _ := NewAbsolute(limiter.WithWindow(time.Second))
+	defer a.Close(context.Background())
+	s, _ := NewSuppressed(limiter.WithWindow(time.Second), limiter.WithHardLimitFactor(2))
+	defer s.Close(context.Background())
+	ctx := context.Background()
+	rate := limiter.PerSecond(1e6)
+	a.Inc(ctx, "hot", rate, 1)
+	s.Inc(ctx, "hot", rate, 1)
+	for name, f := range map[string]func(){
+		"Absolute.Inc":         func() { a.Inc(ctx, "hot", rate, 1) },
+		"Absolute.Inc peek":    func() { a.Inc(ctx, "cold", rate, 0) },
+		"Absolute.IsAllowed":   func() { a.IsAllowed(ctx, "hot") },
+		"Absolute.Get":         func() { a.Get(ctx, "hot") },
+		"Suppressed.Inc":       func() { s.Inc(ctx, "hot", rate, 1) },
+		"Suppressed.IsAllowed": func() { s.IsAllowed(ctx, "hot") },
+	} {
+		if n := testing.AllocsPerRun(1000, f); n != 0 {
+			t.Errorf("%s allocates %v times per call, want 0", name, n)
+		}
+	}
+}
