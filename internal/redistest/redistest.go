@@ -1,7 +1,6 @@
 package redistest
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -176,9 +175,4 @@ func sanitize(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// errorf formats an error with the package's prefix.
-func errorf(format string, args ...any) error {
-	return fmt.Errorf("redistest: "+format, args...)
 }
