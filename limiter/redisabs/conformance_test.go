@@ -1,0 +1,120 @@
+package redisabs_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/internal/conformance"
+	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/local"
+	"github.com/sluice-go/sluice/limiter/redisabs"
+)
+
+// newLimiter builds a limiter on client under a prefix unique to t; opts
+// come last and win.
+func newLimiter(t testing.TB, client redisabs.Client, opts ...limiter.Option) *redisabs.Limiter {
+	t.Helper()
+	all := append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t))}, opts...)
+	l, err := redisabs.New(client, all...)
+	if err != nil {
+		t.Fatalf("redisabs.New: %v", err)
+	}
+	return l
+}
+
+// onMini is a factory on a fresh miniredis whose TIME follows clk: the
+// script reads Redis TIME, as in production, and TTLs run on clk too.
+func onMini(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
+	t.Helper()
+	mr, c := redistest.Mini(t)
+	clk.OnAdvance(func(now time.Time, d time.Duration) {
+		mr.SetTime(now)
+		mr.FastForward(d)
+	})
+	return newLimiter(t, c, opts...)
+}
+
+// withClock returns a factory on client that sends clk's reading to the
+// script instead of Redis TIME.
+func withClock(client func(t testing.TB) redisabs.Client) conformance.Factory {
+	return func(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
+		t.Helper()
+		return newLimiter(t, client(t), append([]limiter.Option{limiter.WithClock(clk)}, opts...)...)
+	}
+}
+
+func realClient(t testing.TB) redisabs.Client    { return redistest.Real(t).Client(t) }
+func clusterClient(t testing.TB) redisabs.Client { return redistest.Cluster(t) }
+func ringClient(t testing.TB) redisabs.Client    { return redistest.Ring(t) }
+
+var (
+	onReal    = withClock(realClient)
+	onCluster = withClock(clusterClient)
+	onRing    = withClock(ringClient)
+)
+
+func localAbsolute(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
+	t.Helper()
+	l, err := local.NewAbsolute(append(opts, limiter.WithClock(clk))...)
+	if err != nil {
+		t.Fatalf("local.NewAbsolute: %v", err)
+	}
+	return l
+}
+
+var backends = []struct {
+	name string
+	f    conformance.Factory
+}{
+	{"Mini", onMini},
+	{"Real", onReal},
+	{"Cluster", onCluster},
+	{"Ring", onRing},
+}
+
+func TestConformance(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { conformance.RunAbsolute(t, b.f) })
+	}
+}
+
+// traceSteps is the length of each differential trace.
+const traceSteps = 10_000
+
+func TestTraceAgainstLocal(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			st := conformance.RunTrace(t, conformance.AbsoluteStrategy, traceSteps, 1, localAbsolute, b.f)
+			checkTraceStats(t, st)
+		})
+	}
+}
+
+func checkTraceStats(t *testing.T, st conformance.TraceStats) {
+	t.Helper()
+	t.Logf("trace: %+v", st)
+	if st.Steps < traceSteps || st.Allowed == 0 || st.Rejected == 0 || st.Never == 0 || st.Peeks == 0 {
+		t.Errorf("trace did not reach every regime: %+v", st)
+	}
+}
+
+// TestRedisTimeConcurrent is the concurrency check with the clock the
+// provider uses in production: Redis TIME on a real server.
+func TestRedisTimeConcurrent(t *testing.T) {
+	conformance.RunConcurrent(t, func(t *testing.T, _ *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
+		return newLimiter(t, realClient(t), opts...)
+	}, 64, 100, 1000)
+}
+
+func TestConfigErrors(t *testing.T) {
+	_, c := redistest.Mini(t)
+	conformance.ConfigErrors(t, func(opts ...limiter.Option) error {
+		l, err := redisabs.New(c, opts...)
+		if err == nil {
+			return l.Close(context.Background())
+		}
+		return err
+	})
+}

@@ -1,0 +1,37 @@
+-- abs_get.lua: a key's usage under the absolute strategy, read-only. The
+-- Redis twin of the local provider's Get: the units held by live buckets
+-- and the stored capacity, both 0 for a key with no live bucket.
+--
+-- KEYS[1]  the key's hash, <prefix>:{<escaped key>}:abs:h (see abs_inc.lua)
+-- ARGV[1]  now in ms, or 0 to read Redis TIME
+-- ARGV[2]  W, the window in ms
+--
+-- Reply: {used, limit}
+local h = KEYS[1]
+local now = tonumber(ARGV[1])
+local w = tonumber(ARGV[2])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local m = redis.call('HMGET', h, 'c', 'u', 'o', 'n')
+if not m[4] or now - tonumber(m[4]) >= w then return {0, 0} end
+
+local used = tonumber(m[2])
+local oldest = tonumber(m[3])
+if used == nil or oldest == nil or now - oldest >= w then
+  -- Dead buckets are still stored: sum the live ones.
+  local all = redis.call('HGETALL', h)
+  used = 0
+  local any = false
+  for i = 1, #all, 2 do
+    local st = tonumber(all[i])
+    if st and now - st < w then
+      used = used + tonumber(all[i + 1])
+      any = true
+    end
+  end
+  if not any then return {0, 0} end
+end
+return {used, tonumber(m[1]) or 0}

@@ -1,0 +1,167 @@
+-- abs_inc.lua: one decision of the absolute strategy (DESIGN.md §3). It is
+-- the Redis twin of internal/window's State.IncAbsolute (ARGV[4] > 0) and
+-- State.IsAllowedAbsolute (ARGV[4] = 0) and must compute exactly what they
+-- compute.
+--
+-- KEYS[1]  the key's hash, <prefix>:{<escaped key>}:abs:h
+-- ARGV[1]  now in ms, or 0 to read Redis TIME
+-- ARGV[2]  W, the window in ms
+-- ARGV[3]  B, the bucket in ms
+-- ARGV[4]  C, the capacity; 0 answers IsAllowed: the capacity stored by the
+--          key's latest Inc is used, and a key with no live bucket is
+--          allowed with every number 0 (ARGV[5] must then be 0)
+-- ARGV[5]  n, the cost; 0 is a peek for one unit that writes nothing
+--
+-- The hash: field "<start ms>" (decimal) is the count of the bucket opened
+-- at that instant; meta fields "c" the stored capacity, "u" the sum of the
+-- stored bucket counts, "o" the oldest stored bucket start, "n" the newest.
+-- Buckets with now - start >= W are dead: they are ignored at once and
+-- deleted by the next write that finds them (only when now - o >= W is the
+-- hash scanned). A hash without a live bucket is an absent key.
+--
+-- Reply: {outcome (0 allowed, 1 rejected), allowed (0/1), limit, remaining,
+--         retry_after_ms, reset_after_ms, factor_ppm (always 0), never (0/1)}
+if redis.replicate_commands then redis.replicate_commands() end
+
+local h = KEYS[1]
+local now = tonumber(ARGV[1])
+local w = tonumber(ARGV[2])
+local b = tonumber(ARGV[3])
+local c = tonumber(ARGV[4])
+local n = tonumber(ARGV[5])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Integers as decimal strings: tostring would print large doubles in
+-- exponent notation.
+local function str(x) return string.format('%d', x) end
+
+local m = redis.call('HMGET', h, 'c', 'u', 'o', 'n')
+local live, stale = false, false
+local stored, used, oldest, newest = 0, 0, 0, 0
+local buckets -- live buckets {start, count} sorted by start, once scanned
+local dead = {} -- fields of dead buckets, deleted by a writing call
+
+-- scan reads every bucket, keeps the live ones and notes the dead ones.
+local function scan()
+  local all = redis.call('HGETALL', h)
+  buckets, used = {}, 0
+  for i = 1, #all, 2 do
+    local st = tonumber(all[i])
+    if st then
+      if now - st >= w then
+        dead[#dead + 1] = all[i]
+      else
+        local cnt = tonumber(all[i + 1])
+        buckets[#buckets + 1] = {st, cnt}
+        used = used + cnt
+      end
+    end
+  end
+  table.sort(buckets, function(x, y) return x[1] < y[1] end)
+end
+
+if m[4] then
+  newest = tonumber(m[4])
+  if now - newest >= w then
+    stale = true
+  else
+    live = true
+    stored = tonumber(m[1]) or 0
+    used = tonumber(m[2])
+    oldest = tonumber(m[3])
+    if used == nil or oldest == nil or now - oldest >= w then
+      scan()
+      if #buckets > 0 then
+        oldest = buckets[1][1]
+      else -- no bucket behind "n": a damaged hash, treated as absent
+        live, stale, used = false, true, 0
+      end
+    end
+  end
+end
+
+if c == 0 then
+  if not live then return {0, 1, 0, 0, 0, 0, 0, 0} end
+  c = stored
+end
+
+local cost = n
+if cost < 1 then cost = 1 end
+local never = cost > c
+local allowed = (not never) and used + cost <= c
+
+-- Writes: only for n > 0, never for a peek or IsAllowed.
+if n > 0 then
+  local wrote = false
+  if stale then
+    redis.call('DEL', h)
+    wrote = true
+  elseif #dead > 0 then
+    for i = 1, #dead, 1000 do
+      redis.call('HDEL', h, unpack(dead, i, math.min(i + 999, #dead)))
+    end
+    wrote = true
+  end
+  if allowed then
+    used = used + n
+    if live and now - newest < b then
+      redis.call('HINCRBY', h, str(newest), n)
+      redis.call('HSET', h, 'c', str(c), 'u', str(used), 'o', str(oldest))
+    else
+      if not live then oldest = now end
+      newest = now
+      live = true
+      redis.call('HSET', h, str(now), str(n), 'c', str(c), 'u', str(used), 'o', str(oldest), 'n', str(now))
+    end
+    wrote = true
+  elseif live and (#dead > 0 or stored ~= c) then
+    -- the latest rate wins, even on a refusal
+    redis.call('HSET', h, 'c', str(c), 'u', str(used), 'o', str(oldest))
+    wrote = true
+  end
+  if wrote and live then
+    redis.call('PEXPIRE', h, str(w + b))
+  end
+end
+
+local reset = 0
+if live then reset = newest + w - now end
+
+if allowed then
+  return {0, 1, c, c - used, 0, reset, 0, 0}
+end
+
+local remaining = c - used
+if remaining < 0 then remaining = 0 end
+local retry = 0
+if not never then
+  -- Walk the live buckets oldest first until enough has expired for cost
+  -- to fit. A refusal with cost <= c means used > 0: the key is live.
+  if not buckets then
+    local first = tonumber(redis.call('HGET', h, str(oldest))) or 0
+    if first > 0 and (used - first + cost <= c or first >= used) then
+      retry = oldest + w - now
+    else
+      scan()
+    end
+  end
+  if buckets then
+    local freed = 0
+    for i = 1, #buckets do
+      local cnt = buckets[i][2]
+      if cnt ~= 0 then
+        freed = freed + cnt
+        if used - freed + cost <= c or freed >= used then
+          retry = buckets[i][1] + w - now
+          break
+        end
+      end
+    end
+  end
+end
+local nv = 0
+if never then nv = 1 end
+return {1, 0, c, remaining, retry, reset, 0, nv}
