@@ -359,7 +359,8 @@ func TestParentDeath(t *testing.T) {
 	t.Parallel()
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestParentDeath$", "-test.v")
-	cmd.Env = append(os.Environ(), "REDISTEST_HELPER=1")
+	// The helper cannot clean up its server's directory: put it in ours.
+	cmd.Env = append(os.Environ(), "REDISTEST_HELPER=1", "TMPDIR="+t.TempDir())
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
