@@ -1,0 +1,74 @@
+package redissup_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/conformance"
+	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/local"
+	"github.com/sluice-go/sluice/limiter/redissup"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// with returns opts followed by more, without touching opts' backing array.
+func with(opts []limiter.Option, more ...limiter.Option) []limiter.Option {
+	return append(append([]limiter.Option(nil), opts...), more...)
+}
+
+func newLimiter(t testing.TB, c redissup.Client, opts ...limiter.Option) *redissup.Limiter {
+	t.Helper()
+	l, err := redissup.New(c, opts...)
+	if err != nil {
+		t.Fatalf("redissup.New: %v", err)
+	}
+	return l
+}
+
+// followClock makes mr's TIME and TTLs follow clk.
+func followClock(clk *conformance.Clock, mr interface {
+	SetTime(time.Time)
+	FastForward(time.Duration)
+}) {
+	clk.OnAdvance(func(now time.Time, d time.Duration) {
+		mr.SetTime(now)
+		mr.FastForward(d)
+	})
+}
+
+// miniFactory builds a limiter on a fresh miniredis whose TIME follows clk:
+// the script reads the clock from Redis, as in production.
+func miniFactory(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
+	t.Helper()
+	mr, c := redistest.Mini(t)
+	followClock(clk, mr)
+	return newLimiter(t, c, with(opts, limiter.WithPrefix(redistest.Prefix(t)))...)
+}
+
+// realClient returns a client of the shared real redis-server.
+func realClient(t testing.TB) *redis.Client {
+	t.Helper()
+	return redistest.Real(t).Client(t)
+}
+
+// realFactory builds a limiter on the shared real redis-server, under a
+// fresh prefix, that sends clk's reading to the script instead of TIME.
+func realFactory(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
+	t.Helper()
+	c := realClient(t)
+	return newLimiter(t, c, with(opts, limiter.WithClock(clk), limiter.WithPrefix(redistest.Prefix(t)))...)
+}
+
+// localFactory builds the reference: the local suppressed limiter on clk.
+func localFactory(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
+	t.Helper()
+	l, err := local.NewSuppressed(with(opts, limiter.WithClock(clk))...)
+	if err != nil {
+		t.Fatalf("local.NewSuppressed: %v", err)
+	}
+	return l
+}

@@ -1,0 +1,44 @@
+-- sup_get.lua: the usage of a suppressed key. Read-only.
+--
+-- KEYS[1]  <prefix>:{<key>}:sup:h, the key's hash (fields: see sup_inc.lua)
+-- ARGV[1]  now in ms; 0 reads Redis TIME
+-- ARGV[2]  W, the window in ms
+--
+-- Reply: {accepted, declined, soft capacity} over the live buckets;
+--        {0, 0, 0} for a key with no live bucket.
+
+local h = KEYS[1]
+local now = tonumber(ARGV[1])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local w = tonumber(ARGV[2])
+
+local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'c')
+if not m[4] or now - tonumber(m[4]) >= w then
+  return {0, 0, 0}
+end
+local used = tonumber(m[1] or 0)
+local declined = tonumber(m[2] or 0)
+if now - tonumber(m[3]) >= w then
+  -- Expired buckets are still stored: count only the live ones.
+  used, declined = 0, 0
+  local all = redis.call('HGETALL', h)
+  local live = {}
+  for i = 1, #all, 2 do
+    local f = all[i]
+    local c = string.byte(f, 1)
+    if c >= 48 and c <= 57 and now - tonumber(f) < w then
+      used = used + tonumber(all[i + 1])
+      live[f] = true
+    end
+  end
+  for i = 1, #all, 2 do
+    local f = all[i]
+    if string.byte(f, 1) == 100 and live[string.sub(f, 2)] then
+      declined = declined + tonumber(all[i + 1])
+    end
+  end
+end
+return {used - declined, declined, tonumber(m[5] or 0)}

@@ -1,0 +1,223 @@
+-- sup_inc.lua: one Inc of the suppressed strategy (DESIGN.md §4). It
+-- computes exactly what internal/window's State.IncSuppressed computes, on
+-- the one-hash layout of docs/data-model.md.
+--
+-- KEYS[1]  <prefix>:{<key>}:sup:h, the key's hash
+-- ARGV[1]  now in ms; 0 reads Redis TIME
+-- ARGV[2]  W, the window in ms
+-- ARGV[3]  B, the bucket in ms
+-- ARGV[4]  S, the soft capacity
+-- ARGV[5]  H, the hard capacity (H >= S)
+-- ARGV[6]  n, the cost; 0 is a peek for one unit that writes nothing
+-- ARGV[7]  the suppression cache period in ms; 0 computes the factor on
+--          every call
+-- ARGV[8]  the call's random draw in ppm, in [0, 999999]
+--
+-- Reply: {outcome, allowed, limit, remaining, retry after ms,
+--         reset after ms, factor ppm, never}, all integers; outcome is
+--         0 (allowed) or 2 (suppressed), allowed and never are 0 or 1.
+--
+-- Hash fields: "<start>" units offered in the bucket starting at <start>
+-- ms, "d<start>" units declined in it (only when > 0), "u" the sum of the
+-- bucket counts (observed), "x" the sum of the declined counts (only when
+-- > 0), "o" and "n" the oldest and newest bucket starts, "c" and "hc" the
+-- soft and hard capacities of the latest Inc, "f" the cached factor in ppm
+-- computed at "ft" ms. The script never calls math.random: the draw is an
+-- argument.
+
+if redis.replicate_commands then redis.replicate_commands() end
+
+local PPM = 1000000
+local h = KEYS[1]
+local now = tonumber(ARGV[1])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local w = tonumber(ARGV[2])
+local b = tonumber(ARGV[3])
+local soft = tonumber(ARGV[4])
+local hard = tonumber(ARGV[5])
+local n = tonumber(ARGV[6])
+local cache = tonumber(ARGV[7])
+local draw = tonumber(ARGV[8])
+local write = n > 0
+
+local function num(v)
+  if v then return tonumber(v) end
+  return nil
+end
+
+local function fmt(v) return string.format('%d', v) end
+
+local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'f', 'ft')
+local used = num(m[1]) or 0
+local declined = num(m[2]) or 0
+local oldest, newest = num(m[3]), num(m[4])
+local fppm, fat = num(m[5]), num(m[6])
+local hasx = m[2] and true or false
+local live = newest ~= nil and now - newest < w
+local buckets -- after a scan: the live buckets {start, count, declined}, oldest first
+
+-- scan reads every bucket of the hash, oldest first.
+local function scan()
+  local all = redis.call('HGETALL', h)
+  local count, dec, starts = {}, {}, {}
+  for i = 1, #all, 2 do
+    local f = all[i]
+    local c = string.byte(f, 1)
+    if c >= 48 and c <= 57 then -- a digit: a bucket
+      local s = tonumber(f)
+      count[s] = tonumber(all[i + 1])
+      starts[#starts + 1] = s
+    elseif c == 100 then -- 'd': a bucket's declined units
+      dec[tonumber(string.sub(f, 2))] = tonumber(all[i + 1])
+    end
+  end
+  table.sort(starts)
+  local out = {}
+  for i, s in ipairs(starts) do out[i] = {s, count[s], dec[s] or 0} end
+  return out
+end
+
+-- Expire: a bucket is live while now - start < W; a key without a live
+-- bucket is absent, its capacities and cached factor forgotten.
+if not live then
+  if write and newest ~= nil then redis.call('DEL', h) end
+  used, declined, oldest, newest, fppm, fat, hasx = 0, 0, nil, nil, nil, nil, false
+elseif now - oldest >= w then
+  buckets = {}
+  used, declined = 0, 0
+  local gone = {}
+  for _, bk in ipairs(scan()) do
+    if now - bk[1] < w then
+      buckets[#buckets + 1] = bk
+      used = used + bk[2]
+      declined = declined + bk[3]
+    else
+      gone[#gone + 1] = fmt(bk[1])
+      if bk[3] > 0 then gone[#gone + 1] = 'd' .. fmt(bk[1]) end
+    end
+  end
+  oldest = buckets[1][1]
+  if write then
+    for i = 1, #gone, 1000 do
+      redis.call('HDEL', h, unpack(gone, i, math.min(i + 999, #gone)))
+    end
+  end
+end
+
+-- factor returns the suppression factor in ppm and whether it was computed
+-- (rather than read from the cache): 1 - S*R / max(observed*R, recent*W)
+-- with R = min(W, 1000), recent the units offered in the last R ms, in
+-- doubles in the same order as window.State.Factor, rounded to the
+-- nearest ppm and clamped to [0, PPM].
+local function factor()
+  if live and cache > 0 and fppm ~= nil and fat ~= nil and now - fat < cache then
+    return fppm, false
+  end
+  local r = math.min(w, 1000)
+  local recent = 0
+  if live then
+    if now - oldest < r then
+      recent = used
+    elseif now - newest < r then
+      buckets = buckets or scan()
+      for i = #buckets, 1, -1 do
+        local bk = buckets[i]
+        if now - bk[1] >= r then break end
+        recent = recent + bk[2]
+      end
+    end
+  end
+  local mx = math.max(used * r, recent * w)
+  if mx <= 0 then return 0, true end
+  local f = 1 - soft * r / mx
+  local ppm = math.floor(f * PPM + 0.5)
+  return math.min(math.max(ppm, 0), PPM), true
+end
+
+-- retryAfter walks the buckets oldest first until the accepted units still
+-- live after a bucket expires, plus cost, fit in cap.
+local function retryAfter(held, cost, cap)
+  if not live then return 0 end
+  if not buckets then
+    -- Fast path: the oldest bucket alone frees enough.
+    local v = redis.call('HMGET', h, fmt(oldest), 'd' .. fmt(oldest))
+    local acc = (num(v[1]) or 0) - (num(v[2]) or 0)
+    if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
+      return oldest + w - now
+    end
+    buckets = scan()
+  end
+  local freed = 0
+  for _, bk in ipairs(buckets) do
+    local u = bk[2] - bk[3]
+    if u ~= 0 then
+      freed = freed + u
+      if held - freed + cost <= cap or freed >= held then return bk[1] + w - now end
+    end
+  end
+  return 0
+end
+
+-- Decide.
+local cost = math.max(n, 1)
+local forecast = used - declined + cost
+local never = cost > hard
+local outcome, allowed, f, computed = 0, true, 0, false
+if forecast <= soft then
+  -- below the soft capacity: admitted, factor 0
+elseif forecast > hard then
+  outcome, allowed, f = 2, false, PPM
+else
+  outcome = 2
+  f, computed = factor()
+  allowed = draw >= f
+end
+
+-- Record.
+if write then
+  local dec = 0
+  if not allowed then dec = n end
+  local start = now
+  if live and now - newest < b then start = newest end
+  redis.call('HINCRBY', h, fmt(start), n)
+  if dec > 0 then redis.call('HINCRBY', h, 'd' .. fmt(start), dec) end
+  if buckets then
+    local last = buckets[#buckets]
+    if last ~= nil and last[1] == start then
+      last[2] = last[2] + n
+      last[3] = last[3] + dec
+    else
+      buckets[#buckets + 1] = {start, n, dec}
+    end
+  end
+  if not live then oldest = start end
+  newest = start
+  used = used + n
+  declined = declined + dec
+  live = true
+  local meta = {'u', fmt(used), 'o', fmt(oldest), 'n', fmt(newest), 'c', fmt(soft), 'hc', fmt(hard)}
+  if declined > 0 then
+    meta[#meta + 1] = 'x'
+    meta[#meta + 1] = fmt(declined)
+  elseif hasx then
+    redis.call('HDEL', h, 'x')
+  end
+  if computed and cache > 0 then
+    meta[#meta + 1] = 'f'
+    meta[#meta + 1] = fmt(f)
+    meta[#meta + 1] = 'ft'
+    meta[#meta + 1] = fmt(now)
+  end
+  redis.call('HSET', h, unpack(meta))
+  redis.call('PEXPIRE', h, w + b)
+end
+
+local accepted = used - declined
+local retry = 0
+if not allowed and not never then retry = retryAfter(accepted, cost, soft) end
+local reset = 0
+if live then reset = newest + w - now end
+return {outcome, allowed and 1 or 0, soft, math.max(soft - accepted, 0), retry, reset, f, never and 1 or 0}
