@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 
 	"github.com/sluice-go/sluice/internal/config"
@@ -36,7 +37,7 @@ var _ limiter.Limiter = (*Limiter)(nil)
 // WithClock, the clock's reading replaces Redis TIME: for tests only). It
 // starts no goroutine and makes no call to Redis.
 func New(client Client, opts ...limiter.Option) (*Limiter, error) {
-	if client == nil {
+	if isNil(client) {
 		return nil, fmt.Errorf("redisabs: %w: nil client", limiter.ErrInvalidConfig)
 	}
 	cfg, err := config.New(opts...)
@@ -44,6 +45,20 @@ func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 		return nil, fmt.Errorf("redisabs: %w", err)
 	}
 	return &Limiter{client: client, cfg: cfg}, nil
+}
+
+// isNil reports a nil client, including a typed nil pointer such as a
+// (*redis.Client)(nil), which would otherwise panic on the first call.
+func isNil(c Client) bool {
+	if c == nil {
+		return true
+	}
+	v := reflect.ValueOf(c)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
 }
 
 // Reply layout of abs_inc.lua.

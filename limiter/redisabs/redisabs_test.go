@@ -1,0 +1,644 @@
+package redisabs_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/conformance"
+	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/key"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/local"
+	"github.com/sluice-go/sluice/limiter/redisabs"
+)
+
+var ctx = context.Background()
+
+// hashOf is the Redis key of k's hash under l's prefix.
+func hashOf(t testing.TB, prefix, k string) string {
+	t.Helper()
+	h, err := key.Name(prefix, k, key.Absolute, key.Hash)
+	if err != nil {
+		t.Fatalf("key.Name(%q, %q): %v", prefix, k, err)
+	}
+	return h
+}
+
+// miniAt returns a miniredis whose TIME and TTLs follow a fresh fake clock,
+// a client for it and the clock.
+func miniAt(t *testing.T) (*miniredis.Miniredis, *redis.Client, *conformance.Clock) {
+	t.Helper()
+	mr, c := redistest.Mini(t)
+	clk := conformance.NewClock()
+	clk.OnAdvance(func(now time.Time, d time.Duration) {
+		mr.SetTime(now)
+		mr.FastForward(d)
+	})
+	return mr, c, clk
+}
+
+func mustInc(t *testing.T, l limiter.Limiter, k string, rate limiter.Rate, n int64) limiter.Decision {
+	t.Helper()
+	d, err := l.Inc(ctx, k, rate, n)
+	if err != nil {
+		t.Fatalf("Inc(%q, %v, %d): %v", k, rate, n, err)
+	}
+	return d
+}
+
+func mustGet(t *testing.T, l limiter.Limiter, k string) limiter.Usage {
+	t.Helper()
+	u, err := l.Get(ctx, k)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", k, err)
+	}
+	return u
+}
+
+func TestNewRejectsNilClient(t *testing.T) {
+	var typed *redis.Client
+	for _, c := range []struct {
+		name   string
+		client redisabs.Client
+	}{{"nil interface", nil}, {"typed nil", typed}} {
+		if _, err := redisabs.New(c.client); !errors.Is(err, limiter.ErrInvalidConfig) {
+			t.Errorf("New(%s) error = %v, want ErrInvalidConfig", c.name, err)
+		}
+	}
+}
+
+// TestErrorsMatchLocal feeds both providers the same bad input and requires
+// the same sentinel (or none) from each.
+func TestErrorsMatchLocal(t *testing.T) {
+	_, c := redistest.Mini(t)
+	r := newLimiter(t, c, limiter.WithWindow(time.Second))
+	l, err := local.NewAbsolute(limiter.WithWindow(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	sentinels := []error{key.ErrInvalid, limiter.ErrInvalidRate, limiter.ErrCapacityTooSmall,
+		limiter.ErrInvalidCost, limiter.ErrInvalidConfig, limiter.ErrClosed}
+	long := strings.Repeat("k", key.MaxLen+1)
+	ok := limiter.PerSecond(10)
+	cases := []struct {
+		name string
+		key  string
+		rate limiter.Rate
+		n    int64
+	}{
+		{"empty key and bad cost", "", ok, -1},
+		{"long key and bad rate", long, limiter.Rate{}, 1},
+		{"bad cost and bad rate", "k", limiter.PerSecond(-1), -1},
+		{"bad rate", "k", limiter.PerSecond(0), 1},
+		{"small capacity", "k", limiter.PerSecond(0.1), 0},
+		{"cost too big", "k", ok, limiter.MaxCost + 1},
+		{"max cost is fine", "k", ok, limiter.MaxCost},
+		{"huge rate", "k", limiter.PerSecond(1e16), 1},
+		{"longest key is fine", strings.Repeat("k", key.MaxLen), ok, 1},
+	}
+	compare := func(name string, er, el error) {
+		t.Helper()
+		if (er == nil) != (el == nil) {
+			t.Errorf("%s: redisabs error %v, local error %v", name, er, el)
+		}
+		for _, s := range sentinels {
+			if errors.Is(er, s) != errors.Is(el, s) {
+				t.Errorf("%s: errors.Is(%v, %v) = %v for redisabs, %v for local (%v)", name, er, s, errors.Is(er, s), errors.Is(el, s), el)
+			}
+		}
+		if er != nil && !strings.HasPrefix(er.Error(), "redisabs: ") {
+			t.Errorf("%s: error %q lacks the package prefix", name, er)
+		}
+	}
+	run := func() {
+		for _, c := range cases {
+			_, er := r.Inc(ctx, c.key, c.rate, c.n)
+			_, el := l.Inc(ctx, c.key, c.rate, c.n)
+			compare("Inc "+c.name, er, el)
+			_, er = r.IsAllowed(ctx, c.key)
+			_, el = l.IsAllowed(ctx, c.key)
+			compare("IsAllowed "+c.name, er, el)
+			_, er = r.Get(ctx, c.key)
+			_, el = l.Get(ctx, c.key)
+			compare("Get "+c.name, er, el)
+			compare("Reset "+c.name, r.Reset(ctx, c.key), l.Reset(ctx, c.key))
+		}
+	}
+	run()
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run() // closed: ErrClosed first, as local
+	if err := r.Close(ctx); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestTTL checks on miniredis, whose TTLs run on the fake clock, that every
+// Inc leaves the hash with 0 < PTTL ≤ W + B and that W + B of silence
+// leaves nothing behind.
+func TestTTL(t *testing.T) {
+	const w, b = time.Second, 100 * time.Millisecond
+	mr, c, clk := miniAt(t)
+	prefix := redistest.Prefix(t)
+	l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hashOf(t, prefix, "k")
+	rng := rand.New(rand.NewPCG(7, 7))
+	for i := 0; i < 500; i++ {
+		clk.Advance(time.Duration(rng.IntN(300)) * time.Millisecond)
+		rate := limiter.PerSecond(float64(1 + rng.IntN(12)))
+		n := int64(rng.IntN(4))
+		mustInc(t, l, "k", rate, n)
+		if !mr.Exists(h) {
+			continue // a refused call or peek on an absent key
+		}
+		if ttl := mr.TTL(h); ttl <= 0 || ttl > w+b {
+			t.Fatalf("step %d: after Inc(k, %v, %d) PTTL = %v, want in (0, %v]", i, rate, n, ttl, w+b)
+		}
+	}
+	mustInc(t, l, "k", limiter.PerSecond(1000), 1)
+	clk.Advance(w + b - time.Millisecond)
+	if !mr.Exists(h) {
+		t.Fatalf("hash gone %v after the last write, before W + B", w+b-time.Millisecond)
+	}
+	clk.Advance(time.Millisecond)
+	if mr.Exists(h) {
+		t.Fatalf("hash still there W + B after the last write (PTTL %v)", mr.TTL(h))
+	}
+	if keys := mr.Keys(); len(keys) != 0 {
+		t.Fatalf("keys left after W + B of silence: %q", keys)
+	}
+}
+
+// TestTTLRealRedis checks expiry on a real server with its own clock and a
+// short window: the hash disappears W + B after the last write.
+func TestTTLRealRedis(t *testing.T) {
+	const w, b = 200 * time.Millisecond, 20 * time.Millisecond
+	c := realClient(t).(*redis.Client)
+	prefix := redistest.Prefix(t)
+	l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hashOf(t, prefix, "k")
+	for i := 0; i < 3; i++ {
+		if d := mustInc(t, l, "k", limiter.PerSecond(100), 1); !d.Allowed {
+			t.Fatalf("Inc %d refused: %+v", i, d)
+		}
+		pttl, err := c.PTTL(ctx, h).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pttl <= 0 || pttl > w+b {
+			t.Fatalf("after Inc %d PTTL = %v, want in (0, %v]", i, pttl, w+b)
+		}
+	}
+	written := time.Now()
+	if u := mustGet(t, l, "k"); u.Used != 3 {
+		t.Fatalf("Get(k) = %+v, want Used 3", u)
+	}
+	deadline := written.Add(w + b + 2*time.Second)
+	for {
+		n, err := c.Exists(ctx, h).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hash still present %v after the last write", time.Since(written))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if u := mustGet(t, l, "k"); u != (limiter.Usage{}) {
+		t.Fatalf("Get(k) after expiry = %+v, want zero", u)
+	}
+}
+
+// trickyKeys must all be distinct limiter keys; several pairs would collide
+// under a naive escaping.
+var trickyKeys = []string{
+	"a:b", "a%3Ab", "a%b", "a%25b", "{a}", "%7Ba%7D", "a}b{", "{}", "a b", "a_b", "a\tb", "a\nb",
+	"2001:db8::1", "::1", "[2001:db8::1]:8080", "fe80::1%eth0", "user@example.com",
+	"https://example.com/a?b=c&d=%20", "*", "?", "[a]", `a\b`, "ü:ß", "a", "A",
+}
+
+func TestKeysDoNotCollide(t *testing.T) {
+	for _, b := range []struct {
+		name   string
+		client func(testing.TB) redisabs.Client
+	}{
+		{"Mini", func(t testing.TB) redisabs.Client { _, c := redistest.Mini(t); return c }},
+		{"Real", realClient},
+		{"Cluster", clusterClient},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			c := b.client(t)
+			prefix := redistest.Prefix(t)
+			l, err := redisabs.New(c, limiter.WithPrefix(prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rate := limiter.PerMinute(1000)
+			for i, k := range trickyKeys {
+				if d := mustInc(t, l, k, rate, int64(i+1)); !d.Allowed || d.Remaining != 1000-int64(i+1) {
+					t.Fatalf("Inc(%q, %d) = %+v, want allowed with %d remaining", k, i+1, d, 1000-(i+1))
+				}
+			}
+			for i, k := range trickyKeys {
+				if u := mustGet(t, l, k); u.Used != int64(i+1) || u.Limit != 1000 {
+					t.Errorf("Get(%q) = %+v, want Used %d Limit 1000", k, u, i+1)
+				}
+				h := hashOf(t, prefix, k)
+				if n, err := c.(redis.Cmdable).Exists(ctx, h).Result(); err != nil || n != 1 {
+					t.Errorf("EXISTS %q = %d, %v; want 1", h, n, err)
+				}
+				p, err := key.Parse(h)
+				if err != nil || p.Key != k {
+					t.Errorf("key.Parse(%q) = %+v, %v; want key %q", h, p, err, k)
+				}
+			}
+			if err := l.Reset(ctx, "a:b"); err != nil {
+				t.Fatal(err)
+			}
+			if u := mustGet(t, l, "a%3Ab"); u.Used != 2 {
+				t.Errorf("Get(a%%3Ab) after Reset(a:b) = %+v, want Used 2", u)
+			}
+		})
+	}
+}
+
+// TestOneSlotPerKey checks with CLUSTER KEYSLOT that every Redis key of a
+// limiter key, under either strategy, hashes to the slot of its escaped key.
+func TestOneSlotPerKey(t *testing.T) {
+	c := redistest.Cluster(t)
+	prefix := redistest.Prefix(t)
+	for _, k := range trickyKeys {
+		want, err := c.ClusterKeySlot(ctx, key.Escape(k)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, strategy := range []string{key.Absolute, key.Suppressed} {
+			for _, suffix := range []string{key.Hash, key.Aux} {
+				name, err := key.Name(prefix, k, strategy, suffix)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := c.ClusterKeySlot(ctx, name).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Errorf("CLUSTER KEYSLOT %q = %d, want %d (slot of %q)", name, got, want, key.Escape(k))
+				}
+			}
+		}
+	}
+}
+
+// TestReadOnlyCallsWriteNothing checks that IsAllowed, Get and a peek leave
+// the hash and its TTL exactly as they were, even when they see dead
+// buckets or a key with no live bucket.
+func TestReadOnlyCallsWriteNothing(t *testing.T) {
+	mr, c, clk := miniAt(t)
+	prefix := redistest.Prefix(t)
+	l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(time.Second), limiter.WithBucket(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hashOf(t, prefix, "k")
+	ten := limiter.PerSecond(10)
+	mustInc(t, l, "k", ten, 4)
+	clk.Advance(500 * time.Millisecond)
+	mustInc(t, l, "k", ten, 6)
+	for _, adv := range []time.Duration{0, 499 * time.Millisecond, time.Millisecond, 499 * time.Millisecond, time.Millisecond} {
+		clk.Advance(adv)
+		before, _ := mr.HKeys(h)
+		ttl := mr.TTL(h)
+		dump := map[string]string{}
+		for _, f := range before {
+			dump[f] = mr.HGet(h, f)
+		}
+		if _, err := l.IsAllowed(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		mustGet(t, l, "k")
+		mustInc(t, l, "k", ten, 0)
+		mustInc(t, l, "k", limiter.PerSecond(3), 0) // another capacity: not stored either
+		after, _ := mr.HKeys(h)
+		if len(after) != len(before) || mr.TTL(h) != ttl {
+			t.Fatalf("at +%v: read-only calls changed the hash: fields %q → %q, TTL %v → %v", clk.Now().Sub(conformance.Start), before, after, ttl, mr.TTL(h))
+		}
+		for f, v := range dump {
+			if got := mr.HGet(h, f); got != v {
+				t.Fatalf("at +%v: field %q changed from %q to %q", clk.Now().Sub(conformance.Start), f, v, got)
+			}
+		}
+	}
+	// At +1.5 s every bucket is dead but the hash is still stored.
+	if !mr.Exists(h) {
+		t.Fatal("hash gone before its TTL")
+	}
+	if u := mustGet(t, l, "k"); u != (limiter.Usage{}) {
+		t.Fatalf("Get(k) with only dead buckets = %+v, want zero", u)
+	}
+}
+
+// TestDeadBucketsAreDeleted checks that a write drops the dead buckets it
+// finds, including more than one HDEL batch of them, and that a refused Inc
+// whose key turns out empty deletes the hash.
+func TestDeadBucketsAreDeleted(t *testing.T) {
+	c := realClient(t).(*redis.Client)
+	clk := conformance.NewClock()
+	prefix := redistest.Prefix(t)
+	w, b := 5*time.Second, time.Millisecond
+	l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b), limiter.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hashOf(t, prefix, "k")
+	rate := limiter.PerSecond(1000) // C = 5000
+	for i := 0; i < 2600; i++ {
+		mustInc(t, l, "k", rate, 1)
+		clk.Advance(time.Millisecond)
+	}
+	if n := c.HLen(ctx, h).Val(); n != 2600+4 {
+		t.Fatalf("HLEN = %d, want 2604 (2600 buckets and 4 meta fields)", n)
+	}
+	// The clock reads +2600 ms; at +7449 ms the buckets opened at 0 to
+	// 2449 ms are dead and the 150 opened at 2450 to 2599 ms are live.
+	clk.Advance(4849 * time.Millisecond)
+	if u := mustGet(t, l, "k"); u.Used != 150 {
+		t.Fatalf("Get(k) = %+v, want Used 150", u)
+	}
+	d := mustInc(t, l, "k", rate, 1)
+	if !d.Allowed || d.Remaining != 5000-151 {
+		t.Fatalf("Inc(k, 1) = %+v, want allowed with 4849 remaining", d)
+	}
+	if n := c.HLen(ctx, h).Val(); n != 151+4 {
+		t.Fatalf("HLEN after the write = %d, want 155", n)
+	}
+	if u := mustGet(t, l, "k"); u.Used != 151 || u.Limit != 5000 {
+		t.Fatalf("Get(k) = %+v, want Used 151 Limit 5000", u)
+	}
+	// A refused call (n > C) on a key whose buckets are all dead deletes it.
+	clk.Advance(w)
+	if d := mustInc(t, l, "k", rate, 6000); !d.Never {
+		t.Fatalf("Inc(k, 6000) = %+v, want Never", d)
+	}
+	if n := c.Exists(ctx, h).Val(); n != 0 {
+		t.Fatalf("hash with only dead buckets survived a write")
+	}
+}
+
+// TestListpack checks the encoding claim of docs/data-model.md: a full
+// window holds W/B buckets and 4 meta fields, so the hash stays a listpack
+// while W/B + 4 ≤ hash-max-listpack-entries (512 by default) and becomes a
+// hashtable beyond.
+func TestListpack(t *testing.T) {
+	c := realClient(t).(*redis.Client)
+	cfg, err := c.ConfigGet(ctx, "hash-max-listpack-entries").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var max int
+	if _, err := fmt.Sscan(cfg["hash-max-listpack-entries"], &max); err != nil || max < 8 {
+		t.Fatalf("hash-max-listpack-entries = %q", cfg["hash-max-listpack-entries"])
+	}
+	for _, tc := range []struct {
+		buckets int
+		want    string
+	}{{100, "listpack"}, {128, "listpack"}, {max - 4, "listpack"}, {max - 3, "hashtable"}} {
+		t.Run(fmt.Sprint(tc.buckets), func(t *testing.T) {
+			clk := conformance.NewClock()
+			prefix := redistest.Prefix(t)
+			b := 10 * time.Millisecond
+			w := time.Duration(tc.buckets) * b
+			l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b), limiter.WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Two windows of one call per bucket: the hash stays full.
+			for i := 0; i < 2*tc.buckets; i++ {
+				mustInc(t, l, "k", limiter.PerSecond(1000), 1)
+				clk.Advance(b)
+			}
+			h := hashOf(t, prefix, "k")
+			if n := c.HLen(ctx, h).Val(); n != int64(tc.buckets)+4 {
+				t.Fatalf("HLEN = %d, want %d", n, tc.buckets+4)
+			}
+			if enc := c.ObjectEncoding(ctx, h).Val(); enc != tc.want {
+				t.Fatalf("W/B = %d with hash-max-listpack-entries %d: OBJECT ENCODING = %q, want %q", tc.buckets, max, enc, tc.want)
+			}
+			t.Logf("W/B = %d: %s, MEMORY USAGE %d bytes", tc.buckets, tc.want, c.MemoryUsage(ctx, h).Val())
+		})
+	}
+}
+
+// TestScriptFlush checks that a flushed script cache costs one EVAL, not
+// an error, and that the call behind it counts once.
+func TestScriptFlush(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client(t)
+	l := newLimiter(t, c)
+	rate := limiter.PerMinute(10)
+	mustInc(t, l, "k", rate, 1)
+	if u := mustGet(t, l, "k"); u.Used != 1 {
+		t.Fatalf("Get(k) = %+v, want Used 1", u)
+	}
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d := mustInc(t, l, "k", rate, 1); !d.Allowed || d.Remaining != 8 {
+		t.Fatalf("Inc after SCRIPT FLUSH = %+v, want allowed with 8 remaining", d)
+	}
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if u := mustGet(t, l, "k"); u.Used != 2 || u.Limit != 10 {
+		t.Fatalf("Get(k) after SCRIPT FLUSH = %+v, want Used 2 Limit 10", u)
+	}
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := l.IsAllowed(ctx, "k"); err != nil || d.Remaining != 8 {
+		t.Fatalf("IsAllowed after SCRIPT FLUSH = %+v, %v; want 8 remaining", d, err)
+	}
+}
+
+// TestServerDown checks that a stopped or frozen Redis gives every call a
+// wrapped error within the context's deadline, and no panic.
+func TestServerDown(t *testing.T) {
+	const deadline = 500 * time.Millisecond
+	check := func(t *testing.T, l *redisabs.Limiter) {
+		t.Helper()
+		calls := []struct {
+			op string
+			f  func(context.Context) error
+		}{
+			{"inc", func(ctx context.Context) error { _, err := l.Inc(ctx, "k", limiter.PerMinute(10), 1); return err }},
+			{"is allowed", func(ctx context.Context) error { _, err := l.IsAllowed(ctx, "k"); return err }},
+			{"get", func(ctx context.Context) error { _, err := l.Get(ctx, "k"); return err }},
+			{"reset", func(ctx context.Context) error { return l.Reset(ctx, "k") }},
+		}
+		for _, c := range calls {
+			cctx, cancel := context.WithTimeout(ctx, deadline)
+			start := time.Now()
+			err := c.f(cctx)
+			took := time.Since(start)
+			cancel()
+			if err == nil || !strings.HasPrefix(err.Error(), "redisabs: "+c.op+": ") {
+				t.Errorf("%s with Redis down: error %v, want one starting %q", c.op, err, "redisabs: "+c.op+": ")
+			}
+			t.Logf("%s: %v after %v", c.op, err, took)
+			if took > deadline+250*time.Millisecond {
+				t.Errorf("%s with Redis down took %v, deadline %v", c.op, took, deadline)
+			}
+		}
+	}
+	t.Run("Stopped", func(t *testing.T) {
+		srv := redistest.StartServer(t)
+		l := newLimiter(t, srv.Client(t))
+		mustInc(t, l, "k", limiter.PerMinute(10), 1)
+		srv.Stop()
+		check(t, l)
+	})
+	t.Run("Frozen", func(t *testing.T) {
+		srv := redistest.StartServer(t)
+		opt := srv.Options()
+		opt.ContextTimeoutEnabled = true // let ctx bound socket reads, as doc.go advises
+		opt.MaxRetries = -1
+		c := redis.NewClient(opt)
+		t.Cleanup(func() { c.Close() })
+		l := newLimiter(t, c)
+		mustInc(t, l, "k", limiter.PerMinute(10), 1)
+		if err := srv.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Resume()
+		check(t, l)
+	})
+}
+
+// TestCloseLeavesClientOpen checks that Close does not close the caller's
+// client.
+func TestCloseLeavesClientOpen(t *testing.T) {
+	_, c := redistest.Mini(t)
+	l := newLimiter(t, c)
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("client unusable after Close: %v", err)
+	}
+}
+
+// TestManyBucketsTrace is a differential trace against local in the
+// regime the conformance trace does not reach: thousands of buckets per
+// window, so that scans, HDEL batches and long RetryAfter walks happen.
+func TestManyBucketsTrace(t *testing.T) {
+	for _, b := range backends[:2] {
+		t.Run(b.name, func(t *testing.T) {
+			clk := conformance.NewClock()
+			opts := []limiter.Option{limiter.WithWindow(3 * time.Second), limiter.WithBucket(time.Millisecond)}
+			ll := localAbsolute(t, clk, opts...)
+			defer ll.Close(ctx)
+			lr := b.f(t, clk, opts...)
+			defer lr.Close(ctx)
+			rng := rand.New(rand.NewPCG(3, 9))
+			rates := []limiter.Rate{limiter.PerSecond(400), limiter.PerSecond(1000), limiter.PerSecond(50)}
+			keys := []string{"x", "y:1", "z{2}"}
+			var allowed, rejected int
+			for i := 0; i < traceSteps; i++ {
+				switch x := rng.IntN(1000); {
+				case x < 990:
+					clk.Advance(time.Duration(rng.IntN(3)) * time.Millisecond)
+				default:
+					clk.Advance(time.Duration(rng.IntN(4000)) * time.Millisecond)
+				}
+				k := keys[rng.IntN(len(keys))]
+				switch x := rng.IntN(10); {
+				case x < 8:
+					rate, n := rates[rng.IntN(len(rates))], int64(rng.IntN(8))
+					dl := mustInc(t, ll, k, rate, n)
+					dr := mustInc(t, lr, k, rate, n)
+					if dl != dr {
+						t.Fatalf("step %d: Inc(%q, %v, %d) = %s from redisabs, %s from local", i, k, rate, n, conformance.Format(dr), conformance.Format(dl))
+					}
+					if dl.Allowed {
+						allowed++
+					} else {
+						rejected++
+					}
+				case x < 9:
+					dl, _ := ll.IsAllowed(ctx, k)
+					dr, err := lr.IsAllowed(ctx, k)
+					if err != nil || dl != dr {
+						t.Fatalf("step %d: IsAllowed(%q) = %s, %v from redisabs, %s from local", i, k, conformance.Format(dr), err, conformance.Format(dl))
+					}
+				default:
+					if ul, ur := mustGet(t, ll, k), mustGet(t, lr, k); ul != ur {
+						t.Fatalf("step %d: Get(%q) = %+v from redisabs, %+v from local", i, k, ur, ul)
+					}
+				}
+			}
+			t.Logf("allowed %d, rejected %d", allowed, rejected)
+			if allowed == 0 || rejected == 0 {
+				t.Fatalf("trace did not reach both regimes: allowed %d, rejected %d", allowed, rejected)
+			}
+		})
+	}
+}
+
+// TestConcurrentKeys runs many goroutines on a few keys on real Redis with
+// Redis TIME and checks that no key ever admits more than its capacity.
+func TestConcurrentKeys(t *testing.T) {
+	l := newLimiter(t, realClient(t))
+	const keys, c = 8, 200
+	var mu sync.Mutex
+	admitted := map[string]int64{}
+	var wg sync.WaitGroup
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				k := fmt.Sprintf("k%d", (g+i)%keys)
+				d, err := l.Inc(ctx, k, limiter.PerMinute(c), int64(1+i%3))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					mu.Lock()
+					admitted[k] += int64(1 + i%3)
+					mu.Unlock()
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	for i := 0; i < keys; i++ {
+		k := fmt.Sprintf("k%d", i)
+		if u := mustGet(t, l, k); admitted[k] > c || u.Used != admitted[k] {
+			t.Errorf("key %s: admitted %d, Get = %+v; want admitted = Used ≤ %d", k, admitted[k], u, c)
+		}
+	}
+}
