@@ -55,12 +55,30 @@ func realClient(t testing.TB) *redis.Client {
 	return redistest.Real(t).Client(t)
 }
 
-// realFactory builds a limiter on the shared real redis-server, under a
-// fresh prefix, that sends clk's reading to the script instead of TIME.
-func realFactory(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
-	t.Helper()
-	c := realClient(t)
-	return newLimiter(t, c, with(opts, limiter.WithClock(clk), limiter.WithPrefix(redistest.Prefix(t)))...)
+// clockFactory builds a limiter on the client from connect, under a fresh
+// prefix, that sends clk's reading to the script instead of TIME.
+func clockFactory(connect func(testing.TB) redissup.Client) conformance.Factory {
+	return func(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
+		t.Helper()
+		return newLimiter(t, connect(t), with(opts, limiter.WithClock(clk), limiter.WithPrefix(redistest.Prefix(t)))...)
+	}
+}
+
+var (
+	realFactory    = clockFactory(func(t testing.TB) redissup.Client { return realClient(t) })
+	clusterFactory = clockFactory(func(t testing.TB) redissup.Client { return redistest.Cluster(t) })
+	ringFactory    = clockFactory(func(t testing.TB) redissup.Client { return redistest.Ring(t) })
+)
+
+// providers are the Redis set-ups every shared suite runs on.
+var providers = []struct {
+	name string
+	f    conformance.Factory
+}{
+	{"Mini", miniFactory},
+	{"Real", realFactory},
+	{"Cluster", clusterFactory},
+	{"Ring", ringFactory},
 }
 
 // localFactory builds the reference: the local suppressed limiter on clk.
