@@ -41,12 +41,14 @@ local function str(x) return string.format('%d', x) end
 local m = redis.call('HMGET', h, 'c', 'u', 'o', 'n')
 local live, stale = false, false
 local stored, used, oldest, newest = 0, 0, 0, 0
-local buckets -- live buckets {start, count} sorted by start, once scanned
+local buckets -- live buckets {start, count}, in hash order, once scanned
 local dead = {} -- fields of dead buckets, deleted by a writing call
 
--- scan reads every bucket, keeps the live ones and notes the dead ones.
+-- scan reads every bucket: it keeps the live ones in buckets, sums them in
+-- used, notes the dead ones and returns the oldest live start (nil if none).
 local function scan()
   local all = redis.call('HGETALL', h)
+  local first
   buckets, used = {}, 0
   for i = 1, #all, 2 do
     local st = tonumber(all[i])
@@ -57,10 +59,11 @@ local function scan()
         local cnt = tonumber(all[i + 1])
         buckets[#buckets + 1] = {st, cnt}
         used = used + cnt
+        if first == nil or st < first then first = st end
       end
     end
   end
-  table.sort(buckets, function(x, y) return x[1] < y[1] end)
+  return first
 end
 
 if m[4] then
@@ -73,11 +76,9 @@ if m[4] then
     used = tonumber(m[2])
     oldest = tonumber(m[3])
     if used == nil or oldest == nil or now - oldest >= w then
-      scan()
-      if #buckets > 0 then
-        oldest = buckets[1][1]
-      else -- no bucket behind "n": a damaged hash, treated as absent
-        live, stale, used = false, true, 0
+      oldest = scan()
+      if oldest == nil then -- no bucket behind "n": a damaged hash, treated as absent
+        live, stale, used, oldest = false, true, 0, 0
       end
     end
   end
@@ -149,6 +150,7 @@ if not never then
     end
   end
   if buckets then
+    table.sort(buckets, function(x, y) return x[1] < y[1] end)
     local freed = 0
     for i = 1, #buckets do
       local cnt = buckets[i][2]

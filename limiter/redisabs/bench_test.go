@@ -1,0 +1,220 @@
+package redisabs_test
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/conformance"
+	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/redisabs"
+)
+
+// Benchmarks run on the real redis-server of the harness, with Redis TIME
+// as the clock (as in production) and the default window (1 min, B = 600 ms):
+//
+//	go test -run '^$' -bench . -benchmem ./limiter/redisabs/
+//
+// HotKey: one key whose capacity is never reached (every call writes).
+// HotKeyRejected: one key kept full (every call is a refusal).
+// Keys10k: calls rotate over 10,000 keys at 1,000 per minute.
+func BenchmarkInc(b *testing.B) {
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = "user:" + strconv.Itoa(i)
+	}
+	cases := []struct {
+		name string
+		rate limiter.Rate
+		key  func(i int) string
+	}{
+		{"HotKey", limiter.PerSecond(1e9), func(int) string { return "hot" }},
+		{"HotKeyRejected", limiter.PerMinute(10), func(int) string { return "hot" }},
+		{"Keys10k", limiter.PerMinute(1000), func(i int) string { return keys[i%len(keys)] }},
+	}
+	for _, c := range cases {
+		b.Run(c.name+"/Serial", func(b *testing.B) {
+			l := newLimiter(b, redistest.Real(b).Client(b))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := l.Inc(ctx, c.key(i), c.rate, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/Parallel", func(b *testing.B) {
+			l := newLimiter(b, redistest.Real(b).Client(b))
+			var seq atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(seq.Add(1) * 7919)
+				for pb.Next() {
+					if _, err := l.Inc(ctx, c.key(i), c.rate, 1); err != nil {
+						b.Error(err)
+						return
+					}
+					i++
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkReadOnly measures IsAllowed and Get on a live key.
+func BenchmarkReadOnly(b *testing.B) {
+	l := newLimiter(b, redistest.Real(b).Client(b))
+	if _, err := l.Inc(ctx, "k", limiter.PerMinute(100), 5); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("IsAllowed", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := l.IsAllowed(ctx, "k"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Get", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := l.Get(ctx, "k"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkFullWindow measures Inc on one key whose window is full of
+// buckets (one per B), for several W/B: the cost of listpack lookups and of
+// the scan that runs each time the oldest bucket expires.
+func BenchmarkFullWindow(b *testing.B) {
+	for _, buckets := range []int{100, 500, 2000} {
+		b.Run(fmt.Sprintf("W/B=%d", buckets), func(b *testing.B) {
+			clk := conformance.NewClock()
+			bucket := time.Millisecond
+			l := newLimiter(b, redistest.Real(b).Client(b), limiter.WithClock(clk),
+				limiter.WithWindow(time.Duration(buckets)*bucket), limiter.WithBucket(bucket))
+			rate := limiter.PerSecond(1e9)
+			for i := 0; i < buckets; i++ {
+				if _, err := l.Inc(ctx, "k", rate, 1); err != nil {
+					b.Fatal(err)
+				}
+				clk.Advance(bucket)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := l.Inc(ctx, "k", rate, 1); err != nil {
+					b.Fatal(err)
+				}
+				clk.Advance(bucket)
+			}
+		})
+	}
+}
+
+// memoryKeys and memoryCalls are the memory test's workload: 10,000 keys
+// under a 10-per-minute policy, 5 requests each.
+const memoryKeys, memoryCalls = 10_000, 5
+
+// TestMemoryPerKey measures, on a private real redis-server, the INFO
+// memory delta (used_memory) per key of 10,000 keys under a 10-per-minute
+// policy with 5 requests each, and the mean MEMORY USAGE of one key. The
+// figures go into docs/data-model.md:
+//
+//	go test -run TestMemoryPerKey -v ./limiter/redisabs/
+func TestMemoryPerKey(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gap  time.Duration // between a key's requests
+	}{
+		{"one bucket", 0},             // the 5 requests coalesce
+		{"five buckets", time.Second}, // each request opens a bucket
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			opt := srv.Options()
+			opt.PoolSize = 16
+			c := redis.NewClient(opt)
+			t.Cleanup(func() { c.Close() })
+			clk := conformance.NewClock()
+			prefix := redistest.Prefix(t)
+			l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rate := limiter.PerMinute(10)
+			const workers = 16
+			run := func(prefix string, keys int) {
+				var wg sync.WaitGroup
+				errs := make(chan error, workers)
+				for w := 0; w < workers; w++ {
+					wg.Add(1)
+					go func(w int) {
+						defer wg.Done()
+						for i := w; i < keys; i += workers {
+							if _, err := l.Inc(ctx, prefix+strconv.Itoa(i), rate, 1); err != nil {
+								errs <- err
+								return
+							}
+						}
+					}(w)
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					t.Fatal(err)
+				}
+			}
+			// Warm up: scripts loaded, every pooled connection open.
+			run("warm:", 1000)
+			if err := c.FlushAll(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			before := usedMemory(t, c)
+			for r := 0; r < memoryCalls; r++ {
+				run("user:", memoryKeys)
+				clk.Advance(tc.gap)
+			}
+			after := usedMemory(t, c)
+			if n := c.DBSize(ctx).Val(); n != memoryKeys {
+				t.Fatalf("DBSIZE = %d, want %d", n, memoryKeys)
+			}
+			var usage int64
+			for i := 0; i < memoryKeys; i += 100 {
+				usage += c.MemoryUsage(ctx, hashOf(t, prefix, "user:"+strconv.Itoa(i)), 0).Val()
+			}
+			perKey := float64(after-before) / memoryKeys
+			t.Logf("%s: used_memory %d → %d: %.0f bytes per key (INFO memory delta); MEMORY USAGE %d bytes per hash",
+				tc.name, before, after, perKey, usage/(memoryKeys/100))
+			if perKey > 350 {
+				t.Errorf("%.0f bytes per key, above the 350-byte target", perKey)
+			}
+		})
+	}
+}
+
+func usedMemory(t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no used_memory in INFO memory")
+	return 0
+}
