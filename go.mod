@@ -5,6 +5,7 @@ go 1.22
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/redis/go-redis/v9 v9.18.0
+	golang.org/x/time v0.10.0
 )
 
 require (

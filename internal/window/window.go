@@ -40,6 +40,15 @@ type State struct {
 	factorOK  bool
 }
 
+// UseBuffer gives an empty State its first ring storage, so an owner can
+// keep the first buckets inline beside the State. len(buf) must be a power
+// of two.
+func (s *State) UseBuffer(buf []Bucket) {
+	if s.size == 0 && len(buf)&(len(buf)-1) == 0 {
+		s.ring, s.head = buf, 0
+	}
+}
+
 // Live reports whether the key holds a bucket (after Expire).
 func (s *State) Live() bool { return s.size > 0 }
 

@@ -25,6 +25,7 @@ type entry struct {
 	key string
 	idx int // position in shard.list
 	st  window.State
+	buf [2]window.Bucket // the first buckets live inline: one cache miss less for a cold key
 }
 
 type shard struct {
@@ -102,6 +103,7 @@ func (s *store) lock(k string, create bool) (*shard, *window.State) {
 			return sh, nil
 		}
 		e = &entry{key: k, idx: len(sh.list)}
+		e.st.UseBuffer(e.buf[:])
 		sh.m[k] = e
 		sh.list = append(sh.list, e)
 	}

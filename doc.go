@@ -1,0 +1,22 @@
+// Package sluice is sliding-window rate limiting for Go, in one process or
+// across a fleet that shares Redis.
+//
+// The library is split by what you run:
+//
+//   - limiter: rates, options, the Decision every call returns, the Limiter
+//     interface and the sentinel errors;
+//   - limiter/local: in-process absolute and suppressed limiters;
+//   - limiter/redisabs and limiter/redissup: the same strategies on Redis,
+//     one atomic script call per decision, Redis server time, Cluster safe;
+//   - key: key validation, escaping and the Redis key schema.
+//
+// Two strategies share one window model. Absolute admits a request while
+// the sliding window has room for all of it and rejects it otherwise.
+// Suppressed admits everything up to a soft target, then admits with a
+// probability that falls as traffic rises, up to a hard ceiling: graceful
+// degradation instead of a cliff. Every provider, fed the same calls at the
+// same times, returns the same decisions; one conformance suite checks it.
+//
+// docs/algorithms.md explains the window, the capacity arithmetic and the
+// error bounds of bucket coalescing; docs/benchmarks.md has the figures.
+package sluice
