@@ -1,0 +1,102 @@
+// Package redisabs is sluice's absolute limiter on Redis: every process
+// that shares a Redis (and a key prefix) shares each key's sliding window,
+// and no window ever admits more than its capacity, however many processes
+// ask at once.
+//
+//	client := redis.NewClient(&redis.Options{
+//		Addr:                  "localhost:6379",
+//		MaxRetries:            -1,   // never re-send an increment (see Failure modes)
+//		ContextTimeoutEnabled: true, // let ctx deadlines bound every call
+//	})
+//	l, err := redisabs.New(client, limiter.WithWindow(time.Minute))
+//	...
+//	d, err := l.Inc(ctx, "user:42", limiter.PerMinute(100), 1)
+//	if err != nil { /* Redis could not be asked: apply your failure policy */ }
+//	if !d.Allowed { /* refuse; d.RetryAfter says when to come back */ }
+//
+// # Algorithm
+//
+// The strategy is the one of DESIGN.md §2–3, computed by the Lua script
+// scripts/abs_inc.lua exactly as package internal/window computes it for
+// the local provider. Time is Redis TIME in whole milliseconds. A key keeps
+// buckets (start, count); a call joins the newest bucket when it comes less
+// than B after that bucket's start and opens a bucket otherwise. A bucket
+// is live while now − start < W. Inc(n) admits when used + n ≤ C, where
+// used sums the live buckets and C = limiter.Capacity(rate, W), and then
+// records n; otherwise it records nothing (all or nothing). n > C is
+// refused with Never set. n = 0 is a peek for one unit that writes nothing.
+// The capacity of the latest Inc is stored in the key, refusals included,
+// and IsAllowed answers for one unit at that stored capacity. RetryAfter
+// walks the live buckets oldest first until enough of them have expired;
+// ResetAfter is when the newest bucket expires.
+//
+// The state of a key is one Redis hash, <prefix>:{<escaped key>}:abs:h,
+// holding one field per bucket and four meta fields (stored capacity,
+// running total, oldest and newest bucket start); docs/data-model.md
+// describes it field by field. The running total makes the common call
+// O(1): the script reads the meta fields, writes the bucket, the meta
+// fields and the expiry. Only when the oldest bucket has expired does it
+// read the whole hash, delete the dead buckets and recompute the total, a
+// cost proportional to W/B that a busy key pays about once per B. Every
+// write sets the hash's expiry to W + B, so an idle key disappears by
+// itself.
+//
+// Each call is one script call: Inc and IsAllowed run abs_inc.lua, Get runs
+// abs_get.lua, Reset is one UNLINK. IsAllowed, Get and a peek write
+// nothing, not even the deletion of dead buckets they see.
+//
+// # Consistency
+//
+// A script runs atomically on the Redis server that owns the key, so
+// concurrent calls from any number of processes are serialised per key:
+// exactly C units are admitted per window, never more. The clock is that
+// server's TIME, so the clocks of the calling machines do not matter. If
+// the server's clock steps backwards, calls join the newest bucket and
+// RetryAfter may exceed W for a while; if it steps forwards, buckets expire
+// early. Keys are independent: in a Redis Cluster each key's hash tag puts
+// its state in one slot, and different keys may live on different shards.
+//
+// Redis replication is asynchronous and sluice does not call WAIT: after a
+// failover the new master may have missed the latest increments and admit
+// them again. An evicted key (maxmemory with an allkeys-* or volatile-*
+// policy; sluice's keys always have a TTL) starts again from empty. Prefer
+// maxmemory-policy noeviction, under which a full Redis makes Inc fail with
+// an error instead of forgetting.
+//
+// # Failure modes
+//
+// A refused request is a Decision; an error means Redis could not be asked
+// or answered badly. Errors are wrapped with the package and operation
+// ("redisabs: inc: …"), and bad input returns the same sentinel errors as
+// package local (key.ErrInvalid, limiter.ErrInvalidCost,
+// limiter.ErrInvalidRate, limiter.ErrCapacityTooSmall, limiter.ErrClosed)
+// before any call to Redis. What to do when Redis fails — allow, refuse or
+// fall back to a local limiter — is the caller's choice; this package never
+// guesses.
+//
+// This package never retries. A call that timed out may or may not have
+// been counted, and sending it again could count it twice. go-redis itself
+// does retry: in v9.18, *redis.Client (MaxRetries, default 3) and
+// *redis.Ring (MaxRetries, default 3) re-send an EVALSHA after a read or
+// write timeout, an EOF on the connection, a pool timeout, and the errors
+// LOADING, READONLY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, NOREPLICAS and "max
+// number of clients"; *redis.ClusterClient does the same up to
+// MaxRedirects (default 3), the knob that also follows MOVED and ASK. A
+// context that is cancelled or past its deadline is never retried. A
+// re-sent increment can only make the limiter stricter (a unit counted
+// twice), never let more than C through; to rule it out set MaxRetries: -1
+// on a Client or Ring. On a ClusterClient, MaxRedirects: -1 rules it out
+// too but also turns off MOVED/ASK handling during resharding.
+//
+// go-redis bounds socket reads by the context's deadline only when
+// Options.ContextTimeoutEnabled is true; otherwise a frozen server holds a
+// call for the client's ReadTimeout (3 s by default) whatever the ctx says.
+// A stopped server fails a call as fast as the dial fails.
+//
+// After a restart or SCRIPT FLUSH the first call gets NOSCRIPT and is sent
+// again with EVAL (redis.Script.Run); the script had not run, so it counts
+// once.
+//
+// Redis 6.2 and later are supported (and miniredis, for tests). Scripts
+// take integer arguments only and never call math.random.
+package redisabs
