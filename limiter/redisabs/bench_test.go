@@ -138,6 +138,7 @@ func TestMemoryPerKey(t *testing.T) {
 		{"five buckets", time.Second}, // each request opens a bucket
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			srv := redistest.StartServer(t)
 			opt := srv.Options()
 			opt.PoolSize = 16
