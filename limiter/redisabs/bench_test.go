@@ -69,6 +69,17 @@ func BenchmarkInc(b *testing.B) {
 	}
 }
 
+// BenchmarkPing is the floor the other benchmarks stand on: one round trip
+// to the same server with the same client.
+func BenchmarkPing(b *testing.B) {
+	c := redistest.Real(b).Client(b)
+	for i := 0; i < b.N; i++ {
+		if err := c.Ping(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkReadOnly measures IsAllowed and Get on a live key.
 func BenchmarkReadOnly(b *testing.B) {
 	l := newLimiter(b, redistest.Real(b).Client(b))
