@@ -12,6 +12,8 @@
 -- ARGV[7]  the suppression cache period in ms; 0 computes the factor on
 --          every call
 -- ARGV[8]  the call's random draw in ppm, in [0, 999999]
+-- ARGV[9]  the PEXPIRE of every write in ms: W + B (longer only when the
+--          caller sends its own clock in ARGV[1], see limiter/redissup)
 --
 -- Reply: {outcome, allowed, limit, remaining, retry after ms,
 --         reset after ms, factor ppm, never}, all integers; outcome is
@@ -41,6 +43,7 @@ local hard = tonumber(ARGV[5])
 local n = tonumber(ARGV[6])
 local cache = tonumber(ARGV[7])
 local draw = tonumber(ARGV[8])
+local ttl = ARGV[9]
 local write = n > 0
 
 local function num(v)
@@ -182,8 +185,8 @@ if write then
   if not allowed then dec = n end
   local start = now
   if live and now - newest < b then start = newest end
-  redis.call('HINCRBY', h, fmt(start), n)
-  if dec > 0 then redis.call('HINCRBY', h, 'd' .. fmt(start), dec) end
+  redis.call('HINCRBY', h, fmt(start), fmt(n))
+  if dec > 0 then redis.call('HINCRBY', h, 'd' .. fmt(start), fmt(dec)) end
   if buckets then
     local last = buckets[#buckets]
     if last ~= nil and last[1] == start then
@@ -212,7 +215,7 @@ if write then
     meta[#meta + 1] = fmt(now)
   end
   redis.call('HSET', h, unpack(meta))
-  redis.call('PEXPIRE', h, w + b)
+  redis.call('PEXPIRE', h, ttl)
 end
 
 local accepted = used - declined

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 
 	"github.com/sluice-go/sluice/internal/config"
@@ -38,9 +39,9 @@ var _ limiter.Limiter = (*Limiter)(nil)
 // the decisions; WithClock replaces Redis TIME by the given clock, which is
 // meant for tests and simulations (every instance of a fleet must share one
 // clock, and Redis TIME is that clock). A nil client or a bad option is
-// ErrInvalidConfig.
+// ErrInvalidConfig. New starts no goroutine and makes no call to Redis.
 func New(client Client, opts ...limiter.Option) (*Limiter, error) {
-	if client == nil {
+	if isNil(client) {
 		return nil, fmt.Errorf("redissup: %w: nil client", limiter.ErrInvalidConfig)
 	}
 	cfg, err := config.New(opts...)
@@ -48,6 +49,38 @@ func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 		return nil, fmt.Errorf("redissup: %w", err)
 	}
 	return &Limiter{client: client, cfg: cfg}, nil
+}
+
+// clockSlackMs is added to the TTL of every write when WithClock replaces
+// Redis TIME.
+const clockSlackMs = 60_000
+
+// ttlMs is the PEXPIRE every write sets: W + B, so that an idle key leaves
+// Redis by itself as soon as its newest bucket is dead. Given WithClock the
+// script's clock is not the one Redis counts TTLs by: a test's fake clock
+// may stand still while real time runs, and a TTL of W + B real
+// milliseconds would delete state the fake clock still calls live. Such
+// keys get a minute of slack; decisions follow the given clock either way,
+// since the scripts ignore dead buckets whatever the TTL.
+func (l *Limiter) ttlMs() int64 {
+	ttl := l.cfg.WindowMs + l.cfg.BucketMs
+	if l.cfg.ClockSet {
+		ttl += clockSlackMs
+	}
+	return ttl
+}
+
+// isNil reports a nil client, also a typed nil such as (*redis.Client)(nil),
+// which would otherwise panic on the first call.
+func isNil(c Client) bool {
+	if c == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(c); v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
 }
 
 // Lengths of the scripts' replies.
@@ -93,7 +126,7 @@ func (l *Limiter) Inc(ctx context.Context, k string, rate limiter.Rate, n int64)
 	}
 	draw := window.DrawPPM(l.cfg.Rand())
 	v, err := scripts.SupInc.Run(ctx, l.client, []string{h},
-		redisx.NowArg(&l.cfg), l.cfg.WindowMs, l.cfg.BucketMs, soft, hard, n, l.cfg.CacheMs, draw).Result()
+		redisx.NowArg(&l.cfg), l.cfg.WindowMs, l.cfg.BucketMs, soft, hard, n, l.cfg.CacheMs, draw, l.ttlMs()).Result()
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("redissup: inc: %w", err)
 	}

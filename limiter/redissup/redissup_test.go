@@ -1,0 +1,623 @@
+package redissup_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/conformance"
+	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/key"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/local"
+	"github.com/sluice-go/sluice/limiter/redissup"
+)
+
+var ctx = context.Background()
+
+func mustInc(t testing.TB, l limiter.Limiter, k string, rate limiter.Rate, n int64) limiter.Decision {
+	t.Helper()
+	d, err := l.Inc(ctx, k, rate, n)
+	if err != nil {
+		t.Fatalf("Inc(%q, %d): %v", k, n, err)
+	}
+	return d
+}
+
+func mustGet(t testing.TB, l limiter.Limiter, k string) limiter.Usage {
+	t.Helper()
+	u, err := l.Get(ctx, k)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", k, err)
+	}
+	return u
+}
+
+// hashOf is the Redis key of k's suppressed hash.
+func hashOf(t testing.TB, prefix, k string) string {
+	t.Helper()
+	h, err := key.Name(prefix, k, key.Suppressed, key.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// miniAt returns a miniredis, a client and a fake clock that miniredis
+// follows (TIME and TTLs).
+func miniAt(t testing.TB) (*miniredis.Miniredis, *redis.Client, *conformance.Clock) {
+	t.Helper()
+	mr, c := redistest.Mini(t)
+	clk := conformance.NewClock()
+	followClock(clk, mr)
+	return mr, c, clk
+}
+
+func TestNewRejectsNilClient(t *testing.T) {
+	var typed *redis.Client
+	for _, c := range []struct {
+		name   string
+		client redissup.Client
+	}{{"nil interface", nil}, {"typed nil", typed}} {
+		if _, err := redissup.New(c.client); !errors.Is(err, limiter.ErrInvalidConfig) {
+			t.Errorf("New(%s) error = %v, want ErrInvalidConfig", c.name, err)
+		}
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	_, c := redistest.Mini(t)
+	conformance.ConfigErrors(t, func(opts ...limiter.Option) error {
+		l, err := redissup.New(c, opts...)
+		if err == nil {
+			l.Close(ctx)
+		} else if !strings.HasPrefix(err.Error(), "redissup: ") {
+			t.Errorf("New error %q lacks the package prefix", err)
+		}
+		return err
+	})
+}
+
+// TestErrorsMatchLocal feeds both providers the same bad input and requires
+// the same sentinel (or none) from each, and the same number of draws: a
+// call refused for bad input draws nothing.
+func TestErrorsMatchLocal(t *testing.T) {
+	_, c := redistest.Mini(t)
+	rs, ls := conformance.NewSeq(0.5), conformance.NewSeq(0.5)
+	r := newLimiter(t, c, limiter.WithWindow(time.Second), limiter.WithHardLimitFactor(1.5), limiter.WithRandom(rs.Float64))
+	l, err := local.NewSuppressed(limiter.WithWindow(time.Second), limiter.WithHardLimitFactor(1.5), limiter.WithRandom(ls.Float64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	sentinels := []error{key.ErrInvalid, limiter.ErrInvalidRate, limiter.ErrCapacityTooSmall,
+		limiter.ErrInvalidCost, limiter.ErrInvalidConfig, limiter.ErrClosed}
+	long := strings.Repeat("k", key.MaxLen+1)
+	ok := limiter.PerSecond(10)
+	cases := []struct {
+		name string
+		key  string
+		rate limiter.Rate
+		n    int64
+	}{
+		{"empty key and bad cost", "", ok, -1},
+		{"long key and bad rate", long, limiter.Rate{}, 1},
+		{"bad cost and bad rate", "k", limiter.PerSecond(-1), -1},
+		{"bad rate", "k", limiter.PerSecond(0), 1},
+		{"small capacity", "k", limiter.PerSecond(0.1), 0},
+		{"cost too big", "k", ok, limiter.MaxCost + 1},
+		{"max cost is fine", "k", ok, limiter.MaxCost},
+		{"hard capacity too big", "k", limiter.PerSecond(float64(int64(1) << 50)), 1},
+		{"longest key is fine", strings.Repeat("k", key.MaxLen), ok, 1},
+	}
+	compare := func(name string, er, el error) {
+		t.Helper()
+		if (er == nil) != (el == nil) {
+			t.Errorf("%s: redissup error %v, local error %v", name, er, el)
+		}
+		for _, s := range sentinels {
+			if errors.Is(er, s) != errors.Is(el, s) {
+				t.Errorf("%s: errors.Is(%v, %v) = %v for redissup, %v for local (%v)", name, er, s, errors.Is(er, s), errors.Is(el, s), el)
+			}
+		}
+		if er != nil && !strings.HasPrefix(er.Error(), "redissup: ") {
+			t.Errorf("%s: error %q lacks the package prefix", name, er)
+		}
+	}
+	run := func() {
+		for _, c := range cases {
+			_, er := r.Inc(ctx, c.key, c.rate, c.n)
+			_, el := l.Inc(ctx, c.key, c.rate, c.n)
+			compare("Inc "+c.name, er, el)
+			if rs.Draws() != ls.Draws() {
+				t.Errorf("Inc %s: redissup drew %d numbers, local %d", c.name, rs.Draws(), ls.Draws())
+			}
+			_, er = r.IsAllowed(ctx, c.key)
+			_, el = l.IsAllowed(ctx, c.key)
+			compare("IsAllowed "+c.name, er, el)
+			_, er = r.Get(ctx, c.key)
+			_, el = l.Get(ctx, c.key)
+			compare("Get "+c.name, er, el)
+			compare("Reset "+c.name, r.Reset(ctx, c.key), l.Reset(ctx, c.key))
+		}
+	}
+	run()
+	if rs.Draws() != 2 {
+		t.Errorf("valid Incs drew %d numbers, want 2", rs.Draws())
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run() // closed: ErrClosed first, as local
+	if err := r.Close(ctx); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestHashLayout pins the fields of docs/data-model.md step by step:
+// buckets, declined counts, totals, oldest and newest, capacities, the
+// cached factor, the deletion of dead buckets and of a dead key.
+func TestHashLayout(t *testing.T) {
+	const w, b = time.Second, 100 * time.Millisecond
+	mr, c, clk := miniAt(t)
+	prefix := redistest.Prefix(t)
+	l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b),
+		limiter.WithHardLimitFactor(1.5), limiter.WithRandom(conformance.NewSeq(0.5).Float64))
+	h := hashOf(t, prefix, "k")
+	rate := limiter.PerSecond(10) // S = 10, H = 15
+	t0 := conformance.Start.UnixMilli()
+	ms := func(v int64) string { return strconv.FormatInt(v, 10) }
+	check := func(step string, want map[string]string) {
+		t.Helper()
+		got, err := c.HGetAll(ctx, h).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: HGETALL =\n\t%v\nwant\t%v", step, got, want)
+		}
+		if len(want) > 0 && mr.TTL(h) != w+b {
+			t.Errorf("%s: TTL = %v, want %v", step, mr.TTL(h), w+b)
+		}
+	}
+
+	mustInc(t, l, "k", rate, 10)
+	check("Inc 10", map[string]string{ms(t0): "10", "u": "10", "o": ms(t0), "n": ms(t0), "c": "10", "hc": "15"})
+
+	// Between soft and hard: the factor (0: 10 observed over 1 s at 10/s)
+	// is computed and cached with its time.
+	clk.Advance(100 * time.Millisecond)
+	t1 := t0 + 100
+	if d := mustInc(t, l, "k", rate, 2); !d.Allowed || d.Outcome != limiter.Suppressed {
+		t.Fatalf("Inc(k, 2) = %s, want suppressed and admitted", conformance.Format(d))
+	}
+	check("Inc 2", map[string]string{ms(t0): "10", ms(t1): "2", "u": "12", "o": ms(t0), "n": ms(t1),
+		"c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
+
+	// Beyond hard: refused, counted as observed and declined in the same
+	// bucket.
+	if d := mustInc(t, l, "k", rate, 6); d.Allowed {
+		t.Fatalf("Inc(k, 6) = %s, want refused", conformance.Format(d))
+	}
+	check("Inc 6 refused", map[string]string{ms(t0): "10", ms(t1): "8", "d" + ms(t1): "6", "u": "18", "x": "6",
+		"o": ms(t0), "n": ms(t1), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
+
+	// t0's bucket dies: the write deletes it and recomputes the totals.
+	clk.Advance(900 * time.Millisecond)
+	t2 := t0 + 1000
+	mustInc(t, l, "k", rate, 1)
+	check("oldest bucket dead", map[string]string{ms(t1): "8", "d" + ms(t1): "6", ms(t2): "1", "u": "9", "x": "6",
+		"o": ms(t1), "n": ms(t2), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
+
+	// t1's bucket dies with its declined units: "x" goes too.
+	clk.Advance(100 * time.Millisecond)
+	t3 := t0 + 1100
+	mustInc(t, l, "k", rate, 1)
+	check("declined bucket dead", map[string]string{ms(t2): "1", ms(t3): "1", "u": "2",
+		"o": ms(t2), "n": ms(t3), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
+
+	// A peek writes nothing; the latest rate is stored.
+	mustInc(t, l, "k", limiter.PerSecond(20), 0)
+	check("peek", map[string]string{ms(t2): "1", ms(t3): "1", "u": "2",
+		"o": ms(t2), "n": ms(t3), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
+	mustInc(t, l, "k", limiter.PerSecond(20), 1)
+	check("new rate", map[string]string{ms(t2): "1", ms(t3): "2", "u": "3",
+		"o": ms(t2), "n": ms(t3), "c": "20", "hc": "30", "f": "0", "ft": ms(t1)})
+}
+
+// TestDeadKeyStartsAfresh checks on real Redis, where the hash outlives the
+// fake clock's window, that a key with only dead buckets is an absent key:
+// its cached factor and capacities are forgotten, and the next write
+// replaces the hash.
+func TestDeadKeyStartsAfresh(t *testing.T) {
+	c := realClient(t)
+	clk := conformance.NewClock()
+	prefix := redistest.Prefix(t)
+	l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithWindow(time.Second), limiter.WithClock(clk),
+		limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(time.Hour), limiter.WithRandom(conformance.NewSeq(0.5).Float64))
+	h := hashOf(t, prefix, "k")
+	rate := limiter.PerSecond(10)
+	mustInc(t, l, "k", rate, 10)
+	mustInc(t, l, "k", rate, 11) // beyond hard: refused, observed 21
+	// f = 1 − 10/21, computed and cached for an hour; draw 0.5 refuses.
+	if d := mustInc(t, l, "k", rate, 1); d.Allowed || d.SuppressionFactor != 0.52381 {
+		t.Fatalf("Inc(k, 1) = %s, want refused at factor 0.52381", conformance.Format(d))
+	}
+	if f := c.HGet(ctx, h, "f").Val(); f != "523810" {
+		t.Fatalf("cached factor = %q, want 523810", f)
+	}
+	clk.Advance(time.Second)
+	if d, err := l.IsAllowed(ctx, "k"); err != nil || d != (limiter.Decision{Allowed: true}) {
+		t.Fatalf("IsAllowed on a dead key = %s, %v; want an unknown key", conformance.Format(d), err)
+	}
+	if u := mustGet(t, l, "k"); u != (limiter.Usage{}) {
+		t.Fatalf("Get on a dead key = %+v, want zero", u)
+	}
+	// 12 is above soft: the remembered factor would refuse it at draw 0.5.
+	if d := mustInc(t, l, "k", rate, 12); !d.Allowed || d.SuppressionFactor != 0 {
+		t.Fatalf("Inc(k, 12) on a dead key = %s, want admitted with factor 0", conformance.Format(d))
+	}
+	now := strconv.FormatInt(clk.Now().UnixMilli(), 10)
+	want := map[string]string{now: "12", "u": "12", "o": now, "n": now, "c": "10", "hc": "20", "f": "0", "ft": now}
+	if got := c.HGetAll(ctx, h).Val(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("HGETALL = %v, want %v", got, want)
+	}
+}
+
+// TestReadOnlyCallsWriteNothing checks that IsAllowed, Get and peeks leave
+// the hash and its TTL as they are, even when they find dead buckets or a
+// dead key, and create nothing for an unknown key.
+func TestReadOnlyCallsWriteNothing(t *testing.T) {
+	c := realClient(t)
+	clk := conformance.NewClock()
+	prefix := redistest.Prefix(t)
+	l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithWindow(time.Second), limiter.WithClock(clk),
+		limiter.WithHardLimitFactor(1.5), limiter.WithRandom(conformance.NewSeq(0.5).Float64))
+	h := hashOf(t, prefix, "k")
+	rate := limiter.PerSecond(10)
+	mustInc(t, l, "k", rate, 10)
+	clk.Advance(500 * time.Millisecond)
+	mustInc(t, l, "k", rate, 3)
+	mustInc(t, l, "k", rate, 6)
+	readOnly := func(stage string) {
+		t.Helper()
+		before := c.HGetAll(ctx, h).Val()
+		ttl := c.PTTL(ctx, h).Val()
+		if _, err := l.IsAllowed(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		mustGet(t, l, "k")
+		mustInc(t, l, "k", rate, 0)
+		mustInc(t, l, "k", limiter.PerSecond(50), 0)
+		if after := c.HGetAll(ctx, h).Val(); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("%s: read-only calls changed the hash from %v to %v", stage, before, after)
+		}
+		if after := c.PTTL(ctx, h).Val(); after > ttl || after <= 0 {
+			t.Errorf("%s: read-only calls moved PTTL from %v to %v", stage, ttl, after)
+		}
+	}
+	readOnly("live")
+	clk.Advance(600 * time.Millisecond) // the first bucket is dead
+	readOnly("dead bucket")
+	clk.Advance(time.Second) // every bucket is dead
+	readOnly("dead key")
+
+	u := "unknown"
+	if _, err := l.IsAllowed(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, l, u)
+	mustInc(t, l, u, rate, 0)
+	if n := c.Exists(ctx, hashOf(t, prefix, u)).Val(); n != 0 {
+		t.Errorf("read-only calls created the hash of an unknown key")
+	}
+}
+
+// keysUnder lists the Redis keys under prefix.
+func keysUnder(t testing.TB, c *redis.Client, prefix string) []string {
+	t.Helper()
+	keys, err := c.Keys(ctx, prefix+":*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// TestTTL checks on miniredis, whose TTLs follow the fake clock, that every
+// write leaves every key with 0 < PTTL ≤ W + B and that W + B of silence
+// leaves nothing behind.
+func TestTTL(t *testing.T) {
+	const w, b = time.Second, 100 * time.Millisecond
+	mr, c, clk := miniAt(t)
+	prefix := redistest.Prefix(t)
+	l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b),
+		limiter.WithHardLimitFactor(1.5), limiter.WithRandom(conformance.NewRand(3)))
+	rng := rand.New(rand.NewPCG(3, 3))
+	keys := []string{"a", "b:c", "{d}"}
+	for i := 0; i < 600; i++ {
+		clk.Advance(time.Duration(rng.IntN(60)) * time.Millisecond)
+		k := keys[rng.IntN(len(keys))]
+		mustInc(t, l, k, limiter.PerSecond(10), int64(rng.IntN(4)))
+		for _, rk := range mr.Keys() {
+			if ttl := mr.TTL(rk); ttl <= 0 || ttl > w+b {
+				t.Fatalf("step %d: TTL(%s) = %v, want in (0, %v]", i, rk, ttl, w+b)
+			}
+		}
+	}
+	if len(mr.Keys()) == 0 {
+		t.Fatal("no key written")
+	}
+	clk.Advance(w + b)
+	if left := mr.Keys(); len(left) != 0 {
+		t.Fatalf("after W + B of silence, keys remain: %v", left)
+	}
+}
+
+// TestTTLRealRedis checks the same on a real server with its own clock and
+// a short window: every key has 0 < PTTL ≤ W + B, and all are gone soon
+// after W + B of silence.
+func TestTTLRealRedis(t *testing.T) {
+	const w, b = 200 * time.Millisecond, 10 * time.Millisecond
+	c := realClient(t)
+	prefix := redistest.Prefix(t)
+	l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b),
+		limiter.WithHardLimitFactor(1.5), limiter.WithSuppressionCache(0))
+	rate := limiter.PerSecond(50) // S = 10, H = 15
+	keys := []string{"a", "b:c", "{d}"}
+	refused := 0
+	for i := 0; i < 90; i++ {
+		d := mustInc(t, l, keys[i%len(keys)], rate, 1)
+		if !d.Allowed {
+			refused++
+		}
+		for _, rk := range keysUnder(t, c, prefix) {
+			if ttl := c.PTTL(ctx, rk).Val(); ttl <= 0 || ttl > w+b {
+				t.Fatalf("call %d: PTTL(%s) = %v, want in (0, %v]", i, rk, ttl, w+b)
+			}
+		}
+	}
+	if refused == 0 {
+		t.Errorf("no call was refused: the hashes never held declined counts")
+	}
+	deadline := time.Now().Add(w + b + 2*time.Second)
+	for len(keysUnder(t, c, prefix)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("keys remain long after W + B of silence: %v", keysUnder(t, c, prefix))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestTTLWithClock checks the TTL of a limiter that sends its own clock:
+// W + B plus a minute, since Redis counts TTLs in real time and a fake clock
+// may stand still (see ttlMs).
+func TestTTLWithClock(t *testing.T) {
+	const w, b = 200 * time.Millisecond, 10 * time.Millisecond
+	c := realClient(t)
+	prefix := redistest.Prefix(t)
+	l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b),
+		limiter.WithClock(conformance.NewClock()))
+	mustInc(t, l, "k", limiter.PerSecond(50), 1)
+	if ttl := c.PTTL(ctx, hashOf(t, prefix, "k")).Val(); ttl <= w+b || ttl > w+b+time.Minute {
+		t.Fatalf("PTTL = %v, want in (%v, %v]", ttl, w+b, w+b+time.Minute)
+	}
+}
+
+// TestMemory measures MEMORY USAGE of one key's hash on real Redis. The
+// design's budget is 350 bytes for a 10/min policy after 5 requests.
+func TestMemory(t *testing.T) {
+	c := realClient(t)
+	for _, tc := range []struct {
+		name   string
+		calls  int
+		factor float64
+		budget int64
+	}{
+		{"10/min, 5 requests", 5, 1, 350},
+		{"10/min F=1.5, 20 requests (suppressed, factor cached)", 20, 1.5, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := conformance.NewClock()
+			prefix := redistest.Prefix(t)
+			l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithClock(clk),
+				limiter.WithHardLimitFactor(tc.factor), limiter.WithRandom(conformance.NewRand(1)))
+			for i := 0; i < tc.calls; i++ {
+				mustInc(t, l, "user:12345", limiter.PerMinute(10), 1)
+				clk.Advance(time.Second)
+			}
+			h := hashOf(t, prefix, "user:12345")
+			n, err := c.MemoryUsage(ctx, h).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: MEMORY USAGE %d bytes, %d fields, %s", h, n, c.HLen(ctx, h).Val(), c.ObjectEncoding(ctx, h).Val())
+			if tc.budget > 0 && n > tc.budget {
+				t.Errorf("MEMORY USAGE = %d bytes, want ≤ %d", n, tc.budget)
+			}
+		})
+	}
+}
+
+// TestScriptFlush checks that a flushed script cache costs one EVAL, not an
+// error, and that the call behind it counts once.
+func TestScriptFlush(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client(t)
+	l := newLimiter(t, c)
+	rate := limiter.PerMinute(10)
+	mustInc(t, l, "k", rate, 1)
+	for i, call := range []func() (int64, error){
+		func() (int64, error) { d, err := l.Inc(ctx, "k", rate, 1); return d.Remaining, err },
+		func() (int64, error) { d, err := l.IsAllowed(ctx, "k"); return d.Remaining, err },
+		func() (int64, error) { u, err := l.Get(ctx, "k"); return 10 - u.Used, err },
+	} {
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := call(); err != nil || got != 8 {
+			t.Fatalf("call %d after SCRIPT FLUSH: remaining %d, %v; want 8", i, got, err)
+		}
+	}
+}
+
+// TestServerDown checks that a stopped or frozen Redis gives every call a
+// wrapped error within the context's deadline, and no panic.
+func TestServerDown(t *testing.T) {
+	const deadline = 500 * time.Millisecond
+	check := func(t *testing.T, l *redissup.Limiter) {
+		t.Helper()
+		calls := []struct {
+			op string
+			f  func(context.Context) error
+		}{
+			{"inc", func(ctx context.Context) error { _, err := l.Inc(ctx, "k", limiter.PerMinute(10), 1); return err }},
+			{"is allowed", func(ctx context.Context) error { _, err := l.IsAllowed(ctx, "k"); return err }},
+			{"get", func(ctx context.Context) error { _, err := l.Get(ctx, "k"); return err }},
+			{"reset", func(ctx context.Context) error { return l.Reset(ctx, "k") }},
+		}
+		for _, c := range calls {
+			cctx, cancel := context.WithTimeout(ctx, deadline)
+			start := time.Now()
+			err := c.f(cctx)
+			took := time.Since(start)
+			cancel()
+			if err == nil || !strings.HasPrefix(err.Error(), "redissup: "+c.op+": ") {
+				t.Errorf("%s with Redis down: error %v, want one starting %q", c.op, err, "redissup: "+c.op+": ")
+			}
+			if took > deadline+250*time.Millisecond {
+				t.Errorf("%s with Redis down took %v, deadline %v", c.op, took, deadline)
+			}
+		}
+	}
+	t.Run("Stopped", func(t *testing.T) {
+		srv := redistest.StartServer(t)
+		l := newLimiter(t, srv.Client(t))
+		mustInc(t, l, "k", limiter.PerMinute(10), 1)
+		srv.Stop()
+		check(t, l)
+	})
+	t.Run("Frozen", func(t *testing.T) {
+		srv := redistest.StartServer(t)
+		opt := srv.Options()
+		opt.ContextTimeoutEnabled = true // let ctx bound socket reads, as doc.go advises
+		opt.MaxRetries = -1
+		c := redis.NewClient(opt)
+		t.Cleanup(func() { c.Close() })
+		l := newLimiter(t, c)
+		mustInc(t, l, "k", limiter.PerMinute(10), 1)
+		if err := srv.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Resume()
+		check(t, l)
+	})
+}
+
+// TestCloseLeavesClientOpen checks that Close does not close the caller's
+// client.
+func TestCloseLeavesClientOpen(t *testing.T) {
+	_, c := redistest.Mini(t)
+	l := newLimiter(t, c)
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("client unusable after Close: %v", err)
+	}
+}
+
+// TestLargeCounts drives a key with costs of 2^40 at a capacity near 2^50
+// and requires the local provider's decisions: counts stay exact in Lua's
+// doubles and travel as integers.
+func TestLargeCounts(t *testing.T) {
+	for _, p := range providers[:2] {
+		t.Run(p.name, func(t *testing.T) {
+			clk := conformance.NewClock()
+			opts := []limiter.Option{limiter.WithWindow(time.Second), limiter.WithBucket(10 * time.Millisecond),
+				limiter.WithHardLimitFactor(1.5), limiter.WithSuppressionCache(0)}
+			ref := localFactory(t, clk, with(opts, limiter.WithRandom(conformance.NewRand(5)))...)
+			defer ref.Close(ctx)
+			got := p.f(t, clk, with(opts, limiter.WithRandom(conformance.NewRand(5)))...)
+			defer got.Close(ctx)
+			rate := limiter.PerSecond(float64(int64(1) << 49)) // S = 2^49, H = 1.5 × 2^49
+			refused := 0
+			for i := 0; i < 1000; i++ {
+				clk.Advance(time.Millisecond)
+				n := limiter.MaxCost - int64(i)
+				a, b := mustInc(t, ref, "k", rate, n), mustInc(t, got, "k", rate, n)
+				if !sameDecision(a, b) {
+					t.Fatalf("call %d: Inc(k, %d) = %s, want %s", i, n, conformance.Format(b), conformance.Format(a))
+				}
+				if !a.Allowed {
+					refused++
+				}
+			}
+			if ua, ub := mustGet(t, ref, "k"), mustGet(t, got, "k"); ua != ub {
+				t.Fatalf("Get(k) = %+v, want %+v", ub, ua)
+			}
+			if refused == 0 {
+				t.Fatal("no call refused: the trace never left the soft capacity")
+			}
+		})
+	}
+}
+
+// TestManyBuckets is a differential trace with thousands of buckets per
+// window (B = 1 ms), so that the scripts' scans, HDEL batches and long
+// RetryAfter walks run on big hashes.
+func TestManyBuckets(t *testing.T) {
+	c := realClient(t)
+	clk := conformance.NewClock()
+	opts := []limiter.Option{limiter.WithWindow(1500 * time.Millisecond), limiter.WithBucket(time.Millisecond),
+		limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0)}
+	ref := localFactory(t, clk, with(opts, limiter.WithRandom(conformance.NewRand(9)))...)
+	defer ref.Close(ctx)
+	prefix := redistest.Prefix(t)
+	got := newLimiter(t, c, with(opts, limiter.WithRandom(conformance.NewRand(9)), limiter.WithClock(clk), limiter.WithPrefix(prefix))...)
+	rate := limiter.PerSecond(1000) // S = 1500, H = 3000
+	compare := func(i int, n int64) {
+		t.Helper()
+		a, b := mustInc(t, ref, "k", rate, n), mustInc(t, got, "k", rate, n)
+		if !sameDecision(a, b) {
+			t.Fatalf("call %d: Inc(k, %d) = %s, want %s", i, n, conformance.Format(b), conformance.Format(a))
+		}
+		if i%10 != 0 {
+			return
+		}
+		da, _ := ref.IsAllowed(ctx, "k")
+		db, err := got.IsAllowed(ctx, "k")
+		if err != nil || !sameDecision(da, db) {
+			t.Fatalf("call %d: IsAllowed(k) = %s, %v, want %s", i, conformance.Format(db), err, conformance.Format(da))
+		}
+	}
+	// One call per bucket for a window and a third: after the first window
+	// every call finds a dead bucket and scans the hash.
+	for i := 0; i < 2000; i++ {
+		clk.Advance(time.Millisecond)
+		compare(i, int64(1+i%3))
+	}
+	fields := c.HLen(ctx, hashOf(t, prefix, "k")).Val()
+	// A gap of 1.2 s kills four fifths of the buckets at once: thousands
+	// of fields go in one write, in HDEL batches.
+	clk.Advance(1200 * time.Millisecond)
+	compare(0, 1)
+	if ua, ub := mustGet(t, ref, "k"), mustGet(t, got, "k"); ua != ub {
+		t.Fatalf("Get(k) = %+v, want %+v", ub, ua)
+	}
+	after := c.HLen(ctx, hashOf(t, prefix, "k")).Val()
+	t.Logf("hash fields: %d before the gap, %d after", fields, after)
+	if fields < 1500 || after > fields/3 {
+		t.Errorf("hash fields: %d before the gap, %d after; want thousands, then a fifth", fields, after)
+	}
+}
