@@ -1,0 +1,17 @@
+module github.com/sluice-go/sluice/bench
+
+go 1.22
+
+require (
+	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/redis/go-redis/v9 v9.18.0
+	github.com/sluice-go/sluice v0.0.0-00010101000000-000000000000
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
+	go.uber.org/atomic v1.11.0 // indirect
+)
+
+replace github.com/sluice-go/sluice => ../
