@@ -109,7 +109,7 @@ if n > 0 then
   if allowed then
     used = used + n
     if live and now - newest < b then
-      redis.call('HINCRBY', h, str(newest), n)
+      redis.call('HINCRBY', h, str(newest), str(n))
       redis.call('HSET', h, 'c', str(c), 'u', str(used), 'o', str(oldest))
     else
       if not live then oldest = now end

@@ -34,8 +34,9 @@ var _ limiter.Limiter = (*Limiter)(nil)
 
 // New returns an absolute limiter that keeps its state in Redis through
 // client. It reads WithWindow, WithBucket, WithPrefix and WithClock (given
-// WithClock, the clock's reading replaces Redis TIME: for tests only). It
-// starts no goroutine and makes no call to Redis.
+// WithClock, the clock's reading replaces Redis TIME: for tests only, since
+// key expiry still runs on the Redis server's clock). It starts no
+// goroutine and makes no call to Redis. A nil client is ErrInvalidConfig.
 func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 	if isNil(client) {
 		return nil, fmt.Errorf("redisabs: %w: nil client", limiter.ErrInvalidConfig)

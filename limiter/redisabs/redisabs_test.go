@@ -649,3 +649,57 @@ func TestConcurrentKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestLargeNumbers drives counts beyond what Lua's tostring prints exactly
+// (%.14g) through every write path — capacity 2^48, costs up to 2^40 —
+// so that a number printed in exponent notation or rounded would show.
+func TestLargeNumbers(t *testing.T) {
+	for _, b := range backends[:2] {
+		t.Run(b.name, func(t *testing.T) {
+			clk := conformance.NewClock()
+			opts := []limiter.Option{limiter.WithWindow(time.Minute)}
+			ll := localAbsolute(t, clk, opts...)
+			defer ll.Close(ctx)
+			lr := b.f(t, clk, opts...)
+			defer lr.Close(ctx)
+			rate := limiter.PerSecond(float64(int64(1)<<48) / 60)
+			if c, err := limiter.Capacity(rate, time.Minute); err != nil || c != 1<<48 {
+				t.Fatalf("Capacity = %d, %v; want 2^48", c, err)
+			}
+			step := func(i int, n int64) limiter.Decision {
+				t.Helper()
+				dl := mustInc(t, ll, "big", rate, n)
+				dr := mustInc(t, lr, "big", rate, n)
+				if dl != dr {
+					t.Fatalf("step %d: Inc(big, %d) = %s from redisabs, %s from local", i, n, conformance.Format(dr), conformance.Format(dl))
+				}
+				if ul, ur := mustGet(t, ll, "big"), mustGet(t, lr, "big"); ul != ur {
+					t.Fatalf("step %d: Get(big) = %+v from redisabs, %+v from local", i, ur, ul)
+				}
+				return dl
+			}
+			var refused int
+			for i := 0; i < 300; i++ {
+				if i%16 == 0 {
+					clk.Advance(300 * time.Millisecond) // a new bucket
+				} else {
+					clk.Advance(time.Millisecond) // joins the newest
+				}
+				n := limiter.MaxCost - int64(i%3)
+				if i%50 == 49 {
+					n = 0 // a peek
+				}
+				if d := step(i, n); !d.Allowed {
+					refused++
+				}
+			}
+			clk.Advance(59 * time.Second) // the oldest buckets die: a scan
+			for i := 300; i < 320; i++ {
+				step(i, limiter.MaxCost)
+			}
+			if refused == 0 {
+				t.Fatal("the window never filled")
+			}
+		})
+	}
+}
