@@ -90,3 +90,8 @@ func localFactory(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) 
 	}
 	return l
 }
+
+// localFactoryE is localFactory for code without a *testing.T (examples).
+func localFactoryE(clk *conformance.Clock, opts ...limiter.Option) (limiter.Limiter, error) {
+	return local.NewSuppressed(with(opts, limiter.WithClock(clk))...)
+}
