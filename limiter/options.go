@@ -26,8 +26,9 @@ func WithWindow(d time.Duration) Option {
 // WithBucket sets the coalescing granularity B: calls less than B after the
 // start of a key's newest bucket are counted in that bucket. Default W/100
 // rounded down to whole milliseconds, at least 1 ms. It must satisfy
-// 1 ms ≤ B ≤ W and W/B ≤ 100,000. Keeping W/B ≤ 128 keeps Redis hashes in
-// their compact listpack encoding.
+// 1 ms ≤ B ≤ W and W/B ≤ 100,000. Keeping W/B ≤ 128 keeps every Redis hash
+// of both strategies in its compact listpack encoding, with room to spare
+// (Redis' default limit is 512 fields; see docs/data-model.md).
 func WithBucket(d time.Duration) Option {
 	return func(c *config.Config) {
 		if d <= 0 {
