@@ -179,17 +179,17 @@ else
   allowed = draw >= f
 end
 
--- Record.
+-- Record: join the newest bucket when now - newest < B, else open one at
+-- now (no field of that name can exist: every start is <= newest < now).
 if write then
   local dec = 0
   if not allowed then dec = n end
+  local joins = live and now - newest < b
   local start = now
-  if live and now - newest < b then start = newest end
-  redis.call('HINCRBY', h, fmt(start), fmt(n))
-  if dec > 0 then redis.call('HINCRBY', h, 'd' .. fmt(start), fmt(dec)) end
+  if joins then start = newest end
   if buckets then
-    local last = buckets[#buckets]
-    if last ~= nil and last[1] == start then
+    if joins then
+      local last = buckets[#buckets]
       last[2] = last[2] + n
       last[3] = last[3] + dec
     else
@@ -202,6 +202,17 @@ if write then
   declined = declined + dec
   live = true
   local meta = {'u', fmt(used), 'o', fmt(oldest), 'n', fmt(newest), 'c', fmt(soft), 'hc', fmt(hard)}
+  if joins then
+    redis.call('HINCRBY', h, fmt(start), fmt(n))
+    if dec > 0 then redis.call('HINCRBY', h, 'd' .. fmt(start), fmt(dec)) end
+  else
+    meta[#meta + 1] = fmt(start)
+    meta[#meta + 1] = fmt(n)
+    if dec > 0 then
+      meta[#meta + 1] = 'd' .. fmt(start)
+      meta[#meta + 1] = fmt(dec)
+    end
+  end
   if declined > 0 then
     meta[#meta + 1] = 'x'
     meta[#meta + 1] = fmt(declined)
