@@ -1,0 +1,167 @@
+package redissup_test
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/conformance"
+	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/redissup"
+)
+
+// TestMemoryPerKey measures, on a private real redis-server, the INFO
+// memory delta (used_memory) per key of 10,000 keys under a 10-per-minute
+// policy (W = 1 min, B = 600 ms), and the mean MEMORY USAGE of one hash.
+// The figures are in docs/data-model.md:
+//
+//	go test -run TestMemoryPerKey -v ./limiter/redissup/
+func TestMemoryPerKey(t *testing.T) {
+	const keys = 10_000
+	for _, tc := range []struct {
+		name   string
+		calls  int
+		gap    time.Duration // between a key's requests
+		factor float64
+		budget float64 // bytes per key, 0 for none
+	}{
+		{"5 requests, one bucket", 5, 0, 1, 350},
+		{"5 requests, five buckets", 5, time.Second, 1, 350},
+		{"20 requests 1 s apart, F = 1.5 (suppressed)", 20, time.Second, 1.5, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.StartServer(t)
+			opt := srv.Options()
+			opt.PoolSize = 16
+			c := redis.NewClient(opt)
+			t.Cleanup(func() { c.Close() })
+			clk := conformance.NewClock()
+			prefix := redistest.Prefix(t)
+			l, err := redissup.New(c, limiter.WithPrefix(prefix), limiter.WithClock(clk),
+				limiter.WithHardLimitFactor(tc.factor), limiter.WithRandom(conformance.NewRand(1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rate := limiter.PerMinute(10)
+			const workers = 16
+			run := func(prefix string, keys int) {
+				var wg sync.WaitGroup
+				errs := make(chan error, workers)
+				for w := 0; w < workers; w++ {
+					wg.Add(1)
+					go func(w int) {
+						defer wg.Done()
+						for i := w; i < keys; i += workers {
+							if _, err := l.Inc(ctx, prefix+strconv.Itoa(i), rate, 1); err != nil {
+								errs <- err
+								return
+							}
+						}
+					}(w)
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					t.Fatal(err)
+				}
+			}
+			run("warm:", 1000) // scripts loaded, pooled connections open
+			if err := c.FlushAll(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			before := usedMemory(t, c)
+			for r := 0; r < tc.calls; r++ {
+				run("user:", keys)
+				clk.Advance(tc.gap)
+			}
+			after := usedMemory(t, c)
+			if n := c.DBSize(ctx).Val(); n != keys {
+				t.Fatalf("DBSIZE = %d, want %d", n, keys)
+			}
+			var usage, fields int64
+			for i := 0; i < keys; i += 100 {
+				h := hashOf(t, prefix, "user:"+strconv.Itoa(i))
+				usage += c.MemoryUsage(ctx, h, 0).Val()
+				fields += c.HLen(ctx, h).Val()
+			}
+			perKey := float64(after-before) / keys
+			u := mustGet(t, l, "user:0")
+			t.Logf("%s: used_memory %d → %d: %.0f bytes per key; MEMORY USAGE %d bytes, %.1f fields per hash; user:0 %+v",
+				tc.name, before, after, perKey, usage/(keys/100), float64(fields)/(keys/100), u)
+			if tc.budget > 0 && perKey > tc.budget {
+				t.Errorf("%.0f bytes per key, above the %.0f-byte target", perKey, tc.budget)
+			}
+		})
+	}
+}
+
+// TestListpack checks the encoding claim of docs/data-model.md: under
+// overload every bucket but a few carries a declined field, so a full
+// window holds up to 2·W/B + 8 fields, and the hash stays a listpack while
+// that is at most hash-max-listpack-entries (512 by default: W/B ≤ 252).
+func TestListpack(t *testing.T) {
+	c := realClient(t)
+	cfg, err := c.ConfigGet(ctx, "hash-max-listpack-entries").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maxEntries int64
+	if _, err := fmt.Sscan(cfg["hash-max-listpack-entries"], &maxEntries); err != nil || maxEntries < 16 {
+		t.Fatalf("hash-max-listpack-entries = %q", cfg["hash-max-listpack-entries"])
+	}
+	for _, buckets := range []int64{100, 128, (maxEntries - 8) / 2, maxEntries/2 + 10} {
+		t.Run(fmt.Sprint(buckets), func(t *testing.T) {
+			clk := conformance.NewClock()
+			prefix := redistest.Prefix(t)
+			b := 10 * time.Millisecond
+			w := time.Duration(buckets) * b
+			l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b),
+				limiter.WithClock(clk), limiter.WithHardLimitFactor(1.5), limiter.WithRandom(conformance.NewRand(2)))
+			rate := limiter.Every(2, w) // S = 2, H = 3: nearly every call refused
+			// Two windows of one call per bucket.
+			for i := int64(0); i < 2*buckets; i++ {
+				mustInc(t, l, "k", rate, 1)
+				clk.Advance(b)
+			}
+			h := hashOf(t, prefix, "k")
+			n := c.HLen(ctx, h).Val()
+			enc := c.ObjectEncoding(ctx, h).Val()
+			t.Logf("W/B = %d: %d fields, %s, MEMORY USAGE %d bytes", buckets, n, enc, c.MemoryUsage(ctx, h).Val())
+			if n > 2*buckets+8 || n < 2*buckets {
+				t.Errorf("HLEN = %d, want between 2·W/B = %d and 2·W/B + 8", n, 2*buckets)
+			}
+			if want := map[bool]string{true: "listpack", false: "hashtable"}[n <= maxEntries]; enc != want {
+				t.Errorf("%d fields with hash-max-listpack-entries %d: OBJECT ENCODING = %q, want %q", n, maxEntries, enc, want)
+			}
+			if buckets <= (maxEntries-8)/2 && enc != "listpack" {
+				t.Errorf("W/B = %d: encoding %q, want listpack", buckets, enc)
+			}
+		})
+	}
+}
+
+func usedMemory(t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no used_memory in INFO memory")
+	return 0
+}
