@@ -1,0 +1,426 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// Demo settings: short enough to finish in about 18 s, long enough for three
+// windows to slide by.
+const (
+	demoWindow   = 5 * time.Second
+	demoDuration = 18 * time.Second
+	demoHard     = 1.5
+)
+
+func demoKeys() []KeySpec {
+	free, pro := limiter.PerSecond(10), limiter.PerSecond(50)
+	burst := func(k KeySpec) KeySpec {
+		k.BurstEvery, k.BurstLen, k.BurstFactor = 4*time.Second, 600*time.Millisecond, 5
+		return k
+	}
+	return []KeySpec{
+		burst(KeySpec{Name: "user:alice", Tier: "free", Rate: free, Offered: 20}),
+		burst(KeySpec{Name: "user:bob", Tier: "free", Rate: free, Offered: 8}),
+		burst(KeySpec{Name: "user:carol", Tier: "pro", Rate: pro, Offered: 40}),
+		burst(KeySpec{Name: "user:dave", Tier: "pro", Rate: pro, Offered: 75}),
+	}
+}
+
+func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("demo", "[--redis URL] [--duration D]",
+		"Runs a simulated fleet: 3 application instances share one Redis (an embedded\n"+
+			"miniredis unless --redis is given), 30 clients send bursts of requests for 4\n"+
+			"keys on a free and a pro tier, and the same workload runs against local\n"+
+			"absolute, Redis absolute and Redis suppressed limiters side by side. A live\n"+
+			"table shows each second's decisions; the final report shows, per key, the\n"+
+			"most units admitted in any window against its capacity. Ctrl-C stops early\n"+
+			"with the report so far.")
+	redisURL := fs.String("redis", "", "use the Redis server at `URL` (redis://[user:password@]host:port[/db]) instead of an embedded one")
+	duration := fs.Duration("duration", demoDuration, "how long to run")
+	seed := fs.Uint64("seed", 1, "seed of the simulated workload")
+	if st, done := parse(fs, args, stdout, stderr); done {
+		return st
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+	}
+	if *duration <= 0 {
+		return usageError(fs, stderr, "--duration %v: want more than 0", *duration)
+	}
+	opts := Options{
+		Targets:         []Target{{Local, Absolute}, {Redis, Absolute}, {Redis, Suppressed}},
+		Keys:            demoKeys(),
+		Instances:       3,
+		Clients:         30,
+		Duration:        *duration,
+		Window:          demoWindow,
+		HardLimitFactor: demoHard,
+		Cost:            1,
+		Seed:            *seed,
+		Prefix:          runPrefix("demo"),
+	}
+	return workload(ctx, fs, "demo", opts, *redisURL, stdout, stderr)
+}
+
+func loadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("load", "[flags]",
+		"Runs the demo's engine with your settings: --instances application instances,\n"+
+			"each with its own limiters (and Redis client), --clients clients sending\n"+
+			"requests for --keys keys through a load balancer that picks an instance at\n"+
+			"random, at --offer times the rate, with bursts. Same live table and report\n"+
+			"as the demo. Without --redis, Redis providers run on an embedded miniredis.")
+	redisURL := fs.String("redis", "", "use the Redis server at `URL` instead of an embedded one")
+	provider := fs.String("provider", "both", "`local`, redis or both")
+	strategy := fs.String("strategy", Absolute, "`absolute` or suppressed")
+	rateFlag := fs.String("rate", "10/s", "the rate of every key: `N/UNIT` with UNIT s, m, h, d or a duration (100/10s); a bare N is per second")
+	window := fs.Duration("window", 10*time.Second, "sliding window W (whole ms, 1ms to 744h)")
+	bucket := fs.Duration("bucket", 0, "bucket B (whole ms); default W/100, at least 1ms")
+	keys := fs.Int("keys", 4, "number of keys")
+	clients := fs.Int("clients", 16, "number of clients (at least one per key)")
+	instances := fs.Int("instances", 3, "number of application instances")
+	duration := fs.Duration("duration", 15*time.Second, "how long to run")
+	cost := fs.Int64("cost", 1, "units per request")
+	hard := fs.Float64("hard-limit", 1.5, "hard-limit factor F of the suppressed strategy (≥ 1)")
+	offer := fs.Float64("offer", 2, "traffic offered to each key outside bursts, as a multiple of the rate")
+	bursts := fs.Bool("bursts", true, "raise each key's traffic 4× for 500ms about every 3s")
+	seed := fs.Uint64("seed", 1, "seed of the simulated workload and of the suppressed strategy's draws")
+	prefix := fs.String("prefix", "", "Redis key `prefix`; default a new one per run (sluice-load-<time>-<random>)")
+	if st, done := parse(fs, args, stdout, stderr); done {
+		return st
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+	}
+	var targets []Target
+	switch *strategy {
+	case Absolute, Suppressed:
+	default:
+		return usageError(fs, stderr, "--strategy %q: want absolute or suppressed", *strategy)
+	}
+	switch *provider {
+	case Local, Redis:
+		targets = []Target{{*provider, *strategy}}
+	case "both":
+		targets = []Target{{Local, *strategy}, {Redis, *strategy}}
+	default:
+		return usageError(fs, stderr, "--provider %q: want local, redis or both", *provider)
+	}
+	rate, err := parseRate(*rateFlag)
+	if err != nil {
+		return usageError(fs, stderr, "--rate %q: %v", *rateFlag, err)
+	}
+	switch {
+	case *keys < 1:
+		return usageError(fs, stderr, "--keys %d: want at least 1", *keys)
+	case *clients < *keys:
+		return usageError(fs, stderr, "--clients %d: want at least one per key (--keys %d)", *clients, *keys)
+	case *instances < 1:
+		return usageError(fs, stderr, "--instances %d: want at least 1", *instances)
+	case *duration <= 0:
+		return usageError(fs, stderr, "--duration %v: want more than 0", *duration)
+	case *cost < 1 || *cost > limiter.MaxCost:
+		return usageError(fs, stderr, "--cost %d: want 1 to %d", *cost, limiter.MaxCost)
+	case !(*offer > 0) || math.IsInf(*offer, 0):
+		return usageError(fs, stderr, "--offer %v: want a number more than 0", *offer)
+	}
+	if *prefix == "" {
+		*prefix = runPrefix("load")
+	}
+	cfgOpts := []limiter.Option{limiter.WithWindow(*window), limiter.WithHardLimitFactor(*hard), limiter.WithPrefix(*prefix)}
+	if *bucket != 0 {
+		cfgOpts = append(cfgOpts, limiter.WithBucket(*bucket))
+	}
+	if _, err := config.New(cfgOpts...); err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	if _, err := limiter.HardCapacity(rate, *window, *hard); err != nil {
+		return usageError(fs, stderr, "--rate %s over --window %v: %v", *rateFlag, *window, err)
+	}
+	if _, err := limiter.Capacity(rate, *window); err != nil {
+		return usageError(fs, stderr, "--rate %s over --window %v: %v", *rateFlag, *window, err)
+	}
+	var ks []KeySpec
+	for i := range *keys {
+		k := KeySpec{
+			Name:    fmt.Sprintf("key-%d", i),
+			Tier:    "-",
+			Rate:    rate,
+			Offered: *offer * rate.PerSecondValue() / float64(*cost),
+		}
+		if *bursts {
+			k.BurstEvery, k.BurstLen, k.BurstFactor = 3*time.Second, 500*time.Millisecond, 4
+		}
+		ks = append(ks, k)
+	}
+	opts := Options{
+		Targets:         targets,
+		Keys:            ks,
+		Instances:       *instances,
+		Clients:         *clients,
+		Duration:        *duration,
+		Window:          *window,
+		Bucket:          *bucket,
+		HardLimitFactor: *hard,
+		Cost:            *cost,
+		Seed:            *seed,
+		Prefix:          *prefix,
+	}
+	return workload(ctx, fs, "load", opts, *redisURL, stdout, stderr)
+}
+
+// workload connects to Redis when a target needs it, prints what is about
+// to run, runs it with the live table, prints the report and returns the
+// exit status.
+func workload(ctx context.Context, fs *flag.FlagSet, name string, opts Options, redisURL string, stdout, stderr io.Writer) int {
+	where := ""
+	needsRedis := false
+	for _, t := range opts.Targets {
+		needsRedis = needsRedis || t.Backend == Redis
+	}
+	if needsRedis && opts.NewRedis == nil {
+		r, err := openRedis(ctx, redisURL)
+		if err != nil {
+			var ue usageErr
+			if errors.As(err, &ue) {
+				return usageError(fs, stderr, "%v", err)
+			}
+			fmt.Fprintf(stderr, "sluice %s: %v\n", name, err)
+			return exitFailure
+		}
+		defer r.close()
+		opts.NewRedis, where = r.newClient, r.where
+	}
+	opts.Live = isTerminal(stdout)
+	if name == "demo" {
+		writeDemoIntro(stdout, &opts, where)
+	} else {
+		writeLoadIntro(stdout, &opts, where)
+	}
+	rep, err := Run(ctx, opts, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice %s: %v\n", name, err)
+		return exitFailure
+	}
+	WriteReport(stdout, rep)
+	if redisURL != "" && needsRedis {
+		strat := "abs"
+		for _, t := range opts.Targets {
+			if t.Backend == Redis && t.Strategy == Suppressed {
+				strat = "sup"
+			}
+		}
+		fmt.Fprintf(stdout, "\nThe keys stay in Redis under prefix %s until W + B after their last write:\n", opts.Prefix)
+		fmt.Fprintf(stdout, "  sluice inspect --redis %s --prefix %s --strategy %s --window %v %s\n",
+			shellURL(redisURL), opts.Prefix, strat, opts.Window, opts.Keys[0].Name)
+	}
+	status := exitOK
+	if n := rep.Errors(); n > 0 {
+		first := ""
+		for _, p := range rep.Providers {
+			if p.FirstError != nil {
+				first = p.FirstError.Error()
+				break
+			}
+		}
+		fmt.Fprintf(stderr, "sluice %s: %d decisions failed; first: %s\n", name, n, first)
+		status = exitFailure
+	}
+	if v := rep.Violations(); len(v) > 0 {
+		fmt.Fprintf(stderr, "sluice %s: %d keys admitted more than their limit (see the report)\n", name, len(v))
+		status = exitFailure
+	}
+	return status
+}
+
+func writeDemoIntro(w io.Writer, o *Options, where string) {
+	fmt.Fprintf(w, "sluice demo: %d application instances share one Redis (%s).\n", o.Instances, where)
+	if strings.Contains(where, "miniredis") {
+		fmt.Fprintf(w, "(miniredis runs Lua in Go, far slower than Redis: pass --redis URL for real latencies.)\n")
+	}
+	fmt.Fprintf(w, "%d clients send requests, in bursts, for %d keys through a load balancer that\n", o.Clients, len(o.Keys))
+	fmt.Fprintf(w, "picks an instance at random. Each instance has its own limiters and its own\n")
+	fmt.Fprintf(w, "Redis client. The same workload runs against three providers side by side:\n")
+	fmt.Fprintf(w, "  local absolute     an in-process limiter in each instance\n")
+	fmt.Fprintf(w, "  redis absolute     one window per key in Redis, shared by the fleet\n")
+	fmt.Fprintf(w, "  redis suppressed   shared too; above the target it admits with falling\n")
+	fmt.Fprintf(w, "                     probability, never beyond %g × target\n", o.HardLimitFactor)
+	writePolicies(w, o)
+	fmt.Fprintf(w, "Running for %s; Ctrl-C stops early with the report so far.\n\n", fmtSeconds(o.Duration))
+}
+
+func writeLoadIntro(w io.Writer, o *Options, where string) {
+	names := make([]string, len(o.Targets))
+	for i, t := range o.Targets {
+		names[i] = t.String()
+	}
+	fmt.Fprintf(w, "sluice load: %s; %d instances, %d clients, %d keys, cost %d",
+		strings.Join(names, " and "), o.Instances, o.Clients, len(o.Keys), o.Cost)
+	if where != "" {
+		fmt.Fprintf(w, "; Redis: %s", where)
+	}
+	fmt.Fprintln(w, ".")
+	writePolicies(w, o)
+	fmt.Fprintf(w, "Running for %s; Ctrl-C stops early with the report so far.\n\n", fmtSeconds(o.Duration))
+}
+
+// writePolicies lists each tier's rate and capacities.
+func writePolicies(w io.Writer, o *Options) {
+	bucket := o.Bucket
+	if c, err := config.New(o.limiterOptions()...); err == nil {
+		bucket = c.Bucket
+	}
+	fmt.Fprintf(w, "Policies (window %v, bucket %v):\n", o.Window, bucket)
+	g := &grid{indent: "  ", align: "llrll"}
+	seen := map[string]bool{}
+	for _, k := range o.Keys {
+		id := k.Tier + " " + k.Rate.String()
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		var names []string
+		for _, k2 := range o.Keys {
+			if k2.Tier == k.Tier && k2.Rate == k.Rate {
+				names = append(names, k2.Name)
+			}
+		}
+		if len(names) > 3 {
+			names = append(names[:2], "…", names[len(names)-1])
+		}
+		c, _ := limiter.Capacity(k.Rate, o.Window)
+		h, _ := limiter.HardCapacity(k.Rate, o.Window, o.HardLimitFactor)
+		g.add(strings.Join(names, ", "), k.Tier, fmtRate(k.Rate.PerSecondValue())+"/s",
+			fmt.Sprintf("capacity %d per window (hard %d)", c, h),
+			fmt.Sprintf("offered %s/s", fmtRate(k.Offered*float64(o.Cost))))
+	}
+	g.write(w)
+}
+
+// runPrefix is a Redis key prefix no other run uses, so reruns against a
+// real server do not mix.
+func runPrefix(cmd string) string {
+	var b [3]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("sluice-%s-%s-%s", cmd, time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(b[:]))
+}
+
+// parseRate reads N/UNIT (UNIT s, m, min, h, d, or a Go duration such as
+// 10s) or a bare N per second.
+func parseRate(s string) (limiter.Rate, error) {
+	num, unit, found := strings.Cut(strings.TrimSpace(s), "/")
+	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil {
+		return limiter.Rate{}, fmt.Errorf("%q is not a number", num)
+	}
+	var r limiter.Rate
+	if !found {
+		r = limiter.PerSecond(n)
+	} else {
+		switch unit = strings.TrimSpace(unit); unit {
+		case "s", "sec", "second":
+			r = limiter.PerSecond(n)
+		case "m", "min", "minute":
+			r = limiter.PerMinute(n)
+		case "h", "hour":
+			r = limiter.PerHour(n)
+		case "d", "day":
+			r = limiter.PerDay(n)
+		default:
+			d, err := time.ParseDuration(unit)
+			if err != nil || d <= 0 {
+				return limiter.Rate{}, fmt.Errorf("unit %q: want s, m, h, d or a duration such as 10s", unit)
+			}
+			r = limiter.Every(n, d)
+		}
+	}
+	if err := r.Validate(); err != nil {
+		return limiter.Rate{}, err
+	}
+	return r, nil
+}
+
+// usageErr is a bad --redis URL: a usage error, not a failure.
+type usageErr struct{ error }
+
+// redisTarget is the Redis a run uses: an embedded miniredis or a server.
+type redisTarget struct {
+	opts  *redis.Options
+	where string
+	mini  *miniredis.Miniredis
+}
+
+// openRedis starts an embedded miniredis (url "") or checks that the server
+// at url answers PING.
+func openRedis(ctx context.Context, url string) (*redisTarget, error) {
+	if url == "" {
+		mr, err := miniredis.Run()
+		if err != nil {
+			return nil, fmt.Errorf("cannot start the embedded Redis: %w", err)
+		}
+		return &redisTarget{
+			opts:  &redis.Options{Addr: mr.Addr(), MaxRetries: -1},
+			where: "an embedded miniredis at " + mr.Addr(),
+			mini:  mr,
+		}, nil
+	}
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, usageErr{fmt.Errorf("--redis %q: %w", url, err)}
+	}
+	// An increment is never retried: a retried call that did count the
+	// first time would count twice.
+	o.MaxRetries = -1
+	if err := ping(ctx, o); err != nil {
+		return nil, err
+	}
+	return &redisTarget{opts: o, where: "the Redis server at " + o.Addr}, nil
+}
+
+func ping(ctx context.Context, o *redis.Options) error {
+	c := redis.NewClient(o)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("cannot reach Redis at %s: %v", o.Addr, err)
+	}
+	return nil
+}
+
+func (r *redisTarget) newClient() *redis.Client {
+	o := *r.opts
+	return redis.NewClient(&o)
+}
+
+func (r *redisTarget) close() {
+	if r.mini != nil {
+		r.mini.Close()
+	}
+}
+
+// shellURL is url as it may be printed: credentials are replaced by a
+// placeholder.
+func shellURL(url string) string {
+	if i := strings.Index(url, "@"); i >= 0 {
+		if j := strings.Index(url, "://"); j >= 0 && j < i {
+			return url[:j+3] + "USER:PASSWORD" + url[i:]
+		}
+	}
+	return url
+}

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/key"
+)
+
+func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("inspect", "--redis URL [--prefix P] [--strategy abs|sup] [--window W] KEY",
+		"Shows what Redis holds for KEY: its buckets, running totals, stored capacity\n"+
+			"and TTL, read with one MULTI of TIME, PTTL and HGETALL. It changes nothing.\n"+
+			"The fields are described in docs/data-model.md.")
+	redisURL := fs.String("redis", "", "the Redis server, as a `URL` (redis://[user:password@]host:port[/db]); required")
+	prefix := fs.String("prefix", config.DefaultPrefix, "the limiter's key `prefix` (WithPrefix)")
+	strategy := fs.String("strategy", "abs", "the limiter's strategy: `abs` (absolute) or sup (suppressed)")
+	window := fs.Duration("window", 0, "the limiter's window, to tell live buckets from expired ones (optional)")
+	if st, done := parse(fs, args, stdout, stderr); done {
+		return st
+	}
+	switch {
+	case fs.NArg() == 0:
+		return usageError(fs, stderr, "missing KEY")
+	case fs.NArg() > 1:
+		return usageError(fs, stderr, "one KEY, got %d arguments (quote a key with spaces)", fs.NArg())
+	case *redisURL == "":
+		return usageError(fs, stderr, "--redis is required")
+	case *window < 0 || *window%time.Millisecond != 0:
+		return usageError(fs, stderr, "--window %v: want a positive whole number of milliseconds", *window)
+	}
+	var strat string
+	switch *strategy {
+	case "abs", Absolute:
+		strat = key.Absolute
+	case "sup", Suppressed:
+		strat = key.Suppressed
+	default:
+		return usageError(fs, stderr, "--strategy %q: want abs or sup", *strategy)
+	}
+	if err := config.ValidatePrefix(*prefix); err != nil {
+		return usageError(fs, stderr, "--prefix: %v", err)
+	}
+	k := fs.Arg(0)
+	name, err := key.Name(*prefix, k, strat, key.Hash)
+	if err != nil {
+		return usageError(fs, stderr, "KEY: %v", err)
+	}
+	o, err := redis.ParseURL(*redisURL)
+	if err != nil {
+		return usageError(fs, stderr, "--redis %q: %v", *redisURL, err)
+	}
+	o.MaxRetries = -1
+	if err := ping(ctx, o); err != nil {
+		fmt.Fprintf(stderr, "sluice inspect: %v\n", err)
+		return exitFailure
+	}
+	c := redis.NewClient(o)
+	defer c.Close()
+	snap, err := readHash(ctx, c, name)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice inspect: %s: %v\n", name, err)
+		return exitFailure
+	}
+	writeInspect(stdout, k, name, strat, *window, snap)
+	return exitOK
+}
+
+// snapshot is what inspect read, in one transaction.
+type snapshot struct {
+	now    int64 // Redis TIME, ms
+	pttl   time.Duration
+	fields map[string]string
+}
+
+func readHash(ctx context.Context, c *redis.Client, name string) (*snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var tm *redis.TimeCmd
+	var ttl *redis.DurationCmd
+	var all *redis.MapStringStringCmd
+	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		tm = p.Time(ctx)
+		ttl = p.PTTL(ctx, name)
+		all = p.HGetAll(ctx, name)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &snapshot{now: tm.Val().UnixMilli(), pttl: ttl.Val(), fields: all.Val()}, nil
+}
+
+// bucket is one bucket field of a hash, with its declined count (suppressed).
+type bucket struct {
+	start, count, declined int64
+}
+
+// hashState is a limiter hash taken apart (docs/data-model.md).
+type hashState struct {
+	buckets []bucket          // oldest first
+	meta    map[string]int64  // c, u, o, n, hc, x, f, ft
+	other   map[string]string // fields this version does not know
+}
+
+var metaFields = []string{"c", "hc", "u", "x", "o", "n", "f", "ft"}
+
+func parseHash(fields map[string]string) hashState {
+	h := hashState{meta: map[string]int64{}, other: map[string]string{}}
+	byStart := map[int64]*bucket{}
+	get := func(s int64) *bucket {
+		b := byStart[s]
+		if b == nil {
+			b = &bucket{start: s}
+			byStart[s] = b
+		}
+		return b
+	}
+	known := map[string]bool{}
+	for _, m := range metaFields {
+		known[m] = true
+	}
+	for f, v := range fields {
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil:
+			h.other[f] = v
+		case isDigits(f):
+			s, _ := strconv.ParseInt(f, 10, 64)
+			get(s).count = n
+		case len(f) > 1 && f[0] == 'd' && isDigits(f[1:]):
+			s, _ := strconv.ParseInt(f[1:], 10, 64)
+			get(s).declined = n
+		case known[f]:
+			h.meta[f] = n
+		default:
+			h.other[f] = v
+		}
+	}
+	for _, b := range byStart {
+		h.buckets = append(h.buckets, *b)
+	}
+	sort.Slice(h.buckets, func(i, j int) bool { return h.buckets[i].start < h.buckets[j].start })
+	return h
+}
+
+func isDigits(s string) bool {
+	if s == "" || len(s) > 18 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func writeInspect(w io.Writer, k, name, strat string, window time.Duration, s *snapshot) {
+	fmt.Fprintf(w, "%s\n", name)
+	strategyName := Absolute
+	if strat == key.Suppressed {
+		strategyName = Suppressed
+	}
+	fmt.Fprintf(w, "  key %q, %s strategy; Redis time %d ms (%s)\n", k, strategyName, s.now,
+		time.UnixMilli(s.now).UTC().Format("2006-01-02 15:04:05.000 MST"))
+	if len(s.fields) == 0 {
+		fmt.Fprintf(w, "  no such key: never written, expired (TTL W + B after its last write), or reset\n")
+		return
+	}
+	switch {
+	case s.pttl >= 0:
+		fmt.Fprintf(w, "  TTL %v (deleted by Redis unless written again)\n", s.pttl)
+	case s.pttl == -1:
+		fmt.Fprintf(w, "  TTL none: the key never expires by itself (not written by sluice?)\n")
+	}
+	h := parseHash(s.fields)
+	ago := func(ms int64) string {
+		return fmtAge(time.Duration(s.now-ms) * time.Millisecond)
+	}
+	g := &grid{indent: "  ", align: "llrl"}
+	meta := func(f, what, extra string) {
+		if v, ok := h.meta[f]; ok {
+			g.add(f, what, itoa(v), extra)
+		}
+	}
+	var total, declined int64
+	for _, b := range h.buckets {
+		total += b.count
+		declined += b.declined
+	}
+	if strat == key.Absolute {
+		meta("c", "stored capacity", "of the latest Inc")
+		meta("u", "units in stored buckets", fmt.Sprintf("buckets sum to %d", total))
+	} else {
+		meta("c", "soft capacity S", "of the latest Inc")
+		meta("hc", "hard capacity H", "of the latest Inc")
+		meta("u", "units offered in stored buckets", fmt.Sprintf("buckets sum to %d", total))
+		meta("x", "units declined", fmt.Sprintf("buckets sum to %d", declined))
+		if u, ok := h.meta["u"]; ok {
+			g.add("", "units accepted", itoa(u-h.meta["x"]), "u − x")
+		}
+	}
+	if v, ok := h.meta["o"]; ok {
+		meta("o", "oldest bucket start", ago(v)+" ago")
+	}
+	if v, ok := h.meta["n"]; ok {
+		meta("n", "newest bucket start", ago(v)+" ago")
+	}
+	if v, ok := h.meta["f"]; ok {
+		meta("f", "cached factor (ppm)", fmt.Sprintf("%.6f", float64(v)/1e6))
+	}
+	if v, ok := h.meta["ft"]; ok {
+		meta("ft", "factor computed at", ago(v)+" ago")
+	}
+	g.write(w)
+	for f, v := range h.other {
+		fmt.Fprintf(w, "  field %q = %q (unknown to this version)\n", f, v)
+	}
+
+	fmt.Fprintf(w, "\n  %d buckets, oldest first", len(h.buckets))
+	if window > 0 {
+		fmt.Fprintf(w, " (live while age < window %v)", window)
+	} else {
+		fmt.Fprintf(w, " (add --window to tell live buckets from expired ones)")
+	}
+	fmt.Fprintln(w, ":")
+	g = &grid{indent: "    ", align: "rrrrrl"}
+	if strat == key.Absolute {
+		g.add("start (ms)", "age", "count", "")
+	} else {
+		g.add("start (ms)", "age", "offered", "declined", "accepted", "")
+	}
+	var live int64
+	for _, b := range h.buckets {
+		state := ""
+		if window > 0 {
+			if s.now-b.start < window.Milliseconds() {
+				state = "live"
+				live += b.count - b.declined
+			} else {
+				state = "expired"
+			}
+		}
+		if strat == key.Absolute {
+			g.add(itoa(b.start), ago(b.start), itoa(b.count), state)
+		} else {
+			g.add(itoa(b.start), ago(b.start), itoa(b.count), itoa(b.declined), itoa(b.count-b.declined), state)
+		}
+	}
+	g.write(w)
+	if window > 0 {
+		what := "units admitted"
+		if strat == key.Suppressed {
+			what = "units accepted"
+		}
+		fmt.Fprintf(w, "\n  %d %s in the live window", live, what)
+		if c, ok := h.meta["c"]; ok {
+			fmt.Fprintf(w, " of capacity %d", c)
+		}
+		fmt.Fprintln(w, ".")
+	}
+}
+
+// fmtAge formats a non-negative age with millisecond precision; a negative
+// one (a bucket in Redis' future: a writer with a clock ahead) is "-…".
+func fmtAge(d time.Duration) string {
+	if d < 0 {
+		return "-" + fmtAge(-d)
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) + "s"
+}
