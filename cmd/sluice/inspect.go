@@ -21,7 +21,7 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			"The fields are described in docs/data-model.md.")
 	redisURL := fs.String("redis", "", "the Redis server, as a `URL` (redis://[user:password@]host:port[/db]); required")
 	prefix := fs.String("prefix", config.DefaultPrefix, "the limiter's key `prefix` (WithPrefix)")
-	strategy := fs.String("strategy", "abs", "the limiter's strategy: `abs` (absolute) or sup (suppressed)")
+	strategy := fs.String("strategy", "abs", "[abs|sup] the limiter's strategy: absolute or suppressed")
 	window := fs.Duration("window", 0, "the limiter's window, to tell live buckets from expired ones (optional)")
 	if st, done := parse(fs, args, stdout, stderr); done {
 		return st
@@ -225,7 +225,11 @@ func writeInspect(w io.Writer, k, name, strat string, window time.Duration, s *s
 		fmt.Fprintf(w, "  field %q = %q (unknown to this version)\n", f, v)
 	}
 
-	fmt.Fprintf(w, "\n  %d buckets, oldest first", len(h.buckets))
+	plural := "s"
+	if len(h.buckets) == 1 {
+		plural = ""
+	}
+	fmt.Fprintf(w, "\n  %d bucket%s, oldest first", len(h.buckets), plural)
 	if window > 0 {
 		fmt.Fprintf(w, " (live while age < window %v)", window)
 	} else {
@@ -234,6 +238,7 @@ func writeInspect(w io.Writer, k, name, strat string, window time.Duration, s *s
 	fmt.Fprintln(w, ":")
 	g = &grid{indent: "    ", align: "rrrrrl"}
 	if strat == key.Absolute {
+		g.align = "rrrl"
 		g.add("start (ms)", "age", "count", "")
 	} else {
 		g.add("start (ms)", "age", "offered", "declined", "accepted", "")

@@ -21,11 +21,21 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
+	// go-redis logs dial failures on its own; the commands report every
+	// error themselves, in one line.
+	redis.SetLogger(quiet{})
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
+
+// quiet is a go-redis logger that drops everything.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // Exit statuses.
 const (
@@ -118,6 +128,12 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 	width := 0
 	fs.VisitAll(func(f *flag.Flag) {
 		arg, help := flag.UnquoteUsage(f)
+		// A usage that starts with "[ARG] " names the argument itself.
+		if strings.HasPrefix(f.Usage, "[") {
+			if i := strings.Index(f.Usage, "] "); i > 0 {
+				arg, help = f.Usage[1:i], f.Usage[i+2:]
+			}
+		}
 		left := "--" + f.Name
 		if arg != "" {
 			left += " " + arg

@@ -1,0 +1,384 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/redisabs"
+	"github.com/sluice-go/sluice/limiter/redissup"
+)
+
+// backends are the Redis servers the engine tests run on: miniredis
+// always, a real redis-server when one is installed.
+func backends(t *testing.T) map[string]func(t *testing.T) *redis.Options {
+	t.Helper()
+	return map[string]func(t *testing.T) *redis.Options{
+		"miniredis": func(t *testing.T) *redis.Options {
+			mr, _ := redistest.Mini(t)
+			return &redis.Options{Addr: mr.Addr(), MaxRetries: -1}
+		},
+		"redis-server": func(t *testing.T) *redis.Options {
+			o := redistest.Real(t).Options()
+			o.MaxRetries = -1
+			return o
+		},
+	}
+}
+
+// recorder keeps every decision Run reports.
+type recorder struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+func (r *recorder) record(e Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+var allTargets = []Target{{Local, Absolute}, {Local, Suppressed}, {Redis, Absolute}, {Redis, Suppressed}}
+
+// TestSaturatedCounts offers far more than the capacity within one window,
+// so every number is known in advance: Redis absolute admits exactly C
+// fleet-wide, a local absolute limiter exactly C per instance, and what the
+// report says Redis holds is what Redis holds (Get on a fresh limiter).
+func TestSaturatedCounts(t *testing.T) {
+	t.Parallel()
+	for name, opts := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ro := opts(t)
+			prefix := redistest.Prefix(t)
+			const cost = 10 // few requests fill a window, even on a slow machine
+			o := Options{
+				Targets: allTargets,
+				Keys: []KeySpec{
+					{Name: "user:a", Tier: "free", Rate: limiter.PerSecond(5), Offered: 500},
+					{Name: "user:b", Tier: "pro", Rate: limiter.PerSecond(10), Offered: 500},
+				},
+				Instances:       2,
+				Clients:         12,
+				Duration:        700 * time.Millisecond,
+				Window:          20 * time.Second, // nothing expires during the run
+				HardLimitFactor: 1.5,
+				Cost:            cost,
+				Seed:            7,
+				Prefix:          prefix,
+				NewRedis:        func() *redis.Client { return redis.NewClient(ro) },
+			}
+			var out bytes.Buffer
+			rep, err := Run(context.Background(), o, &out)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if v := rep.Violations(); len(v) > 0 {
+				t.Errorf("Violations() = %q", v)
+			}
+			c := redis.NewClient(ro)
+			defer c.Close()
+			abs, err := redisabs.New(c, limiter.WithWindow(o.Window), limiter.WithPrefix(prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sup, err := redissup.New(c, limiter.WithWindow(o.Window), limiter.WithPrefix(prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			for _, p := range rep.Providers {
+				for _, k := range p.Keys {
+					capUnits := k.Capacity / cost * cost // whole requests that fit
+					if k.Offered <= 2*k.Hard {
+						t.Fatalf("%v %s: offered %d units, too few to saturate %d", p.Target, k.Key, k.Offered, k.Hard)
+					}
+					switch p.Target {
+					case Target{Redis, Absolute}:
+						if k.Admitted != capUnits || k.Fleet.Guaranteed != capUnits || k.Fleet.Full != capUnits {
+							t.Errorf("%v %s: admitted %d, peaks %+v; want %d", p.Target, k.Key, k.Admitted, k.Fleet, capUnits)
+						}
+						u, err := abs.Get(ctx, k.Key)
+						if err != nil || u.Used != k.Admitted || u.Limit != k.Capacity {
+							t.Errorf("redisabs Get(%q) = %+v, %v; want Used %d, Limit %d", k.Key, u, err, k.Admitted, k.Capacity)
+						}
+					case Target{Local, Absolute}:
+						if k.Admitted != int64(o.Instances)*capUnits || k.Fleet.Guaranteed != k.Admitted {
+							t.Errorf("%v %s: admitted %d, fleet peak %+v; want %d", p.Target, k.Key, k.Admitted, k.Fleet, int64(o.Instances)*capUnits)
+						}
+						for i, pk := range k.PerInstance {
+							if pk.Guaranteed != capUnits {
+								t.Errorf("%v %s instance %d: peak %+v, want %d", p.Target, k.Key, i, pk, capUnits)
+							}
+						}
+					case Target{Redis, Suppressed}:
+						if k.Admitted < capUnits || k.Admitted > k.Hard {
+							t.Errorf("%v %s: admitted %d, want %d to %d", p.Target, k.Key, k.Admitted, capUnits, k.Hard)
+						}
+						u, err := sup.Get(ctx, k.Key)
+						if err != nil || u.Used != k.Admitted || u.Used+u.Declined != k.Offered {
+							t.Errorf("redissup Get(%q) = %+v, %v; want Used %d, Declined %d", k.Key, u, err, k.Admitted, k.Offered-k.Admitted)
+						}
+					case Target{Local, Suppressed}:
+						for i, pk := range k.PerInstance {
+							if pk.Guaranteed < capUnits || pk.Guaranteed > k.Hard {
+								t.Errorf("%v %s instance %d: peak %+v, want %d to %d", p.Target, k.Key, i, pk, capUnits, k.Hard)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestReportMatchesEvents runs windows that slide many times during the
+// run and recomputes every number of the report from the decisions the
+// engine recorded: counts by brute force, and each peak by trying every
+// interval start.
+func TestReportMatchesEvents(t *testing.T) {
+	t.Parallel()
+	mr, _ := redistest.Mini(t)
+	var rec recorder
+	o := Options{
+		Targets: allTargets,
+		Keys: []KeySpec{
+			{Name: "k1", Tier: "free", Rate: limiter.PerSecond(40), Offered: 120, BurstEvery: 300 * time.Millisecond, BurstLen: 100 * time.Millisecond, BurstFactor: 5},
+			{Name: "k2", Tier: "pro", Rate: limiter.PerSecond(100), Offered: 90},
+		},
+		Instances:       3,
+		Clients:         8,
+		Duration:        1200 * time.Millisecond,
+		Window:          250 * time.Millisecond,
+		Bucket:          20 * time.Millisecond,
+		HardLimitFactor: 2,
+		Cost:            2,
+		Seed:            3,
+		Prefix:          redistest.Prefix(t),
+		NewRedis:        func() *redis.Client { return redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1}) },
+		Record:          rec.record,
+		Tick:            300 * time.Millisecond,
+	}
+	var out bytes.Buffer
+	rep, err := Run(context.Background(), o, &out)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if v := rep.Violations(); len(v) > 0 {
+		t.Errorf("Violations() = %q", v)
+	}
+	w, b := o.Window.Milliseconds(), o.Bucket.Milliseconds()
+	for pi, p := range rep.Providers {
+		var total Counts
+		for ki, k := range p.Keys {
+			var want Counts
+			var offered, admitted int64
+			fleet := map[int64]int64{}
+			inst := make([]map[int64]int64, o.Instances)
+			for i := range inst {
+				inst[i] = map[int64]int64{}
+			}
+			for _, e := range rec.events {
+				if e.Target != pi || e.Key != ki {
+					continue
+				}
+				want.Offered++
+				offered += e.N
+				switch {
+				case e.Err != nil:
+					want.Errors++
+				case e.Decision.Allowed:
+					want.Allowed++
+					admitted += e.N
+					fleet[e.Ms] += e.N
+					inst[e.Instance][e.Ms] += e.N
+				case e.Decision.Outcome == limiter.Suppressed:
+					want.Suppressed++
+				default:
+					want.Rejected++
+				}
+			}
+			if k.Counts != want || k.Offered != offered || k.Admitted != admitted {
+				t.Errorf("%v %s: counts %+v, offered %d, admitted %d; recount %+v, %d, %d",
+					p.Target, k.Key, k.Counts, k.Offered, k.Admitted, want, offered, admitted)
+			}
+			if want.Offered == 0 || want.Errors != 0 {
+				t.Errorf("%v %s: recount %+v: want decisions and no errors", p.Target, k.Key, want)
+			}
+			total.Offered += want.Offered
+			total.Allowed += want.Allowed
+			total.Rejected += want.Rejected
+			total.Suppressed += want.Suppressed
+			if got, want := k.Fleet, brutePeak(fleet, w, b); got != want {
+				t.Errorf("%v %s: fleet peak %+v, brute force %+v", p.Target, k.Key, got, want)
+			}
+			for i := range inst {
+				if got, want := k.PerInstance[i], brutePeak(inst[i], w, b); got != want {
+					t.Errorf("%v %s instance %d: peak %+v, brute force %+v", p.Target, k.Key, i, got, want)
+				}
+			}
+		}
+		if p.Counts != total {
+			t.Errorf("%v: counts %+v, recount %+v", p.Target, p.Counts, total)
+		}
+	}
+	// The printed report shows the same numbers.
+	var buf bytes.Buffer
+	WriteReport(&buf, rep)
+	section := buf.String()[strings.Index(buf.String(), "redis absolute: "):]
+	for _, p := range rep.Providers {
+		if p.Target != (Target{Redis, Absolute}) {
+			continue
+		}
+		for _, k := range p.Keys {
+			want := fmt.Sprintf("%s %s %d %d %d %d ok", k.Key, k.Tier, k.Capacity, k.Admitted, k.Fleet.Guaranteed, k.Fleet.Full)
+			found := false
+			for _, l := range strings.Split(section, "\n") {
+				found = found || strings.Join(strings.Fields(l), " ") == want
+			}
+			if !found {
+				t.Errorf("report has no line %q:\n%s", want, section)
+			}
+		}
+	}
+}
+
+// brutePeak returns the most units in any interval of W − B + 1 ms and of
+// W ms, trying every interval that starts at an admission.
+func brutePeak(byMs map[int64]int64, w, b int64) Peak {
+	var p Peak
+	for start := range byMs {
+		var g, f int64
+		for ms, n := range byMs {
+			if ms >= start && ms < start+w-b+1 {
+				g += n
+			}
+			if ms >= start && ms < start+w {
+				f += n
+			}
+		}
+		p.Guaranteed = max(p.Guaranteed, g)
+		p.Full = max(p.Full, f)
+	}
+	return p
+}
+
+func TestMaxWindow(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 200 {
+		spanA, spanB := 1+rng.Int64N(50), 1+rng.Int64N(200)
+		m := newMaxWindow(spanA, spanB)
+		const origin = 1_000_000
+		perMs := make([]int64, 1) // units at origin + i
+		ms := int64(origin)
+		for range rng.IntN(3000) {
+			ms += rng.Int64N(4) // repeats, steps and gaps
+			n := 1 + rng.Int64N(5)
+			m.add(admission{ms: ms, n: n})
+			for int64(len(perMs)) <= ms-origin {
+				perMs = append(perMs, 0)
+			}
+			perMs[ms-origin] += n
+		}
+		want := [2]int64{bruteSpan(perMs, spanA), bruteSpan(perMs, spanB)}
+		if m.max != want {
+			t.Fatalf("trial %d: spans %d, %d: max %v, brute force %v", trial, spanA, spanB, m.max, want)
+		}
+	}
+}
+
+// bruteSpan sums every interval of span ms that starts at each ms.
+func bruteSpan(perMs []int64, span int64) int64 {
+	var best int64
+	for start := range perMs {
+		var s int64
+		for i := start; i < len(perMs) && int64(i-start) < span; i++ {
+			s += perMs[i]
+		}
+		best = max(best, s)
+	}
+	return best
+}
+
+func TestHistogram(t *testing.T) {
+	t.Parallel()
+	var h histogram
+	if got := h.quantile(0.5); got != 0 {
+		t.Errorf("empty quantile(0.5) = %v, want 0", got)
+	}
+	for i := 1; i <= 1000; i++ {
+		h.add(time.Duration(i) * time.Microsecond)
+	}
+	for _, tt := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 500 * time.Microsecond}, {0.99, 990 * time.Microsecond}, {1, 1000 * time.Microsecond}} {
+		got := h.quantile(tt.q)
+		if d := float64(got-tt.want) / float64(tt.want); d < -0.05 || d > 0.05 {
+			t.Errorf("quantile(%v) = %v, want %v within 5%%", tt.q, got, tt.want)
+		}
+	}
+	for _, d := range []time.Duration{0, 1, 15, 16, 17, 1 << 40} {
+		if got := histValue(histIndex(d)); float64(got) < float64(d)*0.95 || float64(got) > float64(d)*1.05+1 {
+			t.Errorf("histValue(histIndex(%v)) = %v", d, got)
+		}
+	}
+}
+
+// TestArrivalsReproducible: the same seeds give every provider the same
+// workload, and the offered rate is what was asked.
+func TestArrivalsReproducible(t *testing.T) {
+	t.Parallel()
+	spec := KeySpec{Name: "k", Offered: 200, BurstEvery: time.Second, BurstLen: 200 * time.Millisecond, BurstFactor: 3}
+	a, b := newArrivals(&spec, 1, 3, 5, 6), newArrivals(&spec, 1, 3, 5, 6)
+	n := 0
+	for {
+		x, y := a.next(), b.next()
+		if x != y {
+			t.Fatalf("arrival %d: %+v and %+v from the same seeds", n, x, y)
+		}
+		if x.instance < 0 || x.instance >= 3 {
+			t.Fatalf("arrival %d: instance %d of 3", n, x.instance)
+		}
+		if x.at >= 100*time.Second {
+			break
+		}
+		n++
+	}
+	// 200/s, raised 3× for a fifth of the time on average: about 240/s.
+	if rate := float64(n) / 100; rate < 200 || rate > 290 {
+		t.Errorf("offered %.1f/s, want about 240/s", rate)
+	}
+	none := newArrivals(&KeySpec{Name: "k"}, 1, 1, 1, 1)
+	if a := none.next(); a.at != never {
+		t.Errorf("next() with no traffic = %+v, want never", a)
+	}
+}
+
+// TestLiveTable: on a terminal the table is redrawn in place.
+func TestLiveTable(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	tab := newTable(&buf, true, []string{"local absolute"})
+	tab.header()
+	tab.frame(time.Second, 5*time.Second, []row{{name: "local absolute", Counts: Counts{Offered: 7, Allowed: 5, Rejected: 2}}})
+	first := buf.String()
+	tab.frame(2*time.Second, 5*time.Second, []row{{name: "local absolute", Counts: Counts{Offered: 9, Allowed: 9}}})
+	second := buf.String()[len(first):]
+	if strings.Contains(first, "\x1b[3A") || !strings.Contains(first, "1s of 5s") {
+		t.Errorf("first frame = %q", first)
+	}
+	if !strings.HasPrefix(second, "\x1b[3A") || !strings.Contains(second, "\x1b[2K") || !strings.Contains(second, "2s of 5s") {
+		t.Errorf("second frame = %q, want the cursor moved up 3 lines and each line erased", second)
+	}
+}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// runArgs runs the command with args and returns its exit status, stdout
+// and stderr.
+func runArgs(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	return runArgsContext(t, context.Background(), args...)
+}
+
+func runArgsContext(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	st := runContext(ctx, args, &stdout, &stderr)
+	return st, stdout.String(), stderr.String()
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want string // in stderr
+	}{
+		{"no command", nil, "Usage:"},
+		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"help unknown command", []string{"help", "frobnicate"}, `unknown command "frobnicate"`},
+		{"demo unknown flag", []string{"demo", "--bogus"}, "flag provided but not defined: -bogus"},
+		{"demo argument", []string{"demo", "now"}, `unexpected argument "now"`},
+		{"demo bad duration", []string{"demo", "--duration", "soon"}, "invalid value"},
+		{"demo zero duration", []string{"demo", "--duration", "0s"}, "--duration 0s"},
+		{"demo bad url", []string{"demo", "--redis", "http://x"}, "--redis"},
+		{"load provider", []string{"load", "--provider", "memcached"}, `--provider "memcached"`},
+		{"load strategy", []string{"load", "--strategy", "fuzzy"}, `--strategy "fuzzy"`},
+		{"load rate", []string{"load", "--rate", "fast"}, `--rate "fast"`},
+		{"load rate unit", []string{"load", "--rate", "5/fortnight"}, `unit "fortnight"`},
+		{"load negative rate", []string{"load", "--rate", "-5/s"}, "invalid rate"},
+		{"load capacity too small", []string{"load", "--rate", "1/d", "--window", "1s"}, "capacity below one unit"},
+		{"load window not whole ms", []string{"load", "--window", "1500us"}, "whole number of milliseconds"},
+		{"load bucket above window", []string{"load", "--window", "1s", "--bucket", "2s"}, "bucket"},
+		{"load hard limit", []string{"load", "--hard-limit", "0.5"}, "hard limit factor"},
+		{"load keys", []string{"load", "--keys", "0"}, "--keys 0"},
+		{"load clients", []string{"load", "--keys", "4", "--clients", "3"}, "--clients 3"},
+		{"load instances", []string{"load", "--instances", "0"}, "--instances 0"},
+		{"load cost", []string{"load", "--cost", "0"}, "--cost 0"},
+		{"load offer", []string{"load", "--offer", "0"}, "--offer 0"},
+		{"load prefix", []string{"load", "--prefix", "a{b}"}, "prefix"},
+		{"inspect no key", []string{"inspect", "--redis", "redis://127.0.0.1:1"}, "missing KEY"},
+		{"inspect two keys", []string{"inspect", "--redis", "redis://127.0.0.1:1", "a", "b"}, "one KEY"},
+		{"inspect no redis", []string{"inspect", "user:1"}, "--redis is required"},
+		{"inspect strategy", []string{"inspect", "--redis", "redis://127.0.0.1:1", "--strategy", "both", "k"}, `--strategy "both"`},
+		{"inspect bad url", []string{"inspect", "--redis", "localhost:6379", "k"}, "--redis"},
+		{"inspect prefix", []string{"inspect", "--redis", "redis://127.0.0.1:1", "--prefix", "", "k"}, "prefix"},
+		{"inspect window", []string{"inspect", "--redis", "redis://127.0.0.1:1", "--window", "-1s", "k"}, "--window"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, stdout, stderr := runArgs(t, tt.args...)
+			if st != exitUsage {
+				t.Errorf("run(%q) = %d, want %d; stderr:\n%s", tt.args, st, exitUsage, stderr)
+			}
+			if stdout != "" {
+				t.Errorf("run(%q) wrote to stdout:\n%s", tt.args, stdout)
+			}
+			if !strings.Contains(stderr, tt.want) {
+				t.Errorf("run(%q) stderr = %q, want it to contain %q", tt.args, stderr, tt.want)
+			}
+			if !strings.Contains(stderr, "Usage") {
+				t.Errorf("run(%q) stderr has no usage:\n%s", tt.args, stderr)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--help"}, "sluice demo"},
+		{[]string{"help"}, "sluice inspect"},
+		{[]string{"help", "load"}, "--hard-limit"},
+		{[]string{"demo", "--help"}, "Usage: sluice demo"},
+		{[]string{"demo", "-h"}, "--redis URL"},
+		{[]string{"load", "--help"}, "--provider local|redis|both"},
+		{[]string{"inspect", "--help"}, "--strategy abs|sup"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			st, stdout, stderr := runArgs(t, tt.args...)
+			if st != exitOK || stderr != "" {
+				t.Fatalf("run(%q) = %d, stderr %q; want 0 and nothing", tt.args, st, stderr)
+			}
+			if !strings.Contains(stdout, tt.want) {
+				t.Errorf("run(%q) stdout = %q, want it to contain %q", tt.args, stdout, tt.want)
+			}
+		})
+	}
+}
+
+// deadAddr returns a loopback address where nothing listens.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func TestUnreachableRedis(t *testing.T) {
+	t.Parallel()
+	url := "redis://" + deadAddr(t)
+	for _, args := range [][]string{
+		{"demo", "--redis", url},
+		{"load", "--redis", url, "--provider", "redis"},
+		{"inspect", "--redis", url, "user:1"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			st, stdout, stderr := runArgs(t, args...)
+			if st != exitFailure {
+				t.Errorf("run(%q) = %d, want %d", args, st, exitFailure)
+			}
+			if stdout != "" {
+				t.Errorf("run(%q) wrote to stdout:\n%s", args, stdout)
+			}
+			lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+			if len(lines) != 1 || !strings.Contains(stderr, "cannot reach Redis at "+strings.TrimPrefix(url, "redis://")) {
+				t.Errorf("run(%q) stderr = %q, want one line saying Redis cannot be reached", args, stderr)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("run(%q) took %v to give up", args, d)
+			}
+		})
+	}
+}
+
+// TestLocalNeedsNoRedis: a local-only load never connects to Redis, even
+// to an unreachable one.
+func TestLocalNeedsNoRedis(t *testing.T) {
+	t.Parallel()
+	st, stdout, stderr := runArgs(t, "load", "--redis", "redis://"+deadAddr(t), "--provider", "local",
+		"--duration", "300ms", "--window", "1s", "--rate", "50/s")
+	if st != exitOK {
+		t.Fatalf("load --provider local = %d, stderr:\n%s", st, stderr)
+	}
+	if !strings.Contains(stdout, "Every instance within capacity") {
+		t.Errorf("load --provider local: no per-instance verdict in\n%s", stdout)
+	}
+}
+
+func TestDemoShort(t *testing.T) {
+	t.Parallel()
+	st, stdout, stderr := runArgs(t, "demo", "--duration", "1500ms")
+	if st != exitOK {
+		t.Fatalf("demo = %d, stderr:\n%s\nstdout:\n%s", st, stderr, stdout)
+	}
+	for _, want := range []string{
+		"embedded miniredis",
+		"Requests decided in each second:",
+		"local absolute", "redis absolute", "redis suppressed",
+		"Totals over 1.5s",
+		"the limit holds in any 4.951s (W − B + 1 ms)",
+		"No key over capacity fleet-wide.",
+		"Every instance within capacity.",
+		"No key over its hard ceiling fleet-wide.",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("demo output has no %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "\x1b[") {
+		t.Errorf("demo wrote ANSI escapes to a non-terminal:\n%q", stdout)
+	}
+}
+
+// TestInterrupt: a cancelled run (Ctrl-C) stops at once, with the report
+// so far and status 0.
+func TestInterrupt(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	st, stdout, stderr := runArgsContext(t, ctx, "demo", "--duration", "30s")
+	if st != exitOK {
+		t.Fatalf("interrupted demo = %d, stderr:\n%s", st, stderr)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("interrupted demo took %v", d)
+	}
+	if !strings.Contains(stdout, "Interrupted after") || !strings.Contains(stdout, "No key over capacity fleet-wide.") {
+		t.Errorf("interrupted demo output:\n%s", stdout)
+	}
+}
+
+// TestLoadThenInspect runs load against a Redis given by URL and inspects
+// a key it wrote, under the prefix it was given.
+func TestLoadThenInspect(t *testing.T) {
+	t.Parallel()
+	mr, _ := redistest.Mini(t)
+	url := "redis://" + mr.Addr()
+	prefix := redistest.Prefix(t)
+	st, stdout, stderr := runArgs(t, "load", "--redis", url, "--provider", "redis", "--strategy", "suppressed",
+		"--prefix", prefix, "--duration", "400ms", "--window", "10s", "--rate", "5/s", "--offer", "200", "--cost", "10",
+		"--keys", "1", "--clients", "2", "--instances", "2")
+	if st != exitOK {
+		t.Fatalf("load = %d, stderr:\n%s", st, stderr)
+	}
+	hint := "sluice inspect --redis " + url + " --prefix " + prefix + " --strategy sup --window 10s key-0"
+	if !strings.Contains(stdout, hint) {
+		t.Errorf("load output has no %q:\n%s", hint, stdout)
+	}
+	st, out, stderr := runArgs(t, strings.Fields(hint)[1:]...)
+	if st != exitOK {
+		t.Fatalf("inspect = %d, stderr:\n%s", st, stderr)
+	}
+	// Offered about 400 units in requests of 10 against S = 50 and H = 75:
+	// every request up to S is accepted, none beyond H.
+	var accepted int64 = -1
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 2 && strings.HasPrefix(strings.TrimSpace(l), f[0]+" units accepted in the live window") {
+			accepted, _ = strconv.ParseInt(f[0], 10, 64)
+		}
+	}
+	if accepted < 50 || accepted > 75 {
+		t.Errorf("inspect after load: %d units accepted, want 50 to 75:\n%s", accepted, out)
+	}
+}
