@@ -2,6 +2,7 @@ package clusterit_test
 
 import (
 	"context"
+	"flag"
 	"sort"
 	"sync"
 	"testing"
@@ -15,7 +16,18 @@ import (
 	"github.com/sluice-go/sluice/limiter/redissup"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+// TestMain runs up to 8 tests at once unless -parallel is given: the tests
+// spend most of their time waiting for servers, replication and expiry,
+// not on the CPU, so the default of GOMAXPROCS would make them wait in turn.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", "8")
+	}
+	redistest.Main(m)
+}
 
 var ctx = context.Background()
 
