@@ -20,11 +20,11 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// Demo settings: short enough to finish in about 18 s, long enough for three
+// Demo settings: short enough to finish in about 15 s, long enough for three
 // windows to slide by.
 const (
 	demoWindow   = 5 * time.Second
-	demoDuration = 18 * time.Second
+	demoDuration = 15 * time.Second
 	demoHard     = 1.5
 )
 
@@ -219,10 +219,10 @@ func workload(ctx context.Context, fs *flag.FlagSet, name string, opts Options, 
 	}
 	WriteReport(stdout, rep)
 	if redisURL != "" && needsRedis {
-		strat := "abs"
+		strat := "sup"
 		for _, t := range opts.Targets {
-			if t.Backend == Redis && t.Strategy == Suppressed {
-				strat = "sup"
+			if t == (Target{Redis, Absolute}) {
+				strat = "abs"
 			}
 		}
 		fmt.Fprintf(stdout, "\nThe keys stay in Redis under prefix %s until W + B after their last write:\n", opts.Prefix)
