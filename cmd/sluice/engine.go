@@ -182,6 +182,7 @@ type engine struct {
 	provs   []*provider
 	workers []*worker
 	batch   [][]admitted // per provider, reused
+	drained int64        // when advance last fed the peaks
 	clients []*redis.Client
 }
 
@@ -490,23 +491,33 @@ func (e *engine) work(ctx context.Context, wk *worker, start time.Time) {
 	}
 }
 
-// decide makes one request's decision at the run clock's current instant.
+// decide makes one request's decision and counts it.
 func (e *engine) decide(wk *worker, inst int) {
 	p := e.provs[wk.prov]
-	kt := p.keys[wk.key]
-	spec := &e.opts.Keys[wk.key]
-	n := e.opts.Cost
-
-	var l limiter.Limiter
-	clk := &wk.clock
+	var r result
 	if p.target.Backend == Local {
 		li := p.local[inst]
 		li.mu.Lock()
-		defer li.mu.Unlock()
-		l, clk = li.lim, &li.clock
+		r = e.call(wk, inst, li.lim, &li.clock)
+		li.mu.Unlock()
 	} else {
-		l = wk.lims[inst]
+		r = e.call(wk, inst, wk.lims[inst], &wk.clock)
 	}
+	e.count(p, p.keys[wk.key], r)
+}
+
+// result is one call's outcome.
+type result struct {
+	d   limiter.Decision
+	err error
+	lat time.Duration
+}
+
+// call asks l at the run clock's current instant, handed to l through clk,
+// and records an admission with that instant.
+func (e *engine) call(wk *worker, inst int, l limiter.Limiter, clk *frozenClock) result {
+	spec := &e.opts.Keys[wk.key]
+	n := e.opts.Cost
 	// Announce a lower bound of the instant before reading it (see advance).
 	wk.busy.Store(e.clock.now())
 	now := e.clock.now()
@@ -523,33 +534,40 @@ func (e *engine) decide(wk *worker, inst int) {
 		e.opts.Record(Event{Target: wk.prov, Instance: inst, Key: wk.key, Ms: now, N: n, Decision: d, Err: err})
 	}
 	wk.busy.Store(0)
+	return result{d: d, err: err, lat: lat}
+}
 
-	p.lat.add(lat)
+func (e *engine) count(p *provider, kt *keyTrack, r result) {
+	n := e.opts.Cost
+	p.lat.add(r.lat)
 	kt.offeredUnits.Add(n)
 	for _, c := range []*counts{&p.counts, &kt.counts} {
 		c.offered.Add(1)
 		switch {
-		case err != nil:
+		case r.err != nil:
 			c.errors.Add(1)
-		case d.Allowed:
+		case r.d.Allowed:
 			c.allowed.Add(1)
-		case d.Outcome == limiter.Suppressed:
+		case r.d.Outcome == limiter.Suppressed:
 			c.suppressed.Add(1)
 		default:
 			c.rejected.Add(1)
 		}
 	}
-	if err != nil {
-		p.errOnce.Do(func() { p.firstErr = err })
-		return
-	}
-	if d.Allowed {
+	switch {
+	case r.err != nil:
+		p.errOnce.Do(func() { p.firstErr = r.err })
+	case r.d.Allowed:
 		kt.admittedUnits.Add(n)
 	}
 }
 
-// advance moves the clock to ms (never backwards) and feeds the peaks every
-// admission decided before a mark, in time order; final feeds them all.
+// drainEvery is how often, in ms, advance feeds the peaks.
+const drainEvery = 10
+
+// advance moves the clock to ms (never backwards) and, every drainEvery ms,
+// feeds the peaks every admission decided before a mark, in time order;
+// final feeds them all.
 //
 // The mark is the new instant, lowered to the busy bound of every worker in
 // the middle of a decision. A worker seen idle stores its next bound after
@@ -561,6 +579,10 @@ func (e *engine) advance(ms int64, final bool) {
 	if ms > e.clock.ms.Load() {
 		e.clock.ms.Store(ms)
 	}
+	if !final && ms-e.drained < drainEvery {
+		return
+	}
+	e.drained = ms
 	mark := e.clock.now()
 	if final {
 		mark = math.MaxInt64

@@ -285,6 +285,10 @@ func writePolicies(w io.Writer, o *Options) {
 	if c, err := config.New(o.limiterOptions()...); err == nil {
 		bucket = c.Bucket
 	}
+	suppressed := false
+	for _, t := range o.Targets {
+		suppressed = suppressed || t.Strategy == Suppressed
+	}
 	fmt.Fprintf(w, "Policies (window %v, bucket %v):\n", o.Window, bucket)
 	g := &grid{indent: "  ", align: "llrll"}
 	seen := map[string]bool{}
@@ -304,9 +308,12 @@ func writePolicies(w io.Writer, o *Options) {
 			names = append(names[:2], "…", names[len(names)-1])
 		}
 		c, _ := limiter.Capacity(k.Rate, o.Window)
-		h, _ := limiter.HardCapacity(k.Rate, o.Window, o.HardLimitFactor)
-		g.add(strings.Join(names, ", "), k.Tier, fmtRate(k.Rate.PerSecondValue())+"/s",
-			fmt.Sprintf("capacity %d per window (hard %d)", c, h),
+		capacity := fmt.Sprintf("capacity %d per window", c)
+		if suppressed {
+			h, _ := limiter.HardCapacity(k.Rate, o.Window, o.HardLimitFactor)
+			capacity += fmt.Sprintf(" (hard %d)", h)
+		}
+		g.add(strings.Join(names, ", "), k.Tier, fmtRate(k.Rate.PerSecondValue())+"/s", capacity,
 			fmt.Sprintf("offered %s/s", fmtRate(k.Offered*float64(o.Cost))))
 	}
 	g.write(w)

@@ -180,7 +180,7 @@ func WriteReport(w io.Writer, r *Report) {
 		}
 	}
 
-	span, full := fmtDuration(r.GuaranteedSpan()), fmtDuration(r.Window)
+	span, full := r.GuaranteedSpan().String(), r.Window.String()
 	fmt.Fprintf(w, "\nAccuracy: for each key, the most units admitted in any sliding interval, counted\n")
 	fmt.Fprintf(w, "at the exact millisecond each provider decided at. Units coalesced into a %v bucket\n", r.Bucket)
 	fmt.Fprintf(w, "expire with it, up to %v early, so the limit holds in any %s (W − B + 1 ms);\n", r.Bucket-time.Millisecond, span)
@@ -294,6 +294,13 @@ func writeSuppressed(w io.Writer, r *Report, p *ProviderReport, span string) {
 	} else {
 		fmt.Fprintf(w, "  %d keys over the hard ceiling %s.\n", over, where)
 	}
+	if !shared {
+		worst := 0.0
+		for i := range p.Keys {
+			worst = max(worst, float64(p.Keys[i].Fleet.Guaranteed)/float64(p.Keys[i].Hard))
+		}
+		fmt.Fprintf(w, "  The fleet as a whole admitted up to %.2f × the hard ceiling in any %s.\n", worst, span)
+	}
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -315,9 +322,6 @@ func fmtSeconds(d time.Duration) string {
 	}
 	return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
 }
-
-// fmtDuration formats a window length exactly, as time.Duration does.
-func fmtDuration(d time.Duration) string { return d.String() }
 
 // fmtLatency formats a latency with two or three significant digits.
 func fmtLatency(d time.Duration) string {
