@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -190,10 +191,10 @@ func parallel(g, n int, f func(i int) (bool, error)) (refused int64, err error) 
 // ops/s, the server's µs per EVALSHA (INFO commandstats after CONFIG
 // RESETSTAT) and the server's CPU µs per call (INFO cpu, user + sys).
 func measure(b *testing.B, c *redis.Client, w workload, g int, inc incFunc) {
-	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+	if err := stats.ConfigResetStat(ctx).Err(); err != nil {
 		b.Fatal(err)
 	}
-	cpu0, err := serverCPU(c)
+	cpu0, err := serverCPU(stats)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -209,14 +210,14 @@ func measure(b *testing.B, c *redis.Client, w workload, g int, inc incFunc) {
 	if refused > 0 {
 		b.Fatalf("%d of %d calls refused; the workload is meant to be admitted", refused, b.N)
 	}
-	st, err := commandStat(c, "evalsha")
+	st, err := commandStat(stats, "evalsha")
 	if err != nil {
 		b.Fatal(err)
 	}
 	if st.Calls < int64(b.N) {
 		b.Fatalf("cmdstat_evalsha calls = %d, want ≥ %d", st.Calls, b.N)
 	}
-	cpu1, err := serverCPU(c)
+	cpu1, err := serverCPU(stats)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -230,14 +231,28 @@ const memoryKeys, memoryCalls = 10_000, 5
 
 var memoryPolicy = policy{limiter.PerMinute(10), redis_rate.PerMinute(10)}
 
-// memoryPerKey measures the INFO memory used_memory delta per key of the
-// memory workload, and the mean MEMORY USAGE of 100 random keys. buckets
-// (1 or 5) lays a sluice key's 5 requests in one bucket or in five, with a
+// memSample is one measure of the memory workload, per key.
+type memSample struct {
+	PerKey float64 // INFO memory: used_memory less mem_clients_normal, delta / keys
+	Used   float64 // the raw used_memory delta / keys
+	Usage  float64 // mean MEMORY USAGE of 100 random keys
+}
+
+// memoryPerKey measures the memory workload on an empty Redis. buckets (1
+// or 5) lays a sluice key's 5 requests in one bucket or in five, with a
 // fake clock; redis_rate keeps one value per key either way.
-func memoryPerKey(c *redis.Client, ct contender, buckets int) (perKey, usage float64, err error) {
+//
+// used_memory also counts the connections' buffers, which the server
+// trims in the background: a reply buffer starts at 16 KB and shrinks to
+// 1 KB about a second after the replies prove small, and a connection idle
+// for 2 s frees its 16 KB query buffer. With 64 pooled connections that is
+// over 1 MB, 100 bytes per key of the measure, moving at times that depend
+// on the pool. So PerKey subtracts mem_clients_normal, read once the server
+// has caught up (settled); Used keeps the raw delta for reference.
+func memoryPerKey(c *redis.Client, ct contender, buckets int) (memSample, error) {
 	now, err := c.Time(ctx).Result()
 	if err != nil {
-		return 0, 0, err
+		return memSample{}, err
 	}
 	clk := &stepClock{t: now}
 	var gap time.Duration
@@ -246,10 +261,9 @@ func memoryPerKey(c *redis.Client, ct contender, buckets int) (perKey, usage flo
 	}
 	inc, err := ct.build(c, memoryPolicy, clk)
 	if err != nil {
-		return 0, 0, err
+		return memSample{}, err
 	}
-	const workers = 16
-	pass := func(prefix string, keys int) error {
+	pass := func(workers int, prefix string, keys int) error {
 		refused, err := parallel(workers, keys, func(i int) (bool, error) {
 			return inc(ctx, prefix+strconv.Itoa(i))
 		})
@@ -258,44 +272,81 @@ func memoryPerKey(c *redis.Client, ct contender, buckets int) (perKey, usage flo
 		}
 		return err
 	}
-	// Warm up: scripts loaded, connections open; then start empty.
-	if err := pass("warm:", 1000); err != nil {
-		return 0, 0, err
+	// Warm up: scripts loaded, every pooled connection open; then start
+	// empty.
+	if err := pass(poolSize, "warm:", 1000); err != nil {
+		return memSample{}, err
 	}
 	if err := c.FlushAll(ctx).Err(); err != nil {
-		return 0, 0, err
+		return memSample{}, err
 	}
-	before, err := usedMemory(c)
+	before, err := settledMemory()
 	if err != nil {
-		return 0, 0, err
+		return memSample{}, err
 	}
 	for r := 0; r < memoryCalls; r++ {
-		if err := pass("user:", memoryKeys); err != nil {
-			return 0, 0, err
+		if err := pass(16, "user:", memoryKeys); err != nil {
+			return memSample{}, err
 		}
 		clk.Advance(gap)
 	}
-	after, err := usedMemory(c)
+	after, err := settledMemory()
 	if err != nil {
-		return 0, 0, err
+		return memSample{}, err
 	}
 	if n, err := c.DBSize(ctx).Result(); err != nil || n != memoryKeys {
-		return 0, 0, fmt.Errorf("%s: DBSIZE = %d, %v; want %d", ct.name, n, err, memoryKeys)
+		return memSample{}, fmt.Errorf("%s: DBSIZE = %d, %v; want %d", ct.name, n, err, memoryKeys)
 	}
 	const samples = 100
 	var sum int64
 	for i := 0; i < samples; i++ {
 		k, err := c.RandomKey(ctx).Result()
 		if err != nil {
-			return 0, 0, err
+			return memSample{}, err
 		}
 		u, err := c.MemoryUsage(ctx, k, 0).Result()
 		if err != nil {
-			return 0, 0, err
+			return memSample{}, err
 		}
 		sum += u
 	}
-	return float64(after-before) / memoryKeys, float64(sum) / samples, nil
+	return memSample{
+		PerKey: float64(after.Data()-before.Data()) / memoryKeys,
+		Used:   float64(after.Used-before.Used) / memoryKeys,
+		Usage:  float64(sum) / samples,
+	}, nil
+}
+
+// settledMemory reads INFO memory (on the stats connection) once
+// used_memory less mem_clients_normal has not moved for 2 s: the server
+// updates a connection's share of mem_clients_normal about once a second,
+// while used_memory moves at once.
+func settledMemory() (memory, error) {
+	const (
+		poll   = 500 * time.Millisecond
+		stable = 4 // polls
+		within = 4096
+	)
+	last, err := memoryInfo(stats)
+	if err != nil {
+		return memory{}, err
+	}
+	same := 0
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(poll)
+		m, err := memoryInfo(stats)
+		if err != nil {
+			return memory{}, err
+		}
+		if d := m.Data() - last.Data(); -within <= d && d <= within {
+			if same++; same == stable {
+				return m, nil
+			}
+			continue
+		}
+		same, last = 0, m
+	}
+	return memory{}, errors.New("used_memory did not settle within 30s")
 }
 
 // stepClock is a clock that moves only when told.

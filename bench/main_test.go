@@ -15,10 +15,14 @@ import (
 
 var ctx = context.Background()
 
-// The one server and client of the run; nil when redis-server is missing.
+// The one server of the run, the client every contender uses and a
+// one-connection client for INFO and CONFIG, so that reading statistics
+// never takes a connection from the contenders' pool; nil when
+// redis-server is missing.
 var (
 	srv    *server
 	client *redis.Client
+	stats  *redis.Client
 )
 
 // poolSize is the connection pool of the shared client: one connection per
@@ -57,6 +61,8 @@ func run(m *testing.M) int {
 		srv = s
 		client = newClient(s.Addr)
 		defer client.Close()
+		stats = redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: 1, MaxRetries: -1})
+		defer stats.Close()
 	}
 	return m.Run()
 }
@@ -83,12 +89,34 @@ func info(c *redis.Client, section, name string) (string, error) {
 	return v, nil
 }
 
-func usedMemory(c *redis.Client) (int64, error) {
-	v, err := info(c, "memory", "used_memory")
+// memory is what INFO memory says of the server's size.
+type memory struct {
+	Used    int64 // used_memory
+	Clients int64 // mem_clients_normal: the connections' query and reply buffers
+}
+
+// Data is used_memory without the connections' buffers.
+func (m memory) Data() int64 { return m.Used - m.Clients }
+
+func memoryInfo(c *redis.Client) (memory, error) {
+	s, err := c.Info(ctx, "memory").Result()
 	if err != nil {
-		return 0, err
+		return memory{}, err
 	}
-	return strconv.ParseInt(v, 10, 64)
+	var m memory
+	for _, f := range []struct {
+		name string
+		v    *int64
+	}{{"used_memory", &m.Used}, {"mem_clients_normal", &m.Clients}} {
+		v, ok := infoField(s, f.name)
+		if !ok {
+			return memory{}, fmt.Errorf("no %s in INFO memory", f.name)
+		}
+		if *f.v, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return memory{}, fmt.Errorf("INFO memory %s: %w", f.name, err)
+		}
+	}
+	return m, nil
 }
 
 // serverCPU returns the server's used_cpu_user + used_cpu_sys in seconds.
