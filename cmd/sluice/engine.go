@@ -230,15 +230,18 @@ func (e *engine) warmUp(ctx context.Context) error {
 			return fmt.Errorf("warming up Redis: %w", err)
 		}
 	}
-	now := time.Now().UnixMilli()
+	// One peek per Redis target loads its script: the script cache is
+	// the server's.
+	loaded := map[int]bool{}
 	for _, wk := range e.workers {
-		wk.clock.ms.Store(now)
-		for _, l := range wk.lims {
-			if _, err := l.Inc(ctx, "sluice-warm-up", limiter.PerSecond(1), 0); err != nil {
-				return fmt.Errorf("warming up Redis: %w", err)
-			}
+		if len(wk.lims) == 0 || loaded[wk.prov] {
+			continue
 		}
-		break
+		loaded[wk.prov] = true
+		wk.clock.ms.Store(time.Now().UnixMilli())
+		if _, err := wk.lims[0].Inc(ctx, "sluice-warm-up", e.opts.Keys[0].Rate, 0); err != nil {
+			return fmt.Errorf("warming up Redis: %w", err)
+		}
 	}
 	return nil
 }

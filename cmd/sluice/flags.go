@@ -225,7 +225,8 @@ func workload(ctx context.Context, fs *flag.FlagSet, name string, opts Options, 
 				strat = "abs"
 			}
 		}
-		fmt.Fprintf(stdout, "\nThe keys stay in Redis under prefix %s until W + B after their last write:\n", opts.Prefix)
+		fmt.Fprintf(stdout, "\nThe run's keys are under prefix %s and expire by themselves W + B after their\n", opts.Prefix)
+		fmt.Fprintf(stdout, "last write (suppressed ones 60 s later: the run passes its own clock). Look at one:\n")
 		fmt.Fprintf(stdout, "  sluice inspect --redis %s --prefix %s --strategy %s --window %v %s\n",
 			shellURL(redisURL), opts.Prefix, strat, opts.Window, opts.Keys[0].Name)
 	}
