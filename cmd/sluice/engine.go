@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -89,21 +88,21 @@ type Event struct {
 	Err                   error
 }
 
-// simClock is the run's clock: real time in whole milliseconds since the
-// Unix epoch, moved forward by the engine's goroutine only. Every decision
-// reads it once and hands that instant to its provider through a
-// frozenClock (limiter.WithClock; the Redis providers then send it to the
-// script instead of using Redis TIME), so the instant recorded with each
-// admission is exactly the instant the provider decided at.
-type simClock struct{ ms atomic.Int64 }
+// simClock is the clock every provider of a run reads (limiter.WithClock;
+// the Redis providers then send its reading to the script instead of using
+// Redis TIME). It follows real time in whole milliseconds, but only moves
+// while no decision is in progress: each decision holds mu for reading
+// from the moment it reads the instant until its admission is recorded,
+// and the clock takes mu for writing to move. So the instant a decision
+// records is exactly the instant its provider decided at, and providers
+// see time in the order they run (every call in flight shares one instant),
+// as they do on a real Redis whose TIME is the clock.
+type simClock struct {
+	mu sync.RWMutex
+	ms atomic.Int64
+}
 
-func (c *simClock) now() int64 { return c.ms.Load() }
-
-// frozenClock is the clock of one provider value: it reads the instant of
-// the decision in progress, set by the engine just before the call.
-type frozenClock struct{ ms atomic.Int64 }
-
-func (c *frozenClock) Now() time.Time { return time.UnixMilli(c.ms.Load()) }
+func (c *simClock) Now() time.Time { return time.UnixMilli(c.ms.Load()) }
 
 // lockedRand is a seeded random source safe for concurrent use.
 type lockedRand struct {
@@ -117,17 +116,11 @@ func (r *lockedRand) Float64() float64 {
 	return r.rng.Float64()
 }
 
-// provider is one target in every instance, and what it decided.
-//
-// A local target has one limiter per instance, shared by the instance's
-// requests; a mutex per instance holds its clock still during each call (a
-// local decision takes a microsecond). A Redis provider keeps no state
-// besides its client and options, so each worker has its own provider value
-// per instance, over that instance's client and with the worker's own
-// frozen clock: Redis calls never wait for each other in the engine.
+// provider is one target: its limiter in every instance, and what they
+// decided.
 type provider struct {
 	target Target
-	local  []*localInstance // local targets only
+	lims   []limiter.Limiter // one per instance
 	counts counts
 	lat    latencies
 	keys   []*keyTrack
@@ -148,13 +141,6 @@ type keyTrack struct {
 	inst  []*maxWindow
 }
 
-// localInstance is one instance's local limiter.
-type localInstance struct {
-	mu    sync.Mutex // held across a decision, so that clock cannot move under it
-	clock frozenClock
-	lim   limiter.Limiter
-}
-
 // admitted is an admission waiting to be fed to the peaks.
 type admitted struct {
 	key, instance int
@@ -165,13 +151,10 @@ type admitted struct {
 type worker struct {
 	prov, key int
 	gen       *arrivals
-	clock     frozenClock       // Redis targets: the instant of the call in flight
-	lims      []limiter.Limiter // Redis targets: a provider per instance
-	// busy is 0 between decisions; during one it is a lower bound of the
-	// decision's instant (see advance).
-	busy atomic.Int64
-	mu   sync.Mutex
-	buf  []admitted // admissions not yet fed to the peaks, in time order
+	// buf holds the worker's admissions since the clock last moved. The
+	// worker appends under the clock's read lock; advance takes them under
+	// the write lock.
+	buf []admitted
 }
 
 type engine struct {
@@ -182,7 +165,6 @@ type engine struct {
 	provs   []*provider
 	workers []*worker
 	batch   [][]admitted // per provider, reused
-	drained int64        // when advance last fed the peaks
 	clients []*redis.Client
 }
 
@@ -232,14 +214,12 @@ func (e *engine) warmUp(ctx context.Context) error {
 	}
 	// One peek per Redis target loads its script: the script cache is
 	// the server's.
-	loaded := map[int]bool{}
-	for _, wk := range e.workers {
-		if len(wk.lims) == 0 || loaded[wk.prov] {
+	e.clock.ms.Store(time.Now().UnixMilli())
+	for _, p := range e.provs {
+		if p.target.Backend != Redis {
 			continue
 		}
-		loaded[wk.prov] = true
-		wk.clock.ms.Store(time.Now().UnixMilli())
-		if _, err := wk.lims[0].Inc(ctx, "sluice-warm-up", e.opts.Keys[0].Rate, 0); err != nil {
+		if _, err := p.lims[0].Inc(ctx, "sluice-warm-up", e.opts.Keys[0].Rate, 0); err != nil {
 			return fmt.Errorf("warming up Redis: %w", err)
 		}
 	}
@@ -272,25 +252,21 @@ func newEngine(opts Options, out io.Writer) (*engine, error) {
 			}
 		}
 	}
-	// One random source per target and instance, shared by that instance's
-	// provider values.
-	rands := make([][]*lockedRand, len(opts.Targets))
 	for pi, t := range opts.Targets {
 		p := &provider{target: t}
 		e.provs = append(e.provs, p)
 		for i := range opts.Instances {
 			src := &lockedRand{rng: rand.New(rand.NewPCG(opts.Seed, uint64(pi*1000+i)))}
-			rands[pi] = append(rands[pi], src)
-			if t.Backend != Local {
-				continue
+			lopts := append(opts.limiterOptions(), limiter.WithClock(&e.clock), limiter.WithRandom(src.Float64))
+			var c *redis.Client
+			if t.Backend == Redis {
+				c = e.clients[i]
 			}
-			li := &localInstance{}
-			l, err := newLimiter(t, nil, e.limiterOptions(&li.clock, src))
+			l, err := newLimiter(t, c, lopts)
 			if err != nil {
 				return nil, fmt.Errorf("%v: %w", t, err)
 			}
-			li.lim = l
-			p.local = append(p.local, li)
+			p.lims = append(p.lims, l)
 		}
 		for _, k := range opts.Keys {
 			c, err := limiter.Capacity(k.Rate, opts.Window)
@@ -314,22 +290,12 @@ func newEngine(opts Options, out io.Writer) (*engine, error) {
 	for c := range opts.Clients {
 		perKey[c%len(opts.Keys)]++
 	}
-	for pi, p := range e.provs {
+	for pi := range e.provs {
 		for c := range opts.Clients {
 			k := c % len(opts.Keys)
 			gen := newArrivals(&opts.Keys[k], 1/float64(perKey[k]), opts.Instances,
 				opts.Seed^uint64(k+1)*0x9e3779b97f4a7c15, opts.Seed^uint64(c+1)*0xbf58476d1ce4e5b9)
-			wk := &worker{prov: pi, key: k, gen: gen}
-			if p.target.Backend == Redis {
-				for i := range opts.Instances {
-					l, err := newLimiter(p.target, e.clients[i], e.limiterOptions(&wk.clock, rands[pi][i]))
-					if err != nil {
-						return nil, fmt.Errorf("%v: %w", p.target, err)
-					}
-					wk.lims = append(wk.lims, l)
-				}
-			}
-			e.workers = append(e.workers, wk)
+			e.workers = append(e.workers, &worker{prov: pi, key: k, gen: gen})
 		}
 	}
 	ok = true
@@ -379,11 +345,6 @@ func (o *Options) limiterOptions() []limiter.Option {
 	return opts
 }
 
-// limiterOptions are the options of one provider value.
-func (e *engine) limiterOptions(clk *frozenClock, src *lockedRand) []limiter.Option {
-	return append(e.opts.limiterOptions(), limiter.WithClock(clk), limiter.WithRandom(src.Float64))
-}
-
 func newLimiter(t Target, c *redis.Client, opts []limiter.Option) (limiter.Limiter, error) {
 	switch t {
 	case Target{Local, Absolute}:
@@ -402,12 +363,7 @@ func (e *engine) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	for _, p := range e.provs {
-		for _, li := range p.local {
-			li.lim.Close(ctx)
-		}
-	}
-	for _, wk := range e.workers {
-		for _, l := range wk.lims {
+		for _, l := range p.lims {
 			l.Close(ctx)
 		}
 	}
@@ -419,14 +375,6 @@ func (e *engine) close() {
 func (e *engine) run(ctx context.Context) *Report {
 	start := time.Now()
 	e.clock.ms.Store(start.UnixMilli())
-	for _, p := range e.provs {
-		for _, li := range p.local {
-			li.clock.ms.Store(start.UnixMilli())
-		}
-	}
-	for _, wk := range e.workers {
-		wk.clock.ms.Store(start.UnixMilli())
-	}
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, wk := range e.workers {
@@ -453,7 +401,7 @@ loop:
 		if elapsed >= e.opts.Duration {
 			break loop
 		}
-		e.advance(start.UnixMilli()+elapsed.Milliseconds(), false)
+		e.advance(start.UnixMilli() + elapsed.Milliseconds())
 		if elapsed >= next {
 			tab.frame(next, e.opts.Duration, e.rows())
 			next += e.opts.Tick
@@ -463,7 +411,7 @@ loop:
 	stop()
 	wg.Wait()
 	elapsed := min(time.Since(start), e.opts.Duration)
-	e.advance(start.UnixMilli()+elapsed.Milliseconds(), true)
+	e.advance(start.UnixMilli() + elapsed.Milliseconds())
 	tab.frame(elapsed.Truncate(100*time.Millisecond), e.opts.Duration, e.rows())
 	tab.end()
 	return e.report(elapsed, interrupted)
@@ -497,16 +445,23 @@ func (e *engine) work(ctx context.Context, wk *worker, start time.Time) {
 // decide makes one request's decision and counts it.
 func (e *engine) decide(wk *worker, inst int) {
 	p := e.provs[wk.prov]
-	var r result
-	if p.target.Backend == Local {
-		li := p.local[inst]
-		li.mu.Lock()
-		r = e.call(wk, inst, li.lim, &li.clock)
-		li.mu.Unlock()
-	} else {
-		r = e.call(wk, inst, wk.lims[inst], &wk.clock)
+	spec := &e.opts.Keys[wk.key]
+	n := e.opts.Cost
+
+	e.clock.mu.RLock()
+	now := e.clock.ms.Load()
+	t0 := time.Now()
+	d, err := p.lims[inst].Inc(context.Background(), spec.Name, spec.Rate, n)
+	lat := time.Since(t0)
+	if err == nil && d.Allowed {
+		wk.buf = append(wk.buf, admitted{key: wk.key, instance: inst, admission: admission{ms: now, n: n}})
 	}
-	e.count(p, p.keys[wk.key], r)
+	if e.opts.Record != nil {
+		e.opts.Record(Event{Target: wk.prov, Instance: inst, Key: wk.key, Ms: now, N: n, Decision: d, Err: err})
+	}
+	e.clock.mu.RUnlock()
+
+	e.count(p, p.keys[wk.key], result{d: d, err: err, lat: lat})
 }
 
 // result is one call's outcome.
@@ -514,30 +469,6 @@ type result struct {
 	d   limiter.Decision
 	err error
 	lat time.Duration
-}
-
-// call asks l at the run clock's current instant, handed to l through clk,
-// and records an admission with that instant.
-func (e *engine) call(wk *worker, inst int, l limiter.Limiter, clk *frozenClock) result {
-	spec := &e.opts.Keys[wk.key]
-	n := e.opts.Cost
-	// Announce a lower bound of the instant before reading it (see advance).
-	wk.busy.Store(e.clock.now())
-	now := e.clock.now()
-	clk.ms.Store(now)
-	t0 := time.Now()
-	d, err := l.Inc(context.Background(), spec.Name, spec.Rate, n)
-	lat := time.Since(t0)
-	if err == nil && d.Allowed {
-		wk.mu.Lock()
-		wk.buf = append(wk.buf, admitted{key: wk.key, instance: inst, admission: admission{ms: now, n: n}})
-		wk.mu.Unlock()
-	}
-	if e.opts.Record != nil {
-		e.opts.Record(Event{Target: wk.prov, Instance: inst, Key: wk.key, Ms: now, N: n, Decision: d, Err: err})
-	}
-	wk.busy.Store(0)
-	return result{d: d, err: err, lat: lat}
 }
 
 func (e *engine) count(p *provider, kt *keyTrack, r result) {
@@ -565,46 +496,20 @@ func (e *engine) count(p *provider, kt *keyTrack, r result) {
 	}
 }
 
-// drainEvery is how often, in ms, advance feeds the peaks.
-const drainEvery = 10
-
-// advance moves the clock to ms (never backwards) and, every drainEvery ms,
-// feeds the peaks every admission decided before a mark, in time order;
-// final feeds them all.
-//
-// The mark is the new instant, lowered to the busy bound of every worker in
-// the middle of a decision. A worker seen idle stores its next bound after
-// this read, so it reads the clock after the store above: its next instant
-// is at least ms. A worker seen busy decides at or after its bound. So no
-// admission recorded later can be earlier than the mark, and each worker's
-// buffer is in time order (it reads a clock that never goes back).
-func (e *engine) advance(ms int64, final bool) {
+// advance moves the clock to ms (never backwards) and feeds the peaks the
+// admissions made before, in time order. Every admission in a worker's
+// buffer was decided at an instant before ms, and every later one will be
+// decided at ms or after, so the peaks see one ordered stream.
+func (e *engine) advance(ms int64) {
+	e.clock.mu.Lock()
 	if ms > e.clock.ms.Load() {
 		e.clock.ms.Store(ms)
 	}
-	if !final && ms-e.drained < drainEvery {
-		return
-	}
-	e.drained = ms
-	mark := e.clock.now()
-	if final {
-		mark = math.MaxInt64
-	}
 	for _, wk := range e.workers {
-		if b := wk.busy.Load(); b != 0 && b < mark {
-			mark = b
-		}
+		e.batch[wk.prov] = append(e.batch[wk.prov], wk.buf...)
+		wk.buf = wk.buf[:0]
 	}
-	for _, wk := range e.workers {
-		wk.mu.Lock()
-		i := 0
-		for i < len(wk.buf) && wk.buf[i].ms < mark {
-			i++
-		}
-		e.batch[wk.prov] = append(e.batch[wk.prov], wk.buf[:i]...)
-		wk.buf = append(wk.buf[:0], wk.buf[i:]...)
-		wk.mu.Unlock()
-	}
+	e.clock.mu.Unlock()
 	for pi, b := range e.batch {
 		slices.SortStableFunc(b, func(x, y admitted) int { return cmp.Compare(x.ms, y.ms) })
 		p := e.provs[pi]

@@ -244,3 +244,12 @@ func TestLoadThenInspect(t *testing.T) {
 		t.Errorf("inspect after load: %d units accepted, want 50 to 75:\n%s", accepted, out)
 	}
 }
+
+// TestRun goes through run itself, signal handling included.
+func TestRun(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if st := run([]string{"load", "--cost", "-1"}, &stdout, &stderr); st != exitUsage || stdout.Len() != 0 ||
+		!strings.Contains(stderr.String(), "--cost -1") {
+		t.Errorf("run(load --cost -1) = %d, stdout %q, stderr %q; want %d and a usage error", st, stdout.String(), stderr.String(), exitUsage)
+	}
+}
