@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,7 +15,55 @@ import (
 	"github.com/sluice-go/sluice/internal/redistest"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) {
+	// Re-executed by TestBinary: be the sluice command.
+	if args, ok := os.LookupEnv("SLUICE_TEST_MAIN_ARGS"); ok {
+		os.Args = append([]string{"sluice"}, strings.Fields(args)...)
+		main()
+		return
+	}
+	redistest.Main(m)
+}
+
+// TestBinary runs main in a child process, as a user would: an unreachable
+// Redis is one line on stderr (go-redis' own dial logs silenced) and exit
+// status 1; a bad flag is exit status 2.
+func TestBinary(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args  string
+		want  int
+		lines int // on stderr; 0 means do not count
+	}{
+		{"demo --redis redis://" + deadAddr(t), exitFailure, 1},
+		{"inspect --redis redis://" + deadAddr(t) + " user:1", exitFailure, 1},
+		{"demo --bogus", exitUsage, 0},
+		{"help", exitOK, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.args, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(os.Args[0])
+			cmd.Env = append(os.Environ(), "SLUICE_TEST_MAIN_ARGS="+tt.args)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			st := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				st = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if st != tt.want {
+				t.Errorf("sluice %s: exit status %d, want %d; stderr:\n%s", tt.args, st, tt.want, stderr.String())
+			}
+			if n := strings.Count(stderr.String(), "\n"); tt.lines > 0 && n != tt.lines {
+				t.Errorf("sluice %s: %d lines on stderr, want %d:\n%s", tt.args, n, tt.lines, stderr.String())
+			}
+		})
+	}
+}
 
 // runArgs runs the command with args and returns its exit status, stdout
 // and stderr.
