@@ -48,6 +48,19 @@ func TestCompare(t *testing.T) {
 				}
 			}
 		}
+		for _, k := range luaCalls {
+			name := luaName(k)
+			w, inc, err := prepareLuaCost(c, luaCostScript(k))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			res := testing.Benchmark(func(b *testing.B) { measure(b, c, w, luaCostGoroutines, inc) })
+			if res.N == 0 {
+				t.Fatalf("%s: the benchmark failed", name)
+			}
+			fmt.Printf("Benchmark%s-%d\t%s\t%s\n", name, procs, res.String(), res.MemString())
+			incs[name] = append(incs[name], res)
+		}
 		for _, buckets := range []int{1, 5} {
 			for _, ct := range rotate(contenders, r) {
 				name := memName(buckets, ct.name)
@@ -66,6 +79,7 @@ func TestCompare(t *testing.T) {
 
 func incName(w string, g int, ct string) string { return fmt.Sprintf("Inc/%s/g=%d/%s", w, g, ct) }
 func memName(buckets int, ct string) string     { return fmt.Sprintf("Memory/buckets=%d/%s", buckets, ct) }
+func luaName(k int) string                      { return fmt.Sprintf("LuaCost/calls=%d", k) }
 
 // rotate returns cs starting at its r-th element (mod len).
 func rotate(cs []contender, r int) []contender {
@@ -152,15 +166,16 @@ func printSummary(incs map[string][]testing.BenchmarkResult, mems map[string][]m
 				median(abs), median(sup), median(rr), median(ar), spread(ar), median(sa), spread(sa))
 		}
 	}
-	fmt.Printf("\n| workload | goroutines | server µs/call abs · sup · rate | server CPU µs/call abs · sup · rate | client allocs/op abs · sup · rate | client B/op abs · sup · rate |\n")
-	fmt.Printf("| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Printf("\n| workload | goroutines | server µs/call abs · sup · rate | server CPU µs/call abs · sup · rate | client CPU µs/call abs · sup · rate | client allocs/op abs · sup · rate | client B/op abs · sup · rate |\n")
+	fmt.Printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, w := range workloads {
 		for _, g := range w.goroutines {
-			var srv, cpu, allocs, bytes []string
+			var srv, cpu, self, allocs, bytes []string
 			for _, ct := range contenders {
 				rs := incs[incName(w.name, g, ct.name)]
 				srv = append(srv, fmt.Sprintf("%.2f", median(metric(rs, "server-µs/op"))))
 				cpu = append(cpu, fmt.Sprintf("%.1f", median(metric(rs, "server-cpu-µs/op"))))
+				self = append(self, fmt.Sprintf("%.1f", median(metric(rs, "client-cpu-µs/op"))))
 				var a, m []float64
 				for _, r := range rs {
 					a = append(a, float64(r.AllocsPerOp()))
@@ -169,10 +184,19 @@ func printSummary(incs map[string][]testing.BenchmarkResult, mems map[string][]m
 				allocs = append(allocs, fmt.Sprintf("%.0f", median(a)))
 				bytes = append(bytes, fmt.Sprintf("%.0f", median(m)))
 			}
-			fmt.Printf("| %s | %d | %s | %s | %s | %s |\n", w.name, g,
-				strings.Join(srv, " · "), strings.Join(cpu, " · "), strings.Join(allocs, " · "), strings.Join(bytes, " · "))
+			fmt.Printf("| %s | %d | %s | %s | %s | %s | %s |\n", w.name, g,
+				strings.Join(srv, " · "), strings.Join(cpu, " · "), strings.Join(self, " · "),
+				strings.Join(allocs, " · "), strings.Join(bytes, " · "))
 		}
 	}
+	fmt.Printf("\n| script of k HINCRBYs, %d goroutines | server µs/call | server CPU µs/call | client CPU µs/call |\n", luaCostGoroutines)
+	fmt.Printf("| --- | ---: | ---: | ---: |\n")
+	for _, k := range luaCalls {
+		rs := incs[luaName(k)]
+		fmt.Printf("| k = %d | %.2f | %.1f | %.1f |\n", k, median(metric(rs, "server-µs/op")),
+			median(metric(rs, "server-cpu-µs/op")), median(metric(rs, "client-cpu-µs/op")))
+	}
+
 	fmt.Printf("\n| memory, 10,000 keys at 10/min, 5 requests each | redisabs | redissup | redis_rate |\n")
 	fmt.Printf("| --- | ---: | ---: | ---: |\n")
 	for _, buckets := range []int{1, 5} {

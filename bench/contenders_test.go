@@ -189,7 +189,10 @@ func parallel(g, n int, f func(i int) (bool, error)) (refused int64, err error) 
 // measure is the timed body shared by BenchmarkInc and TestCompare: b.N
 // calls of inc from g goroutines over w's keys. Besides ns/op it reports
 // ops/s, the server's µs per EVALSHA (INFO commandstats after CONFIG
-// RESETSTAT) and the server's CPU µs per call (INFO cpu, user + sys).
+// RESETSTAT: the script's run time), the server's CPU µs per call (INFO
+// cpu, user + sys: the script plus reading, parsing and answering the
+// request) and the benchmark process' CPU µs per call (getrusage; Linux
+// only): the client's share of the machine.
 func measure(b *testing.B, c *redis.Client, w workload, g int, inc incFunc) {
 	if err := stats.ConfigResetStat(ctx).Err(); err != nil {
 		b.Fatal(err)
@@ -200,9 +203,11 @@ func measure(b *testing.B, c *redis.Client, w workload, g int, inc incFunc) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	self0 := processCPU()
 	refused, err := parallel(g, b.N, func(i int) (bool, error) {
 		return inc(ctx, w.keys[i%len(w.keys)])
 	})
+	self1 := processCPU()
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)
@@ -224,6 +229,7 @@ func measure(b *testing.B, c *redis.Client, w workload, g int, inc incFunc) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 	b.ReportMetric(st.UsecPerCall, "server-µs/op")
 	b.ReportMetric((cpu1-cpu0)*1e6/float64(b.N), "server-cpu-µs/op")
+	b.ReportMetric(float64(self1-self0)/1e3/float64(b.N), "client-cpu-µs/op")
 }
 
 // Memory workload: 10,000 keys at 10 per minute, 5 requests each.
