@@ -8,14 +8,15 @@ import (
 // BenchmarkInc measures one admitted decision per call, for each contender,
 // workload and number of goroutines, on the run's one redis-server:
 //
-//	go test -run '^$' -bench Inc -benchmem -count 3
+//	go test -run '^$' -bench Inc -benchmem -count 3 | tee inc.txt
+//	go run golang.org/x/perf/cmd/benchstat@latest -col /impl inc.txt
 //
 // -count repeats a contender back to back; TestCompare interleaves them,
 // which is what docs/benchmarks.md reports.
 func BenchmarkInc(b *testing.B) {
 	c := requireServer(b)
 	for _, w := range workloads {
-		b.Run(w.name, func(b *testing.B) {
+		b.Run("load="+w.name, func(b *testing.B) {
 			for _, g := range w.goroutines {
 				b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
 					for _, ct := range contenders {
@@ -23,7 +24,7 @@ func BenchmarkInc(b *testing.B) {
 						if err != nil {
 							b.Fatalf("%s: %v", ct.name, err)
 						}
-						b.Run(ct.name, func(b *testing.B) { measure(b, c, w, g, inc) })
+						b.Run("impl="+ct.name, func(b *testing.B) { measure(b, c, w, g, inc) })
 					}
 				})
 			}
@@ -44,7 +45,7 @@ func BenchmarkMemory(b *testing.B) {
 	for _, buckets := range []int{1, 5} {
 		b.Run(fmt.Sprintf("buckets=%d", buckets), func(b *testing.B) {
 			for _, ct := range contenders {
-				b.Run(ct.name, func(b *testing.B) {
+				b.Run("impl="+ct.name, func(b *testing.B) {
 					var sum memSample
 					for i := 0; i < b.N; i++ {
 						m, err := memoryPerKey(c, ct, buckets)

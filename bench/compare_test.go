@@ -19,8 +19,8 @@ var rounds = flag.Int("rounds", 0, "TestCompare: interleaved rounds to run; 0 sk
 // benchmark lines (benchstat reads them) and, at the end, medians over the
 // rounds, the per-round ratios and the targets:
 //
-//	go test -run TestCompare -rounds 5 -timeout 60m -v | tee compare.txt
-//	go run golang.org/x/perf/cmd/benchstat@latest compare.txt
+//	go test -run TestCompare -rounds 9 -timeout 90m -v | tee compare.txt
+//	go run golang.org/x/perf/cmd/benchstat@latest -col /impl compare.txt
 func TestCompare(t *testing.T) {
 	if *rounds <= 0 {
 		t.Skip("run with -rounds N")
@@ -77,9 +77,13 @@ func TestCompare(t *testing.T) {
 	printSummary(incs, mems)
 }
 
-func incName(w string, g int, ct string) string { return fmt.Sprintf("Inc/%s/g=%d/%s", w, g, ct) }
-func memName(buckets int, ct string) string     { return fmt.Sprintf("Memory/buckets=%d/%s", buckets, ct) }
-func luaName(k int) string                      { return fmt.Sprintf("LuaCost/calls=%d", k) }
+func incName(w string, g int, ct string) string {
+	return fmt.Sprintf("Inc/load=%s/g=%d/impl=%s", w, g, ct)
+}
+func memName(buckets int, ct string) string {
+	return fmt.Sprintf("Memory/buckets=%d/impl=%s", buckets, ct)
+}
+func luaName(k int) string { return fmt.Sprintf("LuaCost/calls=%d", k) }
 
 // rotate returns cs starting at its r-th element (mod len).
 func rotate(cs []contender, r int) []contender {
@@ -221,7 +225,7 @@ func printSummary(incs map[string][]testing.BenchmarkResult, mems map[string][]m
 	}
 
 	// Targets.
-	const w, g = "keys10k", 64
+	const w, g = "10k", 64
 	abs := incs[incName(w, g, "redisabs")]
 	sup := incs[incName(w, g, "redissup")]
 	rr := incs[incName(w, g, "redis_rate")]

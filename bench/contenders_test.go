@@ -101,7 +101,7 @@ var workloads = func() []workload {
 	hot := policy{limiter.PerSecond(1e6), redis_rate.PerSecond(1_000_000)}
 	return []workload{
 		{name: "hot", keys: []string{"hot"}, policy: hot, goroutines: []int{1, 8, 64}},
-		{name: "keys10k", keys: keys, policy: policy{limiter.PerMinute(1000), redis_rate.PerMinute(1000)}, goroutines: []int{1, 8, 64}},
+		{name: "10k", keys: keys, policy: policy{limiter.PerMinute(1000), redis_rate.PerMinute(1000)}, goroutines: []int{1, 8, 64}},
 		{name: "hotfull", keys: []string{"hot"}, policy: hot, goroutines: []int{64}, fullWindow: true},
 	}
 }()
