@@ -11,6 +11,8 @@
 --          key's latest Inc is used, and a key with no live bucket is
 --          allowed with every number 0 (ARGV[5] must then be 0)
 -- ARGV[5]  n, the cost; 0 is a peek for one unit that writes nothing
+-- ARGV[6]  the PEXPIRE of every write in ms: W + B (longer only when the
+--          caller sends its own clock in ARGV[1], see internal/redisx.TTLMs)
 --
 -- The hash: field "<start ms>" (decimal) is the count of the bucket opened
 -- at that instant; meta fields "c" the stored capacity, "u" the sum of the
@@ -29,6 +31,7 @@ local w = tonumber(ARGV[2])
 local b = tonumber(ARGV[3])
 local c = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
+local ttl = tonumber(ARGV[6])
 if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -124,7 +127,7 @@ if n > 0 then
     wrote = true
   end
   if wrote and live then
-    redis.call('PEXPIRE', h, str(w + b))
+    redis.call('PEXPIRE', h, str(ttl))
   end
 end
 

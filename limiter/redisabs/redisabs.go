@@ -111,7 +111,7 @@ func (l *Limiter) IsAllowed(ctx context.Context, k string) (limiter.Decision, er
 // decide runs abs_inc.lua; c = 0 asks for the stored capacity.
 func (l *Limiter) decide(ctx context.Context, op, h string, c, n int64) (limiter.Decision, error) {
 	v, err := scripts.AbsInc.Run(ctx, l.client, []string{h},
-		redisx.NowArg(&l.cfg), l.cfg.WindowMs, l.cfg.BucketMs, c, n).Result()
+		redisx.NowArg(&l.cfg), l.cfg.WindowMs, l.cfg.BucketMs, c, n, redisx.TTLMs(&l.cfg)).Result()
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("redisabs: %s: %w", op, err)
 	}

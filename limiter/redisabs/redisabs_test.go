@@ -703,3 +703,26 @@ func TestLargeNumbers(t *testing.T) {
 		})
 	}
 }
+
+// Regression: under WithClock the fake clock may stand still while Redis
+// counts TTLs in real time, so a TTL of exactly W + B deleted state the
+// fake clock still called live and made real-Redis conformance runs flaky.
+// Such keys carry a minute of slack.
+func TestTTLUnderWithClockHasSlack(t *testing.T) {
+	const w, b = time.Second, 100 * time.Millisecond
+	c := redistest.Real(t).Client(t)
+	prefix := redistest.Prefix(t)
+	l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b),
+		limiter.WithClock(conformance.NewClock()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustInc(t, l, "k", limiter.PerSecond(10), 1)
+	ttl, err := c.PTTL(ctx, hashOf(t, prefix, "k")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl <= w+b || ttl > w+b+time.Minute {
+		t.Fatalf("PTTL under WithClock = %v, want in (%v, %v]", ttl, w+b, w+b+time.Minute)
+	}
+}

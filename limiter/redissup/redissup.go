@@ -51,25 +51,6 @@ func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 	return &Limiter{client: client, cfg: cfg}, nil
 }
 
-// clockSlackMs is added to the TTL of every write when WithClock replaces
-// Redis TIME.
-const clockSlackMs = 60_000
-
-// ttlMs is the PEXPIRE every write sets: W + B, so that an idle key leaves
-// Redis by itself as soon as its newest bucket is dead. Given WithClock the
-// script's clock is not the one Redis counts TTLs by: a test's fake clock
-// may stand still while real time runs, and a TTL of W + B real
-// milliseconds would delete state the fake clock still calls live. Such
-// keys get a minute of slack; decisions follow the given clock either way,
-// since the scripts ignore dead buckets whatever the TTL.
-func (l *Limiter) ttlMs() int64 {
-	ttl := l.cfg.WindowMs + l.cfg.BucketMs
-	if l.cfg.ClockSet {
-		ttl += clockSlackMs
-	}
-	return ttl
-}
-
 // isNil reports a nil client, also a typed nil such as (*redis.Client)(nil),
 // which would otherwise panic on the first call.
 func isNil(c Client) bool {
@@ -126,7 +107,7 @@ func (l *Limiter) Inc(ctx context.Context, k string, rate limiter.Rate, n int64)
 	}
 	draw := window.DrawPPM(l.cfg.Rand())
 	v, err := scripts.SupInc.Run(ctx, l.client, []string{h},
-		redisx.NowArg(&l.cfg), l.cfg.WindowMs, l.cfg.BucketMs, soft, hard, n, l.cfg.CacheMs, draw, l.ttlMs()).Result()
+		redisx.NowArg(&l.cfg), l.cfg.WindowMs, l.cfg.BucketMs, soft, hard, n, l.cfg.CacheMs, draw, redisx.TTLMs(&l.cfg)).Result()
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("redissup: inc: %w", err)
 	}
