@@ -9,10 +9,12 @@ import (
 // Outcome classifies a Decision.
 type Outcome int
 
+// The zero Outcome is none of these, so the zero Decision that comes with an
+// error never reads as Allowed.
 const (
 	// Allowed: the request fits (absolute), or is at or below the soft
 	// target (suppressed).
-	Allowed Outcome = iota
+	Allowed Outcome = iota + 1
 	// Rejected: the absolute strategy refused the request.
 	Rejected
 	// Suppressed: the suppressed strategy is above its soft target. The

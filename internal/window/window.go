@@ -158,7 +158,7 @@ func (s *State) resetAfter(now, w int64) int64 {
 // Result is a decision in integer milliseconds, before it becomes a
 // limiter.Decision.
 type Result struct {
-	Outcome    int // 0 allowed, 1 rejected, 2 suppressed (limiter.Outcome)
+	Outcome    int // 0 allowed, 1 rejected, 2 suppressed (limiter.Outcome minus one)
 	Allowed    bool
 	Limit      int64
 	Remaining  int64
@@ -168,7 +168,7 @@ type Result struct {
 	Never      bool
 }
 
-// Outcome values, equal to limiter.Outcome's.
+// Outcome values as the scripts return them; limiter.Outcome is one more.
 const (
 	OutcomeAllowed    = 0
 	OutcomeRejected   = 1
@@ -338,7 +338,7 @@ func (s *State) IsAllowedSuppressed(p Params, now, cacheMs int64) Result {
 // Decision converts r into the public Decision.
 func (r Result) Decision() limiter.Decision {
 	return limiter.Decision{
-		Outcome:           limiter.Outcome(r.Outcome),
+		Outcome:           limiter.Outcome(r.Outcome + 1),
 		Allowed:           r.Allowed,
 		Limit:             r.Limit,
 		Remaining:         r.Remaining,

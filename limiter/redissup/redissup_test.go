@@ -258,7 +258,7 @@ func TestDeadKeyStartsAfresh(t *testing.T) {
 		t.Fatalf("cached factor = %q, want 523810", f)
 	}
 	clk.Advance(time.Second)
-	if d, err := l.IsAllowed(ctx, "k"); err != nil || d != (limiter.Decision{Allowed: true}) {
+	if d, err := l.IsAllowed(ctx, "k"); err != nil || d != (limiter.Decision{Outcome: limiter.Allowed, Allowed: true}) {
 		t.Fatalf("IsAllowed on a dead key = %s, %v; want an unknown key", conformance.Format(d), err)
 	}
 	if u := mustGet(t, l, "k"); u != (limiter.Usage{}) {
