@@ -194,3 +194,11 @@ func (c *Config) Rand() float64 {
 	}
 	return r
 }
+
+// CheckCost reports ErrInvalidCost unless 0 ≤ n ≤ MaxCost.
+func CheckCost(n int64) error {
+	if n < 0 || n > MaxCost {
+		return fmt.Errorf("%w: %d (want 0 ≤ n ≤ %d)", ErrInvalidCost, n, MaxCost)
+	}
+	return nil
+}

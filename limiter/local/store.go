@@ -86,8 +86,8 @@ func (s *store) check(op, k string) (now int64, err error) {
 }
 
 func checkCost(n int64) error {
-	if n < 0 || n > limiter.MaxCost {
-		return fmt.Errorf("local: inc: %w: %d (want 0 ≤ n ≤ %d)", limiter.ErrInvalidCost, n, limiter.MaxCost)
+	if err := config.CheckCost(n); err != nil {
+		return fmt.Errorf("local: inc: %w", err)
 	}
 	return nil
 }

@@ -2,10 +2,6 @@ package redissup
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"reflect"
-	"sync/atomic"
 
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redisx"
@@ -25,11 +21,7 @@ type Client = redisx.Client
 // connection of its own and starts no goroutine: Close only makes later
 // calls fail with ErrClosed, and the caller still owns and closes the
 // client.
-type Limiter struct {
-	client Client
-	cfg    config.Config
-	closed atomic.Bool
-}
+type Limiter struct{ b redisx.Base }
 
 var _ limiter.Limiter = (*Limiter)(nil)
 
@@ -41,47 +33,15 @@ var _ limiter.Limiter = (*Limiter)(nil)
 // clock, and Redis TIME is that clock). A nil client or a bad option is
 // ErrInvalidConfig. New starts no goroutine and makes no call to Redis.
 func New(client Client, opts ...limiter.Option) (*Limiter, error) {
-	if isNil(client) {
-		return nil, fmt.Errorf("redissup: %w: nil client", limiter.ErrInvalidConfig)
+	l := &Limiter{}
+	if err := l.b.Init("redissup", key.Suppressed, client, opts); err != nil {
+		return nil, err
 	}
-	cfg, err := config.New(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("redissup: %w", err)
-	}
-	return &Limiter{client: client, cfg: cfg}, nil
+	return l, nil
 }
 
-// isNil reports a nil client, also a typed nil such as (*redis.Client)(nil),
-// which would otherwise panic on the first call.
-func isNil(c Client) bool {
-	if c == nil {
-		return true
-	}
-	switch v := reflect.ValueOf(c); v.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
-		return v.IsNil()
-	}
-	return false
-}
-
-// Lengths of the scripts' replies.
-const (
-	decisionLen = 8 // sup_inc.lua and sup_allowed.lua
-	usageLen    = 3 // sup_get.lua
-)
-
-// check rejects calls after Close and builds the key's hash name, which
-// validates the key.
-func (l *Limiter) check(op, k string) (string, error) {
-	if l.closed.Load() {
-		return "", fmt.Errorf("redissup: %s: %w", op, limiter.ErrClosed)
-	}
-	h, err := key.Name(l.cfg.Prefix, k, key.Suppressed, key.Hash)
-	if err != nil {
-		return "", fmt.Errorf("redissup: %s: %w", op, err)
-	}
-	return h, nil
-}
+// usageLen is the length of sup_get.lua's reply.
+const usageLen = 3
 
 // Inc offers n units of key at rate, in one script call. At or below the
 // soft capacity S = C the request is Allowed; beyond the hard capacity H it
@@ -90,30 +50,30 @@ func (l *Limiter) check(op, k string) (string, error) {
 // valid arguments draws exactly one number from the random source (peeks
 // too), before Redis is asked, so a failed call still consumes its draw.
 func (l *Limiter) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	h, err := l.check("inc", k)
+	h, err := l.b.Check("inc", k)
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	if n < 0 || n > limiter.MaxCost {
-		return limiter.Decision{}, fmt.Errorf("redissup: inc: %w: %d (want 0 ≤ n ≤ %d)", limiter.ErrInvalidCost, n, limiter.MaxCost)
+	if err := config.CheckCost(n); err != nil {
+		return limiter.Decision{}, l.b.Errorf("inc", err)
 	}
-	soft, err := limiter.Capacity(rate, l.cfg.Window)
+	soft, err := limiter.Capacity(rate, l.b.Cfg.Window)
 	if err != nil {
-		return limiter.Decision{}, fmt.Errorf("redissup: inc: %w", err)
+		return limiter.Decision{}, l.b.Errorf("inc", err)
 	}
-	hard, err := limiter.HardCapacity(rate, l.cfg.Window, l.cfg.HardLimitFactor)
+	hard, err := limiter.HardCapacity(rate, l.b.Cfg.Window, l.b.Cfg.HardLimitFactor)
 	if err != nil {
-		return limiter.Decision{}, fmt.Errorf("redissup: inc: %w", err)
+		return limiter.Decision{}, l.b.Errorf("inc", err)
 	}
-	draw := window.DrawPPM(l.cfg.Rand())
-	v, err := scripts.SupInc.Run(ctx, l.client, []string{h},
-		redisx.NowArg(&l.cfg), l.cfg.WindowMs, l.cfg.BucketMs, soft, hard, n, l.cfg.CacheMs, draw, redisx.TTLMs(&l.cfg)).Result()
+	draw := window.DrawPPM(l.b.Cfg.Rand())
+	v, err := scripts.SupInc.Run(ctx, l.b.Client, []string{h},
+		redisx.NowArg(&l.b.Cfg), l.b.Cfg.WindowMs, l.b.Cfg.BucketMs, soft, hard, n, l.b.Cfg.CacheMs, draw, redisx.TTLMs(&l.b.Cfg)).Result()
 	if err != nil {
-		return limiter.Decision{}, fmt.Errorf("redissup: inc: %w", err)
+		return limiter.Decision{}, l.b.Errorf("inc", err)
 	}
-	r, err := parseDecision(v)
+	r, err := redisx.Decision(v, window.OutcomeAllowed, window.OutcomeSuppressed)
 	if err != nil {
-		return limiter.Decision{}, fmt.Errorf("redissup: inc: %w", err)
+		return limiter.Decision{}, l.b.Errorf("inc", err)
 	}
 	return r.Decision(), nil
 }
@@ -124,78 +84,46 @@ func (l *Limiter) Inc(ctx context.Context, k string, rate limiter.Rate, n int64)
 // nothing and draws nothing. A key with no live state is allowed with
 // Limit 0.
 func (l *Limiter) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
-	h, err := l.check("is allowed", k)
+	h, err := l.b.Check("is allowed", k)
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	v, err := scripts.SupAllowed.Run(ctx, l.client, []string{h},
-		redisx.NowArg(&l.cfg), l.cfg.WindowMs, l.cfg.CacheMs).Result()
+	v, err := scripts.SupAllowed.Run(ctx, l.b.Client, []string{h},
+		redisx.NowArg(&l.b.Cfg), l.b.Cfg.WindowMs, l.b.Cfg.CacheMs).Result()
 	if err != nil {
-		return limiter.Decision{}, fmt.Errorf("redissup: is allowed: %w", err)
+		return limiter.Decision{}, l.b.Errorf("is allowed", err)
 	}
-	r, err := parseDecision(v)
+	r, err := redisx.Decision(v, window.OutcomeAllowed, window.OutcomeSuppressed)
 	if err != nil {
-		return limiter.Decision{}, fmt.Errorf("redissup: is allowed: %w", err)
+		return limiter.Decision{}, l.b.Errorf("is allowed", err)
 	}
 	return r.Decision(), nil
-}
-
-var errReply = errors.New("malformed script reply")
-
-func parseDecision(v any) (window.Result, error) {
-	x, err := redisx.Int64s(v, decisionLen)
-	if err != nil {
-		return window.Result{}, err
-	}
-	if x[0] != window.OutcomeAllowed && x[0] != window.OutcomeSuppressed ||
-		x[1] != 0 && x[1] != 1 || x[6] < 0 || x[6] > window.PPM || x[7] != 0 && x[7] != 1 {
-		return window.Result{}, fmt.Errorf("%w: %v", errReply, x)
-	}
-	return window.Result{
-		Outcome:    int(x[0]),
-		Allowed:    x[1] == 1,
-		Limit:      x[2],
-		Remaining:  x[3],
-		RetryAfter: x[4],
-		ResetAfter: x[5],
-		FactorPPM:  x[6],
-		Never:      x[7] == 1,
-	}, nil
 }
 
 // Get returns key's accepted (Used) and declined units in the live window
 // and its stored soft capacity. It writes nothing.
 func (l *Limiter) Get(ctx context.Context, k string) (limiter.Usage, error) {
-	h, err := l.check("get", k)
+	h, err := l.b.Check("get", k)
 	if err != nil {
 		return limiter.Usage{}, err
 	}
-	v, err := scripts.SupGet.Run(ctx, l.client, []string{h}, redisx.NowArg(&l.cfg), l.cfg.WindowMs).Result()
+	v, err := scripts.SupGet.Run(ctx, l.b.Client, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.Cfg.WindowMs).Result()
 	if err != nil {
-		return limiter.Usage{}, fmt.Errorf("redissup: get: %w", err)
+		return limiter.Usage{}, l.b.Errorf("get", err)
 	}
 	x, err := redisx.Int64s(v, usageLen)
 	if err != nil {
-		return limiter.Usage{}, fmt.Errorf("redissup: get: %w", err)
+		return limiter.Usage{}, l.b.Errorf("get", err)
 	}
 	return limiter.Usage{Used: x[0], Declined: x[1], Limit: x[2]}, nil
 }
 
 // Reset forgets key: it UNLINKs the key's hash.
-func (l *Limiter) Reset(ctx context.Context, k string) error {
-	h, err := l.check("reset", k)
-	if err != nil {
-		return err
-	}
-	if err := l.client.Unlink(ctx, h).Err(); err != nil {
-		return fmt.Errorf("redissup: reset: %w", err)
-	}
-	return nil
-}
+func (l *Limiter) Reset(ctx context.Context, k string) error { return l.b.Reset(ctx, k) }
 
 // Close makes later calls return ErrClosed. It does not close the client.
 // Closing twice is harmless; ctx is not consulted.
 func (l *Limiter) Close(context.Context) error {
-	l.closed.Store(true)
+	l.b.Close()
 	return nil
 }

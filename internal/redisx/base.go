@@ -1,0 +1,113 @@
+package redisx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync/atomic"
+
+	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/window"
+	"github.com/sluice-go/sluice/key"
+)
+
+// Base is what both Redis providers hold: the client, the resolved
+// configuration, the closed flag, and the package and strategy names that
+// prefix errors and Redis keys. Use it by pointer; it must not be copied.
+type Base struct {
+	Client Client
+	Cfg    config.Config
+	pkg    string // "redisabs", "redissup": the prefix of every error
+	strat  string // key.Absolute or key.Suppressed
+	closed atomic.Bool
+}
+
+// Init checks the client, resolves opts and fills b. A nil client
+// (including a typed nil such as (*redis.Client)(nil), which would panic on
+// the first call) or a bad option is ErrInvalidConfig.
+func (b *Base) Init(pkg, strategy string, client Client, opts []config.Option) error {
+	if isNil(client) {
+		return fmt.Errorf("%s: %w: nil client", pkg, config.ErrInvalidConfig)
+	}
+	cfg, err := config.New(opts...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", pkg, err)
+	}
+	b.Client, b.Cfg, b.pkg, b.strat = client, cfg, pkg, strategy
+	return nil
+}
+
+func isNil(c Client) bool {
+	if c == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(c); v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
+}
+
+// Errorf wraps err as "<pkg>: <op>: err".
+func (b *Base) Errorf(op string, err error) error {
+	return fmt.Errorf("%s: %s: %w", b.pkg, op, err)
+}
+
+// Check rejects calls after Close and returns the key's hash name, which
+// validates the key.
+func (b *Base) Check(op, k string) (string, error) {
+	if b.closed.Load() {
+		return "", b.Errorf(op, config.ErrClosed)
+	}
+	h, err := key.Name(b.Cfg.Prefix, k, b.strat, key.Hash)
+	if err != nil {
+		return "", b.Errorf(op, err)
+	}
+	return h, nil
+}
+
+// Reset UNLINKs the key's hash.
+func (b *Base) Reset(ctx context.Context, k string) error {
+	h, err := b.Check("reset", k)
+	if err != nil {
+		return err
+	}
+	if err := b.Client.Unlink(ctx, h).Err(); err != nil {
+		return b.Errorf("reset", err)
+	}
+	return nil
+}
+
+// Close makes later calls return ErrClosed. The client belongs to the
+// caller and stays open; there is nothing to wait for.
+func (b *Base) Close() { b.closed.Store(true) }
+
+var errReply = errors.New("malformed script reply")
+
+// Decision reads a decision script's reply {outcome, allowed, limit,
+// remaining, retry ms, reset ms, factor ppm, never}, checking that the
+// outcome is one the strategy can return and every flag is 0 or 1.
+func Decision(v any, outcomes ...int64) (window.Result, error) {
+	x, err := Int64s(v, 8)
+	if err != nil {
+		return window.Result{}, err
+	}
+	known := false
+	for _, o := range outcomes {
+		known = known || x[0] == o
+	}
+	if !known || x[1] != 0 && x[1] != 1 || x[6] < 0 || x[6] > window.PPM || x[7] != 0 && x[7] != 1 {
+		return window.Result{}, fmt.Errorf("%w: %v", errReply, x)
+	}
+	return window.Result{
+		Outcome:    int(x[0]),
+		Allowed:    x[1] == 1,
+		Limit:      x[2],
+		Remaining:  x[3],
+		RetryAfter: x[4],
+		ResetAfter: x[5],
+		FactorPPM:  x[6],
+		Never:      x[7] == 1,
+	}, nil
+}
