@@ -16,8 +16,7 @@
 --
 -- The hash: field "<start ms>" (decimal) is the count of the bucket opened
 -- at that instant; meta fields "c" the stored capacity, "u" the sum of the
--- stored bucket counts, "o" the oldest stored bucket start, "n" the newest,
--- "nc" the newest bucket's count (a copy, so joining it is one HSET).
+-- stored bucket counts, "o" the oldest stored bucket start, "n" the newest.
 -- Buckets with now - start >= W are dead: they are ignored at once and
 -- deleted by the next write that finds them (only when now - o >= W is the
 -- hash scanned). A hash without a live bucket is an absent key.
@@ -42,7 +41,7 @@ end
 -- exponent notation.
 local function str(x) return string.format('%d', x) end
 
-local m = redis.call('HMGET', h, 'c', 'u', 'o', 'n', 'nc')
+local m = redis.call('HMGET', h, 'c', 'u', 'o', 'n')
 local live, stale = false, false
 local stored, used, oldest, newest = 0, 0, 0, 0
 local buckets -- live buckets {start, count}, in hash order, once scanned
@@ -113,24 +112,13 @@ if n > 0 then
   if allowed then
     used = used + n
     if live and now - newest < b then
-      local nc = tonumber(m[5])
-      if nc then
-        -- Join the newest bucket in one HSET: its count is mirrored in "nc",
-        -- so no HINCRBY is needed; "c" and "o" only when they changed.
-        nc = nc + n
-        local f = {str(newest), str(nc), 'nc', str(nc), 'u', str(used)}
-        if stored ~= c then f[#f + 1] = 'c'; f[#f + 1] = str(c) end
-        if oldest ~= tonumber(m[3]) then f[#f + 1] = 'o'; f[#f + 1] = str(oldest) end
-        redis.call('HSET', h, unpack(f))
-      else -- a hash written before "nc" existed
-        nc = redis.call('HINCRBY', h, str(newest), str(n))
-        redis.call('HSET', h, 'c', str(c), 'u', str(used), 'o', str(oldest), 'nc', str(nc))
-      end
+      redis.call('HINCRBY', h, str(newest), str(n))
+      redis.call('HSET', h, 'c', str(c), 'u', str(used), 'o', str(oldest))
     else
       if not live then oldest = now end
       newest = now
       live = true
-      redis.call('HSET', h, str(now), str(n), 'c', str(c), 'u', str(used), 'o', str(oldest), 'n', str(now), 'nc', str(n))
+      redis.call('HSET', h, str(now), str(n), 'c', str(c), 'u', str(used), 'o', str(oldest), 'n', str(now))
     end
     wrote = true
   elseif live and (#dead > 0 or stored ~= c) then

@@ -110,7 +110,7 @@ type hashState struct {
 	other   map[string]string // fields this version does not know
 }
 
-var metaFields = []string{"c", "hc", "u", "x", "o", "n", "nc", "f", "ft"}
+var metaFields = []string{"c", "hc", "u", "x", "o", "n", "f", "ft"}
 
 func parseHash(fields map[string]string) hashState {
 	h := hashState{meta: map[string]int64{}, other: map[string]string{}}
@@ -213,9 +213,6 @@ func writeInspect(w io.Writer, k, name, strat string, window time.Duration, s *s
 	}
 	if v, ok := h.meta["n"]; ok {
 		meta("n", "newest bucket start", ago(v)+" ago")
-	}
-	if v, ok := h.meta["nc"]; ok {
-		meta("nc", "newest bucket's count", fmt.Sprintf("%d", v))
 	}
 	if v, ok := h.meta["f"]; ok {
 		meta("f", "cached factor (ppm)", fmt.Sprintf("%.6f", float64(v)/1e6))

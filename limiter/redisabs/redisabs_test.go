@@ -379,8 +379,8 @@ func TestDeadBucketsAreDeleted(t *testing.T) {
 		mustInc(t, l, "k", rate, 1)
 		clk.Advance(time.Millisecond)
 	}
-	if n := c.HLen(ctx, h).Val(); n != 2600+metaFields {
-		t.Fatalf("HLEN = %d, want %d (2600 buckets and %d meta fields)", n, 2600+metaFields, metaFields)
+	if n := c.HLen(ctx, h).Val(); n != 2600+4 {
+		t.Fatalf("HLEN = %d, want 2604 (2600 buckets and 4 meta fields)", n)
 	}
 	// The clock reads +2600 ms; at +7449 ms the buckets opened at 0 to
 	// 2449 ms are dead and the 150 opened at 2450 to 2599 ms are live.
@@ -392,8 +392,8 @@ func TestDeadBucketsAreDeleted(t *testing.T) {
 	if !d.Allowed || d.Remaining != 5000-151 {
 		t.Fatalf("Inc(k, 1) = %+v, want allowed with 4849 remaining", d)
 	}
-	if n := c.HLen(ctx, h).Val(); n != 151+metaFields {
-		t.Fatalf("HLEN after the write = %d, want %d", n, 151+metaFields)
+	if n := c.HLen(ctx, h).Val(); n != 151+4 {
+		t.Fatalf("HLEN after the write = %d, want 155", n)
 	}
 	if u := mustGet(t, l, "k"); u.Used != 151 || u.Limit != 5000 {
 		t.Fatalf("Get(k) = %+v, want Used 151 Limit 5000", u)
@@ -409,13 +409,9 @@ func TestDeadBucketsAreDeleted(t *testing.T) {
 }
 
 // TestListpack checks the encoding claim of docs/data-model.md: a full
-// window holds W/B buckets and metaFields meta fields, so the hash stays a
-// listpack while W/B + metaFields ≤ hash-max-listpack-entries (512 by default) and becomes a
+// window holds W/B buckets and 4 meta fields, so the hash stays a listpack
+// while W/B + 4 ≤ hash-max-listpack-entries (512 by default) and becomes a
 // hashtable beyond.
-// metaFields is the number of non-bucket fields of an absolute hash: c, u,
-// o, n and nc.
-const metaFields = 5
-
 func TestListpack(t *testing.T) {
 	c := realClient(t).(*redis.Client)
 	cfg, err := c.ConfigGet(ctx, "hash-max-listpack-entries").Result()
@@ -429,7 +425,7 @@ func TestListpack(t *testing.T) {
 	for _, tc := range []struct {
 		buckets int
 		want    string
-	}{{100, "listpack"}, {128, "listpack"}, {max - metaFields, "listpack"}, {max - metaFields + 1, "hashtable"}} {
+	}{{100, "listpack"}, {128, "listpack"}, {max - 4, "listpack"}, {max - 3, "hashtable"}} {
 		t.Run(fmt.Sprint(tc.buckets), func(t *testing.T) {
 			clk := conformance.NewClock()
 			prefix := redistest.Prefix(t)
@@ -445,8 +441,8 @@ func TestListpack(t *testing.T) {
 				clk.Advance(b)
 			}
 			h := hashOf(t, prefix, "k")
-			if n := c.HLen(ctx, h).Val(); n != int64(tc.buckets+metaFields) {
-				t.Fatalf("HLEN = %d, want %d", n, tc.buckets+metaFields)
+			if n := c.HLen(ctx, h).Val(); n != int64(tc.buckets)+4 {
+				t.Fatalf("HLEN = %d, want %d", n, tc.buckets+4)
 			}
 			if enc := c.ObjectEncoding(ctx, h).Val(); enc != tc.want {
 				t.Fatalf("W/B = %d with hash-max-listpack-entries %d: OBJECT ENCODING = %q, want %q", tc.buckets, max, enc, tc.want)
@@ -728,35 +724,5 @@ func TestTTLUnderWithClockHasSlack(t *testing.T) {
 	}
 	if ttl <= w+b || ttl > w+b+time.Minute {
 		t.Fatalf("PTTL under WithClock = %v, want in (%v, %v]", ttl, w+b, w+b+time.Minute)
-	}
-}
-
-// A hash written before the "nc" field existed joins its newest bucket by
-// HINCRBY, counts right, and gains "nc" for the next call.
-func TestJoinWithoutNewestCountField(t *testing.T) {
-	mr, c, clk := miniAt(t)
-	prefix := redistest.Prefix(t)
-	l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(time.Second), limiter.WithBucket(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := hashOf(t, prefix, "k")
-	mustInc(t, l, "k", limiter.PerSecond(10), 2)
-	start := mr.HGet(h, "n")
-	if got := mr.HGet(h, "nc"); got != "2" {
-		t.Fatalf("nc after opening a bucket = %q, want 2", got)
-	}
-	mr.HDel(h, "nc")
-	clk.Advance(10 * time.Millisecond)
-	mustInc(t, l, "k", limiter.PerSecond(10), 3)
-	if got, nc := mr.HGet(h, start), mr.HGet(h, "nc"); got != "5" || nc != "5" {
-		t.Fatalf("bucket %s = %q, nc = %q after joining without nc; want 5, 5", start, got, nc)
-	}
-	clk.Advance(10 * time.Millisecond)
-	if d := mustInc(t, l, "k", limiter.PerSecond(10), 5); !d.Allowed || d.Remaining != 0 {
-		t.Fatalf("Inc(k, 5) = %s, want allowed with 0 remaining", conformance.Format(d))
-	}
-	if got := mr.HGet(h, start); got != "10" || mr.HGet(h, "nc") != "10" {
-		t.Fatalf("bucket = %q, nc = %q, want 10, 10", got, mr.HGet(h, "nc"))
 	}
 }
