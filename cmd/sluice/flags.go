@@ -20,11 +20,11 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// Demo settings: short enough to finish in about 15 s, long enough for three
+// Demo settings: short enough to finish in about 10 s, long enough for two
 // windows to slide by.
 const (
-	demoWindow   = 5 * time.Second
-	demoDuration = 15 * time.Second
+	demoWindow   = 4 * time.Second
+	demoDuration = 10 * time.Second
 	demoHard     = 1.5
 )
 

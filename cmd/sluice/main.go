@@ -1,7 +1,7 @@
 // Command sluice shows what the sluice rate limiters do and lets you try
 // them against your own Redis.
 //
-//	sluice demo                    a simulated fleet on an embedded Redis, about 15 s
+//	sluice demo                    a simulated fleet on an embedded Redis, about 10 s
 //	sluice load [flags]            the demo's engine with your own settings
 //	sluice inspect --redis URL KEY a key's buckets and totals in Redis, read-only
 //
@@ -59,7 +59,7 @@ type command struct {
 }
 
 var commands = []command{
-	{"demo", "[--redis URL]", "see it work: a simulated fleet on an embedded Redis (about 15 s)", demoCmd},
+	{"demo", "[--redis URL]", "see it work: a simulated fleet on an embedded Redis (about 10 s)", demoCmd},
 	{"load", "[flags]", "the demo's engine with your own settings, against your own Redis", loadCmd},
 	{"inspect", "--redis URL [--prefix P] [--strategy abs|sup] KEY", "show a key's buckets and totals in Redis, read-only", inspectCmd},
 }
