@@ -229,7 +229,7 @@ func TestDemoShort(t *testing.T) {
 		"Requests decided in each second:",
 		"local absolute", "redis absolute", "redis suppressed",
 		"Totals over 1.5s",
-		"the limit holds in any 4.951s (W − B + 1 ms)",
+		"the limit holds in any 3.961s (W − B + 1 ms)",
 		"No key over capacity fleet-wide.",
 		"Every instance within capacity.",
 		"No key over its hard ceiling fleet-wide.",
