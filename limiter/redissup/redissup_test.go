@@ -471,56 +471,11 @@ func TestScriptFlush(t *testing.T) {
 	}
 }
 
-// TestServerDown checks that a stopped or frozen Redis gives every call a
-// wrapped error within the context's deadline, and no panic.
+// TestServerDown: a stopped or frozen Redis gives every call a wrapped
+// error within the context's deadline, and no panic.
 func TestServerDown(t *testing.T) {
-	const deadline = 500 * time.Millisecond
-	check := func(t *testing.T, l *redissup.Limiter) {
-		t.Helper()
-		calls := []struct {
-			op string
-			f  func(context.Context) error
-		}{
-			{"inc", func(ctx context.Context) error { _, err := l.Inc(ctx, "k", limiter.PerMinute(10), 1); return err }},
-			{"is allowed", func(ctx context.Context) error { _, err := l.IsAllowed(ctx, "k"); return err }},
-			{"get", func(ctx context.Context) error { _, err := l.Get(ctx, "k"); return err }},
-			{"reset", func(ctx context.Context) error { return l.Reset(ctx, "k") }},
-		}
-		for _, c := range calls {
-			cctx, cancel := context.WithTimeout(ctx, deadline)
-			start := time.Now()
-			err := c.f(cctx)
-			took := time.Since(start)
-			cancel()
-			if err == nil || !strings.HasPrefix(err.Error(), "redissup: "+c.op+": ") {
-				t.Errorf("%s with Redis down: error %v, want one starting %q", c.op, err, "redissup: "+c.op+": ")
-			}
-			if took > deadline+250*time.Millisecond {
-				t.Errorf("%s with Redis down took %v, deadline %v", c.op, took, deadline)
-			}
-		}
-	}
-	t.Run("Stopped", func(t *testing.T) {
-		srv := redistest.StartServer(t)
-		l := newLimiter(t, srv.Client(t))
-		mustInc(t, l, "k", limiter.PerMinute(10), 1)
-		srv.Stop()
-		check(t, l)
-	})
-	t.Run("Frozen", func(t *testing.T) {
-		srv := redistest.StartServer(t)
-		opt := srv.Options()
-		opt.ContextTimeoutEnabled = true // let ctx bound socket reads, as doc.go advises
-		opt.MaxRetries = -1
-		c := redis.NewClient(opt)
-		t.Cleanup(func() { c.Close() })
-		l := newLimiter(t, c)
-		mustInc(t, l, "k", limiter.PerMinute(10), 1)
-		if err := srv.Pause(); err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Resume()
-		check(t, l)
+	conformance.RunOutage(t, "redissup", func(t *testing.T, c *redis.Client) limiter.Limiter {
+		return newLimiter(t, c)
 	})
 }
 

@@ -1,0 +1,77 @@
+package conformance
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// RunOutage checks that a stopped or a frozen Redis gives every call of a
+// Redis provider a wrapped error ("<pkg>: <op>: …") within the context's
+// deadline, and no panic. newLimiter builds the provider on the given client.
+// The calling package's TestMain must run redistest.Main.
+func RunOutage(t *testing.T, pkg string, newLimiter func(t *testing.T, c *redis.Client) limiter.Limiter) {
+	const deadline = 500 * time.Millisecond
+	ctx := context.Background()
+	check := func(t *testing.T, l limiter.Limiter) {
+		t.Helper()
+		calls := []struct {
+			op string
+			f  func(context.Context) error
+		}{
+			{"inc", func(ctx context.Context) error { _, err := l.Inc(ctx, "k", limiter.PerMinute(10), 1); return err }},
+			{"is allowed", func(ctx context.Context) error { _, err := l.IsAllowed(ctx, "k"); return err }},
+			{"get", func(ctx context.Context) error { _, err := l.Get(ctx, "k"); return err }},
+			{"reset", func(ctx context.Context) error { return l.Reset(ctx, "k") }},
+		}
+		for _, c := range calls {
+			cctx, cancel := context.WithTimeout(ctx, deadline)
+			start := time.Now()
+			err := c.f(cctx)
+			took := time.Since(start)
+			cancel()
+			want := pkg + ": " + c.op + ": "
+			if err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("%s with Redis down: error %v, want one starting %q", c.op, err, want)
+			}
+			t.Logf("%s: %v after %v", c.op, err, took)
+			if took > deadline+250*time.Millisecond {
+				t.Errorf("%s with Redis down took %v, deadline %v", c.op, took, deadline)
+			}
+		}
+	}
+	mustInc := func(t *testing.T, l limiter.Limiter) {
+		t.Helper()
+		if _, err := l.Inc(ctx, "k", limiter.PerMinute(10), 1); err != nil {
+			t.Fatalf("Inc before the outage: %v", err)
+		}
+	}
+	t.Run("Stopped", func(t *testing.T) {
+		srv := redistest.StartServer(t)
+		l := newLimiter(t, srv.Client(t))
+		mustInc(t, l)
+		srv.Stop()
+		check(t, l)
+	})
+	t.Run("Frozen", func(t *testing.T) {
+		srv := redistest.StartServer(t)
+		opt := srv.Options()
+		opt.ContextTimeoutEnabled = true // let ctx bound socket reads, as the providers' docs advise
+		opt.MaxRetries = -1
+		c := redis.NewClient(opt)
+		t.Cleanup(func() { c.Close() })
+		l := newLimiter(t, c)
+		mustInc(t, l)
+		if err := srv.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Resume()
+		check(t, l)
+	})
+}
