@@ -48,9 +48,19 @@ const (
 // Clock is the time source of local and hybrid providers.
 type Clock interface{ Now() time.Time }
 
+// wallClock is the default clock: the wall clock read once, when the
+// process started, advanced by the monotonic clock since. time.Since reads
+// one clock where time.Now reads two (on a VM each read is a vDSO call of
+// 25 ns or more), and the result never steps backwards when the system
+// clock is set; NTP's slewing still reaches it through the monotonic clock.
 type wallClock struct{}
 
-func (wallClock) Now() time.Time { return time.Now() }
+var (
+	startWall   = time.Now()
+	startWallNs = startWall.UnixNano()
+)
+
+func (wallClock) Now() time.Time { return startWall.Add(time.Since(startWall)) }
 
 // WallClock is the default clock.
 var WallClock Clock = wallClock{}
@@ -179,7 +189,12 @@ func ValidatePrefix(p string) error {
 }
 
 // NowMs reads the clock in whole milliseconds (Unix epoch).
-func (c *Config) NowMs() int64 { return c.Clock.Now().UnixMilli() }
+func (c *Config) NowMs() int64 {
+	if !c.ClockSet { // the default clock, without the interface call
+		return (startWallNs + int64(time.Since(startWall))) / int64(time.Millisecond)
+	}
+	return c.Clock.Now().UnixMilli()
+}
 
 // Rand draws one number in [0, 1) from the configured source, clamping a
 // misbehaving source into range (NaN counts as 0), so nothing downstream sees

@@ -30,13 +30,15 @@ type State struct {
 	ring       []Bucket // ring buffer, len is a power of two or 0
 	head, size int      // oldest at ring[head]
 
+	// The fields every absolute call touches come first: with the ring
+	// header they share a cache line in the local provider's entry.
 	Used     int64 // sum of Count over stored buckets
-	Declined int64 // sum of Declined over stored buckets
 	Capacity int64 // stored capacity (soft for suppressed); meaningful while Live
+	Declined int64 // sum of Declined over stored buckets
 	Hard     int64 // stored hard capacity (suppressed)
 
-	factorPPM int64
 	factorAt  int64
+	factorPPM int32 // ≤ PPM
 	factorOK  bool
 }
 
@@ -266,11 +268,11 @@ func (s *State) Factor(w, now, soft int64) int64 {
 // when store is set and caching is on, caches it.
 func (s *State) factor(p Params, now int64, in Suppressed, store bool) int64 {
 	if s.factorOK && in.CacheMs > 0 && now-s.factorAt < in.CacheMs {
-		return s.factorPPM
+		return int64(s.factorPPM)
 	}
 	f := s.Factor(p.W, now, in.Soft)
 	if store && in.CacheMs > 0 {
-		s.factorPPM, s.factorAt, s.factorOK = f, now, true
+		s.factorPPM, s.factorAt, s.factorOK = int32(f), now, true
 	}
 	return f
 }

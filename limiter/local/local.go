@@ -41,13 +41,13 @@ func (a *Absolute) Inc(_ context.Context, k string, rate limiter.Rate, n int64) 
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("local: inc: %w", err)
 	}
-	sh, st := a.s.lock(k, n > 0)
-	var peek window.State
-	if st == nil {
-		st = &peek
+	e := a.s.lock(k, n > 0)
+	if e == nil { // a peek at an unknown key
+		var peek window.State
+		return peek.IncAbsolute(a.s.p, now, c, n).Decision(), nil
 	}
-	r := st.IncAbsolute(a.s.p, now, c, n)
-	sh.mu.Unlock()
+	r := e.st.IncAbsolute(a.s.p, now, c, n)
+	e.mu.Unlock()
 	return r.Decision(), nil
 }
 
@@ -58,14 +58,12 @@ func (a *Absolute) IsAllowed(_ context.Context, k string) (limiter.Decision, err
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	sh, st := a.s.lock(k, false)
-	var r window.Result
-	if st == nil {
-		r = window.Result{Allowed: true}
-	} else {
-		r = st.IsAllowedAbsolute(a.s.p, now)
+	e := a.s.lock(k, false)
+	if e == nil {
+		return window.Result{Allowed: true}.Decision(), nil
 	}
-	sh.mu.Unlock()
+	r := e.st.IsAllowedAbsolute(a.s.p, now)
+	e.mu.Unlock()
 	return r.Decision(), nil
 }
 
@@ -117,13 +115,13 @@ func (l *Suppressed) Inc(_ context.Context, k string, rate limiter.Rate, n int64
 		return limiter.Decision{}, fmt.Errorf("local: inc: %w", err)
 	}
 	in := window.Suppressed{Soft: soft, Hard: hard, CacheMs: cfg.CacheMs, RandPPM: window.DrawPPM(cfg.Rand())}
-	sh, st := l.s.lock(k, n > 0)
-	var peek window.State
-	if st == nil {
-		st = &peek
+	e := l.s.lock(k, n > 0)
+	if e == nil { // a peek at an unknown key
+		var peek window.State
+		return peek.IncSuppressed(l.s.p, now, n, in).Decision(), nil
 	}
-	r := st.IncSuppressed(l.s.p, now, n, in)
-	sh.mu.Unlock()
+	r := e.st.IncSuppressed(l.s.p, now, n, in)
+	e.mu.Unlock()
 	return r.Decision(), nil
 }
 
@@ -134,14 +132,12 @@ func (l *Suppressed) IsAllowed(_ context.Context, k string) (limiter.Decision, e
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	sh, st := l.s.lock(k, false)
-	var r window.Result
-	if st == nil {
-		r = window.Result{Allowed: true}
-	} else {
-		r = st.IsAllowedSuppressed(l.s.p, now, l.s.cfg.CacheMs)
+	e := l.s.lock(k, false)
+	if e == nil {
+		return window.Result{Allowed: true}.Decision(), nil
 	}
-	sh.mu.Unlock()
+	r := e.st.IsAllowedSuppressed(l.s.p, now, l.s.cfg.CacheMs)
+	e.mu.Unlock()
 	return r.Decision(), nil
 }
 

@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -15,33 +14,29 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// nShards spreads keys over independent locks. A power of two.
-const nShards = 256
-
-// sweepChunk bounds how many keys the sweep visits under one shard lock.
+// sweepChunk is how many keys the sweep visits before it yields the
+// processor to callers.
 const sweepChunk = 128
 
+// entry is one key's state behind its own lock. An entry the sweep or Reset
+// has removed from the map is marked dead under that lock first, so a caller
+// that loaded it just before the removal sees the mark and looks again
+// instead of writing to state nobody will read.
 type entry struct {
-	key string
-	idx int // position in shard.list
-	st  window.State
-	buf [2]window.Bucket // the first buckets live inline: one cache miss less for a cold key
-}
-
-type shard struct {
 	mu   sync.Mutex
-	m    map[string]*entry
-	list []*entry // the same entries, in a slice the sweep can walk in chunks
-	_    [40]byte // keep neighbouring shards' locks off one cache line
+	st   window.State
+	buf  [1]window.Bucket // a key's first bucket lives inline
+	dead bool
 }
 
-// store is the engine both strategies share: sharded key state, the clock
-// and the background sweep.
+// store is the engine both strategies share: the key map, the clock and the
+// background sweep. Lookups are lock-free (sync.Map); the only lock a call
+// takes is its own key's, so calls on different keys never write to a
+// shared cache line.
 type store struct {
-	cfg    config.Config
-	p      window.Params
-	seed   maphash.Seed
-	shards [nShards]shard
+	cfg config.Config
+	p   window.Params
+	m   sync.Map // string → *entry
 
 	closed atomic.Bool
 	stop   chan struct{}
@@ -57,12 +52,8 @@ func newStore(opts []limiter.Option) (*store, error) {
 	s := &store{
 		cfg:  cfg,
 		p:    window.Params{W: cfg.WindowMs, B: cfg.BucketMs},
-		seed: maphash.MakeSeed(),
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
-	}
-	for i := range s.shards {
-		s.shards[i].m = make(map[string]*entry)
 	}
 	go s.sweepLoop(sweepInterval(cfg.Window))
 	return s, nil
@@ -92,22 +83,37 @@ func checkCost(n int64) error {
 	return nil
 }
 
-// lock finds k's shard and locks it, returning the key's state, or nil when
-// the key is unknown and create is false. The caller unlocks sh.mu.
-func (s *store) lock(k string, create bool) (*shard, *window.State) {
-	sh := &s.shards[maphash.String(s.seed, k)&(nShards-1)]
-	sh.mu.Lock()
-	e := sh.m[k]
-	if e == nil {
-		if !create {
-			return sh, nil
+// lock finds k's entry and locks it, creating it when create is true. It
+// returns nil, holding nothing, when k is unknown and create is false. The
+// caller unlocks e.mu.
+func (s *store) lock(k string, create bool) *entry {
+	for {
+		v, ok := s.m.Load(k)
+		if !ok {
+			if !create {
+				return nil
+			}
+			e := &entry{}
+			e.st.UseBuffer(e.buf[:])
+			v, _ = s.m.LoadOrStore(k, e)
 		}
-		e = &entry{key: k, idx: len(sh.list)}
-		e.st.UseBuffer(e.buf[:])
-		sh.m[k] = e
-		sh.list = append(sh.list, e)
+		e := v.(*entry)
+		e.mu.Lock()
+		if !e.dead {
+			return e
+		}
+		e.mu.Unlock()
+		// Removed between our load and our lock: make sure the map no longer
+		// holds it (its remover may not have got there yet) and look again.
+		s.m.CompareAndDelete(k, e)
 	}
-	return sh, &e.st
+}
+
+// remove takes the locked entry e of k out of the map and unlocks it.
+func (s *store) remove(k string, e *entry) {
+	e.dead = true
+	e.mu.Unlock()
+	s.m.CompareAndDelete(k, e)
 }
 
 // usage reads k's state under its lock.
@@ -116,11 +122,12 @@ func (s *store) usage(k string) (limiter.Usage, error) {
 	if err != nil {
 		return limiter.Usage{}, err
 	}
-	sh, st := s.lock(k, false)
-	defer sh.mu.Unlock()
-	if st == nil {
+	e := s.lock(k, false)
+	if e == nil {
 		return limiter.Usage{}, nil
 	}
+	defer e.mu.Unlock()
+	st := &e.st
 	st.Expire(now, s.p.W)
 	if !st.Live() {
 		return limiter.Usage{}, nil
@@ -132,23 +139,10 @@ func (s *store) reset(k string) error {
 	if _, err := s.check("reset", k); err != nil {
 		return err
 	}
-	sh, st := s.lock(k, false)
-	if st != nil {
-		sh.remove(sh.m[k])
+	if e := s.lock(k, false); e != nil {
+		s.remove(k, e)
 	}
-	sh.mu.Unlock()
 	return nil
-}
-
-// remove deletes e from the shard; the caller holds the lock.
-func (sh *shard) remove(e *entry) {
-	last := len(sh.list) - 1
-	moved := sh.list[last]
-	sh.list[e.idx] = moved
-	moved.idx = e.idx
-	sh.list[last] = nil
-	sh.list = sh.list[:last]
-	delete(sh.m, e.key)
 }
 
 func (s *store) sweepLoop(every time.Duration) {
@@ -165,48 +159,34 @@ func (s *store) sweepLoop(every time.Duration) {
 	}
 }
 
-// sweep drops every key without a live bucket. It holds a shard's lock for
-// at most sweepChunk keys at a time, so callers wait microseconds, not the
-// length of a full pass.
+// sweep drops every key without a live bucket. It holds one key's lock at a
+// time, and yields the processor every sweepChunk keys, so callers never
+// wait on it for more than one key's expiry.
 func (s *store) sweep() int {
-	dropped := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		for pos := 0; ; {
-			sh.mu.Lock()
-			now := s.cfg.NowMs()
-			end := min(pos+sweepChunk, len(sh.list))
-			for pos < end {
-				e := sh.list[pos]
-				e.st.Expire(now, s.p.W)
-				if e.st.Live() {
-					pos++
-					continue
-				}
-				sh.remove(e) // the last entry moves to pos: look at it next
-				end = min(end, len(sh.list))
-				dropped++
-			}
-			more := pos < len(sh.list)
-			sh.mu.Unlock()
-			if !more {
-				break
-			}
+	dropped, seen := 0, 0
+	s.m.Range(func(k, v any) bool {
+		e := v.(*entry)
+		e.mu.Lock()
+		if e.dead {
+			e.mu.Unlock()
+		} else if e.st.Expire(s.cfg.NowMs(), s.p.W); e.st.Live() {
+			e.mu.Unlock()
+		} else {
+			s.remove(k.(string), e)
+			dropped++
+		}
+		if seen++; seen%sweepChunk == 0 {
 			runtime.Gosched()
 		}
-	}
+		return true
+	})
 	return dropped
 }
 
 // keys counts the keys held (for tests and memory figures).
 func (s *store) keys() int {
 	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		n += len(sh.m)
-		sh.mu.Unlock()
-	}
+	s.m.Range(func(_, _ any) bool { n++; return true })
 	return n
 }
 

@@ -61,17 +61,64 @@ func TestSweepDropsIdleKeys(t *testing.T) {
 			t.Fatalf("Get(k%d) after sweep = %+v, want Used 1", i, u)
 		}
 	}
-	// Every shard's index still matches its map.
-	for i := range a.s.shards {
-		sh := &a.s.shards[i]
-		if len(sh.list) != len(sh.m) {
-			t.Fatalf("shard %d: list %d entries, map %d", i, len(sh.list), len(sh.m))
+	// The map holds only live entries.
+	a.s.m.Range(func(k, v any) bool {
+		if e := v.(*entry); e.dead || !e.st.Live() {
+			t.Fatalf("key %v left in the map: dead %v, live %v", k, e.dead, e.st.Live())
 		}
-		for j, e := range sh.list {
-			if e.idx != j || sh.m[e.key] != e {
-				t.Fatalf("shard %d: entry %q at %d has idx %d", i, e.key, j, e.idx)
-			}
-		}
+		return true
+	})
+}
+
+// A caller that loaded an entry just before the sweep or Reset removed it
+// must not write into the removed entry: it looks again and gets a fresh one,
+// also when the remover has marked the entry but not yet deleted it.
+func TestRemovedEntryIsNotReused(t *testing.T) {
+	a, err := NewAbsolute(limiter.WithWindow(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	ctx := context.Background()
+	if _, err := a.Inc(ctx, "k", limiter.PerSecond(10), 3); err != nil {
+		t.Fatal(err)
+	}
+	old := a.s.lock("k", false)
+	old.dead = true // marked by a remover that has not deleted it yet
+	old.mu.Unlock()
+	d, err := a.Inc(ctx, "k", limiter.PerSecond(10), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Remaining != 9 {
+		t.Fatalf("Inc after removal: Remaining %d, want 9 (a fresh key)", d.Remaining)
+	}
+	if old.st.Used != 3 {
+		t.Fatalf("the removed entry was written to: Used %d, want 3", old.st.Used)
+	}
+	v, ok := a.s.m.Load("k")
+	if !ok || v.(*entry) == old || v.(*entry).dead {
+		t.Fatalf("map holds %v (ok %v), want a fresh live entry", v, ok)
+	}
+
+	// Reset while another caller holds the key: the holder finishes on the
+	// old entry, Reset removes it, and the next call starts from nothing.
+	held := a.s.lock("k", false)
+	done := make(chan error)
+	go func() { done <- a.Reset(ctx, "k") }()
+	time.Sleep(10 * time.Millisecond) // Reset is now waiting for the key's lock
+	held.mu.Unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !held.dead {
+		t.Fatal("Reset did not mark the entry it removed")
+	}
+	if u, _ := a.Get(ctx, "k"); u != (limiter.Usage{}) {
+		t.Fatalf("Get after Reset = %+v, want zero", u)
+	}
+	if n := a.s.keys(); n != 0 {
+		t.Fatalf("keys after Reset = %d, want 0", n)
 	}
 }
 
