@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -99,6 +100,40 @@ func TestOutcomeString(t *testing.T) {
 	for o, want := range map[limiter.Outcome]string{limiter.Allowed: "allowed", limiter.Rejected: "rejected", limiter.Suppressed: "suppressed", 0: "Outcome(0)", 7: "Outcome(7)"} {
 		if got := o.String(); got != want {
 			t.Errorf("Outcome(%d).String() = %q, want %q", int(o), got, want)
+		}
+	}
+}
+
+// Capacity has a fast path of its own; it must agree with HardCapacity at
+// factor 1 (the definition) on every input, valid or not, and near every
+// boundary: C = 1, C = 2^50, rates just around an integer C.
+func TestCapacityFastPathMatchesHardCapacity(t *testing.T) {
+	max := float64(int64(1) << 50)
+	rates := []float64{
+		math.NaN(), math.Inf(1), math.Inf(-1), -1, 0, math.SmallestNonzeroFloat64,
+		1e-9, 0.0166, 1.0 / 60, 0.3, 0.7, 1 - 1e-10, 1, 1 + 1e-12, 2.9999999999, 3, 1e6,
+		max, max - 1, max + 1, max * (1 + 1e-15), max * 2, math.MaxFloat64,
+	}
+	windows := []time.Duration{
+		-time.Second, 0, 1, time.Millisecond, 999 * time.Millisecond, time.Second,
+		10 * time.Second, time.Minute, time.Hour, 744 * time.Hour, math.MaxInt64,
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 20000; i++ {
+		rates = append(rates, math.Exp(rng.Float64()*80-40))
+		windows = append(windows, time.Duration(rng.Int64N(int64(744*time.Hour)))+1)
+	}
+	for i, p := range rates {
+		for j, w := range windows {
+			if i >= 23 && j >= 11 && i-23 != j-11 { // random pairs: only matched ones
+				continue
+			}
+			r := limiter.PerSecond(p)
+			c, err := limiter.Capacity(r, w)
+			hc, herr := limiter.HardCapacity(r, w, 1)
+			if c != hc || (err == nil) != (herr == nil) || err != nil && err.Error() != herr.Error() {
+				t.Fatalf("rate %v window %v: Capacity = %d, %v; HardCapacity(…, 1) = %d, %v", p, w, c, err, hc, herr)
+			}
 		}
 	}
 }

@@ -61,6 +61,13 @@ const epsilon = 1e-9
 // provider uses. A capacity below 1 is ErrCapacityTooSmall; one above 2^50
 // is ErrInvalidRate.
 func Capacity(r Rate, window time.Duration) (int64, error) {
+	// The fast path, small enough to inline into every Inc: for x ≥ 0,
+	// int64 truncation is floor, and every invalid input (NaN, ±Inf, a
+	// rate ≤ 0, a window ≤ 0, C < 1 or C > 2^50) fails the one test and
+	// takes HardCapacity's path, which names the error.
+	if v := r.perSecond*window.Seconds() + epsilon; v >= 1 && v < float64(config.MaxCapacity)+1 && window > 0 {
+		return int64(v), nil
+	}
 	return HardCapacity(r, window, 1)
 }
 

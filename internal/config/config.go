@@ -191,10 +191,13 @@ func ValidatePrefix(p string) error {
 // NowMs reads the clock in whole milliseconds (Unix epoch).
 func (c *Config) NowMs() int64 {
 	if !c.ClockSet { // the default clock, without the interface call
-		return (startWallNs + int64(time.Since(startWall))) / int64(time.Millisecond)
+		return WallMs()
 	}
 	return c.Clock.Now().UnixMilli()
 }
+
+// WallMs reads the default clock in whole milliseconds (Unix epoch).
+func WallMs() int64 { return (startWallNs + int64(time.Since(startWall))) / int64(time.Millisecond) }
 
 // Rand draws one number in [0, 1) from the configured source, clamping a
 // misbehaving source into range (NaN counts as 0), so nothing downstream sees

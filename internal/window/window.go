@@ -339,6 +339,10 @@ func (s *State) IsAllowedSuppressed(p Params, now, cacheMs int64) Result {
 
 // Decision converts r into the public Decision.
 func (r Result) Decision() limiter.Decision {
+	f := 0.0
+	if r.FactorPPM != 0 { // a division costs more than the branch
+		f = float64(r.FactorPPM) / PPM
+	}
 	return limiter.Decision{
 		Outcome:           limiter.Outcome(r.Outcome + 1),
 		Allowed:           r.Allowed,
@@ -346,7 +350,7 @@ func (r Result) Decision() limiter.Decision {
 		Remaining:         r.Remaining,
 		RetryAfter:        time.Duration(r.RetryAfter) * time.Millisecond,
 		ResetAfter:        time.Duration(r.ResetAfter) * time.Millisecond,
-		SuppressionFactor: float64(r.FactorPPM) / PPM,
+		SuppressionFactor: f,
 		Never:             r.Never,
 	}
 }

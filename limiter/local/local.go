@@ -30,16 +30,9 @@ func NewAbsolute(opts ...limiter.Option) (*Absolute, error) {
 // n = 0 decides for one unit and records nothing. ctx is not consulted:
 // local decisions never block.
 func (a *Absolute) Inc(_ context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	now, err := a.s.check("inc", k)
+	now, c, err := a.s.incArgs(k, rate, n)
 	if err != nil {
 		return limiter.Decision{}, err
-	}
-	if err := checkCost(n); err != nil {
-		return limiter.Decision{}, err
-	}
-	c, err := limiter.Capacity(rate, a.s.cfg.Window)
-	if err != nil {
-		return limiter.Decision{}, fmt.Errorf("local: inc: %w", err)
 	}
 	e := a.s.lock(k, n > 0)
 	if e == nil { // a peek at an unknown key
@@ -98,18 +91,11 @@ func NewSuppressed(opts ...limiter.Option) (*Suppressed, error) {
 // Inc offers n units of key at rate. Every call with valid arguments draws
 // exactly one number from the random source.
 func (l *Suppressed) Inc(_ context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	now, err := l.s.check("inc", k)
+	now, soft, err := l.s.incArgs(k, rate, n)
 	if err != nil {
-		return limiter.Decision{}, err
-	}
-	if err := checkCost(n); err != nil {
 		return limiter.Decision{}, err
 	}
 	cfg := &l.s.cfg
-	soft, err := limiter.Capacity(rate, cfg.Window)
-	if err != nil {
-		return limiter.Decision{}, fmt.Errorf("local: inc: %w", err)
-	}
 	hard, err := limiter.HardCapacity(rate, cfg.Window, cfg.HardLimitFactor)
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("local: inc: %w", err)

@@ -73,7 +73,33 @@ func (s *store) check(op, k string) (now int64, err error) {
 	if err := key.Validate(k); err != nil {
 		return 0, fmt.Errorf("local: %s: %w", op, err)
 	}
-	return s.cfg.NowMs(), nil
+	return s.now(), nil
+}
+
+// incArgs is Inc's preamble: it validates the call and returns the clock
+// and the capacity. Valid calls pass one combined test; the rest go to
+// check, checkCost and limiter's capacity functions, which name the first
+// thing wrong in the order every provider uses.
+func (s *store) incArgs(k string, rate limiter.Rate, n int64) (now, c int64, err error) {
+	c, cerr := limiter.Capacity(rate, s.cfg.Window)
+	if s.closed.Load() || k == "" || len(k) > key.MaxLen || n < 0 || n > config.MaxCost || cerr != nil {
+		if _, err := s.check("inc", k); err != nil {
+			return 0, 0, err
+		}
+		if err := checkCost(n); err != nil {
+			return 0, 0, err
+		}
+		return 0, 0, fmt.Errorf("local: inc: %w", cerr)
+	}
+	return s.now(), c, nil
+}
+
+// now reads the clock in ms; the default clock without an interface call.
+func (s *store) now() int64 {
+	if !s.cfg.ClockSet {
+		return config.WallMs()
+	}
+	return s.cfg.Clock.Now().UnixMilli()
 }
 
 func checkCost(n int64) error {
@@ -169,7 +195,7 @@ func (s *store) sweep() int {
 		e.mu.Lock()
 		if e.dead {
 			e.mu.Unlock()
-		} else if e.st.Expire(s.cfg.NowMs(), s.p.W); e.st.Live() {
+		} else if e.st.Expire(s.now(), s.p.W); e.st.Live() {
 			e.mu.Unlock()
 		} else {
 			s.remove(k.(string), e)
