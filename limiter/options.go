@@ -52,8 +52,10 @@ func WithSuppressionCache(d time.Duration) Option {
 	return func(c *config.Config) { c.SuppressionCache = d }
 }
 
-// WithClock sets the time source. Default: the wall clock (time.Now).
-// Local and hybrid providers read it for every decision. Redis providers
+// WithClock sets the time source. Default: the wall clock, read once at
+// start and advanced by the monotonic clock (it never steps backwards when
+// the system clock is set; see docs/algorithms.md, Time). Local and hybrid
+// providers read it for every decision. Redis providers
 // normally use the Redis server's TIME so every instance shares one clock;
 // given WithClock they send this clock's reading to the script instead,
 // which is meant for tests and simulations, not for a fleet.
