@@ -338,7 +338,7 @@ func (s *State) IsAllowedSuppressed(p Params, now, cacheMs int64) Result {
 }
 
 // Decision converts r into the public Decision.
-func (r Result) Decision() limiter.Decision {
+func (r *Result) Decision() limiter.Decision {
 	f := 0.0
 	if r.FactorPPM != 0 { // a division costs more than the branch
 		f = float64(r.FactorPPM) / PPM

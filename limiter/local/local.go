@@ -8,6 +8,9 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 )
 
+// allowedUnknown is IsAllowed's answer for a key with no state.
+var allowedUnknown = (&window.Result{Allowed: true}).Decision()
+
 // Absolute is the in-process absolute limiter: a request is admitted while
 // the key's sliding window has room for all of it. It is safe for concurrent
 // use; build it with NewAbsolute (the zero value is not usable) and Close it
@@ -37,7 +40,8 @@ func (a *Absolute) Inc(_ context.Context, k string, rate limiter.Rate, n int64) 
 	e := a.s.lock(k, n > 0)
 	if e == nil { // a peek at an unknown key
 		var peek window.State
-		return peek.IncAbsolute(a.s.p, now, c, n).Decision(), nil
+		r := peek.IncAbsolute(a.s.p, now, c, n)
+		return r.Decision(), nil
 	}
 	r := e.st.IncAbsolute(a.s.p, now, c, n)
 	e.mu.Unlock()
@@ -53,7 +57,7 @@ func (a *Absolute) IsAllowed(_ context.Context, k string) (limiter.Decision, err
 	}
 	e := a.s.lock(k, false)
 	if e == nil {
-		return window.Result{Allowed: true}.Decision(), nil
+		return allowedUnknown, nil
 	}
 	r := e.st.IsAllowedAbsolute(a.s.p, now)
 	e.mu.Unlock()
@@ -104,7 +108,8 @@ func (l *Suppressed) Inc(_ context.Context, k string, rate limiter.Rate, n int64
 	e := l.s.lock(k, n > 0)
 	if e == nil { // a peek at an unknown key
 		var peek window.State
-		return peek.IncSuppressed(l.s.p, now, n, in).Decision(), nil
+		r := peek.IncSuppressed(l.s.p, now, n, in)
+		return r.Decision(), nil
 	}
 	r := e.st.IncSuppressed(l.s.p, now, n, in)
 	e.mu.Unlock()
@@ -120,7 +125,7 @@ func (l *Suppressed) IsAllowed(_ context.Context, k string) (limiter.Decision, e
 	}
 	e := l.s.lock(k, false)
 	if e == nil {
-		return window.Result{Allowed: true}.Decision(), nil
+		return allowedUnknown, nil
 	}
 	r := e.st.IsAllowedSuppressed(l.s.p, now, l.s.cfg.CacheMs)
 	e.mu.Unlock()
