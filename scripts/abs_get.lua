@@ -15,23 +15,22 @@ if now == 0 then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local m = redis.call('HMGET', h, 'c', 'u', 'o', 'n')
-if not m[4] or now - tonumber(m[4]) >= w then return {0, 0} end
+local m = redis.call('HMGET', h, 'c', 'u', 'o', 'n', 'nc')
+local nc = tonumber(m[5])
+if not m[4] or nc == nil or now - tonumber(m[4]) >= w then return {0, 0} end
 
 local used = tonumber(m[2])
 local oldest = tonumber(m[3])
 if used == nil or oldest == nil or now - oldest >= w then
-  -- Dead buckets are still stored: sum the live ones.
+  -- Dead buckets are still stored: sum the live ones. The newest bucket
+  -- ("n", "nc") is live.
   local all = redis.call('HGETALL', h)
-  used = 0
-  local any = false
+  used = nc
   for i = 1, #all, 2 do
     local st = tonumber(all[i])
     if st and now - st < w then
       used = used + tonumber(all[i + 1])
-      any = true
     end
   end
-  if not any then return {0, 0} end
 end
 return {used, tonumber(m[1]) or 0}

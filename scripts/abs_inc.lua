@@ -14,12 +14,15 @@
 -- ARGV[6]  the PEXPIRE of every write in ms: W + B (longer only when the
 --          caller sends its own clock in ARGV[1], see internal/redisx.TTLMs)
 --
--- The hash: field "<start ms>" (decimal) is the count of the bucket opened
--- at that instant; meta fields "c" the stored capacity, "u" the sum of the
--- stored bucket counts, "o" the oldest stored bucket start, "n" the newest.
--- Buckets with now - start >= W are dead: they are ignored at once and
--- deleted by the next write that finds them (only when now - o >= W is the
--- hash scanned). A hash without a live bucket is an absent key.
+-- The hash (docs/data-model.md): meta fields "c" the stored capacity, "u"
+-- the sum of all stored bucket counts, "o" the oldest stored bucket start,
+-- "n" the newest bucket's start and "nc" its count; and one field
+-- "<start ms>" (decimal) → count for every older bucket. The newest bucket
+-- lives in "n"/"nc" until a newer one opens, so that joining it (nearly
+-- every call on a busy key) is one HSET of two fields at the front of the
+-- hash. Buckets with now - start >= W are dead: they are ignored at once
+-- and deleted by the next write that finds them (only when now - o >= W is
+-- the hash scanned). A hash without a live bucket is an absent key.
 --
 -- Reply: {outcome (0 allowed, 1 rejected), allowed (0/1), limit, remaining,
 --         retry_after_ms, reset_after_ms, factor_ppm (always 0), never (0/1)}
@@ -41,18 +44,19 @@ end
 -- exponent notation.
 local function str(x) return string.format('%d', x) end
 
-local m = redis.call('HMGET', h, 'c', 'u', 'o', 'n')
-local live, stale = false, false
-local stored, used, oldest, newest = 0, 0, 0, 0
-local buckets -- live buckets {start, count}, in hash order, once scanned
-local dead = {} -- fields of dead buckets, deleted by a writing call
+local m = redis.call('HMGET', h, 'c', 'u', 'o', 'n', 'nc')
+local live, stale, scanned = false, false, false
+local stored, used, oldest, newest, ncount = 0, 0, 0, 0, 0
+local buckets -- live buckets {start, count}, newest included, once scanned
+local dead -- fields of dead buckets, deleted by a writing call
 
--- scan reads every bucket: it keeps the live ones in buckets, sums them in
--- used, notes the dead ones and returns the oldest live start (nil if none).
+-- scan reads every stored bucket: it keeps the live ones in buckets, sums
+-- them in used, notes the dead ones and returns the oldest live start. The
+-- newest bucket (meta fields) is live whenever scan runs.
 local function scan()
   local all = redis.call('HGETALL', h)
-  local first
-  buckets, used = {}, 0
+  local first = newest
+  buckets, used, dead, scanned = {{newest, ncount}}, ncount, {}, true
   for i = 1, #all, 2 do
     local st = tonumber(all[i])
     if st then
@@ -62,7 +66,7 @@ local function scan()
         local cnt = tonumber(all[i + 1])
         buckets[#buckets + 1] = {st, cnt}
         used = used + cnt
-        if first == nil or st < first then first = st end
+        if st < first then first = st end
       end
     end
   end
@@ -71,8 +75,9 @@ end
 
 if m[4] then
   newest = tonumber(m[4])
-  if now - newest >= w then
-    stale = true
+  ncount = tonumber(m[5])
+  if ncount == nil or now - newest >= w then
+    stale = true -- every bucket is dead (or the hash is damaged): absent
   else
     live = true
     stored = tonumber(m[1]) or 0
@@ -80,9 +85,6 @@ if m[4] then
     oldest = tonumber(m[3])
     if used == nil or oldest == nil or now - oldest >= w then
       oldest = scan()
-      if oldest == nil then -- no bucket behind "n": a damaged hash, treated as absent
-        live, stale, used, oldest = false, true, 0, 0
-      end
     end
   end
 end
@@ -103,7 +105,7 @@ if n > 0 then
   if stale then
     redis.call('DEL', h)
     wrote = true
-  elseif #dead > 0 then
+  elseif dead and #dead > 0 then
     for i = 1, #dead, 1000 do
       redis.call('HDEL', h, unpack(dead, i, math.min(i + 999, #dead)))
     end
@@ -112,16 +114,27 @@ if n > 0 then
   if allowed then
     used = used + n
     if live and now - newest < b then
-      redis.call('HINCRBY', h, str(newest), str(n))
-      redis.call('HSET', h, 'c', str(c), 'u', str(used), 'o', str(oldest))
+      -- Join the newest bucket: the fields that change, and the capacity
+      -- and oldest start only when they moved.
+      ncount = ncount + n
+      if stored ~= c then
+        redis.call('HSET', h, 'nc', str(ncount), 'u', str(used), 'c', str(c), 'o', str(oldest))
+      elseif scanned then
+        redis.call('HSET', h, 'nc', str(ncount), 'u', str(used), 'o', str(oldest))
+      else
+        redis.call('HSET', h, 'nc', str(ncount), 'u', str(used))
+      end
+    elseif live then
+      -- Open a bucket: the newest one becomes an ordinary field.
+      redis.call('HSET', h, str(newest), str(ncount), 'n', str(now), 'nc', str(n), 'u', str(used),
+        'c', str(c), 'o', str(oldest))
+      newest, ncount = now, n
     else
-      if not live then oldest = now end
-      newest = now
-      live = true
-      redis.call('HSET', h, str(now), str(n), 'c', str(c), 'u', str(used), 'o', str(oldest), 'n', str(now))
+      oldest, newest, ncount, live = now, now, n, true
+      redis.call('HSET', h, 'c', str(c), 'u', str(used), 'o', str(oldest), 'n', str(now), 'nc', str(n))
     end
     wrote = true
-  elseif live and (#dead > 0 or stored ~= c) then
+  elseif live and (scanned or stored ~= c) then
     -- the latest rate wins, even on a refusal
     redis.call('HSET', h, 'c', str(c), 'u', str(used), 'o', str(oldest))
     wrote = true
@@ -145,7 +158,8 @@ if not never then
   -- Walk the live buckets oldest first until enough has expired for cost
   -- to fit. A refusal with cost <= c means used > 0: the key is live.
   if not buckets then
-    local first = tonumber(redis.call('HGET', h, str(oldest))) or 0
+    local first = ncount
+    if oldest ~= newest then first = tonumber(redis.call('HGET', h, str(oldest))) or 0 end
     if first > 0 and (used - first + cost <= c or first >= used) then
       retry = oldest + w - now
     else

@@ -106,11 +106,11 @@ type bucket struct {
 // hashState is a limiter hash taken apart (docs/data-model.md).
 type hashState struct {
 	buckets []bucket          // oldest first
-	meta    map[string]int64  // c, u, o, n, hc, x, f, ft
+	meta    map[string]int64  // c, u, o, n, nc, hc, x, f, ft
 	other   map[string]string // fields this version does not know
 }
 
-var metaFields = []string{"c", "hc", "u", "x", "o", "n", "f", "ft"}
+var metaFields = []string{"c", "hc", "u", "x", "o", "n", "nc", "f", "ft"}
 
 func parseHash(fields map[string]string) hashState {
 	h := hashState{meta: map[string]int64{}, other: map[string]string{}}
@@ -142,6 +142,12 @@ func parseHash(fields map[string]string) hashState {
 			h.meta[f] = n
 		default:
 			h.other[f] = v
+		}
+	}
+	// The absolute strategy keeps its newest bucket in "n" and "nc".
+	if nc, ok := h.meta["nc"]; ok {
+		if n, ok := h.meta["n"]; ok {
+			get(n).count += nc
 		}
 	}
 	for _, b := range byStart {
@@ -214,6 +220,7 @@ func writeInspect(w io.Writer, k, name, strat string, window time.Duration, s *s
 	if v, ok := h.meta["n"]; ok {
 		meta("n", "newest bucket start", ago(v)+" ago")
 	}
+	meta("nc", "newest bucket count", "")
 	if v, ok := h.meta["f"]; ok {
 		meta("f", "cached factor (ppm)", fmt.Sprintf("%.6f", float64(v)/1e6))
 	}

@@ -55,6 +55,7 @@ func TestInspectAbsolute(t *testing.T) {
 		"u  units in stored buckets              7  buckets sum to 7",
 		"o  oldest bucket start      " + itoa(t0) + "  10.100s ago",
 		"n  newest bucket start      " + itoa(t0+250) + "  9.850s ago",
+		"nc  newest bucket count                 4",
 		"2 buckets, oldest first (live while age < window 10s):",
 		itoa(t0) + "  10.100s      3  expired",
 		itoa(t0+250) + "   9.850s      4  live",

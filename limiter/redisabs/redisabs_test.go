@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -678,5 +679,53 @@ func TestTTLUnderWithClockHasSlack(t *testing.T) {
 	}
 	if ttl <= w+b || ttl > w+b+time.Minute {
 		t.Fatalf("PTTL under WithClock = %v, want in (%v, %v]", ttl, w+b, w+b+time.Minute)
+	}
+}
+
+// TestNewestBucketInMeta checks the layout docs/data-model.md describes:
+// the newest bucket lives in "n"/"nc" and becomes a field only when a newer
+// one opens; and that a hash in the earlier layout (the newest bucket as a
+// field, no "nc") reads as absent and is replaced by the next admitted Inc.
+func TestNewestBucketInMeta(t *testing.T) {
+	mr, c, clk := miniAt(t)
+	prefix := redistest.Prefix(t)
+	l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(time.Second),
+		limiter.WithBucket(100*time.Millisecond), limiter.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hashOf(t, prefix, "k")
+	ten := limiter.PerSecond(10)
+	t0 := clk.Now().UnixMilli()
+	mustInc(t, l, "k", ten, 2)
+	clk.Advance(50 * time.Millisecond)
+	mustInc(t, l, "k", ten, 1) // joins
+	want := map[string]string{"c": "10", "u": "3", "o": fmt.Sprint(t0), "n": fmt.Sprint(t0), "nc": "3"}
+	if got, _ := c.HGetAll(ctx, h).Result(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after two calls in one bucket: HGETALL = %v, want %v", got, want)
+	}
+	clk.Advance(100 * time.Millisecond)
+	mustInc(t, l, "k", ten, 4) // opens a bucket at t0 + 150
+	want = map[string]string{"c": "10", "u": "7", "o": fmt.Sprint(t0), "n": fmt.Sprint(t0 + 150), "nc": "4", fmt.Sprint(t0): "3"}
+	if got, _ := c.HGetAll(ctx, h).Result(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after a second bucket: HGETALL = %v, want %v", got, want)
+	}
+
+	// The earlier layout: buckets as fields and no "nc".
+	mr.Del(h)
+	now := clk.Now().UnixMilli()
+	mr.HSet(h, fmt.Sprint(now-200), "5", fmt.Sprint(now), "4", "c", "10", "u", "9", "o", fmt.Sprint(now-200), "n", fmt.Sprint(now))
+	if d, err := l.IsAllowed(ctx, "k"); err != nil || !d.Allowed || d.Limit != 0 {
+		t.Fatalf("IsAllowed on an earlier-layout hash = %+v, %v; want allowed with Limit 0 (absent)", d, err)
+	}
+	if u := mustGet(t, l, "k"); u != (limiter.Usage{}) {
+		t.Fatalf("Get on an earlier-layout hash = %+v, want zero", u)
+	}
+	if d := mustInc(t, l, "k", ten, 1); !d.Allowed || d.Remaining != 9 {
+		t.Fatalf("Inc on an earlier-layout hash = %+v, want allowed with 9 remaining", d)
+	}
+	want = map[string]string{"c": "10", "u": "1", "o": fmt.Sprint(now), "n": fmt.Sprint(now), "nc": "1"}
+	if got, _ := c.HGetAll(ctx, h).Result(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after Inc on an earlier-layout hash: HGETALL = %v, want %v", got, want)
 	}
 }
