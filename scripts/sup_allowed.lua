@@ -30,9 +30,10 @@ end
 
 local function fmt(v) return string.format('%d', v) end
 
-local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'f', 'ft', 'c', 'hc')
+local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'f', 'ft', 'c', 'hc', 'nc', 'nd')
 local newest = num(m[4])
-if newest == nil or now - newest >= w then
+local ncount, ndec = num(m[9]), num(m[10]) or 0
+if newest == nil or ncount == nil or not m[3] or now - newest >= w then
   return {0, 1, 0, 0, 0, 0, 0, 0}
 end
 local used = num(m[1]) or 0
@@ -60,6 +61,7 @@ local function scan()
   table.sort(starts)
   local out = {}
   for i, s in ipairs(starts) do out[i] = {s, count[s], dec[s] or 0} end
+  out[#out + 1] = {newest, ncount, ndec} -- the newest bucket, in meta fields
   return out
 end
 
@@ -100,8 +102,11 @@ end
 
 local function retryAfter(held, cost, cap)
   if not buckets then
-    local v = redis.call('HMGET', h, fmt(oldest), 'd' .. fmt(oldest))
-    local acc = (num(v[1]) or 0) - (num(v[2]) or 0)
+    local acc = ncount - ndec
+    if oldest ~= newest then
+      local v = redis.call('HMGET', h, fmt(oldest), 'd' .. fmt(oldest))
+      acc = (num(v[1]) or 0) - (num(v[2]) or 0)
+    end
     if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
       return oldest + w - now
     end

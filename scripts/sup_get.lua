@@ -15,15 +15,17 @@ if now == 0 then
 end
 local w = tonumber(ARGV[2])
 
-local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'c')
-if not m[4] or now - tonumber(m[4]) >= w then
+local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'c', 'nc', 'nd')
+local nc = m[6] and tonumber(m[6])
+if not m[4] or not nc or not m[3] or now - tonumber(m[4]) >= w then
   return {0, 0, 0}
 end
 local used = tonumber(m[1] or 0)
 local declined = tonumber(m[2] or 0)
 if now - tonumber(m[3]) >= w then
-  -- Expired buckets are still stored: count only the live ones.
-  used, declined = 0, 0
+  -- Expired buckets are still stored: count only the live ones, starting
+  -- with the newest ("nc", "nd"), which is live.
+  used, declined = nc, tonumber(m[7] or 0)
   local all = redis.call('HGETALL', h)
   local live = {}
   for i = 1, #all, 2 do

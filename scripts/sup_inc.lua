@@ -19,12 +19,15 @@
 --         reset after ms, factor ppm, never}, all integers; outcome is
 --         0 (allowed) or 2 (suppressed), allowed and never are 0 or 1.
 --
--- Hash fields: "<start>" units offered in the bucket starting at <start>
--- ms, "d<start>" units declined in it (only when > 0), "u" the sum of the
--- bucket counts (observed), "x" the sum of the declined counts (only when
--- > 0), "o" and "n" the oldest and newest bucket starts, "c" and "hc" the
--- soft and hard capacities of the latest Inc, "f" the cached factor in ppm
--- computed at "ft" ms. The script never calls math.random: the draw is an
+-- Hash fields: "n" the newest bucket's start, "nc" the units offered in
+-- it and "nd" those declined; "<start>" the units offered in an older
+-- bucket starting at <start> ms, "d<start>" those declined in it (only when
+-- > 0); "u" the sum of all bucket counts (observed), "x" the sum of the
+-- declined counts (only when > 0), "o" the oldest bucket start, "c" and
+-- "hc" the soft and hard capacities of the latest Inc, "f" the cached
+-- factor in ppm computed at "ft" ms. The newest bucket stays in "n", "nc",
+-- "nd" until a newer one opens, so joining it writes a few front fields
+-- (docs/data-model.md). The script never calls math.random: the draw is an
 -- argument.
 
 if redis.replicate_commands then redis.replicate_commands() end
@@ -53,16 +56,21 @@ end
 
 local function fmt(v) return string.format('%d', v) end
 
-local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'f', 'ft')
+local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'f', 'ft', 'nc', 'nd', 'c', 'hc')
 local used = num(m[1]) or 0
 local declined = num(m[2]) or 0
 local oldest, newest = num(m[3]), num(m[4])
 local fppm, fat = num(m[5]), num(m[6])
+local ncount, ndec = num(m[7]), num(m[8]) or 0
+local storedSoft, storedHard = num(m[9]), num(m[10])
 local hasx = m[2] and true or false
-local live = newest ~= nil and now - newest < w
+-- Without "nc" (damaged, or written by an earlier layout) the hash is absent.
+local live = newest ~= nil and ncount ~= nil and oldest ~= nil and now - newest < w
+local scanned = false
 local buckets -- after a scan: the live buckets {start, count, declined}, oldest first
 
--- scan reads every bucket of the hash, oldest first.
+-- scan reads every bucket of the hash, oldest first; the newest, kept in
+-- meta fields, is the last.
 local function scan()
   local all = redis.call('HGETALL', h)
   local count, dec, starts = {}, {}, {}
@@ -80,6 +88,7 @@ local function scan()
   table.sort(starts)
   local out = {}
   for i, s in ipairs(starts) do out[i] = {s, count[s], dec[s] or 0} end
+  out[#out + 1] = {newest, ncount, ndec}
   return out
 end
 
@@ -88,7 +97,9 @@ end
 if not live then
   if write and newest ~= nil then redis.call('DEL', h) end
   used, declined, oldest, newest, fppm, fat, hasx = 0, 0, nil, nil, nil, nil, false
+  ncount, ndec, storedSoft, storedHard = 0, 0, nil, nil
 elseif now - oldest >= w then
+  scanned = true
   buckets = {}
   used, declined = 0, 0
   local gone = {}
@@ -146,8 +157,11 @@ local function retryAfter(held, cost, cap)
   if not live then return 0 end
   if not buckets then
     -- Fast path: the oldest bucket alone frees enough.
-    local v = redis.call('HMGET', h, fmt(oldest), 'd' .. fmt(oldest))
-    local acc = (num(v[1]) or 0) - (num(v[2]) or 0)
+    local acc = ncount - ndec
+    if oldest ~= newest then
+      local v = redis.call('HMGET', h, fmt(oldest), 'd' .. fmt(oldest))
+      acc = (num(v[1]) or 0) - (num(v[2]) or 0)
+    end
     if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
       return oldest + w - now
     end
@@ -196,26 +210,50 @@ if write then
       buckets[#buckets + 1] = {start, n, dec}
     end
   end
-  if not live then oldest = start end
-  newest = start
   used = used + n
   declined = declined + dec
-  live = true
-  local meta = {'u', fmt(used), 'o', fmt(oldest), 'n', fmt(newest), 'c', fmt(soft), 'hc', fmt(hard)}
+  local meta
   if joins then
-    redis.call('HINCRBY', h, fmt(start), fmt(n))
-    if dec > 0 then redis.call('HINCRBY', h, 'd' .. fmt(start), fmt(dec)) end
-  else
-    meta[#meta + 1] = fmt(start)
-    meta[#meta + 1] = fmt(n)
+    ncount, ndec = ncount + n, ndec + dec
+    meta = {'nc', fmt(ncount), 'u', fmt(used)}
     if dec > 0 then
-      meta[#meta + 1] = 'd' .. fmt(start)
-      meta[#meta + 1] = fmt(dec)
+      meta[#meta + 1] = 'nd'
+      meta[#meta + 1] = fmt(ndec)
     end
+    if scanned then
+      meta[#meta + 1] = 'o'
+      meta[#meta + 1] = fmt(oldest)
+    end
+  else
+    meta = {'n', fmt(start), 'nc', fmt(n), 'nd', fmt(dec), 'u', fmt(used)}
+    if live then
+      -- The newest bucket so far becomes ordinary fields.
+      meta[#meta + 1] = fmt(newest)
+      meta[#meta + 1] = fmt(ncount)
+      if ndec > 0 then
+        meta[#meta + 1] = 'd' .. fmt(newest)
+        meta[#meta + 1] = fmt(ndec)
+      end
+    end
+    if not live or scanned then
+      if not live then oldest = start end
+      meta[#meta + 1] = 'o'
+      meta[#meta + 1] = fmt(oldest)
+    end
+    newest, ncount, ndec = start, n, dec
+  end
+  live = true
+  if storedSoft ~= soft or storedHard ~= hard then
+    meta[#meta + 1] = 'c'
+    meta[#meta + 1] = fmt(soft)
+    meta[#meta + 1] = 'hc'
+    meta[#meta + 1] = fmt(hard)
   end
   if declined > 0 then
-    meta[#meta + 1] = 'x'
-    meta[#meta + 1] = fmt(declined)
+    if dec > 0 or scanned or not hasx then
+      meta[#meta + 1] = 'x'
+      meta[#meta + 1] = fmt(declined)
+    end
   elseif hasx then
     redis.call('HDEL', h, 'x')
   end

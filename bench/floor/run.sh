@@ -18,6 +18,8 @@ calls=${2:-300000}
 rr_dir=$(cd .. && go list -m -f '{{.Dir}}' github.com/go-redis/redis_rate/v10)
 tmp=$(mktemp -d)
 awk '/var allowN = redis.NewScript\(`/{f=1;next} /^`\)/{if(f){exit}} f' "$rr_dir/lua.go" >"$tmp/redis_rate.lua"
+# The absolute script before its newest bucket moved into meta fields.
+git show d6b9899:scripts/abs_inc.lua >"$tmp/abs_inc_d6b9899.lua"
 
 port=$((20000 + RANDOM % 20000))
 redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
@@ -35,6 +37,7 @@ variants=(
 	"TIME+HMGET+HINCRBY+HSET+PEXPIRE, no logic|syn_hash.lua|k:__rand_int__|"
 	"redis_rate allowN (GCRA)|$tmp/redis_rate.lua|rate:user:__rand_int__|1000 1000 60 1"
 	"sluice abs_inc.lua|../../scripts/abs_inc.lua|sluice:{user:__rand_int__}:abs:h|0 60000 600 1000 1 60600"
+	"sluice abs_inc.lua at d6b9899 (newest bucket as a field)|$tmp/abs_inc_d6b9899.lua|sluice:{user:__rand_int__}:abs:h|0 60000 600 1000 1 60600"
 	"abs_string.lua prototype|abs_string.lua|sluice:{user:__rand_int__}:abs:s|0 60000 600 1000 1 60600"
 )
 

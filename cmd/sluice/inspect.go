@@ -106,11 +106,11 @@ type bucket struct {
 // hashState is a limiter hash taken apart (docs/data-model.md).
 type hashState struct {
 	buckets []bucket          // oldest first
-	meta    map[string]int64  // c, u, o, n, nc, hc, x, f, ft
+	meta    map[string]int64  // c, u, o, n, nc, nd, hc, x, f, ft
 	other   map[string]string // fields this version does not know
 }
 
-var metaFields = []string{"c", "hc", "u", "x", "o", "n", "nc", "f", "ft"}
+var metaFields = []string{"c", "hc", "u", "x", "o", "n", "nc", "nd", "f", "ft"}
 
 func parseHash(fields map[string]string) hashState {
 	h := hashState{meta: map[string]int64{}, other: map[string]string{}}
@@ -144,10 +144,13 @@ func parseHash(fields map[string]string) hashState {
 			h.other[f] = v
 		}
 	}
-	// The absolute strategy keeps its newest bucket in "n" and "nc".
-	if nc, ok := h.meta["nc"]; ok {
-		if n, ok := h.meta["n"]; ok {
+	// The newest bucket lives in "n", "nc" and (suppressed) "nd".
+	if n, ok := h.meta["n"]; ok {
+		if nc, ok := h.meta["nc"]; ok {
 			get(n).count += nc
+		}
+		if nd, ok := h.meta["nd"]; ok {
+			get(n).declined += nd
 		}
 	}
 	for _, b := range byStart {
@@ -221,6 +224,7 @@ func writeInspect(w io.Writer, k, name, strat string, window time.Duration, s *s
 		meta("n", "newest bucket start", ago(v)+" ago")
 	}
 	meta("nc", "newest bucket count", "")
+	meta("nd", "newest bucket declined", "")
 	if v, ok := h.meta["f"]; ok {
 		meta("f", "cached factor (ppm)", fmt.Sprintf("%.6f", float64(v)/1e6))
 	}

@@ -166,8 +166,9 @@ func TestErrorsMatchLocal(t *testing.T) {
 }
 
 // TestHashLayout pins the fields of docs/data-model.md step by step:
-// buckets, declined counts, totals, oldest and newest, capacities, the
-// cached factor, the deletion of dead buckets and of a dead key.
+// the newest bucket in n/nc/nd and older buckets as fields, declined
+// counts, totals, oldest, capacities, the cached factor, the deletion of
+// dead buckets and of a dead key.
 func TestHashLayout(t *testing.T) {
 	const w, b = time.Second, 100 * time.Millisecond
 	mr, c, clk := miniAt(t)
@@ -193,7 +194,7 @@ func TestHashLayout(t *testing.T) {
 	}
 
 	mustInc(t, l, "k", rate, 10)
-	check("Inc 10", map[string]string{ms(t0): "10", "u": "10", "o": ms(t0), "n": ms(t0), "c": "10", "hc": "15"})
+	check("Inc 10", map[string]string{"n": ms(t0), "nc": "10", "nd": "0", "u": "10", "o": ms(t0), "c": "10", "hc": "15"})
 
 	// Between soft and hard: the factor (0: 10 observed over 1 s at 10/s)
 	// is computed and cached with its time.
@@ -202,7 +203,7 @@ func TestHashLayout(t *testing.T) {
 	if d := mustInc(t, l, "k", rate, 2); !d.Allowed || d.Outcome != limiter.Suppressed {
 		t.Fatalf("Inc(k, 2) = %s, want suppressed and admitted", conformance.Format(d))
 	}
-	check("Inc 2", map[string]string{ms(t0): "10", ms(t1): "2", "u": "12", "o": ms(t0), "n": ms(t1),
+	check("Inc 2", map[string]string{ms(t0): "10", "n": ms(t1), "nc": "2", "nd": "0", "u": "12", "o": ms(t0),
 		"c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
 
 	// Beyond hard: refused, counted as observed and declined in the same
@@ -210,30 +211,30 @@ func TestHashLayout(t *testing.T) {
 	if d := mustInc(t, l, "k", rate, 6); d.Allowed {
 		t.Fatalf("Inc(k, 6) = %s, want refused", conformance.Format(d))
 	}
-	check("Inc 6 refused", map[string]string{ms(t0): "10", ms(t1): "8", "d" + ms(t1): "6", "u": "18", "x": "6",
-		"o": ms(t0), "n": ms(t1), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
+	check("Inc 6 refused", map[string]string{ms(t0): "10", "n": ms(t1), "nc": "8", "nd": "6", "u": "18", "x": "6",
+		"o": ms(t0), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
 
 	// t0's bucket dies: the write deletes it and recomputes the totals.
 	clk.Advance(900 * time.Millisecond)
 	t2 := t0 + 1000
 	mustInc(t, l, "k", rate, 1)
-	check("oldest bucket dead", map[string]string{ms(t1): "8", "d" + ms(t1): "6", ms(t2): "1", "u": "9", "x": "6",
-		"o": ms(t1), "n": ms(t2), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
+	check("oldest bucket dead", map[string]string{ms(t1): "8", "d" + ms(t1): "6", "n": ms(t2), "nc": "1", "nd": "0",
+		"u": "9", "x": "6", "o": ms(t1), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
 
 	// t1's bucket dies with its declined units: "x" goes too.
 	clk.Advance(100 * time.Millisecond)
 	t3 := t0 + 1100
 	mustInc(t, l, "k", rate, 1)
-	check("declined bucket dead", map[string]string{ms(t2): "1", ms(t3): "1", "u": "2",
-		"o": ms(t2), "n": ms(t3), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
+	check("declined bucket dead", map[string]string{ms(t2): "1", "n": ms(t3), "nc": "1", "nd": "0", "u": "2",
+		"o": ms(t2), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
 
 	// A peek writes nothing; the latest rate is stored.
 	mustInc(t, l, "k", limiter.PerSecond(20), 0)
-	check("peek", map[string]string{ms(t2): "1", ms(t3): "1", "u": "2",
-		"o": ms(t2), "n": ms(t3), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
+	check("peek", map[string]string{ms(t2): "1", "n": ms(t3), "nc": "1", "nd": "0", "u": "2",
+		"o": ms(t2), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
 	mustInc(t, l, "k", limiter.PerSecond(20), 1)
-	check("new rate", map[string]string{ms(t2): "1", ms(t3): "2", "u": "3",
-		"o": ms(t2), "n": ms(t3), "c": "20", "hc": "30", "f": "0", "ft": ms(t1)})
+	check("new rate", map[string]string{ms(t2): "1", "n": ms(t3), "nc": "2", "nd": "0", "u": "3",
+		"o": ms(t2), "c": "20", "hc": "30", "f": "0", "ft": ms(t1)})
 }
 
 // TestDeadKeyStartsAfresh checks on real Redis, where the hash outlives the
@@ -269,7 +270,7 @@ func TestDeadKeyStartsAfresh(t *testing.T) {
 		t.Fatalf("Inc(k, 12) on a dead key = %s, want admitted with factor 0", conformance.Format(d))
 	}
 	now := strconv.FormatInt(clk.Now().UnixMilli(), 10)
-	want := map[string]string{now: "12", "u": "12", "o": now, "n": now, "c": "10", "hc": "20", "f": "0", "ft": now}
+	want := map[string]string{"n": now, "nc": "12", "nd": "0", "u": "12", "o": now, "c": "10", "hc": "20", "f": "0", "ft": now}
 	if got := c.HGetAll(ctx, h).Val(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("HGETALL = %v, want %v", got, want)
 	}
@@ -574,5 +575,30 @@ func TestManyBuckets(t *testing.T) {
 	t.Logf("hash fields: %d before the gap, %d after", fields, after)
 	if fields < 1500 || after > fields/3 {
 		t.Errorf("hash fields: %d before the gap, %d after; want thousands, then a fifth", fields, after)
+	}
+}
+
+// TestEarlierLayoutIsAbsent: a hash written before the newest bucket moved
+// into "n"/"nc"/"nd" (no "nc") reads as absent and the next Inc replaces it.
+func TestEarlierLayoutIsAbsent(t *testing.T) {
+	mr, c, clk := miniAt(t)
+	prefix := redistest.Prefix(t)
+	l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithWindow(time.Second),
+		limiter.WithBucket(100*time.Millisecond), limiter.WithHardLimitFactor(1.5))
+	h := hashOf(t, prefix, "k")
+	now := strconv.FormatInt(clk.Now().UnixMilli(), 10)
+	mr.HSet(h, now, "9", "d"+now, "2", "u", "9", "x", "2", "o", now, "n", now, "c", "10", "hc", "15")
+	if d, err := l.IsAllowed(ctx, "k"); err != nil || d != (limiter.Decision{Outcome: limiter.Allowed, Allowed: true}) {
+		t.Fatalf("IsAllowed on an earlier-layout hash = %s, %v; want an unknown key", conformance.Format(d), err)
+	}
+	if u := mustGet(t, l, "k"); u != (limiter.Usage{}) {
+		t.Fatalf("Get on an earlier-layout hash = %+v, want zero", u)
+	}
+	if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); !d.Allowed || d.Remaining != 9 {
+		t.Fatalf("Inc on an earlier-layout hash = %s, want allowed with 9 remaining", conformance.Format(d))
+	}
+	want := map[string]string{"n": now, "nc": "1", "nd": "0", "u": "1", "o": now, "c": "10", "hc": "15"}
+	if got := c.HGetAll(ctx, h).Val(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("HGETALL = %v, want %v", got, want)
 	}
 }
