@@ -181,31 +181,31 @@ const (
 type Params struct{ W, B int64 }
 
 // IncAbsolute decides an absolute Inc of n units (n = 0: a peek for one
-// unit that writes nothing) at capacity c.
-func (s *State) IncAbsolute(p Params, now, c, n int64) Result {
+// unit that writes nothing) at capacity c, into r. (An out parameter: a
+// returned Result is copied through memory in 16-byte moves right after
+// being written in 8-byte ones, a store-forwarding stall that cost the
+// local provider about a tenth of a call.)
+func (s *State) IncAbsolute(p Params, now, c, n int64, r *Result) {
 	s.Expire(now, p.W)
 	cost := max(n, 1)
-	r := Result{Limit: c, Never: cost > c}
-	if !r.Never && s.Used+cost <= c {
+	never := cost > c
+	if !never && s.Used+cost <= c {
 		if n > 0 {
 			s.record(now, p.B, n, 0)
 			s.Capacity = c
 		}
-		r.Allowed = true
-		r.Remaining = c - s.Used
-		r.ResetAfter = s.resetAfter(now, p.W)
-		return r
+		*r = Result{Allowed: true, Limit: c, Remaining: c - s.Used, ResetAfter: s.resetAfter(now, p.W)}
+		return
 	}
 	if n > 0 && s.Live() {
 		s.Capacity = c // the latest rate wins, even on a refusal
 	}
-	r.Outcome = OutcomeRejected
-	r.Remaining = max(c-s.Used, 0)
-	if !r.Never {
-		r.RetryAfter = s.retryAfter(now, p.W, s.Used, cost, c, false)
+	retry := int64(0)
+	if !never {
+		retry = s.retryAfter(now, p.W, s.Used, cost, c, false)
 	}
-	r.ResetAfter = s.resetAfter(now, p.W)
-	return r
+	*r = Result{Outcome: OutcomeRejected, Limit: c, Remaining: max(c-s.Used, 0), RetryAfter: retry,
+		ResetAfter: s.resetAfter(now, p.W), Never: never}
 }
 
 // IsAllowedAbsolute answers for one unit at the stored capacity.
@@ -278,13 +278,13 @@ func (s *State) factor(p Params, now int64, in Suppressed, store bool) int64 {
 }
 
 // IncSuppressed decides a suppressed Inc of n units (n = 0: a peek that
-// writes nothing).
-func (s *State) IncSuppressed(p Params, now, n int64, in Suppressed) Result {
+// writes nothing), into r (an out parameter, as for IncAbsolute).
+func (s *State) IncSuppressed(p Params, now, n int64, in Suppressed, r *Result) {
 	s.Expire(now, p.W)
 	cost := max(n, 1)
 	accepted := s.Used - s.Declined
 	forecast := accepted + cost
-	r := Result{Limit: in.Soft, Never: cost > in.Hard}
+	*r = Result{Limit: in.Soft, Never: cost > in.Hard}
 	switch {
 	case forecast <= in.Soft:
 		r.Allowed = true
@@ -310,7 +310,6 @@ func (s *State) IncSuppressed(p Params, now, n int64, in Suppressed) Result {
 		r.RetryAfter = s.retryAfter(now, p.W, accepted, cost, in.Soft, true)
 	}
 	r.ResetAfter = s.resetAfter(now, p.W)
-	return r
 }
 
 // IsAllowedSuppressed answers whether one more unit would be admitted

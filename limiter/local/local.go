@@ -40,10 +40,12 @@ func (a *Absolute) Inc(_ context.Context, k string, rate limiter.Rate, n int64) 
 	e := a.s.lock(k, n > 0)
 	if e == nil { // a peek at an unknown key
 		var peek window.State
-		r := peek.IncAbsolute(a.s.p, now, c, n)
+		var r window.Result
+		peek.IncAbsolute(a.s.p, now, c, n, &r)
 		return r.Decision(), nil
 	}
-	r := e.st.IncAbsolute(a.s.p, now, c, n)
+	var r window.Result
+	e.st.IncAbsolute(a.s.p, now, c, n, &r)
 	e.mu.Unlock()
 	return r.Decision(), nil
 }
@@ -108,10 +110,12 @@ func (l *Suppressed) Inc(_ context.Context, k string, rate limiter.Rate, n int64
 	e := l.s.lock(k, n > 0)
 	if e == nil { // a peek at an unknown key
 		var peek window.State
-		r := peek.IncSuppressed(l.s.p, now, n, in)
+		var r window.Result
+		peek.IncSuppressed(l.s.p, now, n, in, &r)
 		return r.Decision(), nil
 	}
-	r := e.st.IncSuppressed(l.s.p, now, n, in)
+	var r window.Result
+	e.st.IncSuppressed(l.s.p, now, n, in, &r)
 	e.mu.Unlock()
 	return r.Decision(), nil
 }
