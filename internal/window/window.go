@@ -184,7 +184,7 @@ type Params struct{ W, B int64 }
 // unit that writes nothing) at capacity c, into r. (An out parameter: a
 // returned Result is copied through memory in 16-byte moves right after
 // being written in 8-byte ones, a store-forwarding stall that cost the
-// local provider about a tenth of a call.)
+// local provider about a sixth of a call: docs/benchmarks.md, Local.)
 func (s *State) IncAbsolute(p Params, now, c, n int64, r *Result) {
 	s.Expire(now, p.W)
 	cost := max(n, 1)
