@@ -24,8 +24,11 @@
 -- and deleted by the next write that finds them (only when now - o >= W is
 -- the hash scanned). A hash without a live bucket is an absent key.
 --
--- Reply: {outcome (0 allowed, 1 rejected), allowed (0/1), limit, remaining,
+-- Reply: {limit, remaining, reset_after_ms} when admitted (outcome allowed,
+--         and IsAllowed on an absent key, all 0); otherwise
+--         {outcome (1 rejected), allowed (0), limit, remaining,
 --         retry_after_ms, reset_after_ms, factor_ppm (always 0), never (0/1)}
+--         (internal/redisx.Decision reads both)
 if redis.replicate_commands then redis.replicate_commands() end
 
 local h = KEYS[1]
@@ -90,7 +93,7 @@ if m[4] then
 end
 
 if c == 0 then
-  if not live then return {0, 1, 0, 0, 0, 0, 0, 0} end
+  if not live then return {0, 0, 0} end
   c = stored
 end
 
@@ -148,7 +151,7 @@ local reset = 0
 if live then reset = newest + w - now end
 
 if allowed then
-  return {0, 1, c, c - used, 0, reset, 0, 0}
+  return {c, c - used, reset}
 end
 
 local remaining = c - used

@@ -8,10 +8,11 @@
 -- ARGV[2]  W, the window in ms
 -- ARGV[3]  the suppression cache period in ms; 0 = no cache
 --
--- Reply: {outcome, allowed, limit, remaining, retry after ms,
---         reset after ms, factor ppm, never}, all integers, for one more
---         unit at the capacities stored by the key's latest Inc. A key
---         with no live bucket is allowed with limit 0.
+-- Reply: for one more unit at the capacities stored by the key's latest
+--         Inc, {limit, remaining, reset after ms} when it is admitted
+--         without suppression (a key with no live bucket: all 0), else
+--         {outcome, allowed, limit, remaining, retry after ms, reset after
+--         ms, factor ppm, never}, all integers (see sup_inc.lua).
 
 local PPM = 1000000
 local h = KEYS[1]
@@ -34,7 +35,7 @@ local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'f', 'ft', 'c', 'hc', 'nc',
 local newest = num(m[4])
 local ncount, ndec = num(m[9]), num(m[10]) or 0
 if newest == nil or ncount == nil or not m[3] or now - newest >= w then
-  return {0, 1, 0, 0, 0, 0, 0, 0}
+  return {0, 0, 0}
 end
 local used = num(m[1]) or 0
 local declined = num(m[2]) or 0
@@ -127,7 +128,7 @@ local accepted = used - declined
 local remaining = math.max(soft - accepted, 0)
 local reset = newest + w - now
 if accepted + 1 <= soft then
-  return {0, 1, soft, remaining, 0, reset, 0, 0}
+  return {soft, remaining, reset}
 end
 local f = PPM
 if accepted + 1 <= hard then f = factor() end

@@ -15,9 +15,12 @@
 -- ARGV[9]  the PEXPIRE of every write in ms: W + B (longer only when the
 --          caller sends its own clock in ARGV[1], see limiter/redissup)
 --
--- Reply: {outcome, allowed, limit, remaining, retry after ms,
---         reset after ms, factor ppm, never}, all integers; outcome is
---         0 (allowed) or 2 (suppressed), allowed and never are 0 or 1.
+-- Reply: {limit, remaining, reset after ms} when admitted at or below the
+--         soft capacity (outcome allowed, factor 0); otherwise {outcome,
+--         allowed, limit, remaining, retry after ms, reset after ms,
+--         factor ppm, never}, all integers; outcome is 2 (suppressed),
+--         allowed and never are 0 or 1 (internal/redisx.Decision reads
+--         both).
 --
 -- Hash fields: "n" the newest bucket's start, "nc" the units offered in
 -- it and "nd" those declined; "<start>" the units offered in an older
@@ -272,4 +275,5 @@ local retry = 0
 if not allowed and not never then retry = retryAfter(accepted, cost, soft) end
 local reset = 0
 if live then reset = newest + w - now end
+if outcome == 0 then return {soft, math.max(soft - accepted, 0), reset} end
 return {outcome, allowed and 1 or 0, soft, math.max(soft - accepted, 0), retry, reset, f, never and 1 or 0}

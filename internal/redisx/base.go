@@ -85,13 +85,31 @@ func (b *Base) Close() { b.closed.Store(true) }
 
 var errReply = errors.New("malformed script reply")
 
-// Decision reads a decision script's reply {outcome, allowed, limit,
-// remaining, retry ms, reset ms, factor ppm, never}, checking that the
-// outcome is one the strategy can return and every flag is 0 or 1.
+// Decision reads a decision script's reply. An admission below capacity
+// (outcome allowed, nothing to retry, factor 0, not never) comes as
+// {limit, remaining, reset ms}; every other decision as {outcome, allowed,
+// limit, remaining, retry ms, reset ms, factor ppm, never}, checked for an
+// outcome the strategy can return and flags that are 0 or 1. The short form
+// saves the server five reply integers and the client their parsing on the
+// most common answer.
 func Decision(v any, outcomes ...int64) (window.Result, error) {
-	x, err := Int64s(v, 8)
-	if err != nil {
-		return window.Result{}, err
+	arr, ok := v.([]any)
+	if !ok {
+		return window.Result{}, fmt.Errorf("%w: %T", errReply, v)
+	}
+	var x [8]int64
+	if len(arr) != 3 && len(arr) != len(x) {
+		return window.Result{}, fmt.Errorf("%w: %d values", errReply, len(arr))
+	}
+	for i, e := range arr {
+		n, ok := e.(int64)
+		if !ok {
+			return window.Result{}, fmt.Errorf("%w: value %d is %T", errReply, i, e)
+		}
+		x[i] = n
+	}
+	if len(arr) == 3 {
+		return window.Result{Outcome: window.OutcomeAllowed, Allowed: true, Limit: x[0], Remaining: x[1], ResetAfter: x[2]}, nil
 	}
 	known := false
 	for _, o := range outcomes {

@@ -12,9 +12,16 @@ func TestDecisionRejectsMalformedReplies(t *testing.T) {
 	if err != nil || r.Outcome != window.OutcomeRejected || r.RetryAfter != 500 || r.ResetAfter != 900 || r.Limit != 10 {
 		t.Fatalf("Decision(%v) = %+v, %v", ok, r, err)
 	}
+	short := []any{int64(10), int64(7), int64(900)}
+	if r, err := Decision(short, window.OutcomeAllowed); err != nil ||
+		r != (window.Result{Outcome: window.OutcomeAllowed, Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 900}) {
+		t.Fatalf("Decision(%v) = %+v, %v; want an admission with limit 10, remaining 7, reset 900", short, r, err)
+	}
 	bad := map[string]any{
 		"not an array":     "OK",
 		"short":            ok[:7],
+		"four values":      ok[:4],
+		"short, a string":  []any{int64(10), "7", int64(900)},
 		"string value":     append(append([]any{}, ok[:7]...), "0"),
 		"foreign outcome":  []any{int64(2), int64(0), int64(10), int64(0), int64(0), int64(0), int64(0), int64(0)},
 		"allowed flag 2":   []any{int64(0), int64(2), int64(10), int64(0), int64(0), int64(0), int64(0), int64(0)},
