@@ -13,6 +13,8 @@
 -- ARGV[5]  n, the cost; 0 is a peek for one unit that writes nothing
 -- ARGV[6]  the PEXPIRE of every write in ms: W + B (longer only when the
 --          caller sends its own clock in ARGV[1], see internal/redisx.TTLMs)
+-- ARGV[4] and ARGV[5] are stored as sent, so they must be plain decimals
+-- (as go-redis sends an int64).
 --
 -- The hash (docs/data-model.md): meta fields "c" the stored capacity, "u"
 -- the sum of all stored bucket counts, "o" the oldest stored bucket start,
@@ -22,84 +24,94 @@
 -- every call on a busy key) is one HSET of two fields at the front of the
 -- hash. Buckets with now - start >= W are dead: they are ignored at once
 -- and deleted by the next write that finds them (only when now - o >= W is
--- the hash scanned). A hash without a live bucket is an absent key.
+-- the hash scanned). A hash without a live bucket is an absent key; one
+-- without "nc" (an earlier layout) too. A meta field that is not a number
+-- fails the call with a script error.
 --
--- Reply: {limit, remaining, reset_after_ms} when admitted (outcome allowed,
---         and IsAllowed on an absent key, all 0); otherwise
---         {outcome (1 rejected), allowed (0), limit, remaining,
---         retry_after_ms, reset_after_ms, factor_ppm (always 0), never (0/1)}
---         (internal/redisx.Decision reads both)
+-- Reply, three forms (internal/redisx.Decision reads them all):
+--   an integer r ≥ 0: an Inc or peek (ARGV[4] > 0) admitted below capacity
+--     with fewer than 2^21 units remaining: remaining = floor(r / 2^32),
+--     reset_after_ms = r mod 2^32 (W < 2^32), limit = ARGV[4];
+--   {limit, remaining, reset_after_ms}: any other admission (IsAllowed on an
+--     absent key: all 0);
+--   {outcome (1 rejected), allowed (0), limit, remaining, retry_after_ms,
+--     reset_after_ms, factor_ppm (always 0), never (0/1)}: a refusal.
+--
+-- Cost: the common call, on a key none of whose buckets has died, parses
+-- each number once (x + 0: tonumber parses twice), formats only what it
+-- computed, makes no closure and answers with one integer; each of those
+-- is worth about 1,000 to 6,000 instructions of a 60,000-instruction call
+-- (docs/benchmarks.md, Instructions per call).
 if redis.replicate_commands then redis.replicate_commands() end
 
 local h = KEYS[1]
-local now = tonumber(ARGV[1])
-local w = tonumber(ARGV[2])
-local b = tonumber(ARGV[3])
-local c = tonumber(ARGV[4])
-local n = tonumber(ARGV[5])
-local ttl = tonumber(ARGV[6])
-if now == 0 then
+local w, b, c, n = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
+local now
+if ARGV[1] == '0' then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+else
+  now = ARGV[1] + 0
 end
-
--- Integers as decimal strings: tostring would print large doubles in
--- exponent notation.
-local function str(x) return string.format('%d', x) end
+local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
 
 local m = redis.call('HMGET', h, 'c', 'u', 'o', 'n', 'nc')
-local live, stale, scanned = false, false, false
-local stored, used, oldest, newest, ncount = 0, 0, 0, 0, 0
-local buckets -- live buckets {start, count}, newest included, once scanned
-local dead -- fields of dead buckets, deleted by a writing call
-
--- scan reads every stored bucket: it keeps the live ones in buckets, sums
--- them in used, notes the dead ones and returns the oldest live start. The
--- newest bucket (meta fields) is live whenever scan runs.
-local function scan()
-  local all = redis.call('HGETALL', h)
-  local first = newest
-  buckets, used, dead, scanned = {{newest, ncount}}, ncount, {}, true
-  for i = 1, #all, 2 do
-    local st = tonumber(all[i])
-    if st then
-      if now - st >= w then
-        dead[#dead + 1] = all[i]
-      else
-        local cnt = tonumber(all[i + 1])
-        buckets[#buckets + 1] = {st, cnt}
-        used = used + cnt
-        if st < first then first = st end
-      end
-    end
-  end
-  return first
-end
-
+local live, stale, fresh = false, false, false
+local used, oldest, newest, ncount = 0, 0, 0, 0
 if m[4] then
-  newest = tonumber(m[4])
-  ncount = tonumber(m[5])
-  if ncount == nil or now - newest >= w then
-    stale = true -- every bucket is dead (or the hash is damaged): absent
+  if not m[5] then
+    stale = true -- no "nc": an earlier layout, read as absent
   else
-    live = true
-    stored = tonumber(m[1]) or 0
-    used = tonumber(m[2])
-    oldest = tonumber(m[3])
-    if used == nil or oldest == nil or now - oldest >= w then
-      oldest = scan()
+    newest = m[4] + 0
+    if now - newest >= w then
+      stale = true -- every bucket is dead: absent
+    else
+      live = true
+      ncount = m[5] + 0
+      if m[2] and m[3] then
+        used, oldest = m[2] + 0, m[3] + 0
+        fresh = now - oldest < w -- no stored bucket has died
+      end
     end
   end
 end
 
 if c == 0 then
   if not live then return {0, 0, 0} end
-  c = stored
+  c = (m[1] or 0) + 0
 end
+local moved = m[1] ~= ARGV[4] -- the capacity to store differs from the stored one
 
 local cost = n
 if cost < 1 then cost = 1 end
 local never = cost > c
+
+-- scan reads every stored bucket: it keeps the live ones in buckets, sums
+-- them in used, notes the dead ones in dead and sets oldest. The newest
+-- bucket (meta fields) is live whenever scan runs. It is made only for a
+-- call that needs it: one whose oldest bucket died, or a refusal.
+local scan, buckets, dead
+if live and (not fresh or never or used + cost > c) then
+  scan = function()
+    local all = redis.call('HGETALL', h)
+    buckets, used, dead, oldest = {{newest, ncount}}, ncount, {}, newest
+    for i = 1, #all, 2 do
+      local st = tonumber(all[i])
+      if st then
+        if now - st >= w then
+          dead[#dead + 1] = all[i]
+        else
+          local cnt = all[i + 1] + 0
+          buckets[#buckets + 1] = {st, cnt}
+          used = used + cnt
+          if st < oldest then oldest = st end
+        end
+      end
+    end
+  end
+  if not fresh then scan() end
+end
+
 local allowed = (not never) and used + cost <= c
 
 -- Writes: only for n > 0, never for a peek or IsAllowed.
@@ -116,34 +128,43 @@ if n > 0 then
   end
   if allowed then
     used = used + n
-    if live and now - newest < b then
-      -- Join the newest bucket: the fields that change, and the capacity
-      -- and oldest start only when they moved.
-      ncount = ncount + n
-      if stored ~= c then
-        redis.call('HSET', h, 'nc', str(ncount), 'u', str(used), 'c', str(c), 'o', str(oldest))
-      elseif scanned then
-        redis.call('HSET', h, 'nc', str(ncount), 'u', str(used), 'o', str(oldest))
-      else
-        redis.call('HSET', h, 'nc', str(ncount), 'u', str(used))
-      end
-    elseif live then
-      -- Open a bucket: the newest one becomes an ordinary field.
-      redis.call('HSET', h, str(newest), str(ncount), 'n', str(now), 'nc', str(n), 'u', str(used),
-        'c', str(c), 'o', str(oldest))
-      newest, ncount = now, n
+    if not live then
+      local s = fmt('%d', now)
+      redis.call('HSET', h, 'c', ARGV[4], 'u', ARGV[5], 'o', s, 'n', s, 'nc', ARGV[5])
+      newest, live = now, true
     else
-      oldest, newest, ncount, live = now, now, n, true
-      redis.call('HSET', h, 'c', str(c), 'u', str(used), 'o', str(oldest), 'n', str(now), 'nc', str(n))
+      -- Join the newest bucket, or open one (the newest becomes an
+      -- ordinary field, written as it was read). Besides, only the meta
+      -- fields that changed: the capacity when it moved, the oldest start
+      -- after a scan; the common call has neither and builds no table.
+      local joining = now - newest < b
+      local nc, u = ARGV[5], fmt('%d', used)
+      if joining then nc = fmt('%d', ncount + n) end
+      if not (moved or buckets) then
+        if joining then
+          redis.call('HSET', h, 'nc', nc, 'u', u)
+        else
+          redis.call('HSET', h, m[4], m[5], 'n', fmt('%d', now), 'nc', nc, 'u', u)
+        end
+      else
+        local args = {'HSET', h, 'nc', nc, 'u', u}
+        if not joining then
+          args[7], args[8], args[9], args[10] = m[4], m[5], 'n', fmt('%d', now)
+        end
+        if moved then args[#args + 1], args[#args + 2] = 'c', ARGV[4] end
+        if buckets then args[#args + 1], args[#args + 2] = 'o', fmt('%d', oldest) end
+        redis.call(unpack(args))
+      end
+      if not joining then newest = now end
     end
     wrote = true
-  elseif live and (scanned or stored ~= c) then
+  elseif live and (buckets or moved) then
     -- the latest rate wins, even on a refusal
-    redis.call('HSET', h, 'c', str(c), 'u', str(used), 'o', str(oldest))
+    redis.call('HSET', h, 'c', ARGV[4], 'u', fmt('%d', used), 'o', fmt('%d', oldest))
     wrote = true
   end
   if wrote and live then
-    redis.call('PEXPIRE', h, str(ttl))
+    redis.call('PEXPIRE', h, ARGV[6])
   end
 end
 
@@ -151,7 +172,11 @@ local reset = 0
 if live then reset = newest + w - now end
 
 if allowed then
-  return {c, c - used, reset}
+  local remaining = c - used
+  if ARGV[4] ~= '0' and remaining < 2097152 then
+    return remaining * 4294967296 + reset
+  end
+  return {c, remaining, reset}
 end
 
 local remaining = c - used
@@ -162,7 +187,7 @@ if not never then
   -- to fit. A refusal with cost <= c means used > 0: the key is live.
   if not buckets then
     local first = ncount
-    if oldest ~= newest then first = tonumber(redis.call('HGET', h, str(oldest))) or 0 end
+    if oldest ~= newest then first = tonumber(redis.call('HGET', h, m[3])) or 0 end
     if first > 0 and (used - first + cost <= c or first >= used) then
       retry = oldest + w - now
     else

@@ -85,14 +85,23 @@ func (b *Base) Close() { b.closed.Store(true) }
 
 var errReply = errors.New("malformed script reply")
 
-// Decision reads a decision script's reply. An admission below capacity
-// (outcome allowed, nothing to retry, factor 0, not never) comes as
-// {limit, remaining, reset ms}; every other decision as {outcome, allowed,
+// Decision reads a decision script's reply; c is the capacity the call
+// sent (0 for IsAllowed). An admission below capacity (outcome allowed,
+// nothing to retry, factor 0, not never) comes as one integer r when the
+// call sent its capacity and fewer than 2^21 units remain: remaining
+// r >> 32, reset ms r & (2^32 − 1), limit c; otherwise as {limit,
+// remaining, reset ms}. Every other decision comes as {outcome, allowed,
 // limit, remaining, retry ms, reset ms, factor ppm, never}, checked for an
-// outcome the strategy can return and flags that are 0 or 1. The short form
-// saves the server five reply integers and the client their parsing on the
-// most common answer.
-func Decision(v any, outcomes ...int64) (window.Result, error) {
+// outcome the strategy can return and flags that are 0 or 1. The short
+// forms save the server the reply table and the client its parsing on the
+// most common answer (docs/benchmarks.md).
+func Decision(v any, c int64, outcomes ...int64) (window.Result, error) {
+	if r, ok := v.(int64); ok {
+		if r < 0 || c <= 0 {
+			return window.Result{}, fmt.Errorf("%w: %d for capacity %d", errReply, r, c)
+		}
+		return window.Result{Outcome: window.OutcomeAllowed, Allowed: true, Limit: c, Remaining: r >> 32, ResetAfter: r & (1<<32 - 1)}, nil
+	}
 	arr, ok := v.([]any)
 	if !ok {
 		return window.Result{}, fmt.Errorf("%w: %T", errReply, v)

@@ -75,7 +75,7 @@ func (l *Limiter) decide(ctx context.Context, op, h string, c, n int64) (limiter
 	if err != nil {
 		return limiter.Decision{}, l.b.Errorf(op, err)
 	}
-	r, err := redisx.Decision(v, window.OutcomeAllowed, window.OutcomeRejected)
+	r, err := redisx.Decision(v, c, window.OutcomeAllowed, window.OutcomeRejected)
 	if err != nil {
 		return limiter.Decision{}, l.b.Errorf(op, err)
 	}

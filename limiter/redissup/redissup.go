@@ -71,7 +71,7 @@ func (l *Limiter) Inc(ctx context.Context, k string, rate limiter.Rate, n int64)
 	if err != nil {
 		return limiter.Decision{}, l.b.Errorf("inc", err)
 	}
-	r, err := redisx.Decision(v, window.OutcomeAllowed, window.OutcomeSuppressed)
+	r, err := redisx.Decision(v, soft, window.OutcomeAllowed, window.OutcomeSuppressed)
 	if err != nil {
 		return limiter.Decision{}, l.b.Errorf("inc", err)
 	}
@@ -93,7 +93,7 @@ func (l *Limiter) IsAllowed(ctx context.Context, k string) (limiter.Decision, er
 	if err != nil {
 		return limiter.Decision{}, l.b.Errorf("is allowed", err)
 	}
-	r, err := redisx.Decision(v, window.OutcomeAllowed, window.OutcomeSuppressed)
+	r, err := redisx.Decision(v, 0, window.OutcomeAllowed, window.OutcomeSuppressed)
 	if err != nil {
 		return limiter.Decision{}, l.b.Errorf("is allowed", err)
 	}
