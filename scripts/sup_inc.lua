@@ -15,12 +15,15 @@
 -- ARGV[9]  the PEXPIRE of every write in ms: W + B (longer only when the
 --          caller sends its own clock in ARGV[1], see limiter/redissup)
 --
--- Reply: {limit, remaining, reset after ms} when admitted at or below the
---         soft capacity (outcome allowed, factor 0); otherwise {outcome,
+-- Reply: an integer r >= 0 when admitted at or below the soft capacity
+--         (outcome allowed, factor 0) with fewer than 2^21 units
+--         remaining: remaining = floor(r / 2^32), reset after ms =
+--         r mod 2^32, limit = S; {limit, remaining, reset after ms} for
+--         such an admission with more remaining; otherwise {outcome,
 --         allowed, limit, remaining, retry after ms, reset after ms,
 --         factor ppm, never}, all integers; outcome is 2 (suppressed),
 --         allowed and never are 0 or 1 (internal/redisx.Decision reads
---         both).
+--         all three).
 --
 -- Hash fields: "n" the newest bucket's start, "nc" the units offered in
 -- it and "nd" those declined; "<start>" the units offered in an older
@@ -31,77 +34,145 @@
 -- factor in ppm computed at "ft" ms. The newest bucket stays in "n", "nc",
 -- "nd" until a newer one opens, so joining it writes a few front fields
 -- (docs/data-model.md). The script never calls math.random: the draw is an
--- argument.
+-- argument. ARGV[4], ARGV[5] and ARGV[6] are stored as sent, so they must be
+-- plain decimals (as go-redis sends an int64). A meta field that is not a
+-- number fails the call with a script error.
+--
+-- Cost: as in abs_inc.lua, numbers are parsed once (x + 0), only computed
+-- numbers are formatted, and the common call (a key below its soft
+-- capacity whose oldest bucket is live) makes no closure and no table and
+-- answers with one integer (docs/benchmarks.md, Instructions per call).
 
 if redis.replicate_commands then redis.replicate_commands() end
 
 local PPM = 1000000
 local h = KEYS[1]
-local now = tonumber(ARGV[1])
-if now == 0 then
+local now
+if ARGV[1] == '0' then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+else
+  now = ARGV[1] + 0
 end
-local w = tonumber(ARGV[2])
-local b = tonumber(ARGV[3])
-local soft = tonumber(ARGV[4])
-local hard = tonumber(ARGV[5])
-local n = tonumber(ARGV[6])
-local cache = tonumber(ARGV[7])
-local draw = tonumber(ARGV[8])
-local ttl = ARGV[9]
+local w, b, soft, hard, n = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
+local cache, draw, ttl = ARGV[7] + 0, ARGV[8] + 0, ARGV[9]
 local write = n > 0
-
-local function num(v)
-  if v then return tonumber(v) end
-  return nil
-end
-
-local function fmt(v) return string.format('%d', v) end
+local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
 
 local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'f', 'ft', 'nc', 'nd', 'c', 'hc')
-local used = num(m[1]) or 0
-local declined = num(m[2]) or 0
-local oldest, newest = num(m[3]), num(m[4])
-local fppm, fat = num(m[5]), num(m[6])
-local ncount, ndec = num(m[7]), num(m[8]) or 0
-local storedSoft, storedHard = num(m[9]), num(m[10])
+local used, declined, oldest, newest, ncount, ndec = 0, 0, nil, nil, nil, 0
+if m[1] then used = m[1] + 0 end
+if m[2] then declined = m[2] + 0 end
+if m[3] then oldest = m[3] + 0 end
+if m[4] then newest = m[4] + 0 end
+if m[7] then ncount = m[7] + 0 end
+if m[8] then ndec = m[8] + 0 end
+-- the capacities to store differ from the stored ones
+local moved = m[9] ~= ARGV[4] or m[10] ~= ARGV[5]
 local hasx = m[2] and true or false
 -- Without "nc" (damaged, or written by an earlier layout) the hash is absent.
 local live = newest ~= nil and ncount ~= nil and oldest ~= nil and now - newest < w
 local scanned = false
 local buckets -- after a scan: the live buckets {start, count, declined}, oldest first
 
--- scan reads every bucket of the hash, oldest first; the newest, kept in
--- meta fields, is the last.
-local function scan()
-  local all = redis.call('HGETALL', h)
-  local count, dec, starts = {}, {}, {}
-  for i = 1, #all, 2 do
-    local f = all[i]
-    local c = string.byte(f, 1)
-    if c >= 48 and c <= 57 then -- a digit: a bucket
-      local s = tonumber(f)
-      count[s] = tonumber(all[i + 1])
-      starts[#starts + 1] = s
-    elseif c == 100 then -- 'd': a bucket's declined units
-      dec[tonumber(string.sub(f, 2))] = tonumber(all[i + 1])
-    end
-  end
-  table.sort(starts)
-  local out = {}
-  for i, s in ipairs(starts) do out[i] = {s, count[s], dec[s] or 0} end
-  out[#out + 1] = {newest, ncount, ndec}
-  return out
-end
-
--- Expire: a bucket is live while now - start < W; a key without a live
--- bucket is absent, its capacities and cached factor forgotten.
+-- A key without a live bucket is absent: its capacities and cached factor
+-- are forgotten.
 if not live then
   if write and newest ~= nil then redis.call('DEL', h) end
-  used, declined, oldest, newest, fppm, fat, hasx = 0, 0, nil, nil, nil, nil, false
-  ncount, ndec, storedSoft, storedHard = 0, 0, nil, nil
-elseif now - oldest >= w then
+  used, declined, oldest, newest, hasx, moved = 0, 0, nil, nil, false, true
+  ncount, ndec = 0, 0
+end
+
+local cost = math.max(n, 1)
+-- The helpers below are made only for a call that may need them: one whose
+-- oldest bucket died, or one above the soft capacity (a closure costs
+-- about as much as parsing three numbers).
+local scan, factor, retryAfter
+if (live and now - oldest >= w) or used - declined + cost > soft then
+  -- scan reads every bucket of the hash, oldest first; the newest, kept in
+  -- meta fields, is the last.
+  scan = function()
+    local all = redis.call('HGETALL', h)
+    local count, dec, starts = {}, {}, {}
+    for i = 1, #all, 2 do
+      local f = all[i]
+      local c = string.byte(f, 1)
+      if c >= 48 and c <= 57 then -- a digit: a bucket
+        local s = tonumber(f)
+        count[s] = tonumber(all[i + 1])
+        starts[#starts + 1] = s
+      elseif c == 100 then -- 'd': a bucket's declined units
+        dec[tonumber(string.sub(f, 2))] = tonumber(all[i + 1])
+      end
+    end
+    table.sort(starts)
+    local out = {}
+    for i, s in ipairs(starts) do out[i] = {s, count[s], dec[s] or 0} end
+    out[#out + 1] = {newest, ncount, ndec}
+    return out
+  end
+
+  -- factor returns the suppression factor in ppm and whether it was
+  -- computed (rather than read from the cache): 1 - S*R / max(observed*R,
+  -- recent*W) with R = min(W, 1000), recent the units offered in the last
+  -- R ms, in doubles in the same order as window.State.Factor, rounded to
+  -- the nearest ppm and clamped to [0, PPM].
+  factor = function()
+    if live and cache > 0 and m[5] and m[6] then
+      local fppm, fat = m[5] + 0, m[6] + 0
+      if now - fat < cache then return fppm, false end
+    end
+    local r = math.min(w, 1000)
+    local recent = 0
+    if live then
+      if now - oldest < r then
+        recent = used
+      elseif now - newest < r then
+        buckets = buckets or scan()
+        for i = #buckets, 1, -1 do
+          local bk = buckets[i]
+          if now - bk[1] >= r then break end
+          recent = recent + bk[2]
+        end
+      end
+    end
+    local mx = math.max(used * r, recent * w)
+    if mx <= 0 then return 0, true end
+    local f = 1 - soft * r / mx
+    local ppm = math.floor(f * PPM + 0.5)
+    return math.min(math.max(ppm, 0), PPM), true
+  end
+
+  -- retryAfter walks the buckets oldest first until the accepted units
+  -- still live after a bucket expires, plus cost, fit in cap.
+  retryAfter = function(held, cap)
+    if not live then return 0 end
+    if not buckets then
+      -- Fast path: the oldest bucket alone frees enough.
+      local acc = ncount - ndec
+      if oldest ~= newest then
+        local v = redis.call('HMGET', h, fmt('%d', oldest), 'd' .. fmt('%d', oldest))
+        acc = (tonumber(v[1]) or 0) - (tonumber(v[2]) or 0)
+      end
+      if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
+        return oldest + w - now
+      end
+      buckets = scan()
+    end
+    local freed = 0
+    for _, bk in ipairs(buckets) do
+      local u = bk[2] - bk[3]
+      if u ~= 0 then
+        freed = freed + u
+        if held - freed + cost <= cap or freed >= held then return bk[1] + w - now end
+      end
+    end
+    return 0
+  end
+end
+
+-- Expire: a bucket is live while now - start < W.
+if live and now - oldest >= w then
   scanned = true
   buckets = {}
   used, declined = 0, 0
@@ -112,8 +183,8 @@ elseif now - oldest >= w then
       used = used + bk[2]
       declined = declined + bk[3]
     else
-      gone[#gone + 1] = fmt(bk[1])
-      if bk[3] > 0 then gone[#gone + 1] = 'd' .. fmt(bk[1]) end
+      gone[#gone + 1] = fmt('%d', bk[1])
+      if bk[3] > 0 then gone[#gone + 1] = 'd' .. fmt('%d', bk[1]) end
     end
   end
   oldest = buckets[1][1]
@@ -124,65 +195,7 @@ elseif now - oldest >= w then
   end
 end
 
--- factor returns the suppression factor in ppm and whether it was computed
--- (rather than read from the cache): 1 - S*R / max(observed*R, recent*W)
--- with R = min(W, 1000), recent the units offered in the last R ms, in
--- doubles in the same order as window.State.Factor, rounded to the
--- nearest ppm and clamped to [0, PPM].
-local function factor()
-  if live and cache > 0 and fppm ~= nil and fat ~= nil and now - fat < cache then
-    return fppm, false
-  end
-  local r = math.min(w, 1000)
-  local recent = 0
-  if live then
-    if now - oldest < r then
-      recent = used
-    elseif now - newest < r then
-      buckets = buckets or scan()
-      for i = #buckets, 1, -1 do
-        local bk = buckets[i]
-        if now - bk[1] >= r then break end
-        recent = recent + bk[2]
-      end
-    end
-  end
-  local mx = math.max(used * r, recent * w)
-  if mx <= 0 then return 0, true end
-  local f = 1 - soft * r / mx
-  local ppm = math.floor(f * PPM + 0.5)
-  return math.min(math.max(ppm, 0), PPM), true
-end
-
--- retryAfter walks the buckets oldest first until the accepted units still
--- live after a bucket expires, plus cost, fit in cap.
-local function retryAfter(held, cost, cap)
-  if not live then return 0 end
-  if not buckets then
-    -- Fast path: the oldest bucket alone frees enough.
-    local acc = ncount - ndec
-    if oldest ~= newest then
-      local v = redis.call('HMGET', h, fmt(oldest), 'd' .. fmt(oldest))
-      acc = (num(v[1]) or 0) - (num(v[2]) or 0)
-    end
-    if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
-      return oldest + w - now
-    end
-    buckets = scan()
-  end
-  local freed = 0
-  for _, bk in ipairs(buckets) do
-    local u = bk[2] - bk[3]
-    if u ~= 0 then
-      freed = freed + u
-      if held - freed + cost <= cap or freed >= held then return bk[1] + w - now end
-    end
-  end
-  return 0
-end
-
 -- Decide.
-local cost = math.max(n, 1)
 local forecast = used - declined + cost
 local never = cost > hard
 local outcome, allowed, f, computed = 0, true, 0, false
@@ -215,65 +228,76 @@ if write then
   end
   used = used + n
   declined = declined + dec
-  local meta
-  if joins then
-    ncount, ndec = ncount + n, ndec + dec
-    meta = {'nc', fmt(ncount), 'u', fmt(used)}
-    if dec > 0 then
-      meta[#meta + 1] = 'nd'
-      meta[#meta + 1] = fmt(ndec)
-    end
-    if scanned then
-      meta[#meta + 1] = 'o'
-      meta[#meta + 1] = fmt(oldest)
-    end
+  local writex = declined > 0 and (dec > 0 or scanned or not hasx)
+  local writef = computed and cache > 0
+  if joins and dec == 0 and not (scanned or moved or writex or writef) then
+    -- The common call: two front fields, no table.
+    ncount = ncount + n
+    redis.call('HSET', h, 'nc', fmt('%d', ncount), 'u', fmt('%d', used))
   else
-    meta = {'n', fmt(start), 'nc', fmt(n), 'nd', fmt(dec), 'u', fmt(used)}
-    if live then
-      -- The newest bucket so far becomes ordinary fields.
-      meta[#meta + 1] = fmt(newest)
-      meta[#meta + 1] = fmt(ncount)
-      if ndec > 0 then
-        meta[#meta + 1] = 'd' .. fmt(newest)
-        meta[#meta + 1] = fmt(ndec)
+    local meta
+    if joins then
+      ncount, ndec = ncount + n, ndec + dec
+      meta = {'nc', fmt('%d', ncount), 'u', fmt('%d', used)}
+      if dec > 0 then
+        meta[#meta + 1] = 'nd'
+        meta[#meta + 1] = fmt('%d', ndec)
       end
+      if scanned then
+        meta[#meta + 1] = 'o'
+        meta[#meta + 1] = fmt('%d', oldest)
+      end
+    else
+      meta = {'n', fmt('%d', start), 'nc', ARGV[6], 'nd', fmt('%d', dec), 'u', fmt('%d', used)}
+      if live then
+        -- The newest bucket so far becomes ordinary fields, written as read.
+        meta[#meta + 1] = m[4]
+        meta[#meta + 1] = m[7]
+        if ndec > 0 then
+          meta[#meta + 1] = 'd' .. m[4]
+          meta[#meta + 1] = m[8]
+        end
+      end
+      if not live or scanned then
+        if not live then oldest = start end
+        meta[#meta + 1] = 'o'
+        meta[#meta + 1] = fmt('%d', oldest)
+      end
+      newest, ncount, ndec = start, n, dec
     end
-    if not live or scanned then
-      if not live then oldest = start end
-      meta[#meta + 1] = 'o'
-      meta[#meta + 1] = fmt(oldest)
+    if moved then
+      meta[#meta + 1] = 'c'
+      meta[#meta + 1] = ARGV[4]
+      meta[#meta + 1] = 'hc'
+      meta[#meta + 1] = ARGV[5]
     end
-    newest, ncount, ndec = start, n, dec
+    if writex then
+      meta[#meta + 1] = 'x'
+      meta[#meta + 1] = fmt('%d', declined)
+    end
+    if writef then
+      meta[#meta + 1] = 'f'
+      meta[#meta + 1] = fmt('%d', f)
+      meta[#meta + 1] = 'ft'
+      meta[#meta + 1] = fmt('%d', now)
+    end
+    redis.call('HSET', h, unpack(meta))
   end
   live = true
-  if storedSoft ~= soft or storedHard ~= hard then
-    meta[#meta + 1] = 'c'
-    meta[#meta + 1] = fmt(soft)
-    meta[#meta + 1] = 'hc'
-    meta[#meta + 1] = fmt(hard)
-  end
-  if declined > 0 then
-    if dec > 0 or scanned or not hasx then
-      meta[#meta + 1] = 'x'
-      meta[#meta + 1] = fmt(declined)
-    end
-  elseif hasx then
+  if declined == 0 and hasx then
     redis.call('HDEL', h, 'x')
   end
-  if computed and cache > 0 then
-    meta[#meta + 1] = 'f'
-    meta[#meta + 1] = fmt(f)
-    meta[#meta + 1] = 'ft'
-    meta[#meta + 1] = fmt(now)
-  end
-  redis.call('HSET', h, unpack(meta))
   redis.call('PEXPIRE', h, ttl)
 end
 
 local accepted = used - declined
 local retry = 0
-if not allowed and not never then retry = retryAfter(accepted, cost, soft) end
+if not allowed and not never then retry = retryAfter(accepted, soft) end
 local reset = 0
 if live then reset = newest + w - now end
-if outcome == 0 then return {soft, math.max(soft - accepted, 0), reset} end
-return {outcome, allowed and 1 or 0, soft, math.max(soft - accepted, 0), retry, reset, f, never and 1 or 0}
+local remaining = math.max(soft - accepted, 0)
+if outcome == 0 then
+  if remaining < 2097152 then return remaining * 4294967296 + reset end
+  return {soft, remaining, reset}
+end
+return {outcome, allowed and 1 or 0, soft, remaining, retry, reset, f, never and 1 or 0}
