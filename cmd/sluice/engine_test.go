@@ -60,16 +60,22 @@ func TestSaturatedCounts(t *testing.T) {
 			t.Parallel()
 			ro := opts(t)
 			prefix := redistest.Prefix(t)
-			const cost = 10 // few requests fill a window, even on a slow machine
+			// Few requests fill a window, even on a slow machine: saturating
+			// a key (offering more than twice its hard capacity) takes 4
+			// requests of user:a and 10 of user:b. Under the whole suite
+			// with -race, the miniredis backend once sent only 17 requests
+			// of a key in 700 ms, which failed the earlier rates (5/s and
+			// 10/s need 16 and 31).
+			const cost = 10
 			o := Options{
 				Targets: allTargets,
 				Keys: []KeySpec{
-					{Name: "user:a", Tier: "free", Rate: limiter.PerSecond(5), Offered: 500},
-					{Name: "user:b", Tier: "pro", Rate: limiter.PerSecond(10), Offered: 500},
+					{Name: "user:a", Tier: "free", Rate: limiter.PerSecond(1), Offered: 500},
+					{Name: "user:b", Tier: "pro", Rate: limiter.PerSecond(3), Offered: 500},
 				},
 				Instances:       2,
 				Clients:         12,
-				Duration:        700 * time.Millisecond,
+				Duration:        time.Second,
 				Window:          10 * time.Second, // nothing expires during the run
 				HardLimitFactor: 1.5,
 				Cost:            cost,
