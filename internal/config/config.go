@@ -76,6 +76,10 @@ type Config struct {
 	ClockSet         bool // WithClock was given (Redis providers then stop using TIME)
 	Random           func() float64
 	Prefix           string
+	// SweepEvery replaces the local provider's sweep interval when > 0. No
+	// option sets it: it is for the provider's own tests, which must see
+	// the background loop work without waiting a second per tick.
+	SweepEvery time.Duration
 
 	// WindowMs and BucketMs are Window and Bucket in whole milliseconds.
 	WindowMs, BucketMs int64

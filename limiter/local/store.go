@@ -55,7 +55,11 @@ func newStore(opts []limiter.Option) (*store, error) {
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
 	}
-	go s.sweepLoop(sweepInterval(cfg.Window))
+	every := sweepInterval(cfg.Window)
+	if cfg.SweepEvery > 0 {
+		every = cfg.SweepEvery
+	}
+	go s.sweepLoop(every)
 	return s, nil
 }
 

@@ -1,13 +1,16 @@
 package local
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -151,6 +154,111 @@ func TestSweepConcurrentWithCalls(t *testing.T) {
 	a.s.sweep()
 	if n := a.s.keys(); n != 0 {
 		t.Fatalf("keys after all expired and a sweep = %d, want 0", n)
+	}
+}
+
+// sweepEvery makes the background sweep tick every d instead of once per
+// window (at least a second).
+func sweepEvery(d time.Duration) limiter.Option {
+	return func(c *config.Config) { c.SweepEvery = d }
+}
+
+// waitUntil polls cond for up to 5 s: the background loop runs on real
+// time, so tests wait for it (time itself moves only on the fake clock).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 5 s: %s", what)
+		}
+	}
+}
+
+// TestSweepLoopDropsIdleKeys watches the background loop itself drop the
+// keys whose buckets have all expired, and only those.
+func TestSweepLoopDropsIdleKeys(t *testing.T) {
+	clk := newClock()
+	ctx := context.Background()
+	a, err := NewAbsolute(limiter.WithClock(clk), limiter.WithWindow(time.Second), sweepEvery(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	for i := 0; i < 1000; i++ {
+		if _, err := a.Inc(ctx, fmt.Sprint("k", i), limiter.PerSecond(10), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(999 * time.Millisecond)
+	if _, err := a.Inc(ctx, "live", limiter.PerSecond(10), 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // some 20 ticks over keys that are all live
+	if n := a.s.keys(); n != 1001 {
+		t.Fatalf("keys while all are live = %d, want 1001", n)
+	}
+	clk.Advance(time.Millisecond) // the 1000 first buckets expire; live's does not
+	waitUntil(t, "the sweep loop dropped no key", func() bool { return a.s.keys() < 1001 })
+	waitUntil(t, fmt.Sprintf("keys = %d, want 1", a.s.keys()), func() bool { return a.s.keys() == 1 })
+	if u, err := a.Get(ctx, "live"); err != nil || u.Used != 1 {
+		t.Fatalf("Get(live) after the sweep = %+v, %v; want Used 1", u, err)
+	}
+}
+
+// sweepWaitsOnALock reports whether the sweep goroutine is blocked on a
+// key's lock.
+func sweepWaitsOnALock() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte("(*store).sweep(")) && bytes.Contains(g, []byte("Mutex).Lock")) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCloseWaitsForTheSweep holds a key's lock so that the sweep blocks on
+// it: Close with a short deadline must return the context's error without
+// the sweep having exited, and Close after the lock is released must
+// return only once the sweep goroutine has exited.
+func TestCloseWaitsForTheSweep(t *testing.T) {
+	a, err := NewAbsolute(sweepEvery(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Inc(context.Background(), "k", limiter.PerSecond(10), 1); err != nil {
+		t.Fatal(err)
+	}
+	e := a.s.lock("k", false)
+	if e == nil {
+		t.Fatal("no entry for k")
+	}
+	waitUntil(t, "the sweep never blocked on k's lock", sweepWaitsOnALock)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	err = a.Close(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close while the sweep is blocked = %v, want context.DeadlineExceeded", err)
+	}
+	select {
+	case <-a.s.done:
+		t.Fatal("the sweep exited while it was blocked on a lock")
+	default:
+	}
+	if _, err := a.Inc(context.Background(), "other", limiter.PerSecond(10), 1); !errors.Is(err, limiter.ErrClosed) {
+		t.Fatalf("Inc after a Close that timed out = %v, want ErrClosed", err)
+	}
+
+	e.mu.Unlock()
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatalf("Close after the lock is released = %v", err)
+	}
+	select {
+	case <-a.s.done:
+	default:
+		t.Fatal("Close returned before the sweep goroutine exited")
 	}
 }
 
