@@ -18,6 +18,10 @@ import (
 type Base struct {
 	Client Client
 	Cfg    config.Config
+	// W, B, TTL and Cache are Cfg.WindowMs, Cfg.BucketMs, TTLMs(&Cfg) and
+	// Cfg.CacheMs boxed once, for the argument list of every script call
+	// (boxing an int64 of 256 or more allocates).
+	W, B, TTL, Cache any
 	pkg    string // "redisabs", "redissup": the prefix of every error
 	strat  string // key.Absolute or key.Suppressed
 	closed atomic.Bool
@@ -35,6 +39,7 @@ func (b *Base) Init(pkg, strategy string, client Client, opts []config.Option) e
 		return fmt.Errorf("%s: %w", pkg, err)
 	}
 	b.Client, b.Cfg, b.pkg, b.strat = client, cfg, pkg, strategy
+	b.W, b.B, b.TTL, b.Cache = cfg.WindowMs, cfg.BucketMs, TTLMs(&cfg), cfg.CacheMs
 	return nil
 }
 

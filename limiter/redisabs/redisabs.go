@@ -71,7 +71,7 @@ func (l *Limiter) IsAllowed(ctx context.Context, k string) (limiter.Decision, er
 // decide runs abs_inc.lua; c = 0 asks for the stored capacity.
 func (l *Limiter) decide(ctx context.Context, op, h string, c, n int64) (limiter.Decision, error) {
 	v, err := scripts.AbsInc.Run(ctx, l.b.Client, []string{h},
-		redisx.NowArg(&l.b.Cfg), l.b.Cfg.WindowMs, l.b.Cfg.BucketMs, c, n, redisx.TTLMs(&l.b.Cfg)).Result()
+		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL).Result()
 	if err != nil {
 		return limiter.Decision{}, l.b.Errorf(op, err)
 	}
@@ -89,7 +89,7 @@ func (l *Limiter) Get(ctx context.Context, k string) (limiter.Usage, error) {
 	if err != nil {
 		return limiter.Usage{}, err
 	}
-	v, err := scripts.AbsGet.Run(ctx, l.b.Client, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.Cfg.WindowMs).Result()
+	v, err := scripts.AbsGet.Run(ctx, l.b.Client, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.W).Result()
 	if err != nil {
 		return limiter.Usage{}, l.b.Errorf("get", err)
 	}

@@ -67,7 +67,7 @@ func (l *Limiter) Inc(ctx context.Context, k string, rate limiter.Rate, n int64)
 	}
 	draw := window.DrawPPM(l.b.Cfg.Rand())
 	v, err := scripts.SupInc.Run(ctx, l.b.Client, []string{h},
-		redisx.NowArg(&l.b.Cfg), l.b.Cfg.WindowMs, l.b.Cfg.BucketMs, soft, hard, n, l.b.Cfg.CacheMs, draw, redisx.TTLMs(&l.b.Cfg)).Result()
+		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, n, l.b.Cache, draw, l.b.TTL).Result()
 	if err != nil {
 		return limiter.Decision{}, l.b.Errorf("inc", err)
 	}
@@ -89,7 +89,7 @@ func (l *Limiter) IsAllowed(ctx context.Context, k string) (limiter.Decision, er
 		return limiter.Decision{}, err
 	}
 	v, err := scripts.SupAllowed.Run(ctx, l.b.Client, []string{h},
-		redisx.NowArg(&l.b.Cfg), l.b.Cfg.WindowMs, l.b.Cfg.CacheMs).Result()
+		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.Cache).Result()
 	if err != nil {
 		return limiter.Decision{}, l.b.Errorf("is allowed", err)
 	}
@@ -107,7 +107,7 @@ func (l *Limiter) Get(ctx context.Context, k string) (limiter.Usage, error) {
 	if err != nil {
 		return limiter.Usage{}, err
 	}
-	v, err := scripts.SupGet.Run(ctx, l.b.Client, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.Cfg.WindowMs).Result()
+	v, err := scripts.SupGet.Run(ctx, l.b.Client, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.W).Result()
 	if err != nil {
 		return limiter.Usage{}, l.b.Errorf("get", err)
 	}
