@@ -24,12 +24,20 @@ local oldest = tonumber(m[3])
 if used == nil or oldest == nil or now - oldest >= w then
   -- Dead buckets are still stored: sum the live ones. The newest bucket
   -- ("n", "nc") is live.
+  -- A closed bucket's value is count * 2^32 + link, or -count (see
+  -- abs_inc.lua; a plain count is an earlier layout's).
   local all = redis.call('HGETALL', h)
   used = nc
   for i = 1, #all, 2 do
     local st = tonumber(all[i])
     if st and now - st < w then
-      used = used + tonumber(all[i + 1])
+      local v = tonumber(all[i + 1])
+      if v >= 4294967296 then
+        v = (v - v % 4294967296) / 4294967296
+      elseif v < 0 then
+        v = -v
+      end
+      used = used + v
     end
   end
 end

@@ -19,14 +19,18 @@
 -- The hash (docs/data-model.md): meta fields "c" the stored capacity, "u"
 -- the sum of all stored bucket counts, "o" the oldest stored bucket start,
 -- "n" the newest bucket's start and "nc" its count; and one field
--- "<start ms>" (decimal) → count for every older bucket. The newest bucket
--- lives in "n"/"nc" until a newer one opens, so that joining it (nearly
--- every call on a busy key) is one HSET of two fields at the front of the
--- hash. Buckets with now - start >= W are dead: they are ignored at once
--- and deleted by the next write that finds them (only when now - o >= W is
--- the hash scanned). A hash without a live bucket is an absent key; one
--- without "nc" (an earlier layout) too. A meta field that is not a number
--- fails the call with a script error.
+-- "<start ms>" (decimal) for every older bucket, whose value links it to
+-- the next: count * 2^32 + (next start - start), or -count for a count of
+-- 2^21 or more (no link: the sum would not fit a double exactly). The
+-- newest bucket lives in "n"/"nc" until a newer one opens, so that joining
+-- it (nearly every call on a busy key) is one HSET of two fields at the
+-- front of the hash. Buckets with now - start >= W are dead: they are
+-- ignored at once and deleted by the next write that finds them. The
+-- links make that one HGET per dead bucket, oldest first; only a bucket
+-- without a link (-count, or a plain count written by an earlier layout)
+-- makes a call read the whole hash. A hash without a live bucket is an
+-- absent key; one without "nc" (an earlier layout) too. A meta field that
+-- is not a number fails the call with a script error.
 --
 -- Reply, three forms (internal/redisx.Decision reads them all):
 --   an integer r ≥ 0: an Inc or peek (ARGV[4] > 0) admitted below capacity
@@ -55,6 +59,7 @@ else
 end
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
 
+local P = 4294967296 -- 2^32: a closed bucket's value is count * P + link
 local m = redis.call('HMGET', h, 'c', 'u', 'o', 'n', 'nc')
 local live, stale, fresh = false, false, false
 local used, oldest, newest, ncount = 0, 0, 0, 0
@@ -82,16 +87,44 @@ if c == 0 then
 end
 local moved = m[1] ~= ARGV[4] -- the capacity to store differs from the stored one
 
+-- Expire along the links: drop the buckets that died since the last write,
+-- oldest first, one HGET each. dead (the fields to delete) is set once the
+-- oldest start has moved, by the links or by a scan below. A missing or
+-- broken link leaves the call to scan.
+local dead, ofield = nil, m[3] -- ofield: the oldest bucket's field name
+if live and not fresh and m[2] and m[3] then
+  dead = {}
+  fresh = true
+  while now - oldest >= w do
+    local v = redis.call('HGET', h, ofield)
+    if v then v = v + 0 end
+    local link = v and v % P
+    if not v or v < P or link < 1 then fresh = false break end
+    used = used - (v - link) / P
+    dead[#dead + 1] = ofield
+    oldest = oldest + link
+    ofield = fmt('%d', oldest)
+  end
+  -- the links must end at the newest bucket with the newest count left
+  if fresh and (oldest > newest or oldest == newest and used ~= ncount) then fresh = false end
+end
+
 local cost = n
 if cost < 1 then cost = 1 end
 local never = cost > c
 
 -- scan reads every stored bucket: it keeps the live ones in buckets, sums
 -- them in used, notes the dead ones in dead and sets oldest. The newest
--- bucket (meta fields) is live whenever scan runs. It is made only for a
--- call that needs it: one whose oldest bucket died, or a refusal.
-local scan, buckets, dead
+-- bucket (meta fields) is live whenever scan runs. countOf reads a closed
+-- bucket's count from its value. Both are made only for a call that needs
+-- them: one whose links are missing or broken, or a refusal.
+local scan, countOf, buckets
 if live and (not fresh or never or used + cost > c) then
+  countOf = function(v)
+    if v >= P then return (v - v % P) / P end
+    if v < 0 then return -v end
+    return v -- an earlier layout's plain count
+  end
   scan = function()
     local all = redis.call('HGETALL', h)
     buckets, used, dead, oldest = {{newest, ncount}}, ncount, {}, newest
@@ -101,13 +134,14 @@ if live and (not fresh or never or used + cost > c) then
         if now - st >= w then
           dead[#dead + 1] = all[i]
         else
-          local cnt = all[i + 1] + 0
+          local cnt = countOf(all[i + 1] + 0)
           buckets[#buckets + 1] = {st, cnt}
           used = used + cnt
           if st < oldest then oldest = st end
         end
       end
     end
+    ofield = fmt('%d', oldest)
   end
   if not fresh then scan() end
 end
@@ -138,29 +172,40 @@ if n > 0 then
       -- fields that changed: the capacity when it moved, the oldest start
       -- after a scan; the common call has neither and builds no table.
       local joining = now - newest < b
-      local nc, u = ARGV[5], fmt('%d', used)
-      if joining then nc = fmt('%d', ncount + n) end
-      if not (moved or buckets) then
-        if joining then
-          redis.call('HSET', h, 'nc', nc, 'u', u)
-        else
-          redis.call('HSET', h, m[4], m[5], 'n', fmt('%d', now), 'nc', nc, 'u', u)
-        end
+      local nc, u, closed = ARGV[5], fmt('%d', used), nil
+      if joining then
+        nc = fmt('%d', ncount + n)
       else
-        local args = {'HSET', h, 'nc', nc, 'u', u}
+        -- the closed bucket's value: its count and the link to now
+        closed = -ncount
+        if ncount < 2097152 then closed = ncount * P + (now - newest) end
+        closed = fmt('%d', closed)
+      end
+      -- After expiry (dead set) "o" moves to ofield, the oldest start.
+      if moved then
+        local args = {'HSET', h, 'nc', nc, 'u', u, 'c', ARGV[4]}
         if not joining then
-          args[7], args[8], args[9], args[10] = m[4], m[5], 'n', fmt('%d', now)
+          args[9], args[10], args[11], args[12] = m[4], closed, 'n', fmt('%d', now)
         end
-        if moved then args[#args + 1], args[#args + 2] = 'c', ARGV[4] end
-        if buckets then args[#args + 1], args[#args + 2] = 'o', fmt('%d', oldest) end
+        if dead then args[#args + 1], args[#args + 2] = 'o', ofield end
         redis.call(unpack(args))
+      elseif joining then
+        if dead then
+          redis.call('HSET', h, 'nc', nc, 'u', u, 'o', ofield)
+        else
+          redis.call('HSET', h, 'nc', nc, 'u', u)
+        end
+      elseif dead then
+        redis.call('HSET', h, m[4], closed, 'n', fmt('%d', now), 'nc', nc, 'u', u, 'o', ofield)
+      else
+        redis.call('HSET', h, m[4], closed, 'n', fmt('%d', now), 'nc', nc, 'u', u)
       end
       if not joining then newest = now end
     end
     wrote = true
-  elseif live and (buckets or moved) then
+  elseif live and (dead or moved) then
     -- the latest rate wins, even on a refusal
-    redis.call('HSET', h, 'c', ARGV[4], 'u', fmt('%d', used), 'o', fmt('%d', oldest))
+    redis.call('HSET', h, 'c', ARGV[4], 'u', fmt('%d', used), 'o', ofield)
     wrote = true
   end
   if wrote and live then
@@ -187,7 +232,7 @@ if not never then
   -- to fit. A refusal with cost <= c means used > 0: the key is live.
   if not buckets then
     local first = ncount
-    if oldest ~= newest then first = tonumber(redis.call('HGET', h, m[3])) or 0 end
+    if oldest ~= newest then first = countOf(tonumber(redis.call('HGET', h, ofield)) or 0) end
     if first > 0 and (used - first + cost <= c or first >= used) then
       retry = oldest + w - now
     else

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/key"
 )
 
@@ -134,7 +135,7 @@ func parseHash(fields map[string]string) hashState {
 			h.other[f] = v
 		case isDigits(f):
 			s, _ := strconv.ParseInt(f, 10, 64)
-			get(s).count = n
+			get(s).count, _ = redisx.BucketValue(n)
 		case len(f) > 1 && f[0] == 'd' && isDigits(f[1:]):
 			s, _ := strconv.ParseInt(f[1:], 10, 64)
 			get(s).declined = n

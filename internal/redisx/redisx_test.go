@@ -48,3 +48,16 @@ func TestDecisionRejectsMalformedReplies(t *testing.T) {
 		}
 	}
 }
+
+func TestBucketValue(t *testing.T) {
+	for _, c := range []struct{ v, count, link int64 }{
+		{3<<32 + 150, 3, 150},
+		{(1<<21-1)<<32 + (1<<32 - 1), 1<<21 - 1, 1<<32 - 1}, // the largest linked count and link
+		{-(1 << 40), 1 << 40, 0},                            // too large to link
+		{7, 7, 0},                                           // a plain count (earlier layout)
+	} {
+		if count, link := BucketValue(c.v); count != c.count || link != c.link {
+			t.Errorf("BucketValue(%d) = %d, %d; want %d, %d", c.v, count, link, c.count, c.link)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -706,7 +708,8 @@ func TestNewestBucketInMeta(t *testing.T) {
 	}
 	clk.Advance(100 * time.Millisecond)
 	mustInc(t, l, "k", ten, 4) // opens a bucket at t0 + 150
-	want = map[string]string{"c": "10", "u": "7", "o": fmt.Sprint(t0), "n": fmt.Sprint(t0 + 150), "nc": "4", fmt.Sprint(t0): "3"}
+	// The closed bucket's value: its count 3 and the link to the next start, 150 ms on.
+	want = map[string]string{"c": "10", "u": "7", "o": fmt.Sprint(t0), "n": fmt.Sprint(t0 + 150), "nc": "4", fmt.Sprint(t0): fmt.Sprint(int64(3)<<32 + 150)}
 	if got, _ := c.HGetAll(ctx, h).Result(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after a second bucket: HGETALL = %v, want %v", got, want)
 	}
@@ -727,5 +730,97 @@ func TestNewestBucketInMeta(t *testing.T) {
 	want = map[string]string{"c": "10", "u": "1", "o": fmt.Sprint(now), "n": fmt.Sprint(now), "nc": "1"}
 	if got, _ := c.HGetAll(ctx, h).Result(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after Inc on an earlier-layout hash: HGETALL = %v, want %v", got, want)
+	}
+}
+
+// TestPlainBucketValues: closed buckets written before the links (a plain
+// count as the value) still count, and the call that finds one of them dead
+// reads the whole hash instead of following links it does not have.
+func TestPlainBucketValues(t *testing.T) {
+	_, c, clk := miniAt(t)
+	prefix := redistest.Prefix(t)
+	l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(time.Second),
+		limiter.WithBucket(100*time.Millisecond), limiter.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hashOf(t, prefix, "k")
+	now := clk.Now().UnixMilli()
+	ms := func(d int64) string { return fmt.Sprint(now + d) }
+	c.HSet(ctx, h, "c", "10", "u", "6", "o", ms(-900), "n", ms(-100), "nc", "1", ms(-900), "2", ms(-500), "3")
+	if u := mustGet(t, l, "k"); u != (limiter.Usage{Used: 6, Limit: 10}) {
+		t.Fatalf("Get = %+v, want Used 6, Limit 10", u)
+	}
+	clk.Advance(150 * time.Millisecond) // the bucket at -900 dies
+	if u := mustGet(t, l, "k"); u.Used != 4 {
+		t.Fatalf("Get after the oldest died = %+v, want Used 4", u)
+	}
+	if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); !d.Allowed || d.Remaining != 5 {
+		t.Fatalf("Inc after the oldest died = %+v, want allowed with 5 remaining", d)
+	}
+	want := map[string]string{"c": "10", "u": "5", "o": ms(-500), "n": ms(150), "nc": "1",
+		ms(-500): "3", ms(-100): fmt.Sprint(int64(1)<<32 + 250)}
+	if got, _ := c.HGetAll(ctx, h).Result(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("HGETALL = %v, want %v", got, want)
+	}
+}
+
+// TestSteadyTrafficFollowsLinks is the regression test of a key under steady
+// traffic reading its whole hash on every other call: with about two calls
+// per bucket and a full window, a bucket dies about every other call, and
+// each death made the next write scan all W/B buckets (HGETALL), seven
+// times the cost of a join. The links make it one HGET per dead bucket.
+// Decisions are checked against the local provider throughout; the
+// command counts come from a private server's INFO commandstats, which
+// counts the commands scripts make.
+func TestSteadyTrafficFollowsLinks(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(srv.Options())
+	t.Cleanup(func() { c.Close() })
+	clk := conformance.NewClock()
+	opts := []limiter.Option{limiter.WithWindow(time.Second), limiter.WithBucket(10 * time.Millisecond)}
+	prefix := redistest.Prefix(t)
+	lr, err := redisabs.New(c, append(opts, limiter.WithPrefix(prefix), limiter.WithClock(clk))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ll := localAbsolute(t, clk, opts...)
+	defer ll.Close(ctx)
+	rate := limiter.PerSecond(1000) // never refuses: every call writes
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const calls = 600 // 3.6 s of traffic, 6 ms apart: 2.6 windows of deaths
+	for i := 0; i < calls; i++ {
+		clk.Advance(6 * time.Millisecond)
+		if dr, dl := mustInc(t, lr, "k", rate, 1), mustInc(t, ll, "k", rate, 1); dr != dl {
+			t.Fatalf("call %d: Inc = %s from redisabs, %s from local", i, conformance.Format(dr), conformance.Format(dl))
+		}
+	}
+	if ur, ul := mustGet(t, lr, "k"), mustGet(t, ll, "k"); ur != ul {
+		t.Fatalf("Get = %+v from redisabs, %+v from local", ur, ul)
+	}
+	stats, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(cmd string) int {
+		m := regexp.MustCompile(`cmdstat_` + cmd + `:calls=(\d+)`).FindStringSubmatch(stats)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	if n := count("hgetall"); n != 0 {
+		t.Errorf("HGETALL ran %d times in %d calls of steady traffic, want 0", n, calls)
+	}
+	// Buckets die from the first second on, one per 10 ms: about 260 in all,
+	// each found with one HGET by the call after its death.
+	if n := count("hget"); n < 200 || n > calls {
+		t.Errorf("HGET ran %d times, want one per dead bucket (about 260)", n)
+	}
+	if n, _ := c.HLen(ctx, hashOf(t, prefix, "k")).Result(); n > 100+5 {
+		t.Errorf("the hash holds %d fields, want at most W/B + 5", n)
 	}
 }

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Instructions redis-server executes per script call, counted by valgrind's
+# callgrind: a yardstick that, unlike server µs, does not move with the load
+# of a shared machine (the same script measures the same count to ±0.3 %).
+# The whole server process is counted (event loop, request parsing, the
+# script, the reply), so a row is what one EVALSHA costs the server.
+#
+#   cd bench && bash floor/instr.sh [rev]
+#
+# rev (default HEAD~1's parent of the scripts, see below) adds rows for the
+# scripts as they were at that revision. Needs valgrind, redis-server and
+# redis-cli (Debian: valgrind, redis-server, redis-tools) and Go.
+#
+# Each row runs a fresh server under callgrind, loads the script, sends one
+# round of calls over 2,000 keys (unmeasured: it creates the keys), then
+# three more rounds, and divides the instructions of those by their calls.
+# "join": every call joins its key's newest bucket; "open": every call opens
+# one (floor/seq). Both pass the clock as an argument, so neither calls
+# TIME; "TIME" rows read Redis TIME over 50 keys and 20 measured rounds,
+# which under valgrind's slowdown mixes joins with some opens.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rev=${1:-}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/seq" ./floor/seq
+rr_dir=$(go list -m -f '{{.Dir}}' github.com/go-redis/redis_rate/v10)
+awk '/var allowN = redis.NewScript\(`/{f=1;next} /^`\)/{if(f){exit}} f' "$rr_dir/lua.go" >"$tmp/redis_rate.lua"
+if [[ -n $rev ]]; then
+	git show "$rev:scripts/abs_inc.lua" >"$tmp/abs_inc_rev.lua"
+	git show "$rev:scripts/sup_inc.lua" >"$tmp/sup_inc_rev.lua"
+fi
+
+count() { # script mode keyfmt args [keys rounds] → instructions per measured call
+	local script=$1 mode=$2 keyfmt=$3 args=$4 keys=${5:-2000} rounds=${6:-4}
+	local port=$((30000 + RANDOM % 20000)) out="$tmp/cg.$RANDOM"
+	valgrind --tool=callgrind --callgrind-out-file="$out" \
+		redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no >"$tmp/log" 2>&1 &
+	local vp=$!
+	for _ in $(seq 300); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+	local sha
+	sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$script")")
+	"$tmp/seq" -sha "$sha" -mode "$mode" -keys "$keys" -first 1 -last 1 -key "$keyfmt" -args "$args" |
+		redis-cli -p "$port" --pipe >/dev/null
+	callgrind_control -d "$vp" >/dev/null
+	"$tmp/seq" -sha "$sha" -mode "$mode" -keys "$keys" -first 2 -last "$rounds" -key "$keyfmt" -args "$args" |
+		redis-cli -p "$port" --pipe >"$tmp/pipe"
+	callgrind_control -d "$vp" >/dev/null
+	grep -q 'errors: 0' "$tmp/pipe" || { echo "calls failed: $(cat "$tmp/pipe")" >&2; exit 1; }
+	kill "$vp"; wait "$vp" 2>/dev/null || true
+	local total
+	total=$(awk '/^summary:/{print $2}' "$out.2")
+	echo $((total / ((rounds - 1) * keys)))
+}
+
+ABS='NOW 60000 600 1000 1 60600'
+SUP='NOW 60000 600 1000 1500 1 100 500000 60600'
+AK='sluice:{user:%d}:abs:h'
+SK='sluice:{user:%d}:sup:h'
+rows=(
+	"return 1 (6 arguments)|floor/return1.lua|join|k:%d|$ABS"
+	"redis_rate allowN (GCRA, calls TIME)|$tmp/redis_rate.lua|join|rate:user:%d|1000 1000 60 1"
+	"abs_inc.lua, join|../scripts/abs_inc.lua|join|$AK|$ABS"
+	"abs_inc.lua, open|../scripts/abs_inc.lua|open|$AK|$ABS"
+	"sup_inc.lua, join|../scripts/sup_inc.lua|join|$SK|$SUP"
+	"sup_inc.lua, open|../scripts/sup_inc.lua|open|$SK|$SUP"
+)
+if [[ -n $rev ]]; then
+	rows+=(
+		"abs_inc.lua at $rev, join|$tmp/abs_inc_rev.lua|join|$AK|$ABS"
+		"abs_inc.lua at $rev, open|$tmp/abs_inc_rev.lua|open|$AK|$ABS"
+		"sup_inc.lua at $rev, join|$tmp/sup_inc_rev.lua|join|$SK|$SUP"
+		"sup_inc.lua at $rev, open|$tmp/sup_inc_rev.lua|open|$SK|$SUP"
+	)
+fi
+
+echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), valgrind $(valgrind --version)"
+echo
+echo "| script, path | instructions per call |"
+echo "| --- | ---: |"
+for r in "${rows[@]}"; do
+	IFS='|' read -r name file mode keyfmt args <<<"$r"
+	echo "| $name | $(count "$file" "$mode" "$keyfmt" "$args") |"
+done
+T='0 60000 600 1000 1 60600'
+echo "| redis_rate, TIME, 50 keys | $(count "$tmp/redis_rate.lua" join rate:user:%d '1000 1000 60 1' 50 21) |"
+echo "| abs_inc.lua, TIME, 50 keys | $(count ../scripts/abs_inc.lua join "$AK" "$T" 50 21) |"
+if [[ -n $rev ]]; then
+	echo "| abs_inc.lua at $rev, TIME, 50 keys | $(count "$tmp/abs_inc_rev.lua" join "$AK" "$T" 50 21) |"
+fi

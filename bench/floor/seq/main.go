@@ -1,0 +1,58 @@
+// Command seq writes EVALSHA calls as RESP commands to standard output, for
+// feeding a redis-server through `redis-cli --pipe` in an order that fixes
+// which path every call takes: with -mode join every round runs at one
+// instant, so after the first round each call joins its key's newest bucket;
+// with -mode open the rounds are 700 ms apart, so every call opens a bucket.
+// The instant reaches the script through the NOW token of -args (the
+// scripts' clock argument), so nothing depends on how fast the server runs.
+//
+//	go run ./floor/seq -sha SHA -mode join -keys 2000 -rounds 4 \
+//		-key 'sluice:{user:%d}:abs:h' -args 'NOW 60000 600 1000 1 60600'
+//
+// floor/instr.sh uses it; -first and -last select the rounds to print, so
+// the first round (which creates the keys) can be sent apart.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	sha := flag.String("sha", "", "the script's SHA1 (SCRIPT LOAD)")
+	mode := flag.String("mode", "join", "join: all rounds at one instant; open: rounds 700 ms apart")
+	keys := flag.Int("keys", 2000, "keys per round")
+	first := flag.Int("first", 1, "first round to print")
+	last := flag.Int("last", 4, "last round to print")
+	keyFmt := flag.String("key", "k:%d", "the key, with %d for its number")
+	args := flag.String("args", "", "ARGV, space-separated; NOW is replaced by the round's instant in ms")
+	flag.Parse()
+	if *sha == "" || (*mode != "join" && *mode != "open") {
+		flag.Usage()
+		os.Exit(2)
+	}
+	const t0 = 1732270000000
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	for r := 1; r <= *last; r++ {
+		now := int64(t0)
+		if *mode == "open" {
+			now += int64(r-1) * 700
+		}
+		argv := strings.Fields(strings.ReplaceAll(*args, "NOW", strconv.FormatInt(now, 10)))
+		if r < *first {
+			continue
+		}
+		for k := 0; k < *keys; k++ {
+			parts := append([]string{"EVALSHA", *sha, "1", fmt.Sprintf(*keyFmt, k)}, argv...)
+			fmt.Fprintf(w, "*%d\r\n", len(parts))
+			for _, p := range parts {
+				fmt.Fprintf(w, "$%d\r\n%s\r\n", len(p), p)
+			}
+		}
+	}
+}
