@@ -22,9 +22,9 @@ type Base struct {
 	// Cfg.CacheMs boxed once, for the argument list of every script call
 	// (boxing an int64 of 256 or more allocates).
 	W, B, TTL, Cache any
-	pkg    string // "redisabs", "redissup": the prefix of every error
-	strat  string // key.Absolute or key.Suppressed
-	closed atomic.Bool
+	pkg              string // "redisabs", "redissup": the prefix of every error
+	strat            string // key.Absolute or key.Suppressed
+	closed           atomic.Bool
 }
 
 // Init checks the client, resolves opts and fills b. A nil client
