@@ -45,6 +45,16 @@ local soft = num(m[7]) or 0
 local hard = num(m[8]) or 0
 local buckets -- after a scan: the live buckets {start, count, declined}, oldest first
 
+-- offered reads a closed bucket's offered units from its value, offered *
+-- 2^32 + link or -offered (see sup_inc.lua; a plain count is an earlier
+-- layout's).
+local function offered(v)
+  v = tonumber(v)
+  if v >= 4294967296 then return (v - v % 4294967296) / 4294967296 end
+  if v < 0 then return -v end
+  return v
+end
+
 local function scan()
   local all = redis.call('HGETALL', h)
   local count, dec, starts = {}, {}, {}
@@ -53,7 +63,7 @@ local function scan()
     local c = string.byte(f, 1)
     if c >= 48 and c <= 57 then
       local s = tonumber(f)
-      count[s] = tonumber(all[i + 1])
+      count[s] = offered(all[i + 1])
       starts[#starts + 1] = s
     elseif c == 100 then
       dec[tonumber(string.sub(f, 2))] = tonumber(all[i + 1])
@@ -106,7 +116,7 @@ local function retryAfter(held, cost, cap)
     local acc = ncount - ndec
     if oldest ~= newest then
       local v = redis.call('HMGET', h, fmt(oldest), 'd' .. fmt(oldest))
-      acc = (num(v[1]) or 0) - (num(v[2]) or 0)
+      acc = (v[1] and offered(v[1]) or 0) - (num(v[2]) or 0)
     end
     if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
       return oldest + w - now

@@ -22,6 +22,16 @@ if not m[4] or not nc or not m[3] or now - tonumber(m[4]) >= w then
 end
 local used = tonumber(m[1] or 0)
 local declined = tonumber(m[2] or 0)
+-- offered reads a closed bucket's offered units from its value, offered *
+-- 2^32 + link or -offered (see sup_inc.lua; a plain count is an earlier
+-- layout's).
+local function offered(v)
+  v = tonumber(v)
+  if v >= 4294967296 then return (v - v % 4294967296) / 4294967296 end
+  if v < 0 then return -v end
+  return v
+end
+
 if now - tonumber(m[3]) >= w then
   -- Expired buckets are still stored: count only the live ones, starting
   -- with the newest ("nc", "nd"), which is live.
@@ -32,7 +42,7 @@ if now - tonumber(m[3]) >= w then
     local f = all[i]
     local c = string.byte(f, 1)
     if c >= 48 and c <= 57 and now - tonumber(f) < w then
-      used = used + tonumber(all[i + 1])
+      used = used + offered(all[i + 1])
       live[f] = true
     end
   end

@@ -26,9 +26,11 @@
 --         all three).
 --
 -- Hash fields: "n" the newest bucket's start, "nc" the units offered in
--- it and "nd" those declined; "<start>" the units offered in an older
--- bucket starting at <start> ms, "d<start>" those declined in it (only when
--- > 0); "u" the sum of all bucket counts (observed), "x" the sum of the
+-- it and "nd" those declined; "<start>" an older bucket starting at
+-- <start> ms: the units offered in it and the link to the next bucket,
+-- offered * 2^32 + (next start - start), or -offered when offered >= 2^21
+-- (no link; a plain count is an earlier layout's); "d<start>" the units
+-- declined in it (only when > 0); "u" the sum of all bucket counts (observed), "x" the sum of the
 -- declined counts (only when > 0), "o" the oldest bucket start, "c" and
 -- "hc" the soft and hard capacities of the latest Inc, "f" the cached
 -- factor in ppm computed at "ft" ms. The newest bucket stays in "n", "nc",
@@ -72,7 +74,8 @@ local moved = m[9] ~= ARGV[4] or m[10] ~= ARGV[5]
 local hasx = m[2] and true or false
 -- Without "nc" (damaged, or written by an earlier layout) the hash is absent.
 local live = newest ~= nil and ncount ~= nil and oldest ~= nil and now - newest < w
-local scanned = false
+local P = 4294967296 -- 2^32: a closed bucket's value is offered * P + link
+local expired = false -- dead buckets were found: "o" (and "x") must be rewritten
 local buckets -- after a scan: the live buckets {start, count, declined}, oldest first
 
 -- A key without a live bucket is absent: its capacities and cached factor
@@ -83,12 +86,47 @@ if not live then
   ncount, ndec = 0, 0
 end
 
+-- Expire along the links: drop the buckets that died since the last write,
+-- oldest first, one HMGET (offered and declined) each. A missing or broken
+-- link leaves the call to scan below (linked false).
+local linked, gone = true, nil -- gone: the fields of dead buckets
+if live and now - oldest >= w then
+  expired, gone = true, {}
+  local f = m[3]
+  while now - oldest >= w do
+    local df = 'd' .. f
+    local v = redis.call('HMGET', h, f, df)
+    local off = v[1] and v[1] + 0
+    local link = off and off % P
+    if not off or off < P or link < 1 then linked = false break end
+    used = used - (off - link) / P
+    gone[#gone + 1] = f
+    if v[2] then
+      declined = declined - v[2]
+      gone[#gone + 1] = df
+    end
+    oldest = oldest + link
+    f = fmt('%d', oldest)
+  end
+  -- the links must end at the newest bucket with its counts left
+  if linked and (oldest > newest or oldest == newest and (used ~= ncount or declined ~= ndec)) then
+    linked = false
+  end
+end
+
 local cost = math.max(n, 1)
--- The helpers below are made only for a call that may need them: one whose
--- oldest bucket died, or one above the soft capacity (a closure costs
--- about as much as parsing three numbers).
-local scan, factor, retryAfter
-if (live and now - oldest >= w) or used - declined + cost > soft then
+-- The helpers below are made only for a call that may need them: one that
+-- must scan (a missing or broken link), or one above the soft capacity (a
+-- closure costs about as much as parsing three numbers).
+local scan, factor, retryAfter, countOf
+if not linked or used - declined + cost > soft then
+  -- countOf reads the units offered in a closed bucket from its value.
+  countOf = function(v)
+    if v >= P then return (v - v % P) / P end
+    if v < 0 then return -v end
+    return v -- an earlier layout's plain count
+  end
+
   -- scan reads every bucket of the hash, oldest first; the newest, kept in
   -- meta fields, is the last.
   scan = function()
@@ -99,7 +137,7 @@ if (live and now - oldest >= w) or used - declined + cost > soft then
       local c = string.byte(f, 1)
       if c >= 48 and c <= 57 then -- a digit: a bucket
         local s = tonumber(f)
-        count[s] = tonumber(all[i + 1])
+        count[s] = countOf(tonumber(all[i + 1]))
         starts[#starts + 1] = s
       elseif c == 100 then -- 'd': a bucket's declined units
         dec[tonumber(string.sub(f, 2))] = tonumber(all[i + 1])
@@ -152,17 +190,19 @@ if (live and now - oldest >= w) or used - declined + cost > soft then
       local acc = ncount - ndec
       if oldest ~= newest then
         local v = redis.call('HMGET', h, fmt('%d', oldest), 'd' .. fmt('%d', oldest))
-        acc = (tonumber(v[1]) or 0) - (tonumber(v[2]) or 0)
+        acc = countOf(tonumber(v[1]) or 0) - (tonumber(v[2]) or 0)
       end
       if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
         return oldest + w - now
       end
       buckets = scan()
     end
+    -- A scan made here may still hold the dead buckets that the links
+    -- dropped from the counts (a peek deletes nothing): skip them.
     local freed = 0
     for _, bk in ipairs(buckets) do
       local u = bk[2] - bk[3]
-      if u ~= 0 then
+      if u ~= 0 and now - bk[1] < w then
         freed = freed + u
         if held - freed + cost <= cap or freed >= held then return bk[1] + w - now end
       end
@@ -171,12 +211,12 @@ if (live and now - oldest >= w) or used - declined + cost > soft then
   end
 end
 
--- Expire: a bucket is live while now - start < W.
-if live and now - oldest >= w then
-  scanned = true
+-- Expire by a scan where the links could not: a bucket is live while
+-- now - start < W.
+if not linked then
   buckets = {}
   used, declined = 0, 0
-  local gone = {}
+  gone = {}
   for _, bk in ipairs(scan()) do
     if now - bk[1] < w then
       buckets[#buckets + 1] = bk
@@ -188,10 +228,10 @@ if live and now - oldest >= w then
     end
   end
   oldest = buckets[1][1]
-  if write then
-    for i = 1, #gone, 1000 do
-      redis.call('HDEL', h, unpack(gone, i, math.min(i + 999, #gone)))
-    end
+end
+if write and gone then
+  for i = 1, #gone, 1000 do
+    redis.call('HDEL', h, unpack(gone, i, math.min(i + 999, #gone)))
   end
 end
 
@@ -228,9 +268,9 @@ if write then
   end
   used = used + n
   declined = declined + dec
-  local writex = declined > 0 and (dec > 0 or scanned or not hasx)
+  local writex = declined > 0 and (dec > 0 or expired or not hasx)
   local writef = computed and cache > 0
-  if joins and dec == 0 and not (scanned or moved or writex or writef) then
+  if joins and dec == 0 and not (expired or moved or writex or writef) then
     -- The common call: two front fields, no table.
     ncount = ncount + n
     redis.call('HSET', h, 'nc', fmt('%d', ncount), 'u', fmt('%d', used))
@@ -243,22 +283,26 @@ if write then
         meta[#meta + 1] = 'nd'
         meta[#meta + 1] = fmt('%d', ndec)
       end
-      if scanned then
+      if expired then
         meta[#meta + 1] = 'o'
         meta[#meta + 1] = fmt('%d', oldest)
       end
     else
       meta = {'n', fmt('%d', start), 'nc', ARGV[6], 'nd', fmt('%d', dec), 'u', fmt('%d', used)}
       if live then
-        -- The newest bucket so far becomes ordinary fields, written as read.
+        -- The newest bucket so far becomes ordinary fields: its offered
+        -- units with the link to the new bucket, its declined units as
+        -- read.
+        local closed = -ncount
+        if ncount < 2097152 then closed = ncount * P + (start - newest) end
         meta[#meta + 1] = m[4]
-        meta[#meta + 1] = m[7]
+        meta[#meta + 1] = fmt('%d', closed)
         if ndec > 0 then
           meta[#meta + 1] = 'd' .. m[4]
           meta[#meta + 1] = m[8]
         end
       end
-      if not live or scanned then
+      if not live or expired then
         if not live then oldest = start end
         meta[#meta + 1] = 'o'
         meta[#meta + 1] = fmt('%d', oldest)

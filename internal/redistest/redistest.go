@@ -1,8 +1,10 @@
 package redistest
 
 import (
+	"context"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -175,4 +177,26 @@ func sanitize(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// CommandCalls returns how many times c's server has run cmd (in lower
+// case, such as "hgetall") since its statistics were last reset (CONFIG
+// RESETSTAT), the commands that scripts make included, from INFO
+// commandstats. Use a private server (StartServer): a shared one counts
+// every test's commands.
+func CommandCalls(t testing.TB, c *redis.Client, cmd string) int {
+	t.Helper()
+	stats, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	m := regexp.MustCompile(`(?m)^cmdstat_` + regexp.QuoteMeta(cmd) + `:calls=(\d+)`).FindStringSubmatch(stats)
+	if m == nil {
+		return 0
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		t.Fatalf("INFO commandstats: %s calls %q: %v", cmd, m[1], err)
+	}
+	return n
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -800,24 +798,12 @@ func TestSteadyTrafficFollowsLinks(t *testing.T) {
 	if ur, ul := mustGet(t, lr, "k"), mustGet(t, ll, "k"); ur != ul {
 		t.Fatalf("Get = %+v from redisabs, %+v from local", ur, ul)
 	}
-	stats, err := c.Info(ctx, "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	count := func(cmd string) int {
-		m := regexp.MustCompile(`cmdstat_` + cmd + `:calls=(\d+)`).FindStringSubmatch(stats)
-		if m == nil {
-			return 0
-		}
-		n, _ := strconv.Atoi(m[1])
-		return n
-	}
-	if n := count("hgetall"); n != 0 {
+	if n := redistest.CommandCalls(t, c, "hgetall"); n != 0 {
 		t.Errorf("HGETALL ran %d times in %d calls of steady traffic, want 0", n, calls)
 	}
 	// Buckets die from the first second on, one per 10 ms: about 260 in all,
 	// each found with one HGET by the call after its death.
-	if n := count("hget"); n < 200 || n > calls {
+	if n := redistest.CommandCalls(t, c, "hget"); n < 200 || n > calls {
 		t.Errorf("HGET ran %d times, want one per dead bucket (about 260)", n)
 	}
 	if n, _ := c.HLen(ctx, hashOf(t, prefix, "k")).Result(); n > 100+5 {

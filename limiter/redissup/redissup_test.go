@@ -179,6 +179,9 @@ func TestHashLayout(t *testing.T) {
 	rate := limiter.PerSecond(10) // S = 10, H = 15
 	t0 := conformance.Start.UnixMilli()
 	ms := func(v int64) string { return strconv.FormatInt(v, 10) }
+	// A closed bucket's value: the units offered in it, and the link to the
+	// next bucket's start.
+	closed := func(offered, link int64) string { return strconv.FormatInt(offered<<32+link, 10) }
 	check := func(step string, want map[string]string) {
 		t.Helper()
 		got, err := c.HGetAll(ctx, h).Result()
@@ -203,7 +206,7 @@ func TestHashLayout(t *testing.T) {
 	if d := mustInc(t, l, "k", rate, 2); !d.Allowed || d.Outcome != limiter.Suppressed {
 		t.Fatalf("Inc(k, 2) = %s, want suppressed and admitted", conformance.Format(d))
 	}
-	check("Inc 2", map[string]string{ms(t0): "10", "n": ms(t1), "nc": "2", "nd": "0", "u": "12", "o": ms(t0),
+	check("Inc 2", map[string]string{ms(t0): closed(10, 100), "n": ms(t1), "nc": "2", "nd": "0", "u": "12", "o": ms(t0),
 		"c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
 
 	// Beyond hard: refused, counted as observed and declined in the same
@@ -211,29 +214,29 @@ func TestHashLayout(t *testing.T) {
 	if d := mustInc(t, l, "k", rate, 6); d.Allowed {
 		t.Fatalf("Inc(k, 6) = %s, want refused", conformance.Format(d))
 	}
-	check("Inc 6 refused", map[string]string{ms(t0): "10", "n": ms(t1), "nc": "8", "nd": "6", "u": "18", "x": "6",
+	check("Inc 6 refused", map[string]string{ms(t0): closed(10, 100), "n": ms(t1), "nc": "8", "nd": "6", "u": "18", "x": "6",
 		"o": ms(t0), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
 
 	// t0's bucket dies: the write deletes it and recomputes the totals.
 	clk.Advance(900 * time.Millisecond)
 	t2 := t0 + 1000
 	mustInc(t, l, "k", rate, 1)
-	check("oldest bucket dead", map[string]string{ms(t1): "8", "d" + ms(t1): "6", "n": ms(t2), "nc": "1", "nd": "0",
+	check("oldest bucket dead", map[string]string{ms(t1): closed(8, 900), "d" + ms(t1): "6", "n": ms(t2), "nc": "1", "nd": "0",
 		"u": "9", "x": "6", "o": ms(t1), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
 
 	// t1's bucket dies with its declined units: "x" goes too.
 	clk.Advance(100 * time.Millisecond)
 	t3 := t0 + 1100
 	mustInc(t, l, "k", rate, 1)
-	check("declined bucket dead", map[string]string{ms(t2): "1", "n": ms(t3), "nc": "1", "nd": "0", "u": "2",
+	check("declined bucket dead", map[string]string{ms(t2): closed(1, 100), "n": ms(t3), "nc": "1", "nd": "0", "u": "2",
 		"o": ms(t2), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
 
 	// A peek writes nothing; the latest rate is stored.
 	mustInc(t, l, "k", limiter.PerSecond(20), 0)
-	check("peek", map[string]string{ms(t2): "1", "n": ms(t3), "nc": "1", "nd": "0", "u": "2",
+	check("peek", map[string]string{ms(t2): closed(1, 100), "n": ms(t3), "nc": "1", "nd": "0", "u": "2",
 		"o": ms(t2), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
 	mustInc(t, l, "k", limiter.PerSecond(20), 1)
-	check("new rate", map[string]string{ms(t2): "1", "n": ms(t3), "nc": "2", "nd": "0", "u": "3",
+	check("new rate", map[string]string{ms(t2): closed(1, 100), "n": ms(t3), "nc": "2", "nd": "0", "u": "3",
 		"o": ms(t2), "c": "20", "hc": "30", "f": "0", "ft": ms(t1)})
 }
 
@@ -600,5 +603,58 @@ func TestEarlierLayoutIsAbsent(t *testing.T) {
 	want := map[string]string{"n": now, "nc": "1", "nd": "0", "u": "1", "o": now, "c": "10", "hc": "15"}
 	if got := c.HGetAll(ctx, h).Val(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("HGETALL = %v, want %v", got, want)
+	}
+}
+
+// TestSteadyTrafficFollowsLinks is the regression test of a key under steady
+// traffic reading its whole hash on every other call (see the test of the
+// same name in redisabs): a dead bucket costs one HMGET of its offered and
+// declined units, never an HGETALL. Decisions are checked against the
+// local provider throughout.
+func TestSteadyTrafficFollowsLinks(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(srv.Options())
+	t.Cleanup(func() { c.Close() })
+	clk := conformance.NewClock()
+	opts := []limiter.Option{limiter.WithWindow(time.Second), limiter.WithBucket(10 * time.Millisecond),
+		limiter.WithHardLimitFactor(1.5), limiter.WithRandom(conformance.NewSeq(0.5).Float64)}
+	prefix := redistest.Prefix(t)
+	lr := newLimiter(t, c, with(opts, limiter.WithPrefix(prefix), limiter.WithClock(clk))...)
+	ll := localFactory(t, clk, opts...)
+	defer ll.Close(ctx)
+	rate := limiter.PerSecond(1000) // below the soft capacity: every call writes
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const calls = 600 // 3.6 s of traffic, 6 ms apart: 2.6 windows of deaths
+	for i := 0; i < calls; i++ {
+		clk.Advance(6 * time.Millisecond)
+		dr, err := lr.Inc(ctx, "k", rate, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dl, err := ll.Inc(ctx, "k", rate, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dr != dl {
+			t.Fatalf("call %d: Inc = %s from redissup, %s from local", i, conformance.Format(dr), conformance.Format(dl))
+		}
+	}
+	ur, err := lr.Get(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ul, _ := ll.Get(ctx, "k"); ur != ul {
+		t.Fatalf("Get = %+v from redissup, %+v from local", ur, ul)
+	}
+	if n := redistest.CommandCalls(t, c, "hgetall"); n != 0 {
+		t.Errorf("HGETALL ran %d times in %d calls of steady traffic, want 0", n, calls)
+	}
+	// Buckets die from the first second on, one per 10 ms: about 260 in
+	// all, each read with one HMGET by the call after its death (besides
+	// every call's HMGET of the meta fields).
+	if n := redistest.CommandCalls(t, c, "hmget"); n < calls+200 || n > 2*calls {
+		t.Errorf("HMGET ran %d times, want one per call and one per dead bucket (about %d)", n, calls+260)
 	}
 }
