@@ -30,10 +30,12 @@
 -- <start> ms: the units offered in it and the link to the next bucket,
 -- offered * 2^32 + (next start - start), or -offered when offered >= 2^21
 -- (no link; a plain count is an earlier layout's); "d<start>" the units
--- declined in it (only when > 0); "u" the sum of all bucket counts (observed), "x" the sum of the
--- declined counts (only when > 0), "o" the oldest bucket start, "c" and
--- "hc" the soft and hard capacities of the latest Inc, "f" the cached
--- factor in ppm computed at "ft" ms. The newest bucket stays in "n", "nc",
+-- declined in it (only when > 0); "u" the sum of all bucket counts
+-- (observed), "x" the sum of the declined counts, "o" the oldest bucket
+-- start, "c" and "hc" the soft and hard capacities of the latest Inc, "f"
+-- the cached factor in ppm computed at "ft" ms (ft 0: none cached). "x",
+-- "f" and "ft" exist from a key's first call on (an earlier layout's hash
+-- may lack them: absent reads as 0). The newest bucket stays in "n", "nc",
 -- "nd" until a newer one opens, so joining it writes a few front fields
 -- (docs/data-model.md). The script never calls math.random: the draw is an
 -- argument. ARGV[4], ARGV[5] and ARGV[6] are stored as sent, so they must be
@@ -158,7 +160,7 @@ if not linked or used - declined + cost > soft then
   factor = function()
     if live and cache > 0 and m[5] and m[6] then
       local fppm, fat = m[5] + 0, m[6] + 0
-      if now - fat < cache then return fppm, false end
+      if fat > 0 and now - fat < cache then return fppm, false end -- ft 0: none
     end
     local r = math.min(w, 1000)
     local recent = 0
@@ -268,7 +270,10 @@ if write then
   end
   used = used + n
   declined = declined + dec
-  local writex = declined > 0 and (dec > 0 or expired or not hasx)
+  -- "x", "f" and "ft" are written from a key's first call on, 0 included,
+  -- so that the HMGET of every call finds them at the front of the hash:
+  -- a field that is absent costs a walk of the whole listpack.
+  local writex = dec > 0 or expired or not hasx
   local writef = computed and cache > 0
   if joins and dec == 0 and not (expired or moved or writex or writef) then
     -- The common call: two front fields, no table.
@@ -324,13 +329,12 @@ if write then
       meta[#meta + 1] = fmt('%d', f)
       meta[#meta + 1] = 'ft'
       meta[#meta + 1] = fmt('%d', now)
+    elseif not live then
+      meta[#meta + 1], meta[#meta + 2], meta[#meta + 3], meta[#meta + 4] = 'f', '0', 'ft', '0'
     end
     redis.call('HSET', h, unpack(meta))
   end
   live = true
-  if declined == 0 and hasx then
-    redis.call('HDEL', h, 'x')
-  end
   redis.call('PEXPIRE', h, ttl)
 end
 

@@ -197,7 +197,8 @@ func TestHashLayout(t *testing.T) {
 	}
 
 	mustInc(t, l, "k", rate, 10)
-	check("Inc 10", map[string]string{"n": ms(t0), "nc": "10", "nd": "0", "u": "10", "o": ms(t0), "c": "10", "hc": "15"})
+	check("Inc 10", map[string]string{"n": ms(t0), "nc": "10", "nd": "0", "u": "10", "x": "0", "o": ms(t0), "c": "10", "hc": "15",
+		"f": "0", "ft": "0"})
 
 	// Between soft and hard: the factor (0: 10 observed over 1 s at 10/s)
 	// is computed and cached with its time.
@@ -206,7 +207,7 @@ func TestHashLayout(t *testing.T) {
 	if d := mustInc(t, l, "k", rate, 2); !d.Allowed || d.Outcome != limiter.Suppressed {
 		t.Fatalf("Inc(k, 2) = %s, want suppressed and admitted", conformance.Format(d))
 	}
-	check("Inc 2", map[string]string{ms(t0): closed(10, 100), "n": ms(t1), "nc": "2", "nd": "0", "u": "12", "o": ms(t0),
+	check("Inc 2", map[string]string{ms(t0): closed(10, 100), "n": ms(t1), "nc": "2", "nd": "0", "u": "12", "x": "0", "o": ms(t0),
 		"c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
 
 	// Beyond hard: refused, counted as observed and declined in the same
@@ -224,19 +225,19 @@ func TestHashLayout(t *testing.T) {
 	check("oldest bucket dead", map[string]string{ms(t1): closed(8, 900), "d" + ms(t1): "6", "n": ms(t2), "nc": "1", "nd": "0",
 		"u": "9", "x": "6", "o": ms(t1), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
 
-	// t1's bucket dies with its declined units: "x" goes too.
+	// t1's bucket dies with its declined units: "x" drops to 0.
 	clk.Advance(100 * time.Millisecond)
 	t3 := t0 + 1100
 	mustInc(t, l, "k", rate, 1)
-	check("declined bucket dead", map[string]string{ms(t2): closed(1, 100), "n": ms(t3), "nc": "1", "nd": "0", "u": "2",
+	check("declined bucket dead", map[string]string{ms(t2): closed(1, 100), "n": ms(t3), "nc": "1", "nd": "0", "u": "2", "x": "0",
 		"o": ms(t2), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
 
 	// A peek writes nothing; the latest rate is stored.
 	mustInc(t, l, "k", limiter.PerSecond(20), 0)
-	check("peek", map[string]string{ms(t2): closed(1, 100), "n": ms(t3), "nc": "1", "nd": "0", "u": "2",
+	check("peek", map[string]string{ms(t2): closed(1, 100), "n": ms(t3), "nc": "1", "nd": "0", "u": "2", "x": "0",
 		"o": ms(t2), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
 	mustInc(t, l, "k", limiter.PerSecond(20), 1)
-	check("new rate", map[string]string{ms(t2): closed(1, 100), "n": ms(t3), "nc": "2", "nd": "0", "u": "3",
+	check("new rate", map[string]string{ms(t2): closed(1, 100), "n": ms(t3), "nc": "2", "nd": "0", "u": "3", "x": "0",
 		"o": ms(t2), "c": "20", "hc": "30", "f": "0", "ft": ms(t1)})
 }
 
@@ -273,7 +274,7 @@ func TestDeadKeyStartsAfresh(t *testing.T) {
 		t.Fatalf("Inc(k, 12) on a dead key = %s, want admitted with factor 0", conformance.Format(d))
 	}
 	now := strconv.FormatInt(clk.Now().UnixMilli(), 10)
-	want := map[string]string{"n": now, "nc": "12", "nd": "0", "u": "12", "o": now, "c": "10", "hc": "20", "f": "0", "ft": now}
+	want := map[string]string{"n": now, "nc": "12", "nd": "0", "u": "12", "x": "0", "o": now, "c": "10", "hc": "20", "f": "0", "ft": now}
 	if got := c.HGetAll(ctx, h).Val(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("HGETALL = %v, want %v", got, want)
 	}
@@ -600,7 +601,7 @@ func TestEarlierLayoutIsAbsent(t *testing.T) {
 	if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); !d.Allowed || d.Remaining != 9 {
 		t.Fatalf("Inc on an earlier-layout hash = %s, want allowed with 9 remaining", conformance.Format(d))
 	}
-	want := map[string]string{"n": now, "nc": "1", "nd": "0", "u": "1", "o": now, "c": "10", "hc": "15"}
+	want := map[string]string{"n": now, "nc": "1", "nd": "0", "u": "1", "x": "0", "o": now, "c": "10", "hc": "15", "f": "0", "ft": "0"}
 	if got := c.HGetAll(ctx, h).Val(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("HGETALL = %v, want %v", got, want)
 	}
