@@ -15,15 +15,17 @@ if now == 0 then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local m = redis.call('HMGET', h, 'c', 'u', 'o', 'n', 'nc')
-local nc = tonumber(m[5])
-if not m[4] or nc == nil or now - tonumber(m[4]) >= w then return {0, 0} end
+local mv = redis.call('HGET', h, 'm')
+local cs, us, os, ns, ncs
+if mv then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
+if not ns or now - tonumber(ns) >= w then return {0, 0} end
 
-local used = tonumber(m[2])
-local oldest = tonumber(m[3])
-if used == nil or oldest == nil or now - oldest >= w then
+local nc = tonumber(ncs)
+local used = tonumber(us)
+local oldest = tonumber(os)
+if now - oldest >= w then
   -- Dead buckets are still stored: sum the live ones. The newest bucket
-  -- ("n", "nc") is live.
+  -- (in "m") is live.
   -- A closed bucket's value is count * 2^32 + link, or -count (see
   -- abs_inc.lua; a plain count is an earlier layout's).
   local all = redis.call('HGETALL', h)
@@ -41,4 +43,4 @@ if used == nil or oldest == nil or now - oldest >= w then
     end
   end
 end
-return {used, tonumber(m[1]) or 0}
+return {used, tonumber(cs)}

@@ -16,21 +16,25 @@
 -- ARGV[4] and ARGV[5] are stored as sent, so they must be plain decimals
 -- (as go-redis sends an int64).
 --
--- The hash (docs/data-model.md): meta fields "c" the stored capacity, "u"
--- the sum of all stored bucket counts, "o" the oldest stored bucket start,
--- "n" the newest bucket's start and "nc" its count; and one field
--- "<start ms>" (decimal) for every older bucket, whose value links it to
--- the next: count * 2^32 + (next start - start), or -count for a count of
--- 2^21 or more (no link: the sum would not fit a double exactly). The
--- newest bucket lives in "n"/"nc" until a newer one opens, so that joining
--- it (nearly every call on a busy key) is one HSET of two fields at the
--- front of the hash. Buckets with now - start >= W are dead: they are
+-- The hash (docs/data-model.md): one meta field "m", five decimals
+-- separated by spaces, "<c> <u> <o> <n> <nc>": c the stored capacity, u the
+-- sum of all stored bucket counts, o the oldest stored bucket start, n the
+-- newest bucket's start and nc its count; and one field "<start ms>"
+-- (decimal) for every older bucket, whose value links it to the next:
+-- count * 2^32 + (next start - start), or -count for a count of 2^21 or
+-- more (no link: the sum would not fit a double exactly). The newest bucket
+-- lives in "m" until a newer one opens, so that joining it (nearly every
+-- call on a busy key) rewrites the one meta field at the front of the hash;
+-- one field costs Redis less to read and write than five (about 10,000
+-- instructions a call), and it holds the capacity as the call sent it, so
+-- the latest rate is stored by every write at no extra cost. Buckets with now - start >= W are dead: they are
 -- ignored at once and deleted by the next write that finds them. The
 -- links make that one HGET per dead bucket, oldest first; only a bucket
 -- without a link (-count, or a plain count written by an earlier layout)
 -- makes a call read the whole hash. A hash without a live bucket is an
--- absent key; one without "nc" (an earlier layout) too. A meta field that
--- is not a number fails the call with a script error.
+-- absent key; one whose "m" is not five decimals too, and one without "m"
+-- (an earlier layout, whose fields this script ignores) reads as absent. A
+-- bucket value that is not a number fails the call with a script error.
 --
 -- Reply, three forms (internal/redisx.Decision reads them all):
 --   an integer r ≥ 0: an Inc or peek (ARGV[4] > 0) admitted below capacity
@@ -60,39 +64,37 @@ end
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
 
 local P = 4294967296 -- 2^32: a closed bucket's value is count * P + link
-local m = redis.call('HMGET', h, 'c', 'u', 'o', 'n', 'nc')
+local mv = redis.call('HGET', h, 'm')
+-- cs, us, os, ns, ncs: the meta values as stored (strings)
+local cs, us, os, ns, ncs
+if mv then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
 local live, stale, fresh = false, false, false
 local used, oldest, newest, ncount = 0, 0, 0, 0
-if m[4] then
-  if not m[5] then
-    stale = true -- no "nc": an earlier layout, read as absent
+if ns then
+  newest = ns + 0
+  if now - newest >= w then
+    stale = true -- every bucket is dead: absent
   else
-    newest = m[4] + 0
-    if now - newest >= w then
-      stale = true -- every bucket is dead: absent
-    else
-      live = true
-      ncount = m[5] + 0
-      if m[2] and m[3] then
-        used, oldest = m[2] + 0, m[3] + 0
-        fresh = now - oldest < w -- no stored bucket has died
-      end
-    end
+    live = true
+    used, oldest, ncount = us + 0, os + 0, ncs + 0
+    fresh = now - oldest < w -- no stored bucket has died
   end
+elseif mv then
+  stale = true -- "m" unreadable: absent
 end
 
 if c == 0 then
   if not live then return {0, 0, 0} end
-  c = (m[1] or 0) + 0
+  c = cs + 0
 end
-local moved = m[1] ~= ARGV[4] -- the capacity to store differs from the stored one
+local moved = cs ~= ARGV[4] -- the capacity to store differs from the stored one
 
 -- Expire along the links: drop the buckets that died since the last write,
 -- oldest first, one HGET each. dead (the fields to delete) is set once the
 -- oldest start has moved, by the links or by a scan below. A missing or
 -- broken link leaves the call to scan.
-local dead, ofield = nil, m[3] -- ofield: the oldest bucket's field name
-if live and not fresh and m[2] and m[3] then
+local dead, ofield = nil, os -- ofield: the oldest bucket's start as a string
+if live and not fresh then
   dead = {}
   fresh = true
   while now - oldest >= w do
@@ -163,49 +165,24 @@ if n > 0 then
   if allowed then
     used = used + n
     if not live then
-      local s = fmt('%d', now)
-      redis.call('HSET', h, 'c', ARGV[4], 'u', ARGV[5], 'o', s, 'n', s, 'nc', ARGV[5])
+      local s0 = fmt('%d', now)
+      redis.call('HSET', h, 'm', ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ARGV[5])
       newest, live = now, true
+    elseif now - newest < b then
+      -- Join the newest bucket.
+      redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', ARGV[4], used, ofield, ns, ncount + n))
     else
-      -- Join the newest bucket, or open one (the newest becomes an
-      -- ordinary field, written as it was read). Besides, only the meta
-      -- fields that changed: the capacity when it moved, the oldest start
-      -- after a scan; the common call has neither and builds no table.
-      local joining = now - newest < b
-      local nc, u, closed = ARGV[5], fmt('%d', used), nil
-      if joining then
-        nc = fmt('%d', ncount + n)
-      else
-        -- the closed bucket's value: its count and the link to now
-        closed = -ncount
-        if ncount < 2097152 then closed = ncount * P + (now - newest) end
-        closed = fmt('%d', closed)
-      end
-      -- After expiry (dead set) "o" moves to ofield, the oldest start.
-      if moved then
-        local args = {'HSET', h, 'nc', nc, 'u', u, 'c', ARGV[4]}
-        if not joining then
-          args[9], args[10], args[11], args[12] = m[4], closed, 'n', fmt('%d', now)
-        end
-        if dead then args[#args + 1], args[#args + 2] = 'o', ofield end
-        redis.call(unpack(args))
-      elseif joining then
-        if dead then
-          redis.call('HSET', h, 'nc', nc, 'u', u, 'o', ofield)
-        else
-          redis.call('HSET', h, 'nc', nc, 'u', u)
-        end
-      elseif dead then
-        redis.call('HSET', h, m[4], closed, 'n', fmt('%d', now), 'nc', nc, 'u', u, 'o', ofield)
-      else
-        redis.call('HSET', h, m[4], closed, 'n', fmt('%d', now), 'nc', nc, 'u', u)
-      end
-      if not joining then newest = now end
+      -- Open a bucket: the newest one becomes an ordinary field, its value
+      -- the count with the link to now.
+      local closed = -ncount
+      if ncount < 2097152 then closed = ncount * P + (now - newest) end
+      redis.call('HSET', h, ns, fmt('%d', closed), 'm', fmt('%s %d %s %d %s', ARGV[4], used, ofield, now, ARGV[5]))
+      newest = now
     end
     wrote = true
   elseif live and (dead or moved) then
-    -- the latest rate wins, even on a refusal
-    redis.call('HSET', h, 'c', ARGV[4], 'u', fmt('%d', used), 'o', ofield)
+    -- the latest rate wins, even on a refusal; the new totals after expiry
+    redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', ARGV[4], used, ofield, ns, ncount))
     wrote = true
   end
   if wrote and live then

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -113,6 +114,23 @@ type hashState struct {
 
 var metaFields = []string{"c", "hc", "u", "x", "o", "n", "nc", "nd", "f", "ft"}
 
+// parseInts reads want space-separated decimal integers.
+func parseInts(s string, want int) ([]int64, bool) {
+	parts := strings.Fields(s)
+	if len(parts) != want {
+		return nil, false
+	}
+	out := make([]int64, want)
+	for i, p := range parts {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return nil, false
+		}
+		out[i] = n
+	}
+	return out, true
+}
+
 func parseHash(fields map[string]string) hashState {
 	h := hashState{meta: map[string]int64{}, other: map[string]string{}}
 	byStart := map[int64]*bucket{}
@@ -129,6 +147,14 @@ func parseHash(fields map[string]string) hashState {
 		known[m] = true
 	}
 	for f, v := range fields {
+		if f == "m" { // absolute: "<c> <u> <o> <n> <nc>" in one field
+			if ns, ok := parseInts(v, 5); ok {
+				for i, name := range []string{"c", "u", "o", "n", "nc"} {
+					h.meta[name] = ns[i]
+				}
+				continue
+			}
+		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		switch {
 		case err != nil:

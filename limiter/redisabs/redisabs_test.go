@@ -380,8 +380,8 @@ func TestDeadBucketsAreDeleted(t *testing.T) {
 		mustInc(t, l, "k", rate, 1)
 		clk.Advance(time.Millisecond)
 	}
-	if n := c.HLen(ctx, h).Val(); n != 2600+4 {
-		t.Fatalf("HLEN = %d, want 2604 (2600 buckets and 4 meta fields)", n)
+	if n := c.HLen(ctx, h).Val(); n != 2599+1 {
+		t.Fatalf("HLEN = %d, want 2600 (2599 closed buckets and the meta field, which holds the newest)", n)
 	}
 	// The clock reads +2600 ms; at +7449 ms the buckets opened at 0 to
 	// 2449 ms are dead and the 150 opened at 2450 to 2599 ms are live.
@@ -393,8 +393,8 @@ func TestDeadBucketsAreDeleted(t *testing.T) {
 	if !d.Allowed || d.Remaining != 5000-151 {
 		t.Fatalf("Inc(k, 1) = %+v, want allowed with 4849 remaining", d)
 	}
-	if n := c.HLen(ctx, h).Val(); n != 151+4 {
-		t.Fatalf("HLEN after the write = %d, want 155", n)
+	if n := c.HLen(ctx, h).Val(); n != 150+1 {
+		t.Fatalf("HLEN after the write = %d, want 151 (150 closed buckets and the meta field)", n)
 	}
 	if u := mustGet(t, l, "k"); u.Used != 151 || u.Limit != 5000 {
 		t.Fatalf("Get(k) = %+v, want Used 151 Limit 5000", u)
@@ -426,7 +426,7 @@ func TestListpack(t *testing.T) {
 	for _, tc := range []struct {
 		buckets int
 		want    string
-	}{{100, "listpack"}, {128, "listpack"}, {max - 4, "listpack"}, {max - 3, "hashtable"}} {
+	}{{100, "listpack"}, {128, "listpack"}, {max, "listpack"}, {max + 1, "hashtable"}} {
 		t.Run(fmt.Sprint(tc.buckets), func(t *testing.T) {
 			clk := conformance.NewClock()
 			prefix := redistest.Prefix(t)
@@ -442,8 +442,9 @@ func TestListpack(t *testing.T) {
 				clk.Advance(b)
 			}
 			h := hashOf(t, prefix, "k")
-			if n := c.HLen(ctx, h).Val(); n != int64(tc.buckets)+4 {
-				t.Fatalf("HLEN = %d, want %d", n, tc.buckets+4)
+			// W/B − 1 closed buckets and the meta field, which holds the newest
+			if n := c.HLen(ctx, h).Val(); n != int64(tc.buckets) {
+				t.Fatalf("HLEN = %d, want %d", n, tc.buckets)
 			}
 			if enc := c.ObjectEncoding(ctx, h).Val(); enc != tc.want {
 				t.Fatalf("W/B = %d with hash-max-listpack-entries %d: OBJECT ENCODING = %q, want %q", tc.buckets, max, enc, tc.want)
@@ -683,11 +684,11 @@ func TestTTLUnderWithClockHasSlack(t *testing.T) {
 }
 
 // TestNewestBucketInMeta checks the layout docs/data-model.md describes:
-// the newest bucket lives in "n"/"nc" and becomes a field only when a newer
-// one opens; and that a hash in the earlier layout (the newest bucket as a
-// field, no "nc") reads as absent and is replaced by the next admitted Inc.
+// the meta field "m" holds "<c> <u> <o> <n> <nc>", the newest bucket among
+// them, which becomes a field only when a newer one opens; and that a hash
+// in an earlier layout (separate meta fields, no "m") reads as absent.
 func TestNewestBucketInMeta(t *testing.T) {
-	mr, c, clk := miniAt(t)
+	_, c, clk := miniAt(t)
 	prefix := redistest.Prefix(t)
 	l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(time.Second),
 		limiter.WithBucket(100*time.Millisecond), limiter.WithClock(clk))
@@ -700,34 +701,30 @@ func TestNewestBucketInMeta(t *testing.T) {
 	mustInc(t, l, "k", ten, 2)
 	clk.Advance(50 * time.Millisecond)
 	mustInc(t, l, "k", ten, 1) // joins
-	want := map[string]string{"c": "10", "u": "3", "o": fmt.Sprint(t0), "n": fmt.Sprint(t0), "nc": "3"}
+	want := map[string]string{"m": fmt.Sprintf("10 3 %d %d 3", t0, t0)}
 	if got, _ := c.HGetAll(ctx, h).Result(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after two calls in one bucket: HGETALL = %v, want %v", got, want)
 	}
 	clk.Advance(100 * time.Millisecond)
-	mustInc(t, l, "k", ten, 4) // opens a bucket at t0 + 150
+	mustInc(t, l, "k", limiter.PerSecond(20), 4) // opens a bucket at t0 + 150, at a new rate
 	// The closed bucket's value: its count 3 and the link to the next start, 150 ms on.
-	want = map[string]string{"c": "10", "u": "7", "o": fmt.Sprint(t0), "n": fmt.Sprint(t0 + 150), "nc": "4", fmt.Sprint(t0): fmt.Sprint(int64(3)<<32 + 150)}
+	want = map[string]string{"m": fmt.Sprintf("20 7 %d %d 4", t0, t0+150), fmt.Sprint(t0): fmt.Sprint(int64(3)<<32 + 150)}
 	if got, _ := c.HGetAll(ctx, h).Result(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after a second bucket: HGETALL = %v, want %v", got, want)
 	}
 
-	// The earlier layout: buckets as fields and no "nc".
-	mr.Del(h)
+	// The earlier layout: separate meta fields.
+	h2 := hashOf(t, prefix, "old")
 	now := clk.Now().UnixMilli()
-	mr.HSet(h, fmt.Sprint(now-200), "5", fmt.Sprint(now), "4", "c", "10", "u", "9", "o", fmt.Sprint(now-200), "n", fmt.Sprint(now))
-	if d, err := l.IsAllowed(ctx, "k"); err != nil || !d.Allowed || d.Limit != 0 {
+	c.HSet(ctx, h2, fmt.Sprint(now-200), "5", "c", "10", "u", "9", "o", fmt.Sprint(now-200), "n", fmt.Sprint(now), "nc", "4")
+	if d, err := l.IsAllowed(ctx, "old"); err != nil || !d.Allowed || d.Limit != 0 {
 		t.Fatalf("IsAllowed on an earlier-layout hash = %+v, %v; want allowed with Limit 0 (absent)", d, err)
 	}
-	if u := mustGet(t, l, "k"); u != (limiter.Usage{}) {
+	if u := mustGet(t, l, "old"); u != (limiter.Usage{}) {
 		t.Fatalf("Get on an earlier-layout hash = %+v, want zero", u)
 	}
-	if d := mustInc(t, l, "k", ten, 1); !d.Allowed || d.Remaining != 9 {
+	if d := mustInc(t, l, "old", ten, 1); !d.Allowed || d.Remaining != 9 {
 		t.Fatalf("Inc on an earlier-layout hash = %+v, want allowed with 9 remaining", d)
-	}
-	want = map[string]string{"c": "10", "u": "1", "o": fmt.Sprint(now), "n": fmt.Sprint(now), "nc": "1"}
-	if got, _ := c.HGetAll(ctx, h).Result(); !reflect.DeepEqual(got, want) {
-		t.Fatalf("after Inc on an earlier-layout hash: HGETALL = %v, want %v", got, want)
 	}
 }
 
@@ -745,7 +742,7 @@ func TestPlainBucketValues(t *testing.T) {
 	h := hashOf(t, prefix, "k")
 	now := clk.Now().UnixMilli()
 	ms := func(d int64) string { return fmt.Sprint(now + d) }
-	c.HSet(ctx, h, "c", "10", "u", "6", "o", ms(-900), "n", ms(-100), "nc", "1", ms(-900), "2", ms(-500), "3")
+	c.HSet(ctx, h, "m", "10 6 "+ms(-900)+" "+ms(-100)+" 1", ms(-900), "2", ms(-500), "3")
 	if u := mustGet(t, l, "k"); u != (limiter.Usage{Used: 6, Limit: 10}) {
 		t.Fatalf("Get = %+v, want Used 6, Limit 10", u)
 	}
@@ -756,7 +753,7 @@ func TestPlainBucketValues(t *testing.T) {
 	if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); !d.Allowed || d.Remaining != 5 {
 		t.Fatalf("Inc after the oldest died = %+v, want allowed with 5 remaining", d)
 	}
-	want := map[string]string{"c": "10", "u": "5", "o": ms(-500), "n": ms(150), "nc": "1",
+	want := map[string]string{"m": "10 5 " + ms(-500) + " " + ms(150) + " 1",
 		ms(-500): "3", ms(-100): fmt.Sprint(int64(1)<<32 + 250)}
 	if got, _ := c.HGetAll(ctx, h).Result(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("HGETALL = %v, want %v", got, want)
@@ -802,11 +799,12 @@ func TestSteadyTrafficFollowsLinks(t *testing.T) {
 		t.Errorf("HGETALL ran %d times in %d calls of steady traffic, want 0", n, calls)
 	}
 	// Buckets die from the first second on, one per 10 ms: about 260 in all,
-	// each found with one HGET by the call after its death.
-	if n := redistest.CommandCalls(t, c, "hget"); n < 200 || n > calls {
-		t.Errorf("HGET ran %d times, want one per dead bucket (about 260)", n)
+	// each found with one HGET by the call after its death, besides every
+	// call's HGET of the meta field.
+	if n := redistest.CommandCalls(t, c, "hget"); n < calls+200 || n > 2*calls+1 {
+		t.Errorf("HGET ran %d times, want one per call and one per dead bucket (about %d)", n, calls+260)
 	}
-	if n, _ := c.HLen(ctx, hashOf(t, prefix, "k")).Result(); n > 100+5 {
-		t.Errorf("the hash holds %d fields, want at most W/B + 5", n)
+	if n, _ := c.HLen(ctx, hashOf(t, prefix, "k")).Result(); n > 100+1 {
+		t.Errorf("the hash holds %d fields, want at most W/B + 1", n)
 	}
 }
