@@ -7,15 +7,17 @@
 #
 #   cd bench && bash floor/instr.sh [rev]
 #
-# rev (default HEAD~1's parent of the scripts, see below) adds rows for the
-# scripts as they were at that revision. Needs valgrind, redis-server and
+# rev, when given (a commit), adds rows for abs_inc.lua and sup_inc.lua as
+# they were at that commit. Needs valgrind, redis-server and
 # redis-cli (Debian: valgrind, redis-server, redis-tools) and Go.
 #
 # Each row runs a fresh server under callgrind, loads the script, sends one
 # round of calls over 2,000 keys (unmeasured: it creates the keys), then
 # three more rounds, and divides the instructions of those by their calls.
 # "join": every call joins its key's newest bucket; "open": every call opens
-# one (floor/seq). Both pass the clock as an argument, so neither calls
+# one; "steady": 200 keys called every 300 ms for 78 s, the last 40 rounds
+# measured, when the window is full and every other call finds its oldest
+# bucket dead (floor/seq). All pass the clock as an argument, so none calls
 # TIME; "TIME" rows read Redis TIME over 50 keys and 20 measured rounds,
 # which under valgrind's slowdown mixes joins with some opens.
 set -euo pipefail
@@ -31,8 +33,10 @@ if [[ -n $rev ]]; then
 	git show "$rev:scripts/sup_inc.lua" >"$tmp/sup_inc_rev.lua"
 fi
 
-count() { # script mode keyfmt args [keys rounds] → instructions per measured call
-	local script=$1 mode=$2 keyfmt=$3 args=$4 keys=${5:-2000} rounds=${6:-4}
+count() { # script mode keyfmt args [keys rounds measured] → instructions per measured call
+	local script=$1 mode=$2 keyfmt=$3 args=$4 keys=${5:-2000} rounds=${6:-4} measured=${7:-}
+	[[ -n $measured ]] || measured=$((rounds - 1))
+	local first=$((rounds - measured + 1))
 	local port=$((30000 + RANDOM % 20000)) out="$tmp/cg.$RANDOM"
 	valgrind --tool=callgrind --callgrind-out-file="$out" \
 		redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no >"$tmp/log" 2>&1 &
@@ -40,17 +44,17 @@ count() { # script mode keyfmt args [keys rounds] → instructions per measured 
 	for _ in $(seq 300); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 	local sha
 	sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$script")")
-	"$tmp/seq" -sha "$sha" -mode "$mode" -keys "$keys" -first 1 -last 1 -key "$keyfmt" -args "$args" |
+	"$tmp/seq" -sha "$sha" -mode "$mode" -keys "$keys" -first 1 -last $((first - 1)) -key "$keyfmt" -args "$args" |
 		redis-cli -p "$port" --pipe >/dev/null
 	callgrind_control -d "$vp" >/dev/null
-	"$tmp/seq" -sha "$sha" -mode "$mode" -keys "$keys" -first 2 -last "$rounds" -key "$keyfmt" -args "$args" |
+	"$tmp/seq" -sha "$sha" -mode "$mode" -keys "$keys" -first "$first" -last "$rounds" -key "$keyfmt" -args "$args" |
 		redis-cli -p "$port" --pipe >"$tmp/pipe"
 	callgrind_control -d "$vp" >/dev/null
 	grep -q 'errors: 0' "$tmp/pipe" || { echo "calls failed: $(cat "$tmp/pipe")" >&2; exit 1; }
 	kill "$vp"; wait "$vp" 2>/dev/null || true
 	local total
 	total=$(awk '/^summary:/{print $2}' "$out.2")
-	echo $((total / ((rounds - 1) * keys)))
+	echo $((total / (measured * keys)))
 }
 
 ABS='NOW 60000 600 1000 1 60600'
@@ -64,6 +68,8 @@ rows=(
 	"abs_inc.lua, open|../scripts/abs_inc.lua|open|$AK|$ABS"
 	"sup_inc.lua, join|../scripts/sup_inc.lua|join|$SK|$SUP"
 	"sup_inc.lua, open|../scripts/sup_inc.lua|open|$SK|$SUP"
+	"abs_inc.lua, steady|../scripts/abs_inc.lua|steady|$AK|$ABS"
+	"sup_inc.lua, steady|../scripts/sup_inc.lua|steady|$SK|$SUP"
 )
 if [[ -n $rev ]]; then
 	rows+=(
@@ -71,6 +77,8 @@ if [[ -n $rev ]]; then
 		"abs_inc.lua at $rev, open|$tmp/abs_inc_rev.lua|open|$AK|$ABS"
 		"sup_inc.lua at $rev, join|$tmp/sup_inc_rev.lua|join|$SK|$SUP"
 		"sup_inc.lua at $rev, open|$tmp/sup_inc_rev.lua|open|$SK|$SUP"
+		"abs_inc.lua at $rev, steady|$tmp/abs_inc_rev.lua|steady|$AK|$ABS"
+		"sup_inc.lua at $rev, steady|$tmp/sup_inc_rev.lua|steady|$SK|$SUP"
 	)
 fi
 
@@ -80,7 +88,11 @@ echo "| script, path | instructions per call |"
 echo "| --- | ---: |"
 for r in "${rows[@]}"; do
 	IFS='|' read -r name file mode keyfmt args <<<"$r"
-	echo "| $name | $(count "$file" "$mode" "$keyfmt" "$args") |"
+	if [[ $mode == steady ]]; then
+		echo "| $name | $(count "$file" "$mode" "$keyfmt" "$args" 200 260 40) |"
+	else
+		echo "| $name | $(count "$file" "$mode" "$keyfmt" "$args") |"
+	fi
 done
 T='0 60000 600 1000 1 60600'
 echo "| redis_rate, TIME, 50 keys | $(count "$tmp/redis_rate.lua" join rate:user:%d '1000 1000 60 1' 50 21) |"

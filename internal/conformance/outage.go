@@ -2,6 +2,8 @@ package conformance
 
 import (
 	"context"
+	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +15,9 @@ import (
 )
 
 // RunOutage checks that a stopped or a frozen Redis gives every call of a
-// Redis provider a wrapped error ("<pkg>: <op>: …") within the context's
-// deadline, and no panic. newLimiter builds the provider on the given client.
+// Redis provider a wrapped error ("<pkg>: <op>: …", with the network error
+// or the context's deadline reachable through errors.As and errors.Is)
+// within the context's deadline, and no panic. newLimiter builds the provider on the given client.
 // The calling package's TestMain must run redistest.Main.
 func RunOutage(t *testing.T, pkg string, newLimiter func(t *testing.T, c *redis.Client) limiter.Limiter) {
 	const deadline = 500 * time.Millisecond
@@ -39,6 +42,11 @@ func RunOutage(t *testing.T, pkg string, newLimiter func(t *testing.T, c *redis.
 			want := pkg + ": " + c.op + ": "
 			if err == nil || !strings.HasPrefix(err.Error(), want) {
 				t.Errorf("%s with Redis down: error %v, want one starting %q", c.op, err, want)
+			}
+			// Wrapped, not just named: the cause stays reachable.
+			var ne net.Error
+			if err != nil && !errors.As(err, &ne) && !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s with Redis down: error %v wraps neither a network error nor the context's deadline", c.op, err)
 			}
 			t.Logf("%s: %v after %v", c.op, err, took)
 			if took > deadline+250*time.Millisecond {

@@ -2,7 +2,11 @@
 // feeding a redis-server through `redis-cli --pipe` in an order that fixes
 // which path every call takes: with -mode join every round runs at one
 // instant, so after the first round each call joins its key's newest bucket;
-// with -mode open the rounds are 700 ms apart, so every call opens a bucket.
+// with -mode open the rounds are 700 ms apart, so every call opens a bucket;
+// with -mode steady the rounds are -step ms apart (300 with the default
+// window: two calls per 600 ms bucket), the steady state of a key that is
+// called every -step ms: once its window is full, every other call finds
+// its oldest bucket dead.
 // The instant reaches the script through the NOW token of -args (the
 // scripts' clock argument), so nothing depends on how fast the server runs.
 //
@@ -24,14 +28,15 @@ import (
 
 func main() {
 	sha := flag.String("sha", "", "the script's SHA1 (SCRIPT LOAD)")
-	mode := flag.String("mode", "join", "join: all rounds at one instant; open: rounds 700 ms apart")
+	mode := flag.String("mode", "join", "join: all rounds at one instant; open: rounds 700 ms apart; steady: rounds -step ms apart")
+	step := flag.Int64("step", 300, "with -mode steady: ms between rounds")
 	keys := flag.Int("keys", 2000, "keys per round")
 	first := flag.Int("first", 1, "first round to print")
 	last := flag.Int("last", 4, "last round to print")
 	keyFmt := flag.String("key", "k:%d", "the key, with %d for its number")
 	args := flag.String("args", "", "ARGV, space-separated; NOW is replaced by the round's instant in ms")
 	flag.Parse()
-	if *sha == "" || (*mode != "join" && *mode != "open") {
+	if *sha == "" || (*mode != "join" && *mode != "open" && *mode != "steady") {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -40,8 +45,11 @@ func main() {
 	defer w.Flush()
 	for r := 1; r <= *last; r++ {
 		now := int64(t0)
-		if *mode == "open" {
+		switch *mode {
+		case "open":
 			now += int64(r-1) * 700
+		case "steady":
+			now += int64(r-1) * *step
 		}
 		argv := strings.Fields(strings.ReplaceAll(*args, "NOW", strconv.FormatInt(now, 10)))
 		if r < *first {
