@@ -46,10 +46,10 @@ count() { # script mode keyfmt args [keys rounds measured] → instructions per 
 	sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$script")")
 	"$tmp/seq" -sha "$sha" -mode "$mode" -keys "$keys" -first 1 -last $((first - 1)) -key "$keyfmt" -args "$args" |
 		redis-cli -p "$port" --pipe >/dev/null
-	callgrind_control -d "$vp" >/dev/null
+	callgrind_control -d "$vp" >/dev/null 2>&1
 	"$tmp/seq" -sha "$sha" -mode "$mode" -keys "$keys" -first "$first" -last "$rounds" -key "$keyfmt" -args "$args" |
 		redis-cli -p "$port" --pipe >"$tmp/pipe"
-	callgrind_control -d "$vp" >/dev/null
+	callgrind_control -d "$vp" >/dev/null 2>&1
 	grep -q 'errors: 0' "$tmp/pipe" || { echo "calls failed: $(cat "$tmp/pipe")" >&2; exit 1; }
 	kill "$vp"; wait "$vp" 2>/dev/null || true
 	local total
