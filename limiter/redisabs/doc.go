@@ -31,15 +31,17 @@
 // ResetAfter is when the newest bucket expires.
 //
 // The state of a key is one Redis hash, <prefix>:{<escaped key>}:abs:h,
-// holding one field per bucket and four meta fields (stored capacity,
-// running total, oldest and newest bucket start); docs/data-model.md
-// describes it field by field. The running total makes the common call
-// O(1): the script reads the meta fields, writes the bucket, the meta
-// fields and the expiry. Only when the oldest bucket has expired does it
-// read the whole hash, delete the dead buckets and recompute the total, a
-// cost proportional to W/B that a busy key pays about once per B. Every
-// write sets the hash's expiry to W + B, so an idle key disappears by
-// itself.
+// holding one field per closed bucket and one meta field, "m", with the
+// stored capacity, the running total, the oldest and newest bucket starts
+// and the newest bucket's count; docs/data-model.md describes it field by
+// field. The running total makes the common call O(1): the script reads
+// the meta field and writes it back (with the closed bucket when a new one
+// opens) and sets the expiry. Each closed bucket's value links it to the
+// next, so a bucket that has expired costs one more read to drop, however
+// many buckets the key holds; the whole hash is read only for a RetryAfter
+// that the oldest bucket cannot answer, or for data an earlier layout
+// wrote. Every write sets the hash's expiry to W + B, so an idle key
+// disappears by itself.
 //
 // Each call is one script call: Inc and IsAllowed run abs_inc.lua, Get runs
 // abs_get.lua, Reset is one UNLINK. IsAllowed, Get and a peek write

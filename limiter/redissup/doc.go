@@ -79,8 +79,9 @@
 // running observed and declined totals, "o" and "n" the oldest and newest
 // bucket starts, "c" and "hc" the stored capacities, "f" and "ft" the
 // cached factor and when it was computed. docs/data-model.md describes
-// them. The running totals make the common call O(1); only when the oldest
-// bucket has expired, or when a refusal's RetryAfter needs more than the
+// them. The running totals make the common call O(1), and each closed
+// bucket's value links it to the next, so an expired bucket costs one more
+// read to drop; only when a refusal's RetryAfter needs more than the
 // oldest bucket, or when W > 1 s and the factor needs the last second, does
 // the script read the whole hash, a cost proportional to W/B. Every write
 // sets the hash's expiry to W + B, so an idle key disappears by itself.
