@@ -179,6 +179,19 @@ func sanitize(s string) string {
 	return b.String()
 }
 
+// Counted starts a private server (StartServer) and returns a client of
+// it, closed with the test, for counting commands with CommandCalls: the
+// server has run nothing yet.
+func Counted(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(StartServer(t).Options())
+	t.Cleanup(func() { c.Close() })
+	if err := c.ConfigResetStat(context.Background()).Err(); err != nil {
+		t.Fatalf("CONFIG RESETSTAT: %v", err)
+	}
+	return c
+}
+
 // CommandCalls returns how many times c's server has run cmd (in lower
 // case, such as "hgetall") since its statistics were last reset (CONFIG
 // RESETSTAT), the commands that scripts make included, from INFO

@@ -683,11 +683,10 @@ func TestTTLUnderWithClockHasSlack(t *testing.T) {
 	}
 }
 
-// TestNewestBucketInMeta checks the layout docs/data-model.md describes:
-// the meta field "m" holds "<c> <u> <o> <n> <nc>", the newest bucket among
-// them, which becomes a field only when a newer one opens; and that a hash
-// in an earlier layout (separate meta fields, no "m") reads as absent.
-func TestNewestBucketInMeta(t *testing.T) {
+// miniLimiter is an absolute limiter on miniredis with W = 1 s and
+// B = 100 ms, its client, the hash of key "k" and the clock both follow.
+func miniLimiter(t *testing.T) (*redisabs.Limiter, *redis.Client, *conformance.Clock, string) {
+	t.Helper()
 	_, c, clk := miniAt(t)
 	prefix := redistest.Prefix(t)
 	l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(time.Second),
@@ -695,6 +694,15 @@ func TestNewestBucketInMeta(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return l, c, clk, prefix
+}
+
+// TestNewestBucketInMeta checks the layout docs/data-model.md describes:
+// the meta field "m" holds "<c> <u> <o> <n> <nc>", the newest bucket among
+// them, which becomes a field only when a newer one opens; and that a hash
+// in an earlier layout (separate meta fields, no "m") reads as absent.
+func TestNewestBucketInMeta(t *testing.T) {
+	l, c, clk, prefix := miniLimiter(t)
 	h := hashOf(t, prefix, "k")
 	ten := limiter.PerSecond(10)
 	t0 := clk.Now().UnixMilli()
@@ -732,13 +740,7 @@ func TestNewestBucketInMeta(t *testing.T) {
 // count as the value) still count, and the call that finds one of them dead
 // reads the whole hash instead of following links it does not have.
 func TestPlainBucketValues(t *testing.T) {
-	_, c, clk := miniAt(t)
-	prefix := redistest.Prefix(t)
-	l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(time.Second),
-		limiter.WithBucket(100*time.Millisecond), limiter.WithClock(clk))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, c, clk, prefix := miniLimiter(t)
 	h := hashOf(t, prefix, "k")
 	now := clk.Now().UnixMilli()
 	ms := func(d int64) string { return fmt.Sprint(now + d) }
@@ -769,9 +771,7 @@ func TestPlainBucketValues(t *testing.T) {
 // command counts come from a private server's INFO commandstats, which
 // counts the commands scripts make.
 func TestSteadyTrafficFollowsLinks(t *testing.T) {
-	srv := redistest.StartServer(t)
-	c := redis.NewClient(srv.Options())
-	t.Cleanup(func() { c.Close() })
+	c := redistest.Counted(t)
 	clk := conformance.NewClock()
 	opts := []limiter.Option{limiter.WithWindow(time.Second), limiter.WithBucket(10 * time.Millisecond)}
 	prefix := redistest.Prefix(t)
@@ -782,19 +782,8 @@ func TestSteadyTrafficFollowsLinks(t *testing.T) {
 	ll := localAbsolute(t, clk, opts...)
 	defer ll.Close(ctx)
 	rate := limiter.PerSecond(1000) // never refuses: every call writes
-	if err := c.ConfigResetStat(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
 	const calls = 600 // 3.6 s of traffic, 6 ms apart: 2.6 windows of deaths
-	for i := 0; i < calls; i++ {
-		clk.Advance(6 * time.Millisecond)
-		if dr, dl := mustInc(t, lr, "k", rate, 1), mustInc(t, ll, "k", rate, 1); dr != dl {
-			t.Fatalf("call %d: Inc = %s from redisabs, %s from local", i, conformance.Format(dr), conformance.Format(dl))
-		}
-	}
-	if ur, ul := mustGet(t, lr, "k"), mustGet(t, ll, "k"); ur != ul {
-		t.Fatalf("Get = %+v from redisabs, %+v from local", ur, ul)
-	}
+	conformance.RunSteady(t, clk, lr, ll, rate, 6*time.Millisecond, calls)
 	if n := redistest.CommandCalls(t, c, "hgetall"); n != 0 {
 		t.Errorf("HGETALL ran %d times in %d calls of steady traffic, want 0", n, calls)
 	}

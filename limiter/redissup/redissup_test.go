@@ -613,9 +613,7 @@ func TestEarlierLayoutIsAbsent(t *testing.T) {
 // declined units, never an HGETALL. Decisions are checked against the
 // local provider throughout.
 func TestSteadyTrafficFollowsLinks(t *testing.T) {
-	srv := redistest.StartServer(t)
-	c := redis.NewClient(srv.Options())
-	t.Cleanup(func() { c.Close() })
+	c := redistest.Counted(t)
 	clk := conformance.NewClock()
 	opts := []limiter.Option{limiter.WithWindow(time.Second), limiter.WithBucket(10 * time.Millisecond),
 		limiter.WithHardLimitFactor(1.5), limiter.WithRandom(conformance.NewSeq(0.5).Float64)}
@@ -624,31 +622,8 @@ func TestSteadyTrafficFollowsLinks(t *testing.T) {
 	ll := localFactory(t, clk, opts...)
 	defer ll.Close(ctx)
 	rate := limiter.PerSecond(1000) // below the soft capacity: every call writes
-	if err := c.ConfigResetStat(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
 	const calls = 600 // 3.6 s of traffic, 6 ms apart: 2.6 windows of deaths
-	for i := 0; i < calls; i++ {
-		clk.Advance(6 * time.Millisecond)
-		dr, err := lr.Inc(ctx, "k", rate, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dl, err := ll.Inc(ctx, "k", rate, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if dr != dl {
-			t.Fatalf("call %d: Inc = %s from redissup, %s from local", i, conformance.Format(dr), conformance.Format(dl))
-		}
-	}
-	ur, err := lr.Get(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ul, _ := ll.Get(ctx, "k"); ur != ul {
-		t.Fatalf("Get = %+v from redissup, %+v from local", ur, ul)
-	}
+	conformance.RunSteady(t, clk, lr, ll, rate, 6*time.Millisecond, calls)
 	if n := redistest.CommandCalls(t, c, "hgetall"); n != 0 {
 		t.Errorf("HGETALL ran %d times in %d calls of steady traffic, want 0", n, calls)
 	}
