@@ -782,7 +782,7 @@ func TestSteadyTrafficFollowsLinks(t *testing.T) {
 	ll := localAbsolute(t, clk, opts...)
 	defer ll.Close(ctx)
 	rate := limiter.PerSecond(1000) // never refuses: every call writes
-	const calls = 600 // 3.6 s of traffic, 6 ms apart: 2.6 windows of deaths
+	const calls = 600               // 3.6 s of traffic, 6 ms apart: 2.6 windows of deaths
 	conformance.RunSteady(t, clk, lr, ll, rate, 6*time.Millisecond, calls)
 	if n := redistest.CommandCalls(t, c, "hgetall"); n != 0 {
 		t.Errorf("HGETALL ran %d times in %d calls of steady traffic, want 0", n, calls)
