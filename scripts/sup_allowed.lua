@@ -91,7 +91,7 @@ if now - oldest >= w then
 end
 
 local function factor()
-  if cache > 0 and fppm ~= nil and fat ~= nil and now - fat < cache then return fppm end
+  if cache > 0 and fppm ~= nil and fat ~= nil and fat > 0 and now - fat < cache then return fppm end -- ft 0: none
   local r = math.min(w, 1000)
   local recent = 0
   if now - oldest < r then
