@@ -27,7 +27,7 @@ if now - oldest >= w then
   -- Dead buckets are still stored: sum the live ones. The newest bucket
   -- (in "m") is live.
   -- A closed bucket's value is count * 2^32 + link, or -count (see
-  -- abs_inc.lua; a plain count is an earlier layout's).
+  -- abs_inc.lua; a plain count has no link).
   local all = redis.call('HGETALL', h)
   used = nc
   for i = 1, #all, 2 do

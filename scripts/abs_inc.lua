@@ -30,7 +30,7 @@
 -- the latest rate is stored by every write at no extra cost. Buckets with now - start >= W are dead: they are
 -- ignored at once and deleted by the next write that finds them. The
 -- links make that one HGET per dead bucket, oldest first; only a bucket
--- without a link (-count, or a plain count written by an earlier layout)
+-- without a link (-count, or a plain count, which no sluice writes)
 -- makes a call read the whole hash. A hash without a live bucket is an
 -- absent key; one whose "m" is not five decimals too, and one without "m"
 -- (an earlier layout, whose fields this script ignores) reads as absent. A
@@ -125,7 +125,7 @@ if live and (not fresh or never or used + cost > c) then
   countOf = function(v)
     if v >= P then return (v - v % P) / P end
     if v < 0 then return -v end
-    return v -- an earlier layout's plain count
+    return v -- a plain count: no link
   end
   scan = function()
     local all = redis.call('HGETALL', h)
