@@ -3,7 +3,6 @@ package limiter
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/sluice-go/sluice/internal/config"
@@ -39,10 +38,18 @@ func Every(n float64, d time.Duration) Rate {
 // PerSecondValue returns the rate in events per second.
 func (r Rate) PerSecondValue() float64 { return r.perSecond }
 
-// String formats the rate as events per second, e.g. "5.5/s".
-func (r Rate) String() string {
-	return strconv.FormatFloat(r.perSecond, 'g', -1, 64) + "/s"
-}
+// String writes r in the form ParseRate reads, COUNT/UNIT with UNIT one of
+// s, min, h and day: the unit whose count needs the fewest digits (the
+// smaller unit on a tie), with the shortest count that gives back exactly r.
+// Digits are counted in plain decimal notation, without the 0 before the
+// point of a count below 1 ("0.025" has 3, "250" has 3). So
+// PerSecond(5.5) is "5.5/s", PerMinute(1000) is "1000/min", PerHour(5) is
+// "5/h", PerDay(20000) is "20000/day", Every(3, 10*time.Second) is "0.3/s"
+// and PerHour(90) is "1.5/min". Counts of 10^21 and more, or below 10^-6,
+// are written with an exponent ("1e+21/s"). ParseRate(r.String()) == r for
+// every valid r. An invalid rate is written per second ("0/s", "NaN/s"),
+// which ParseRate refuses.
+func (r Rate) String() string { return r.format() }
 
 // Validate reports ErrInvalidRate unless r is finite and positive.
 func (r Rate) Validate() error {
