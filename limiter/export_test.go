@@ -1,0 +1,4 @@
+package limiter
+
+// WaitWith exposes waitWith to the external tests.
+var WaitWith = waitWith
