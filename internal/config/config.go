@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -20,6 +21,7 @@ var (
 	ErrCapacityTooSmall = errors.New("sluice: capacity below one unit")
 	ErrInvalidCost      = errors.New("sluice: invalid cost")
 	ErrClosed           = errors.New("sluice: limiter closed")
+	ErrUnavailable      = errors.New("sluice: redis unavailable")
 )
 
 // Limits of the contract (DESIGN.md §1).
@@ -43,7 +45,49 @@ const (
 	DefaultHardLimitFactor  = 1.0
 	DefaultSuppressionCache = 100 * time.Millisecond
 	DefaultPrefix           = "sluice"
+	DefaultTimeout          = 250 * time.Millisecond
+	DefaultProbeInterval    = 200 * time.Millisecond
+	MaxTimeout              = time.Hour
 )
+
+// FailurePolicy says what a Redis provider answers when Redis is
+// unavailable. The zero value is FallbackLocal.
+type FailurePolicy int
+
+// Failure policies; package limiter documents them.
+const (
+	FallbackLocal FailurePolicy = iota
+	FailOpen
+	FailClosed
+	FailError
+)
+
+// String returns the policy's name as written in Go ("FallbackLocal", …).
+func (p FailurePolicy) String() string {
+	switch p {
+	case FallbackLocal:
+		return "FallbackLocal"
+	case FailOpen:
+		return "FailOpen"
+	case FailClosed:
+		return "FailClosed"
+	case FailError:
+		return "FailError"
+	}
+	return fmt.Sprintf("FailurePolicy(%d)", int(p))
+}
+
+// StateChange reports a Redis provider entering or leaving degraded mode;
+// package limiter documents it.
+type StateChange struct {
+	Provider     string
+	Degraded     bool
+	Cause        error
+	Policy       FailurePolicy
+	Duration     time.Duration
+	Reconciled   int
+	Unreconciled int
+}
 
 // Clock is the time source of local and hybrid providers.
 type Clock interface{ Now() time.Time }
@@ -81,6 +125,15 @@ type Config struct {
 	// the background loop work without waiting a second per tick.
 	SweepEvery time.Duration
 
+	// Failure handling of the Redis providers (limiter.WithTimeout and
+	// friends).
+	Timeout           time.Duration // per Redis call; 0 = the caller's ctx alone
+	Policy            FailurePolicy
+	FallbackInstances int // the fallback admits C / FallbackInstances; ≥ 1
+	ProbeInterval     time.Duration
+	OnStateChange     func(StateChange)
+	Logger            *slog.Logger // nil: no logging
+
 	// WindowMs and BucketMs are Window and Bucket in whole milliseconds.
 	WindowMs, BucketMs int64
 	// CacheMs is SuppressionCache in whole milliseconds.
@@ -99,12 +152,15 @@ func (c *Config) Fail(err error) { c.errs = append(c.errs, err) }
 // New applies opts over the defaults and validates the result.
 func New(opts ...Option) (Config, error) {
 	c := Config{
-		Window:           DefaultWindow,
-		HardLimitFactor:  DefaultHardLimitFactor,
-		SuppressionCache: DefaultSuppressionCache,
-		Clock:            WallClock,
-		Random:           rand.Float64,
-		Prefix:           DefaultPrefix,
+		Window:            DefaultWindow,
+		HardLimitFactor:   DefaultHardLimitFactor,
+		SuppressionCache:  DefaultSuppressionCache,
+		Clock:             WallClock,
+		Random:            rand.Float64,
+		Prefix:            DefaultPrefix,
+		Timeout:           DefaultTimeout,
+		FallbackInstances: 1,
+		ProbeInterval:     DefaultProbeInterval,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -168,6 +224,18 @@ func (c *Config) validate() error {
 	}
 	if err := ValidatePrefix(c.Prefix); err != nil {
 		return err
+	}
+	if c.Timeout < 0 || c.Timeout > MaxTimeout {
+		return invalid("timeout %v outside [0, 1h]", c.Timeout)
+	}
+	if c.Policy < FallbackLocal || c.Policy > FailError {
+		return invalid("unknown failure policy %v", c.Policy)
+	}
+	if c.FallbackInstances < 1 {
+		return invalid("fallback instances %d must be at least 1", c.FallbackInstances)
+	}
+	if c.ProbeInterval < time.Millisecond || c.ProbeInterval > time.Minute {
+		return invalid("probe interval %v outside [1ms, 1m]", c.ProbeInterval)
 	}
 	c.WindowMs = w.Milliseconds()
 	c.BucketMs = b.Milliseconds()

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
@@ -20,7 +21,10 @@ type Client = redisx.Client
 // key's sliding window, shared by every process that uses the same Redis
 // and prefix, has room for all of it. It is safe for concurrent use. Build
 // it with New; the zero value is not usable.
-type Limiter struct{ b redisx.Base }
+type Limiter struct {
+	b redisx.Base
+	g failover.Guard
+}
 
 var _ limiter.Limiter = (*Limiter)(nil)
 
@@ -34,15 +38,12 @@ func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 	if err := l.b.Init("redisabs", key.Absolute, client, opts); err != nil {
 		return nil, err
 	}
+	l.initGuard(client, opts)
 	return l, nil
 }
 
-// Inc admits n units of key at rate if they all fit in the window, and
-// records them; a refusal records nothing. n = 0 decides for one unit and
-// records nothing. It costs one script call. A Redis error is returned
-// wrapped, never retried: a call that timed out may or may not have
-// counted.
-func (l *Limiter) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
+// inc is Inc's call to Redis.
+func (l *Limiter) inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
 	h, err := l.b.Check("inc", k)
 	if err != nil {
 		return limiter.Decision{}, err
@@ -57,10 +58,8 @@ func (l *Limiter) Inc(ctx context.Context, k string, rate limiter.Rate, n int64)
 	return l.decide(ctx, "inc", h, c, n)
 }
 
-// IsAllowed reports whether one more unit of key would be admitted now at
-// the capacity stored by its latest Inc. It writes nothing. A key with no
-// live state is allowed, with Limit 0.
-func (l *Limiter) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
+// isAllowed is IsAllowed's call to Redis.
+func (l *Limiter) isAllowed(ctx context.Context, k string) (limiter.Decision, error) {
 	h, err := l.b.Check("is allowed", k)
 	if err != nil {
 		return limiter.Decision{}, err
@@ -82,9 +81,8 @@ func (l *Limiter) decide(ctx context.Context, op, h string, c, n int64) (limiter
 	return r.Decision(), nil
 }
 
-// Get returns key's usage in the live window: the units admitted and the
-// stored capacity, both 0 for a key with no live state. It writes nothing.
-func (l *Limiter) Get(ctx context.Context, k string) (limiter.Usage, error) {
+// get is Get's call to Redis.
+func (l *Limiter) get(ctx context.Context, k string) (limiter.Usage, error) {
 	h, err := l.b.Check("get", k)
 	if err != nil {
 		return limiter.Usage{}, err
@@ -98,15 +96,4 @@ func (l *Limiter) Get(ctx context.Context, k string) (limiter.Usage, error) {
 		return limiter.Usage{}, l.b.Errorf("get", err)
 	}
 	return limiter.Usage{Used: x[0], Limit: x[1]}, nil
-}
-
-// Reset forgets key: it UNLINKs the key's hash.
-func (l *Limiter) Reset(ctx context.Context, k string) error { return l.b.Reset(ctx, k) }
-
-// Close marks the limiter closed: later calls return ErrClosed. It does
-// not close the client, which belongs to the caller, and has nothing to
-// wait for. Closing twice is harmless.
-func (l *Limiter) Close(context.Context) error {
-	l.b.Close()
-	return nil
 }

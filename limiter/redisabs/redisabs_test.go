@@ -489,7 +489,7 @@ func TestScriptFlush(t *testing.T) {
 // error within the context's deadline, and no panic.
 func TestServerDown(t *testing.T) {
 	conformance.RunOutage(t, "redisabs", func(t *testing.T, c *redis.Client) limiter.Limiter {
-		return newLimiter(t, c)
+		return newLimiter(t, c, limiter.WithFailurePolicy(limiter.FailError))
 	})
 }
 

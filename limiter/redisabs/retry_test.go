@@ -112,7 +112,7 @@ func TestGoRedisRetryCountsTwice(t *testing.T) {
 			c := redis.NewClient(opt)
 			t.Cleanup(func() { c.Close() })
 			prefix := redistest.Prefix(t)
-			l, err := redisabs.New(c, limiter.WithPrefix(prefix))
+			l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithFailurePolicy(limiter.FailError))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
@@ -21,7 +22,10 @@ type Client = redisx.Client
 // connection of its own and starts no goroutine: Close only makes later
 // calls fail with ErrClosed, and the caller still owns and closes the
 // client.
-type Limiter struct{ b redisx.Base }
+type Limiter struct {
+	b redisx.Base
+	g failover.Guard
+}
 
 var _ limiter.Limiter = (*Limiter)(nil)
 
@@ -37,19 +41,15 @@ func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 	if err := l.b.Init("redissup", key.Suppressed, client, opts); err != nil {
 		return nil, err
 	}
+	l.initGuard(client, opts)
 	return l, nil
 }
 
 // usageLen is the length of sup_get.lua's reply.
 const usageLen = 3
 
-// Inc offers n units of key at rate, in one script call. At or below the
-// soft capacity S = C the request is Allowed; beyond the hard capacity H it
-// is refused with factor 1; in between it is admitted with probability
-// 1 − f. n = 0 is a peek for one unit that records nothing. Every call with
-// valid arguments draws exactly one number from the random source (peeks
-// too), before Redis is asked, so a failed call still consumes its draw.
-func (l *Limiter) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
+// inc is Inc's call to Redis.
+func (l *Limiter) inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
 	h, err := l.b.Check("inc", k)
 	if err != nil {
 		return limiter.Decision{}, err
@@ -78,12 +78,8 @@ func (l *Limiter) Inc(ctx context.Context, k string, rate limiter.Rate, n int64)
 	return r.Decision(), nil
 }
 
-// IsAllowed reports whether one more unit of key would be admitted without
-// suppression now, at the capacities stored by the key's latest Inc. Above
-// the soft capacity it reports the factor an Inc would apply. It writes
-// nothing and draws nothing. A key with no live state is allowed with
-// Limit 0.
-func (l *Limiter) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
+// isAllowed is IsAllowed's call to Redis.
+func (l *Limiter) isAllowed(ctx context.Context, k string) (limiter.Decision, error) {
 	h, err := l.b.Check("is allowed", k)
 	if err != nil {
 		return limiter.Decision{}, err
@@ -100,9 +96,8 @@ func (l *Limiter) IsAllowed(ctx context.Context, k string) (limiter.Decision, er
 	return r.Decision(), nil
 }
 
-// Get returns key's accepted (Used) and declined units in the live window
-// and its stored soft capacity. It writes nothing.
-func (l *Limiter) Get(ctx context.Context, k string) (limiter.Usage, error) {
+// get is Get's call to Redis.
+func (l *Limiter) get(ctx context.Context, k string) (limiter.Usage, error) {
 	h, err := l.b.Check("get", k)
 	if err != nil {
 		return limiter.Usage{}, err
@@ -116,14 +111,4 @@ func (l *Limiter) Get(ctx context.Context, k string) (limiter.Usage, error) {
 		return limiter.Usage{}, l.b.Errorf("get", err)
 	}
 	return limiter.Usage{Used: x[0], Declined: x[1], Limit: x[2]}, nil
-}
-
-// Reset forgets key: it UNLINKs the key's hash.
-func (l *Limiter) Reset(ctx context.Context, k string) error { return l.b.Reset(ctx, k) }
-
-// Close makes later calls return ErrClosed. It does not close the client.
-// Closing twice is harmless; ctx is not consulted.
-func (l *Limiter) Close(context.Context) error {
-	l.b.Close()
-	return nil
 }

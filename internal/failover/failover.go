@@ -1,0 +1,662 @@
+// Package failover is what the Redis providers do when Redis fails: the
+// per-call timeout, the classification of errors, the circuit breaker with
+// its background probe, the failure policies (FallbackLocal, FailOpen,
+// FailClosed, FailError) and the reconciliation of the units the local
+// fallback admitted. redisabs and redissup (and the hybrid provider) each
+// hold one Guard.
+//
+// # Why a hand-written breaker
+//
+// The module depends on go-redis, miniredis and golang.org/x/time/rate only,
+// and a breaker library (sony/gobreaker and the like) would be a fourth
+// dependency for some sixty lines. More importantly their half-open state
+// lets a few user requests through to find out whether the backend is back:
+// here every such request would pay a full timeout while Redis is still
+// dead, and the answer would arrive on a caller's goroutine. The breaker
+// below never lets a user request probe: while it is open, calls go
+// straight to the policy (an atomic load, then an in-process decision), and
+// one background goroutine, started when the breaker opens and gone when it
+// closes, asks Redis every probe interval, one probe at a time, each bounded
+// by the timeout. Close stops it and waits for it.
+//
+// # States
+//
+// Closed: calls go to Redis, each bounded by the timeout. The first call
+// whose error means "Redis unavailable" (Unavailable) opens the breaker:
+// one timeout per outage, not one per request. Open: calls answer by the
+// policy and are marked Degraded. The probe writes one unit to a key of its
+// own (so an OOM or read-only Redis does not look healthy); when it
+// succeeds the breaker closes, the units the fallback admitted are written
+// to Redis (Reconcile), and the state-change hook is told.
+package failover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/redisx"
+	"github.com/sluice-go/sluice/key"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/local"
+	"github.com/sluice-go/sluice/scripts"
+)
+
+// MaxPending bounds the keys whose fallback admissions are remembered for
+// reconciliation during one outage; keys beyond it are decided as usual
+// but not written back (StateChange.Unreconciled counts them).
+const MaxPending = 10_000
+
+// reconcileBatch is how many keys one pipeline of reconciliation carries.
+const reconcileBatch = 256
+
+// probeTimeout bounds a probe when WithTimeout(0) leaves calls to the
+// caller's context: the probe has no caller.
+const probeTimeout = time.Second
+
+// unavailableReplies are the Redis error codes that mean the server cannot
+// serve now, as opposed to a bad command.
+var unavailableReplies = [...]string{"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY", "OOM"}
+
+// Unavailable reports whether err means Redis could not be asked: a
+// connection refused, reset or closed, a timeout (the per-call deadline,
+// the client's socket timeouts, the pool's wait), or a reply LOADING, BUSY,
+// MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY or OOM. Bad input, ErrClosed,
+// a cancelled context, a malformed reply and every other Redis error reply
+// are not. The caller's own context must be checked first: its deadline is
+// not Redis's fault, and Unavailable cannot tell it from the timeout's.
+func Unavailable(err error) bool {
+	switch {
+	case err == nil,
+		errors.Is(err, config.ErrClosed),
+		errors.Is(err, config.ErrInvalidRate),
+		errors.Is(err, config.ErrInvalidConfig),
+		errors.Is(err, config.ErrInvalidCost),
+		errors.Is(err, config.ErrCapacityTooSmall),
+		errors.Is(err, key.ErrInvalid),
+		errors.Is(err, context.Canceled):
+		return false
+	case errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, redis.ErrPoolTimeout),
+		errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		msg := re.Error()
+		for _, code := range unavailableReplies {
+			if strings.HasPrefix(msg, code) && (len(msg) == len(code) || msg[len(code)] == ' ') {
+				return true
+			}
+		}
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
+}
+
+// Call describes one Inc or IsAllowed for the policy.
+type Call struct {
+	Op   string // "inc", "is allowed"
+	Key  string // the caller's key
+	Hash string // the key's Redis hash
+	Rate limiter.Rate
+	N    int64
+	C    int64 // capacity (soft for suppressed)
+	Hard int64 // largest admissible n: C for absolute, H for suppressed
+	Peek bool  // IsAllowed: no rate, no n
+}
+
+// Pending is one key's units admitted by the fallback during an outage.
+type Pending struct {
+	Key, Hash string
+	Rate      limiter.Rate // of the key's latest fallback Inc
+	Units     int64        // admitted since the outage began
+	LastMs    int64        // time of the latest admission (the limiter's clock)
+}
+
+// Reconciler writes fallback units of one strategy to Redis.
+type Reconciler struct {
+	// Script is the script Queue runs with EvalSha; it is loaded once
+	// before the pipelines.
+	Script *redis.Script
+	// Queue adds to pipe the write of n units of p's key and returns the
+	// command, whose reply is read after the pipeline runs.
+	Queue func(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd
+	// More reads the reply of a Queue of n units and returns how many
+	// units to write in a second round (0: done). Nil: no second round.
+	More func(cmd *redis.Cmd, p *Pending, n int64) int64
+}
+
+// Client is what the guard calls: the Redis providers' client.
+type Client interface {
+	redis.Scripter
+}
+
+// Guard is one limiter's breaker, policy and fallback. Its methods are safe
+// for concurrent use. Set it up with Init; the zero value is not usable.
+type Guard struct {
+	cfg      *config.Config
+	opts     []config.Option
+	pkg      string
+	strategy string
+	refused  limiter.Outcome
+	client   Client
+	probe    func(ctx context.Context) error
+	recon    Reconciler
+	minRate  limiter.Rate // one unit per window: the floor of a scaled fallback
+
+	open  atomic.Bool
+	cause atomic.Pointer[error]
+	fb    atomic.Pointer[limiter.Limiter]
+
+	stopCtx context.Context
+	stop    context.CancelFunc
+
+	mu      sync.Mutex // guards what follows and the lifecycle
+	closed  bool
+	running bool // the probe goroutine is alive
+	since   time.Time
+	wg      sync.WaitGroup
+
+	pmu     sync.Mutex
+	pending map[string]*Pending
+	dropped int
+}
+
+// Init sets g up for a provider. cfg must outlive g (it is the provider's
+// resolved configuration); opts are the provider's options, given to the
+// local fallback. probe asks Redis one question that needs a write; recon
+// writes fallback units back. Init starts nothing: the probe goroutine
+// exists only while the breaker is open.
+func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, opts []config.Option,
+	probe func(ctx context.Context) error, recon Reconciler) {
+	g.cfg, g.opts, g.pkg, g.strategy, g.client = cfg, opts, pkg, strategy, client
+	g.probe, g.recon = probe, recon
+	g.refused = limiter.Rejected
+	if strategy == key.Suppressed {
+		g.refused = limiter.Suppressed
+	}
+	g.minRate = limiter.Every(1, cfg.Window)
+	g.stopCtx, g.stop = context.WithCancel(context.Background())
+	g.pending = make(map[string]*Pending)
+	if cfg.Logger != nil && cfg.Timeout > 0 && !contextTimeouts(client) {
+		cfg.Logger.Warn("sluice: the Redis client ignores context deadlines on its sockets (ContextTimeoutEnabled is false): "+
+			"calls are bounded by its ReadTimeout and WriteTimeout, not by WithTimeout",
+			"provider", pkg, "timeout", cfg.Timeout)
+	}
+}
+
+// contextTimeouts reports whether a go-redis client honours context
+// deadlines on its sockets; true for clients it cannot inspect.
+func contextTimeouts(c Client) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
+}
+
+// ProbeKey is the Redis hash the probe writes for a prefix and strategy:
+// "<prefix>:{%probe}:<strategy>:h". "%pr" is not an escape that package
+// key produces, so no caller's key maps to it.
+func ProbeKey(prefix, strategy string) string {
+	return prefix + ":{%probe}:" + strategy + ":" + key.Hash
+}
+
+// Open reports whether the breaker is open: calls must answer by the
+// policy (Answer, Err) without touching Redis. It is one atomic load.
+func (g *Guard) Open() bool { return g.open.Load() }
+
+func nop() {}
+
+// Context bounds one Redis call by the timeout on top of ctx. The cancel
+// function must be called when the call returns.
+func (g *Guard) Context(ctx context.Context) (context.Context, context.CancelFunc) {
+	t := g.cfg.Timeout
+	if t <= 0 {
+		return ctx, nop
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= t {
+		return ctx, nop
+	}
+	return context.WithTimeout(ctx, t)
+}
+
+func (g *Guard) causeErr() error {
+	if p := g.cause.Load(); p != nil {
+		return *p
+	}
+	return errors.New("unknown cause")
+}
+
+// Err is the error of a call made while the breaker is open that has no
+// Decision to mark (Get, Reset, and every call under FailError).
+func (g *Guard) Err(op string) error {
+	return fmt.Errorf("%s: %s: %w: %w", g.pkg, op, config.ErrUnavailable, g.causeErr())
+}
+
+// Failed handles the error of a Redis call made with the caller's ctx. The
+// caller's own cancellation or deadline is returned as ctx's error; an
+// error that does not mean "unavailable" is returned as it is; otherwise
+// the breaker opens and FailError returns err unchanged, the other policies
+// answer.
+func (g *Guard) Failed(ctx context.Context, c *Call, err error) (limiter.Decision, error) {
+	if cerr := ctx.Err(); cerr != nil {
+		return limiter.Decision{}, fmt.Errorf("%s: %s: %w", g.pkg, c.Op, cerr)
+	}
+	if !Unavailable(err) {
+		return limiter.Decision{}, err
+	}
+	g.trip(err)
+	if g.cfg.Policy == config.FailError {
+		return limiter.Decision{}, err
+	}
+	return g.Answer(ctx, c)
+}
+
+// FailedErr is Failed for Get and Reset: the error is returned under every
+// policy, and opens the breaker when it means "unavailable".
+func (g *Guard) FailedErr(ctx context.Context, op string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
+	}
+	if Unavailable(err) {
+		g.trip(err)
+	}
+	return err
+}
+
+// Answer decides c by the policy, without Redis. Every Decision it returns
+// has Degraded set.
+func (g *Guard) Answer(ctx context.Context, c *Call) (limiter.Decision, error) {
+	var d limiter.Decision
+	switch g.cfg.Policy {
+	case config.FailError:
+		return d, g.Err(c.Op)
+	case config.FallbackLocal:
+		return g.local(ctx, c)
+	case config.FailOpen:
+		if c.Peek || c.N <= c.Hard {
+			d = limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: c.C, Remaining: max(c.C-c.N, 0)}
+			break
+		}
+		d = limiter.Decision{Outcome: g.refused, Limit: c.C, Never: true}
+	default: // FailClosed
+		d = limiter.Decision{Outcome: g.refused, Limit: c.C, Never: !c.Peek && c.N > c.Hard}
+		if !d.Never {
+			d.RetryAfter = g.cfg.ProbeInterval
+		}
+	}
+	if d.Outcome == limiter.Suppressed && !d.Allowed {
+		d.SuppressionFactor = 1
+	}
+	d.Degraded = true
+	return d, nil
+}
+
+// local decides with the in-process fallback and remembers what it admits.
+func (g *Guard) local(ctx context.Context, c *Call) (limiter.Decision, error) {
+	fb, err := g.fallback()
+	if err != nil {
+		return limiter.Decision{}, fmt.Errorf("%s: %s: fallback: %w", g.pkg, c.Op, err)
+	}
+	var d limiter.Decision
+	if c.Peek {
+		d, err = fb.IsAllowed(ctx, c.Key)
+	} else {
+		d, err = fb.Inc(ctx, c.Key, g.scaled(c.Rate), c.N)
+	}
+	if err != nil {
+		return limiter.Decision{}, fmt.Errorf("%s: %s: fallback: %w", g.pkg, c.Op, err)
+	}
+	if !c.Peek && d.Allowed && c.N > 0 {
+		g.record(c)
+	}
+	d.Degraded = true
+	return d, nil
+}
+
+// scaled divides r by the fleet size, keeping at least one unit per window.
+func (g *Guard) scaled(r limiter.Rate) limiter.Rate {
+	n := g.cfg.FallbackInstances
+	if n <= 1 {
+		return r
+	}
+	s := limiter.PerSecond(r.PerSecondValue() / float64(n))
+	if c, err := limiter.Capacity(s, g.cfg.Window); err != nil || c < 1 {
+		return g.minRate
+	}
+	return s
+}
+
+func (g *Guard) record(c *Call) {
+	now := g.cfg.NowMs()
+	g.pmu.Lock()
+	p := g.pending[c.Key]
+	if p == nil {
+		if len(g.pending) >= MaxPending {
+			g.dropped++
+			g.pmu.Unlock()
+			return
+		}
+		p = &Pending{Key: c.Key, Hash: c.Hash}
+		g.pending[c.Key] = p
+	}
+	p.Rate, p.LastMs = c.Rate, now
+	p.Units += c.N
+	g.pmu.Unlock()
+}
+
+// fallback returns the local limiter, built on first use.
+func (g *Guard) fallback() (limiter.Limiter, error) {
+	if p := g.fb.Load(); p != nil {
+		return *p, nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p := g.fb.Load(); p != nil {
+		return *p, nil
+	}
+	if g.closed {
+		return nil, config.ErrClosed
+	}
+	var l limiter.Limiter
+	var err error
+	if g.strategy == key.Suppressed {
+		l, err = local.NewSuppressed(g.opts...)
+	} else {
+		l, err = local.NewAbsolute(g.opts...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	g.fb.Store(&l)
+	return l, nil
+}
+
+// Forget drops what the fallback holds for k, after Reset succeeded on
+// Redis, so that reconciliation does not bring back units the caller reset.
+func (g *Guard) Forget(ctx context.Context, k string) {
+	if p := g.fb.Load(); p != nil {
+		(*p).Reset(ctx, k)
+		g.pmu.Lock()
+		delete(g.pending, k)
+		g.pmu.Unlock()
+	}
+}
+
+// trip opens the breaker and starts the probe if none is running.
+func (g *Guard) trip(err error) {
+	if !g.open.CompareAndSwap(false, true) {
+		return
+	}
+	g.cause.Store(&err)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	g.since = time.Now()
+	if g.running {
+		return // the probe goroutine, reconciling, sees the breaker open again
+	}
+	g.running = true
+	g.wg.Add(1)
+	go g.run()
+}
+
+// run is the probe goroutine: it reports the outage, probes until Redis
+// answers or Close, closes the breaker, reconciles and reports recovery.
+func (g *Guard) run() {
+	defer g.wg.Done()
+	t := time.NewTimer(g.cfg.ProbeInterval)
+	defer t.Stop()
+	for {
+		g.notify(config.StateChange{Degraded: true, Cause: g.causeErr()})
+		if !g.probeUntilUp(t) {
+			g.mu.Lock()
+			g.running = false
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Lock()
+		since := g.since
+		g.mu.Unlock()
+		g.open.Store(false)
+		done, lost := g.reconcile()
+		g.notify(config.StateChange{Duration: time.Since(since), Reconciled: done, Unreconciled: lost})
+		g.mu.Lock()
+		if !g.open.Load() || g.closed {
+			g.running = false
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock() // opened again while reconciling: probe again
+		t.Reset(g.cfg.ProbeInterval)
+	}
+}
+
+// probeUntilUp probes every interval, one probe at a time; false when
+// stopped by Close.
+func (g *Guard) probeUntilUp(t *time.Timer) bool {
+	to := g.cfg.Timeout
+	if to <= 0 {
+		to = probeTimeout
+	}
+	for {
+		select {
+		case <-g.stopCtx.Done():
+			return false
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(g.stopCtx, to)
+		err := g.probe(ctx)
+		cancel()
+		if g.stopCtx.Err() != nil {
+			return false
+		}
+		if err == nil || !Unavailable(err) {
+			return true // Redis answered, if only with an error of another kind
+		}
+		g.cause.Store(&err)
+		t.Reset(g.cfg.ProbeInterval)
+	}
+}
+
+func (g *Guard) notify(sc config.StateChange) {
+	sc.Provider, sc.Policy = g.pkg, g.cfg.Policy
+	if l := g.cfg.Logger; l != nil {
+		if sc.Degraded {
+			l.Warn("sluice: Redis unavailable, answering by the failure policy",
+				"provider", sc.Provider, "policy", sc.Policy.String(), "cause", sc.Cause)
+		} else {
+			l.Info("sluice: Redis answers again",
+				"provider", sc.Provider, "degraded_for", sc.Duration,
+				"reconciled", sc.Reconciled, "unreconciled", sc.Unreconciled)
+		}
+	}
+	if fn := g.cfg.OnStateChange; fn != nil {
+		fn(sc)
+	}
+}
+
+type pipeliner interface{ Pipeline() redis.Pipeliner }
+
+// reconcile writes the units the fallback admitted for keys whose window
+// is still live, in one pass of pipelines of reconcileBatch keys. It
+// returns the keys written and the keys whose units could not be written.
+func (g *Guard) reconcile() (done, lost int) {
+	g.pmu.Lock()
+	pend, dropped := g.pending, g.dropped
+	g.pending, g.dropped = make(map[string]*Pending), 0
+	g.pmu.Unlock()
+	lost = dropped
+	fbp := g.fb.Load()
+	if len(pend) == 0 || fbp == nil || g.recon.Queue == nil {
+		return 0, lost
+	}
+	fb := *fbp
+	now := g.cfg.NowMs()
+	span := g.cfg.WindowMs + g.cfg.BucketMs
+	items := make([]*Pending, 0, len(pend))
+	for _, p := range pend {
+		if now-p.LastMs >= span {
+			continue // dead in the window: nothing to count
+		}
+		// Units still live in the fallback's window, and admitted during
+		// this outage (a key's local state may hold an earlier outage's
+		// units, already written back then).
+		u, err := fb.Get(g.stopCtx, p.Key)
+		if err != nil {
+			lost++
+			continue
+		}
+		if p.Units = min(p.Units, u.Used); p.Units > 0 {
+			items = append(items, p)
+		}
+	}
+	if len(items) == 0 {
+		return 0, lost
+	}
+	to := g.cfg.Timeout
+	if to <= 0 {
+		to = probeTimeout
+	}
+	if g.recon.Script != nil {
+		ctx, cancel := context.WithTimeout(g.stopCtx, to)
+		g.recon.Script.Load(ctx, g.client)
+		cancel()
+	}
+	for len(items) > 0 {
+		n := min(len(items), reconcileBatch)
+		ok := g.writeBatch(items[:n], to)
+		done += ok
+		lost += n - ok
+		items = items[n:]
+		if g.stopCtx.Err() != nil || g.open.Load() {
+			lost += len(items)
+			break
+		}
+	}
+	return done, lost
+}
+
+// writeBatch writes one batch, with the Reconciler's second round for the
+// keys that asked for one, and returns how many keys were written.
+func (g *Guard) writeBatch(batch []*Pending, to time.Duration) int {
+	units := make([]int64, len(batch))
+	for i, p := range batch {
+		units[i] = p.Units
+	}
+	ok := make([]bool, len(batch))
+	for round := 0; round < 2; round++ {
+		ctx, cancel := context.WithTimeout(g.stopCtx, to)
+		cmds := make([]*redis.Cmd, len(batch))
+		var pipe redis.Pipeliner
+		var sc redis.Scripter = g.client
+		if pl, isPl := g.client.(pipeliner); isPl {
+			pipe = pl.Pipeline()
+			sc = pipe
+		}
+		queued := 0
+		for i, p := range batch {
+			if units[i] > 0 {
+				cmds[i] = g.recon.Queue(ctx, sc, p, units[i])
+				queued++
+			}
+		}
+		if pipe != nil && queued > 0 {
+			pipe.Exec(ctx) // errors are read per command
+		}
+		cancel()
+		again := 0
+		for i, cmd := range cmds {
+			if cmd == nil {
+				continue
+			}
+			n := units[i]
+			units[i] = 0
+			if cmd.Err() != nil {
+				continue
+			}
+			ok[i] = true
+			if round == 0 && g.recon.More != nil {
+				if units[i] = g.recon.More(cmd, batch[i], n); units[i] > 0 {
+					again++
+				}
+			}
+		}
+		if again == 0 {
+			break
+		}
+	}
+	written := 0
+	for _, b := range ok {
+		if b {
+			written++
+		}
+	}
+	return written
+}
+
+// Close stops the probe and waits for it until ctx is done, then closes the
+// fallback. It returns ctx's error if it could not wait. Closing twice is
+// harmless.
+func (g *Guard) Close(ctx context.Context) error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	g.stop()
+	g.mu.Unlock()
+	idle := make(chan struct{})
+	go func() { g.wg.Wait(); close(idle) }()
+	var err error
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if p := g.fb.Load(); p != nil {
+		if ferr := (*p).Close(ctx); err == nil {
+			err = ferr
+		}
+	}
+	return err
+}
+
+// Probe returns the probe both Redis providers use: one abs_inc.lua call
+// that records one unit on ProbeKey(prefix, "abs") with a capacity that
+// never refuses, the window's TTL, and the limiter's clock argument. It is a
+// write, so a Redis that answers reads but refuses writes (OOM, READONLY)
+// keeps the breaker open.
+func Probe(client redis.Scripter, cfg *config.Config) func(ctx context.Context) error {
+	h := ProbeKey(cfg.Prefix, key.Absolute)
+	w, b, ttl := cfg.WindowMs, cfg.BucketMs, redisx.TTLMs(cfg)
+	return func(ctx context.Context) error {
+		return scripts.AbsInc.Run(ctx, client, []string{h},
+			redisx.NowArg(cfg), w, b, config.MaxCapacity, 1, ttl).Err()
+	}
+}

@@ -1,0 +1,123 @@
+package limiter
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sluice-go/sluice/internal/config"
+)
+
+// ErrUnavailable is returned, wrapped with the operation and the error
+// that opened the circuit breaker, by a call that a Redis provider answered
+// without asking Redis because Redis was found unavailable: under the
+// FailError policy for every call, and under every policy for Get and Reset,
+// which have no Decision to mark as degraded.
+var ErrUnavailable = config.ErrUnavailable
+
+// FailurePolicy says what a Redis provider answers to Inc and IsAllowed
+// while Redis is unavailable (see WithFailurePolicy). The zero value is
+// FallbackLocal.
+type FailurePolicy = config.FailurePolicy
+
+const (
+	// FallbackLocal decides with an in-process limiter of the same
+	// strategy, window, bucket and rates (package local), exact within the
+	// instance. Units it admits are written to Redis when Redis answers
+	// again. The default.
+	FallbackLocal = config.FallbackLocal
+	// FailOpen admits every request (Allowed, Degraded). A request that can
+	// never fit (n > C) is still refused with Never set.
+	FailOpen = config.FailOpen
+	// FailClosed refuses every request (Rejected for absolute, Suppressed
+	// with factor 1 for suppressed; Degraded), with RetryAfter set to the
+	// probe interval as a hint.
+	FailClosed = config.FailClosed
+	// FailError returns the error, as the providers did before failure
+	// policies existed: the call that found Redis unavailable returns
+	// Redis's error unchanged (wrapped with the package and operation), and
+	// calls made while the breaker is open return ErrUnavailable wrapping
+	// that error, without waiting for a timeout of their own.
+	FailError = config.FailError
+)
+
+// StateChange reports a Redis provider entering or leaving degraded mode,
+// to the hook of WithStateChange. Whatever the policy, a provider enters
+// degraded mode when a call finds Redis unavailable (the circuit breaker
+// opens) and leaves it when a background probe gets an answer (the breaker
+// closes, after reconciliation under FallbackLocal).
+type StateChange = config.StateChange
+
+// The fields of StateChange:
+//
+//	Provider     string        // "redisabs", "redissup"
+//	Degraded     bool          // true: entering degraded mode; false: leaving it
+//	Cause        error         // entering: the error that opened the breaker; leaving: nil
+//	Policy       FailurePolicy // the provider's policy
+//	Duration     time.Duration // leaving: how long the provider was degraded
+//	Reconciled   int           // leaving: keys whose fallback units were written to Redis
+//	Unreconciled int           // leaving: keys whose units could not be written (see docs/operations.md)
+
+// WithTimeout bounds every Redis call of a Redis provider by d on top of
+// the caller's context: a call finds Redis unavailable after d at most.
+// Default 250 ms; 0 means the caller's context alone. go-redis honours a
+// context's deadline on the socket only when the client was built with
+// Options.ContextTimeoutEnabled; without it, reads wait for ReadTimeout
+// (3 s by default) whatever d is, and New logs a warning once.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config.Config) {
+		if d < 0 {
+			c.Fail(fmt.Errorf("%w: timeout %v must not be negative", ErrInvalidConfig, d))
+			return
+		}
+		c.Timeout = d
+	}
+}
+
+// WithFailurePolicy sets what a Redis provider answers while Redis is
+// unavailable: FallbackLocal (the default), FailOpen, FailClosed or
+// FailError. Under the first three, Inc and IsAllowed return a Decision with
+// Degraded set and a nil error; the cause goes to the state-change hook and
+// the logger, not to the caller. Only these errors mean "unavailable":
+// connection refused or reset, timeouts (WithTimeout's, the client's and
+// the pool's), and Redis replies LOADING, BUSY, MASTERDOWN, CLUSTERDOWN,
+// TRYAGAIN, READONLY and OOM. Bad input, ErrClosed and the caller's own
+// context being cancelled or past its deadline are returned as errors under
+// every policy and never open the breaker. NOSCRIPT is not a failure: the
+// script is sent again.
+func WithFailurePolicy(p FailurePolicy) Option {
+	return func(c *config.Config) { c.Policy = p }
+}
+
+// WithFallbackInstances scales the FallbackLocal limiter for a fleet of n
+// instances sharing one Redis: while Redis is unavailable each instance
+// admits rate/n (at least one unit per window), so the fleet as a whole
+// stays near the rate. Default 1: each instance admits the full rate, so a
+// fleet of n may admit n × C per window during an outage, but one instance
+// that takes all the traffic of a key is never starved. n must be at least
+// 1. Other policies ignore it.
+func WithFallbackInstances(n int) Option {
+	return func(c *config.Config) { c.FallbackInstances = n }
+}
+
+// WithProbeInterval sets how often the background probe asks Redis while
+// the breaker is open. Default 200 ms; between 1 ms and 1 minute. At most
+// one probe is in flight; each is bounded by WithTimeout.
+func WithProbeInterval(d time.Duration) Option {
+	return func(c *config.Config) { c.ProbeInterval = d }
+}
+
+// WithStateChange registers fn, called once when a Redis provider enters
+// degraded mode and once when it leaves it. fn runs on the provider's
+// probe goroutine, never on a caller's: it may log or export a metric, but
+// while it runs the probe waits, and Close waits for it. Default: none.
+func WithStateChange(fn func(StateChange)) Option {
+	return func(c *config.Config) { c.OnStateChange = fn }
+}
+
+// WithLogger sets a logger for the same transitions as WithStateChange
+// (Warn on entering degraded mode, Info on leaving it) and for
+// configuration warnings. Default: nil, no logging.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config.Config) { c.Logger = l }
+}
