@@ -13,11 +13,9 @@ var (
 	// ErrCapacityTooSmall: rate × window admits less than one unit, so every
 	// call would be rejected forever. Widen the window or raise the rate.
 	ErrCapacityTooSmall = config.ErrCapacityTooSmall
-	// ErrInvalidCost: n < 0 or n > MaxCost.
+	// ErrInvalidCost: n < 0. Any n ≥ 0 is a valid cost: one larger than
+	// the capacity is refused with Decision.Never set, not an error.
 	ErrInvalidCost = config.ErrInvalidCost
 	// ErrClosed: the limiter was closed.
 	ErrClosed = config.ErrClosed
 )
-
-// MaxCost is the largest n one call accepts.
-const MaxCost = config.MaxCost

@@ -3,14 +3,16 @@
 -- and the stored capacity, both 0 for a key with no live bucket.
 --
 -- KEYS[1]  the key's hash, <prefix>:{<escaped key>}:abs:h (see abs_inc.lua)
--- ARGV[1]  now in ms, or 0 to read Redis TIME
+-- ARGV[1]  now in ms, or an empty string to read Redis TIME
 -- ARGV[2]  W, the window in ms
+-- ARGV[3]  B, the bucket in ms
 --
 -- Reply: {used, limit}
 local h = KEYS[1]
 local now = tonumber(ARGV[1])
 local w = tonumber(ARGV[2])
-if now == 0 then
+local sp = w + tonumber(ARGV[3]) -- a bucket is live while now - start < W + B
+if ARGV[1] == '' then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
@@ -18,12 +20,12 @@ end
 local mv = redis.call('HGET', h, 'm')
 local cs, us, os, ns, ncs
 if mv then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
-if not ns or now - tonumber(ns) >= w then return {0, 0} end
+if not ns or now - tonumber(ns) >= sp then return {0, 0} end
 
 local nc = tonumber(ncs)
 local used = tonumber(us)
 local oldest = tonumber(os)
-if now - oldest >= w then
+if now - oldest >= sp then
   -- Dead buckets are still stored: sum the live ones. The newest bucket
   -- (in "m") is live.
   -- A closed bucket's value is count * 2^32 + link, or -count (see
@@ -32,7 +34,7 @@ if now - oldest >= w then
   used = nc
   for i = 1, #all, 2 do
     local st = tonumber(all[i])
-    if st and now - st < w then
+    if st and now - st < sp then
       local v = tonumber(all[i + 1])
       if v >= 4294967296 then
         v = (v - v % 4294967296) / 4294967296

@@ -4,7 +4,7 @@
 -- compute.
 --
 -- KEYS[1]  the key's hash, <prefix>:{<escaped key>}:abs:h
--- ARGV[1]  now in ms, or 0 to read Redis TIME
+-- ARGV[1]  now in ms, or an empty string to read Redis TIME
 -- ARGV[2]  W, the window in ms
 -- ARGV[3]  B, the bucket in ms
 -- ARGV[4]  C, the capacity; 0 answers IsAllowed: the capacity stored by the
@@ -54,8 +54,9 @@ if redis.replicate_commands then redis.replicate_commands() end
 
 local h = KEYS[1]
 local w, b, c, n = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
+local sp = w + b -- a bucket is live while now - start < W + B
 local now
-if ARGV[1] == '0' then
+if ARGV[1] == '' then
   local t = redis.call('TIME')
   now = t[1] * 1000 + math.floor(t[2] / 1000)
 else
@@ -72,12 +73,12 @@ local live, stale, fresh = false, false, false
 local used, oldest, newest, ncount = 0, 0, 0, 0
 if ns then
   newest = ns + 0
-  if now - newest >= w then
+  if now - newest >= sp then
     stale = true -- every bucket is dead: absent
   else
     live = true
     used, oldest, ncount = us + 0, os + 0, ncs + 0
-    fresh = now - oldest < w -- no stored bucket has died
+    fresh = now - oldest < sp -- no stored bucket has died
   end
 elseif mv then
   stale = true -- "m" unreadable: absent
@@ -97,7 +98,7 @@ local dead, ofield = nil, os -- ofield: the oldest bucket's start as a string
 if live and not fresh then
   dead = {}
   fresh = true
-  while now - oldest >= w do
+  while now - oldest >= sp do
     local v = redis.call('HGET', h, ofield)
     if v then v = v + 0 end
     local link = v and v % P
@@ -133,7 +134,7 @@ if live and (not fresh or never or used + cost > c) then
     for i = 1, #all, 2 do
       local st = tonumber(all[i])
       if st then
-        if now - st >= w then
+        if now - st >= sp then
           dead[#dead + 1] = all[i]
         else
           local cnt = countOf(all[i + 1] + 0)
@@ -175,7 +176,7 @@ if n > 0 then
       -- Open a bucket: the newest one becomes an ordinary field, its value
       -- the count with the link to now.
       local closed = -ncount
-      if ncount < 2097152 then closed = ncount * P + (now - newest) end
+      if ncount < 2097152 and now - newest < P then closed = ncount * P + (now - newest) end
       redis.call('HSET', h, ns, fmt('%d', closed), 'm', fmt('%s %d %s %d %s', ARGV[4], used, ofield, now, ARGV[5]))
       newest = now
     end
@@ -191,11 +192,11 @@ if n > 0 then
 end
 
 local reset = 0
-if live then reset = newest + w - now end
+if live then reset = newest + sp - now end
 
 if allowed then
   local remaining = c - used
-  if ARGV[4] ~= '0' and remaining < 2097152 then
+  if ARGV[4] ~= '0' and remaining < 2097152 and reset < P then
     return remaining * 4294967296 + reset
   end
   return {c, remaining, reset}
@@ -211,7 +212,7 @@ if not never then
     local first = ncount
     if oldest ~= newest then first = countOf(tonumber(redis.call('HGET', h, ofield)) or 0) end
     if first > 0 and (used - first + cost <= c or first >= used) then
-      retry = oldest + w - now
+      retry = oldest + sp - now
     else
       scan()
     end
@@ -224,7 +225,7 @@ if not never then
       if cnt ~= 0 then
         freed = freed + cnt
         if used - freed + cost <= c or freed >= used then
-          retry = buckets[i][1] + w - now
+          retry = buckets[i][1] + sp - now
           break
         end
       end

@@ -4,9 +4,10 @@
 -- cache.
 --
 -- KEYS[1]  <prefix>:{<key>}:sup:h, the key's hash (fields: see sup_inc.lua)
--- ARGV[1]  now in ms; 0 reads Redis TIME
+-- ARGV[1]  now in ms; an empty string reads Redis TIME
 -- ARGV[2]  W, the window in ms
 -- ARGV[3]  the suppression cache period in ms; 0 = no cache
+-- ARGV[4]  B, the bucket in ms
 --
 -- Reply: for one more unit at the capacities stored by the key's latest
 --         Inc, {limit, remaining, reset after ms} when it is admitted
@@ -17,11 +18,12 @@
 local PPM = 1000000
 local h = KEYS[1]
 local now = tonumber(ARGV[1])
-if now == 0 then
+if ARGV[1] == '' then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local w = tonumber(ARGV[2])
+local sp = w + tonumber(ARGV[4]) -- a bucket is live while now - start < W + B
 local cache = tonumber(ARGV[3])
 
 local function num(v)
@@ -34,7 +36,7 @@ local function fmt(v) return string.format('%d', v) end
 local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'f', 'ft', 'c', 'hc', 'nc', 'nd')
 local newest = num(m[4])
 local ncount, ndec = num(m[9]), num(m[10]) or 0
-if newest == nil or ncount == nil or not m[3] or now - newest >= w then
+if newest == nil or ncount == nil or not m[3] or now - newest >= sp then
   return {0, 0, 0}
 end
 local used = num(m[1]) or 0
@@ -61,7 +63,7 @@ local function scan()
   for i = 1, #all, 2 do
     local f = all[i]
     local c = string.byte(f, 1)
-    if c >= 48 and c <= 57 then
+    if c >= 48 and c <= 57 or c == 45 then
       local s = tonumber(f)
       count[s] = offered(all[i + 1])
       starts[#starts + 1] = s
@@ -76,12 +78,12 @@ local function scan()
   return out
 end
 
-if now - oldest >= w then
+if now - oldest >= sp then
   -- Expired buckets are still stored: leave them, count only live ones.
   buckets = {}
   used, declined = 0, 0
   for _, bk in ipairs(scan()) do
-    if now - bk[1] < w then
+    if now - bk[1] < sp then
       buckets[#buckets + 1] = bk
       used = used + bk[2]
       declined = declined + bk[3]
@@ -119,7 +121,7 @@ local function retryAfter(held, cost, cap)
       acc = (v[1] and offered(v[1]) or 0) - (num(v[2]) or 0)
     end
     if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
-      return oldest + w - now
+      return oldest + sp - now
     end
     buckets = scan()
   end
@@ -128,7 +130,7 @@ local function retryAfter(held, cost, cap)
     local u = bk[2] - bk[3]
     if u ~= 0 then
       freed = freed + u
-      if held - freed + cost <= cap or freed >= held then return bk[1] + w - now end
+      if held - freed + cost <= cap or freed >= held then return bk[1] + sp - now end
     end
   end
   return 0
@@ -136,7 +138,7 @@ end
 
 local accepted = used - declined
 local remaining = math.max(soft - accepted, 0)
-local reset = newest + w - now
+local reset = newest + sp - now
 if accepted + 1 <= soft then
   return {soft, remaining, reset}
 end

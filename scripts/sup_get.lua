@@ -1,23 +1,25 @@
 -- sup_get.lua: the usage of a suppressed key. Read-only.
 --
 -- KEYS[1]  <prefix>:{<key>}:sup:h, the key's hash (fields: see sup_inc.lua)
--- ARGV[1]  now in ms; 0 reads Redis TIME
+-- ARGV[1]  now in ms; an empty string reads Redis TIME
 -- ARGV[2]  W, the window in ms
+-- ARGV[3]  B, the bucket in ms
 --
 -- Reply: {accepted, declined, soft capacity} over the live buckets;
 --        {0, 0, 0} for a key with no live bucket.
 
 local h = KEYS[1]
 local now = tonumber(ARGV[1])
-if now == 0 then
+if ARGV[1] == '' then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local w = tonumber(ARGV[2])
+local sp = w + tonumber(ARGV[3]) -- a bucket is live while now - start < W + B
 
 local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'c', 'nc', 'nd')
 local nc = m[6] and tonumber(m[6])
-if not m[4] or not nc or not m[3] or now - tonumber(m[4]) >= w then
+if not m[4] or not nc or not m[3] or now - tonumber(m[4]) >= sp then
   return {0, 0, 0}
 end
 local used = tonumber(m[1] or 0)
@@ -32,7 +34,7 @@ local function offered(v)
   return v
 end
 
-if now - tonumber(m[3]) >= w then
+if now - tonumber(m[3]) >= sp then
   -- Expired buckets are still stored: count only the live ones, starting
   -- with the newest ("nc", "nd"), which is live.
   used, declined = nc, tonumber(m[7] or 0)
@@ -41,7 +43,7 @@ if now - tonumber(m[3]) >= w then
   for i = 1, #all, 2 do
     local f = all[i]
     local c = string.byte(f, 1)
-    if c >= 48 and c <= 57 and now - tonumber(f) < w then
+    if (c >= 48 and c <= 57 or c == 45) and now - tonumber(f) < sp then
       used = used + offered(all[i + 1])
       live[f] = true
     end

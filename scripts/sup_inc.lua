@@ -3,12 +3,14 @@
 -- the one-hash layout of docs/data-model.md.
 --
 -- KEYS[1]  <prefix>:{<key>}:sup:h, the key's hash
--- ARGV[1]  now in ms; 0 reads Redis TIME
+-- ARGV[1]  now in ms; an empty string reads Redis TIME
 -- ARGV[2]  W, the window in ms
 -- ARGV[3]  B, the bucket in ms
 -- ARGV[4]  S, the soft capacity
 -- ARGV[5]  H, the hard capacity (H >= S)
--- ARGV[6]  n, the cost; 0 is a peek for one unit that writes nothing
+-- ARGV[6]  n, the cost; 0 is a peek for one unit that writes nothing; at
+--          most H + 1 (a request that can never fit is sent as H + 1:
+--          window.RecordedCost)
 -- ARGV[7]  the suppression cache period in ms; 0 computes the factor on
 --          every call
 -- ARGV[8]  the call's random draw in ppm, in [0, 999999]
@@ -50,15 +52,17 @@
 if redis.replicate_commands then redis.replicate_commands() end
 
 local PPM = 1000000
+local MAXD = 4503599627370496 -- 2^52: window.MaxDeclined
 local h = KEYS[1]
 local now
-if ARGV[1] == '0' then
+if ARGV[1] == '' then
   local t = redis.call('TIME')
   now = t[1] * 1000 + math.floor(t[2] / 1000)
 else
   now = ARGV[1] + 0
 end
 local w, b, soft, hard, n = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
+local sp = w + b -- a bucket is live while now - start < W + B
 local cache, draw, ttl = ARGV[7] + 0, ARGV[8] + 0, ARGV[9]
 local write = n > 0
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
@@ -75,7 +79,7 @@ if m[8] then ndec = m[8] + 0 end
 local moved = m[9] ~= ARGV[4] or m[10] ~= ARGV[5]
 local hasx = m[2] and true or false
 -- Without "nc" (damaged, or written by an earlier layout) the hash is absent.
-local live = newest ~= nil and ncount ~= nil and oldest ~= nil and now - newest < w
+local live = newest ~= nil and ncount ~= nil and oldest ~= nil and now - newest < sp
 local P = 4294967296 -- 2^32: a closed bucket's value is offered * P + link
 local expired = false -- dead buckets were found: "o" (and "x") must be rewritten
 local buckets -- after a scan: the live buckets {start, count, declined}, oldest first
@@ -92,10 +96,10 @@ end
 -- oldest first, one HMGET (offered and declined) each. A missing or broken
 -- link leaves the call to scan below (linked false).
 local linked, gone = true, nil -- gone: the fields of dead buckets
-if live and now - oldest >= w then
+if live and now - oldest >= sp then
   expired, gone = true, {}
   local f = m[3]
-  while now - oldest >= w do
+  while now - oldest >= sp do
     local df = 'd' .. f
     local v = redis.call('HMGET', h, f, df)
     local off = v[1] and v[1] + 0
@@ -137,7 +141,7 @@ if not linked or used - declined + cost > soft then
     for i = 1, #all, 2 do
       local f = all[i]
       local c = string.byte(f, 1)
-      if c >= 48 and c <= 57 then -- a digit: a bucket
+      if c >= 48 and c <= 57 or c == 45 then -- a digit or '-': a bucket
         local s = tonumber(f)
         count[s] = countOf(tonumber(all[i + 1]))
         starts[#starts + 1] = s
@@ -195,7 +199,7 @@ if not linked or used - declined + cost > soft then
         acc = countOf(tonumber(v[1]) or 0) - (tonumber(v[2]) or 0)
       end
       if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
-        return oldest + w - now
+        return oldest + sp - now
       end
       buckets = scan()
     end
@@ -204,9 +208,9 @@ if not linked or used - declined + cost > soft then
     local freed = 0
     for _, bk in ipairs(buckets) do
       local u = bk[2] - bk[3]
-      if u ~= 0 and now - bk[1] < w then
+      if u ~= 0 and now - bk[1] < sp then
         freed = freed + u
-        if held - freed + cost <= cap or freed >= held then return bk[1] + w - now end
+        if held - freed + cost <= cap or freed >= held then return bk[1] + sp - now end
       end
     end
     return 0
@@ -220,7 +224,7 @@ if not linked then
   used, declined = 0, 0
   gone = {}
   for _, bk in ipairs(scan()) do
-    if now - bk[1] < w then
+    if now - bk[1] < sp then
       buckets[#buckets + 1] = bk
       used = used + bk[2]
       declined = declined + bk[3]
@@ -254,21 +258,27 @@ end
 -- Record: join the newest bucket when now - newest < B, else open one at
 -- now (no field of that name can exist: every start is <= newest < now).
 if write then
-  local dec = 0
-  if not allowed then dec = n end
+  -- rec: the units recorded; a refusal records them all as declined, at
+  -- most MAXD - declined of them and at least one, so that the totals stay
+  -- exact integers (window.MaxDeclined).
+  local rec, dec = n, 0
+  if not allowed then
+    rec = math.min(n, math.max(1, MAXD - declined))
+    dec = rec
+  end
   local joins = live and now - newest < b
   local start = now
   if joins then start = newest end
   if buckets then
     if joins then
       local last = buckets[#buckets]
-      last[2] = last[2] + n
+      last[2] = last[2] + rec
       last[3] = last[3] + dec
     else
-      buckets[#buckets + 1] = {start, n, dec}
+      buckets[#buckets + 1] = {start, rec, dec}
     end
   end
-  used = used + n
+  used = used + rec
   declined = declined + dec
   -- "x", "f" and "ft" are written from a key's first call on, 0 included,
   -- so that the HMGET of every call finds them at the front of the hash:
@@ -277,12 +287,12 @@ if write then
   local writef = computed and cache > 0
   if joins and dec == 0 and not (expired or moved or writex or writef) then
     -- The common call: two front fields, no table.
-    ncount = ncount + n
+    ncount = ncount + rec
     redis.call('HSET', h, 'nc', fmt('%d', ncount), 'u', fmt('%d', used))
   else
     local meta
     if joins then
-      ncount, ndec = ncount + n, ndec + dec
+      ncount, ndec = ncount + rec, ndec + dec
       meta = {'nc', fmt('%d', ncount), 'u', fmt('%d', used)}
       if dec > 0 then
         meta[#meta + 1] = 'nd'
@@ -293,13 +303,13 @@ if write then
         meta[#meta + 1] = fmt('%d', oldest)
       end
     else
-      meta = {'n', fmt('%d', start), 'nc', ARGV[6], 'nd', fmt('%d', dec), 'u', fmt('%d', used)}
+      meta = {'n', fmt('%d', start), 'nc', fmt('%d', rec), 'nd', fmt('%d', dec), 'u', fmt('%d', used)}
       if live then
         -- The newest bucket so far becomes ordinary fields: its offered
         -- units with the link to the new bucket, its declined units as
         -- read.
         local closed = -ncount
-        if ncount < 2097152 then closed = ncount * P + (start - newest) end
+        if ncount < 2097152 and start - newest < P then closed = ncount * P + (start - newest) end
         meta[#meta + 1] = m[4]
         meta[#meta + 1] = fmt('%d', closed)
         if ndec > 0 then
@@ -312,7 +322,7 @@ if write then
         meta[#meta + 1] = 'o'
         meta[#meta + 1] = fmt('%d', oldest)
       end
-      newest, ncount, ndec = start, n, dec
+      newest, ncount, ndec = start, rec, dec
     end
     if moved then
       meta[#meta + 1] = 'c'
@@ -342,10 +352,10 @@ local accepted = used - declined
 local retry = 0
 if not allowed and not never then retry = retryAfter(accepted, soft) end
 local reset = 0
-if live then reset = newest + w - now end
+if live then reset = newest + sp - now end
 local remaining = math.max(soft - accepted, 0)
 if outcome == 0 then
-  if remaining < 2097152 then return remaining * 4294967296 + reset end
+  if remaining < 2097152 and reset < P then return remaining * P + reset end
   return {soft, remaining, reset}
 end
 return {outcome, allowed and 1 or 0, soft, remaining, retry, reset, f, never and 1 or 0}

@@ -314,8 +314,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("clients %d: want at least one per key (%d keys)", o.Clients, len(o.Keys))
 	case o.Duration <= 0:
 		return fmt.Errorf("duration %v: want more than 0", o.Duration)
-	case o.Cost < 1 || o.Cost > limiter.MaxCost:
-		return fmt.Errorf("cost %d: want 1 to %d", o.Cost, limiter.MaxCost)
+	case o.Cost < 1:
+		return fmt.Errorf("cost %d: want at least 1", o.Cost)
 	}
 	for _, t := range o.Targets {
 		if t.Backend != Local && t.Backend != Redis || t.Strategy != Absolute && t.Strategy != Suppressed {

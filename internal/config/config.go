@@ -33,8 +33,6 @@ const (
 	// exact integer in a Lua (IEEE double) number, even after many windows of
 	// offered traffic have been summed.
 	MaxCapacity = int64(1) << 50
-	// MaxCost bounds n for one call.
-	MaxCost = int64(1) << 40
 	// MaxPrefix is the longest Redis key prefix accepted.
 	MaxPrefix = 128
 )
@@ -260,13 +258,22 @@ func ValidatePrefix(p string) error {
 	return nil
 }
 
-// NowMs reads the clock in whole milliseconds (Unix epoch).
+// MaxClockMs bounds a clock reading given by WithClock: readings beyond
+// ±2^52 ms (about 142,000 years either side of 1970) are clamped to it, so
+// that every time a script computes stays an exact integer in a double.
+const MaxClockMs = int64(1) << 52
+
+// NowMs reads the clock in whole milliseconds (Unix epoch), clamped to
+// ±MaxClockMs.
 func (c *Config) NowMs() int64 {
 	if !c.ClockSet { // the default clock, without the interface call
 		return WallMs()
 	}
-	return c.Clock.Now().UnixMilli()
+	return ClampMs(c.Clock.Now().UnixMilli())
 }
+
+// ClampMs clamps a time in ms to ±MaxClockMs.
+func ClampMs(ms int64) int64 { return min(max(ms, -MaxClockMs), MaxClockMs) }
 
 // WallMs reads the default clock in whole milliseconds (Unix epoch).
 func WallMs() int64 { return (startWallNs + int64(time.Since(startWall))) / int64(time.Millisecond) }
@@ -285,10 +292,11 @@ func (c *Config) Rand() float64 {
 	return r
 }
 
-// CheckCost reports ErrInvalidCost unless 0 ≤ n ≤ MaxCost.
+// CheckCost reports ErrInvalidCost for n < 0. Every n ≥ 0 is a cost: one
+// above the capacity is a decision with Never set.
 func CheckCost(n int64) error {
-	if n < 0 || n > MaxCost {
-		return fmt.Errorf("%w: %d (want 0 ≤ n ≤ %d)", ErrInvalidCost, n, MaxCost)
+	if n < 0 {
+		return fmt.Errorf("%w: n = %d (want n ≥ 0)", ErrInvalidCost, n)
 	}
 	return nil
 }

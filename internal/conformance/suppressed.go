@@ -46,71 +46,75 @@ func suppressedTables() []table {
 	d := NewSeq(0.5, 0.5, 0.79, 0.84)
 	p := NewSeq(0.5)
 	r := NewSeq(0.5)
+	// A bucket opened at s lives until s + W + B: 1100 ms here, 10100 ms
+	// in the 10 s table.
 	return []table{
 		{name: "soft hard and never", opts: suppOpts(a, 1.5, 100*time.Millisecond, time.Second), steps: []step{
-			inc("k", ten, 10, sAllowed(10, 0, ms(1000))),
-			inc("k", ten, 6, supp(false, 10, 0, ms(1000), ms(1000), 1e6)),
+			inc("k", ten, 10, sAllowed(10, 0, ms(1100))),
+			inc("k", ten, 6, supp(false, 10, 0, ms(1100), ms(1100), 1e6)),
 			get("k", limiter.Usage{Used: 10, Declined: 6, Limit: 10}),
-			inc("k", ten, 16, limiter.Decision{Outcome: limiter.Suppressed, Limit: 10, ResetAfter: ms(1000), SuppressionFactor: 1, Never: true}),
+			// A request over H is recorded as H + 1 = 16 units, whatever its n.
+			inc("k", ten, math.MaxInt64, limiter.Decision{Outcome: limiter.Suppressed, Limit: 10, ResetAfter: ms(1100), SuppressionFactor: 1, Never: true}),
 			get("k", limiter.Usage{Used: 10, Declined: 22, Limit: 10}),
 			// observed 32 over 1 s: f = 1 − 10/32 = 0.6875, computed, not cached, no draw.
-			isAllowed("k", supp(false, 10, 0, ms(1000), ms(1000), 687500)),
-			after(ms(1000), inc("k", ten, 1, sAllowed(10, 9, ms(1000)))),
+			isAllowed("k", supp(false, 10, 0, ms(1100), ms(1100), 687500)),
+			after(ms(1100), inc("k", ten, 1, sAllowed(10, 9, ms(1100)))),
 			get("k", limiter.Usage{Used: 1, Limit: 10}),
 		}, check: wantDraws(a, 4)},
 		{name: "factor without cache", opts: suppOpts(b, 1.5, 0, time.Second), steps: []step{
-			inc("k", ten, 10, sAllowed(10, 0, ms(1000))),
+			inc("k", ten, 10, sAllowed(10, 0, ms(1100))),
 			// observed 10 over 1 s at S = 10: f = 0, admitted above soft.
-			after(ms(100), inc("k", ten, 2, supp(true, 10, 0, 0, ms(1000), 0))),
+			after(ms(100), inc("k", ten, 2, supp(true, 10, 0, 0, ms(1100), 0))),
 			// observed 12: f = 1 − 10/12 = 0.166667; draw 0.1 < f: refused.
-			after(ms(100), inc("k", ten, 1, supp(false, 10, 0, ms(800), ms(1000), 166667))),
-			isAllowed("k", supp(false, 10, 0, ms(800), ms(1000), 230769)),
+			after(ms(100), inc("k", ten, 1, supp(false, 10, 0, ms(900), ms(1100), 166667))),
+			isAllowed("k", supp(false, 10, 0, ms(900), ms(1100), 230769)),
 			// observed 13: f = 0.230769; draw 0.2 < f: refused.
-			after(ms(50), inc("k", ten, 1, supp(false, 10, 0, ms(750), ms(950), 230769))),
+			after(ms(50), inc("k", ten, 1, supp(false, 10, 0, ms(850), ms(1050), 230769))),
 			// observed 14: f = 0.285714; draw 0.25 < f: refused.
-			after(ms(50), inc("k", ten, 1, supp(false, 10, 0, ms(700), ms(1000), 285714))),
+			after(ms(50), inc("k", ten, 1, supp(false, 10, 0, ms(800), ms(1100), 285714))),
 			get("k", limiter.Usage{Used: 12, Declined: 3, Limit: 10}),
 		}, check: wantDraws(b, 5)},
 		{name: "factor cached for its period", opts: suppOpts(c, 1.5, 100*time.Millisecond, time.Second), steps: []step{
-			inc("k", ten, 10, sAllowed(10, 0, ms(1000))),
-			after(ms(100), inc("k", ten, 2, supp(true, 10, 0, 0, ms(1000), 0))),
+			inc("k", ten, 10, sAllowed(10, 0, ms(1100))),
+			after(ms(100), inc("k", ten, 2, supp(true, 10, 0, 0, ms(1100), 0))),
 			// computed at +200 and cached until +300.
-			after(ms(100), inc("k", ten, 1, supp(false, 10, 0, ms(800), ms(1000), 166667))),
-			isAllowed("k", supp(false, 10, 0, ms(800), ms(1000), 166667)),
+			after(ms(100), inc("k", ten, 1, supp(false, 10, 0, ms(900), ms(1100), 166667))),
+			isAllowed("k", supp(false, 10, 0, ms(900), ms(1100), 166667)),
 			// the cached 0.166667, not a fresh 0.230769: draw 0.2 admits.
-			after(ms(50), inc("k", ten, 1, supp(true, 10, 0, 0, ms(950), 166667))),
+			after(ms(50), inc("k", ten, 1, supp(true, 10, 0, 0, ms(1050), 166667))),
 			// +300: the cache has expired; observed 14 gives 0.285714.
-			after(ms(50), inc("k", ten, 1, supp(false, 10, 0, ms(700), ms(1000), 285714))),
+			after(ms(50), inc("k", ten, 1, supp(false, 10, 0, ms(800), ms(1100), 285714))),
 			get("k", limiter.Usage{Used: 13, Declined: 2, Limit: 10}),
 		}, check: wantDraws(c, 5)},
 		{name: "recent second dominates a long window", opts: suppOpts(d, 2, 0, 10*time.Second), steps: []step{
 			// 1/s over 10 s: S = 10, H = 20.
-			inc("k", limiter.PerSecond(1), 10, sAllowed(10, 0, ms(10000))),
+			inc("k", limiter.PerSecond(1), 10, sAllowed(10, 0, ms(10100))),
 			// 10 observed long ago, none in the last second: f = 0.
-			after(ms(5000), inc("k", limiter.PerSecond(1), 5, supp(true, 10, 0, 0, ms(10000), 0))),
+			after(ms(5000), inc("k", limiter.PerSecond(1), 5, supp(true, 10, 0, 0, ms(10100), 0))),
 			// 15·1000 against 5 in the last second·10000: f = 1 − 10000/50000 = 0.8.
 			// (+5100 opens a bucket: 100 ms after +5000 is not less than B.)
-			after(ms(100), inc("k", limiter.PerSecond(1), 1, supp(false, 10, 0, ms(4900), ms(10000), 800000))),
+			after(ms(100), inc("k", limiter.PerSecond(1), 1, supp(false, 10, 0, ms(5000), ms(10100), 800000))),
 			// 6 in the last second: f = 1 − 10000/60000 = 0.833333; draw 0.84 admits.
-			inc("k", limiter.PerSecond(1), 1, supp(true, 10, 0, 0, ms(10000), 833333)),
+			inc("k", limiter.PerSecond(1), 1, supp(true, 10, 0, 0, ms(10100), 833333)),
 			get("k", limiter.Usage{Used: 16, Declined: 1, Limit: 10}),
 		}, check: wantDraws(d, 4)},
 		{name: "peek draws once and writes nothing", opts: suppOpts(p, 1.5, 100*time.Millisecond, time.Second), steps: []step{
 			inc("k", ten, 0, sAllowed(10, 10, 0)),
 			get("k", limiter.Usage{}),
 			isAllowed("k", unknown),
-			inc("k", ten, 10, sAllowed(10, 0, ms(1000))),
-			inc("k", ten, 0, supp(true, 10, 0, 0, ms(1000), 0)),
+			inc("k", ten, 10, sAllowed(10, 0, ms(1100))),
+			inc("k", ten, 0, supp(true, 10, 0, 0, ms(1100), 0)),
 			get("k", limiter.Usage{Used: 10, Limit: 10}),
 		}, check: wantDraws(p, 3)},
 		{name: "reset and idle key", opts: suppOpts(r, 1.5, 100*time.Millisecond, time.Second), steps: []step{
 			// nothing observed yet: f = 0, so 12 is admitted above soft.
-			inc("k", ten, 12, supp(true, 10, 0, 0, ms(1000), 0)),
+			inc("k", ten, 12, supp(true, 10, 0, 0, ms(1100), 0)),
 			reset("k"),
 			get("k", limiter.Usage{}),
 			isAllowed("k", unknown),
-			inc("k", ten, 3, sAllowed(10, 7, ms(1000))),
-			after(ms(1000), isAllowed("k", unknown)),
+			inc("k", ten, 3, sAllowed(10, 7, ms(1100))),
+			after(ms(1099), isAllowed("k", sAllowed(10, 7, ms(1)))),
+			after(ms(1), isAllowed("k", unknown)),
 			get("k", limiter.Usage{}),
 		}, check: wantDraws(r, 2)},
 	}

@@ -18,13 +18,14 @@ type Client interface {
 	Unlink(ctx context.Context, keys ...string) *redis.IntCmd
 }
 
-// NowArg is the script's clock argument: 0 tells the script to read Redis
-// TIME; a positive value (given WithClock) is the time in ms to use instead.
-func NowArg(cfg *config.Config) int64 {
+// NowArg is the script's clock argument: an empty string tells the script
+// to read Redis TIME; an integer (given WithClock) is the time in ms to use
+// instead, whatever instant it is (0 and times before 1970 included).
+func NowArg(cfg *config.Config) any {
 	if cfg.ClockSet {
 		return cfg.NowMs()
 	}
-	return 0
+	return ""
 }
 
 // Int64s reads a script reply that is an array of integers.

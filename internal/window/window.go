@@ -70,22 +70,46 @@ func (s *State) Newest() (start int64, ok bool) {
 	return s.newest().Start, true
 }
 
-// Expire drops the buckets that are no longer live at now (now − start ≥ w).
-// A key left without buckets forgets its stored capacities and factor: an
-// idle key is an unknown key.
-func (s *State) Expire(now, w int64) {
+// Expire drops the buckets that are no longer live at now: those with
+// now − start ≥ span, where span is W + B (Params.Span). A key left without
+// buckets forgets its stored capacities and factor: an idle key is an
+// unknown key. Expire leaves the dropped slots of the ring as they were, so
+// that a copy of a State can be expired without touching the original (see
+// view).
+func (s *State) Expire(now, span int64) {
 	for s.size > 0 {
 		b := &s.ring[s.head]
-		if now-b.Start < w {
+		if now-b.Start < span {
 			return
 		}
 		s.Used -= b.Count
 		s.Declined -= b.Declined
-		*b = Bucket{}
 		s.head = (s.head + 1) & (len(s.ring) - 1)
 		s.size--
 	}
 	*s = State{ring: s.ring}
+}
+
+// view returns a copy of s expired at now, for the calls that write
+// nothing (IsAllowed, Get): a read never drops a bucket, so that a clock
+// that steps back finds the same buckets in every provider (the Redis
+// scripts' reads delete nothing either). The copy shares s's ring and must
+// not be written to.
+func (s *State) view(now, span int64) State {
+	v := *s
+	v.Expire(now, span)
+	return v
+}
+
+// Usage returns the units accepted (absolute: admitted) and declined over
+// the buckets live at now, and the stored capacity (0 for a key with no
+// live bucket), without changing s.
+func (s *State) Usage(p Params, now int64) (accepted, declined, capacity int64) {
+	v := s.view(now, p.Span())
+	if !v.Live() {
+		return 0, 0, 0
+	}
+	return v.Used - v.Declined, v.Declined, v.Capacity
 }
 
 // Reset empties the state, keeping its memory.
@@ -131,7 +155,7 @@ func (s *State) grow() {
 // or Count − Declined for the suppressed strategy. When nothing can make
 // cost fit (cost > capacity) it returns the time until every held unit
 // expires.
-func (s *State) retryAfter(now, w, held, cost, capacity int64, accepted bool) int64 {
+func (s *State) retryAfter(now, span, held, cost, capacity int64, accepted bool) int64 {
 	freed := int64(0)
 	for i := 0; i < s.size; i++ {
 		b := s.At(i)
@@ -144,15 +168,16 @@ func (s *State) retryAfter(now, w, held, cost, capacity int64, accepted bool) in
 		}
 		freed += u
 		if held-freed+cost <= capacity || freed >= held {
-			return b.Start + w - now
+			return b.Start + span - now
 		}
 	}
 	return 0
 }
 
-func (s *State) resetAfter(now, w int64) int64 {
+// resetAfter is the time until the newest bucket dies: newest + span − now.
+func (s *State) resetAfter(now, span int64) int64 {
 	if st, ok := s.Newest(); ok {
-		return st + w - now
+		return st + span - now
 	}
 	return 0
 }
@@ -180,13 +205,31 @@ const (
 // Params are a limiter's window W and bucket B in ms.
 type Params struct{ W, B int64 }
 
+// Span is W + B, how long a bucket lives: a bucket that started at s is
+// live while now − s < W + B. Its units arrived in [s, s + B), so each one
+// is held for at least W, and no span of length W ever holds more admitted
+// units than the capacity (docs/algorithms.md, The window guarantee).
+func (p Params) Span() int64 { return p.W + p.B }
+
 // IncAbsolute decides an absolute Inc of n units (n = 0: a peek for one
 // unit that writes nothing) at capacity c, into r. (An out parameter: a
 // returned Result is copied through memory in 16-byte moves right after
 // being written in 8-byte ones, a store-forwarding stall that cost the
-// local provider about a sixth of a call: docs/benchmarks.md, Local.)
+// local provider about a sixth of a call: docs/benchmarks.md, Local.) Any
+// n > c is refused with Never set and records nothing, whatever its size.
 func (s *State) IncAbsolute(p Params, now, c, n int64, r *Result) {
-	s.Expire(now, p.W)
+	if n == 0 {
+		v := s.view(now, p.Span())
+		v.incAbsolute(p, now, c, 0, r)
+		return
+	}
+	s.Expire(now, p.Span())
+	s.incAbsolute(p, now, c, n, r)
+}
+
+// incAbsolute decides on a state already expired at now.
+func (s *State) incAbsolute(p Params, now, c, n int64, r *Result) {
+	span := p.W + p.B
 	cost := max(n, 1)
 	never := cost > c
 	if !never && s.Used+cost <= c {
@@ -194,7 +237,7 @@ func (s *State) IncAbsolute(p Params, now, c, n int64, r *Result) {
 			s.record(now, p.B, n, 0)
 			s.Capacity = c
 		}
-		*r = Result{Allowed: true, Limit: c, Remaining: c - s.Used, ResetAfter: s.resetAfter(now, p.W)}
+		*r = Result{Allowed: true, Limit: c, Remaining: c - s.Used, ResetAfter: s.resetAfter(now, span)}
 		return
 	}
 	if n > 0 && s.Live() {
@@ -202,26 +245,28 @@ func (s *State) IncAbsolute(p Params, now, c, n int64, r *Result) {
 	}
 	retry := int64(0)
 	if !never {
-		retry = s.retryAfter(now, p.W, s.Used, cost, c, false)
+		retry = s.retryAfter(now, span, s.Used, cost, c, false)
 	}
 	*r = Result{Outcome: OutcomeRejected, Limit: c, Remaining: max(c-s.Used, 0), RetryAfter: retry,
-		ResetAfter: s.resetAfter(now, p.W), Never: never}
+		ResetAfter: s.resetAfter(now, span), Never: never}
 }
 
-// IsAllowedAbsolute answers for one unit at the stored capacity.
+// IsAllowedAbsolute answers for one unit at the stored capacity. It writes
+// nothing, not even the expiry of dead buckets.
 func (s *State) IsAllowedAbsolute(p Params, now int64) Result {
-	s.Expire(now, p.W)
-	if !s.Live() {
+	span := p.Span()
+	v := s.view(now, span)
+	if !v.Live() {
 		return Result{Allowed: true}
 	}
-	c := s.Capacity
-	r := Result{Limit: c, Remaining: max(c-s.Used, 0), ResetAfter: s.resetAfter(now, p.W)}
-	if s.Used+1 <= c {
+	c := v.Capacity
+	r := Result{Limit: c, Remaining: max(c-v.Used, 0), ResetAfter: v.resetAfter(now, span)}
+	if v.Used+1 <= c {
 		r.Allowed = true
 		return r
 	}
 	r.Outcome = OutcomeRejected
-	r.RetryAfter = s.retryAfter(now, p.W, s.Used, 1, c, false)
+	r.RetryAfter = v.retryAfter(now, span, v.Used, 1, c, false)
 	return r
 }
 
@@ -277,10 +322,43 @@ func (s *State) factor(p Params, now int64, in Suppressed, store bool) int64 {
 	return f
 }
 
+// MaxDeclined bounds the declined units a key records: a refused call
+// records min(n, max(1, MaxDeclined − declined)) units offered and
+// declined, so a key's totals stay exact integers in a double (observed ≤
+// accepted + MaxDeclined + one unit per call ≤ 2^50 + 2^52 + calls < 2^53)
+// whatever the costs callers send. Only the reported Declined and the
+// perceived rate feel the bound, and only past 2^52 units.
+const MaxDeclined = int64(1) << 52
+
+// RecordedCost is the cost a suppressed Inc records for a request of n
+// units at hard capacity hard: n itself, or hard + 1 for a request that can
+// never fit (n > hard). Such a request is over the ceiling by itself;
+// counting all of a caller-chosen n would let one number fix the key's
+// suppression factor for a whole window.
+func RecordedCost(n, hard int64) int64 {
+	if n > hard {
+		return hard + 1
+	}
+	return n
+}
+
 // IncSuppressed decides a suppressed Inc of n units (n = 0: a peek that
-// writes nothing), into r (an out parameter, as for IncAbsolute).
+// writes nothing), into r (an out parameter, as for IncAbsolute). A
+// request with n > in.Hard is refused with Never set and recorded as
+// RecordedCost says.
 func (s *State) IncSuppressed(p Params, now, n int64, in Suppressed, r *Result) {
-	s.Expire(now, p.W)
+	if n == 0 {
+		v := s.view(now, p.Span())
+		v.incSuppressed(p, now, 0, in, r)
+		return
+	}
+	s.Expire(now, p.Span())
+	s.incSuppressed(p, now, RecordedCost(n, in.Hard), in, r)
+}
+
+// incSuppressed decides on a state already expired at now.
+func (s *State) incSuppressed(p Params, now, n int64, in Suppressed, r *Result) {
+	span := p.W + p.B
 	cost := max(n, 1)
 	accepted := s.Used - s.Declined
 	forecast := accepted + cost
@@ -297,42 +375,45 @@ func (s *State) IncSuppressed(p Params, now, n int64, in Suppressed, r *Result) 
 		r.Allowed = in.RandPPM >= r.FactorPPM
 	}
 	if n > 0 {
-		declined := int64(0)
+		count, declined := n, int64(0)
 		if !r.Allowed {
-			declined = n
+			count = min(n, max(1, MaxDeclined-s.Declined))
+			declined = count
 		}
-		s.record(now, p.B, n, declined)
+		s.record(now, p.B, count, declined)
 		s.Capacity, s.Hard = in.Soft, in.Hard
 	}
 	accepted = s.Used - s.Declined
 	r.Remaining = max(in.Soft-accepted, 0)
 	if !r.Allowed && !r.Never {
-		r.RetryAfter = s.retryAfter(now, p.W, accepted, cost, in.Soft, true)
+		r.RetryAfter = s.retryAfter(now, span, accepted, cost, in.Soft, true)
 	}
-	r.ResetAfter = s.resetAfter(now, p.W)
+	r.ResetAfter = s.resetAfter(now, span)
 }
 
 // IsAllowedSuppressed answers whether one more unit would be admitted
 // without suppression at the stored capacities. Above the soft capacity it
-// reports the factor an Inc would apply now, without caching it.
+// reports the factor an Inc would apply now, without caching it. It writes
+// nothing, not even the expiry of dead buckets.
 func (s *State) IsAllowedSuppressed(p Params, now, cacheMs int64) Result {
-	s.Expire(now, p.W)
-	if !s.Live() {
+	span := p.Span()
+	v := s.view(now, span)
+	if !v.Live() {
 		return Result{Allowed: true}
 	}
-	accepted := s.Used - s.Declined
-	r := Result{Limit: s.Capacity, Remaining: max(s.Capacity-accepted, 0), ResetAfter: s.resetAfter(now, p.W)}
+	accepted := v.Used - v.Declined
+	r := Result{Limit: v.Capacity, Remaining: max(v.Capacity-accepted, 0), ResetAfter: v.resetAfter(now, span)}
 	switch {
-	case accepted+1 <= s.Capacity:
+	case accepted+1 <= v.Capacity:
 		r.Allowed = true
 		return r
-	case accepted+1 > s.Hard:
+	case accepted+1 > v.Hard:
 		r.FactorPPM = PPM
 	default:
-		r.FactorPPM = s.factor(p, now, Suppressed{Soft: s.Capacity, Hard: s.Hard, CacheMs: cacheMs}, false)
+		r.FactorPPM = v.factor(p, now, Suppressed{Soft: v.Capacity, Hard: v.Hard, CacheMs: cacheMs}, false)
 	}
 	r.Outcome = OutcomeSuppressed
-	r.RetryAfter = s.retryAfter(now, p.W, accepted, 1, s.Capacity, true)
+	r.RetryAfter = v.retryAfter(now, span, accepted, 1, v.Capacity, true)
 	return r
 }
 
@@ -347,9 +428,22 @@ func (r *Result) Decision() limiter.Decision {
 		Allowed:           r.Allowed,
 		Limit:             r.Limit,
 		Remaining:         r.Remaining,
-		RetryAfter:        time.Duration(r.RetryAfter) * time.Millisecond,
-		ResetAfter:        time.Duration(r.ResetAfter) * time.Millisecond,
+		RetryAfter:        msDuration(r.RetryAfter),
+		ResetAfter:        msDuration(r.ResetAfter),
 		SuppressionFactor: f,
 		Never:             r.Never,
 	}
+}
+
+// maxDurationMs is the longest time.Duration in whole milliseconds.
+const maxDurationMs = int64(math.MaxInt64 / time.Millisecond)
+
+// msDuration converts ms to a Duration, saturating where a Duration ends
+// (292 years: only a clock given by WithClock that steps back that far
+// reaches it).
+func msDuration(ms int64) time.Duration {
+	if ms > maxDurationMs {
+		ms = maxDurationMs
+	}
+	return time.Duration(ms) * time.Millisecond
 }

@@ -86,7 +86,7 @@ func (s *store) check(op, k string) (now int64, err error) {
 // thing wrong in the order every provider uses.
 func (s *store) incArgs(k string, rate limiter.Rate, n int64) (now, c int64, err error) {
 	c, cerr := limiter.Capacity(rate, s.cfg.Window)
-	if s.closed.Load() || k == "" || len(k) > key.MaxLen || n < 0 || n > config.MaxCost || cerr != nil {
+	if s.closed.Load() || k == "" || len(k) > key.MaxLen || n < 0 || cerr != nil {
 		if _, err := s.check("inc", k); err != nil {
 			return 0, 0, err
 		}
@@ -103,7 +103,7 @@ func (s *store) now() int64 {
 	if !s.cfg.ClockSet {
 		return config.WallMs()
 	}
-	return s.cfg.Clock.Now().UnixMilli()
+	return config.ClampMs(s.cfg.Clock.Now().UnixMilli())
 }
 
 func checkCost(n int64) error {
@@ -156,13 +156,9 @@ func (s *store) usage(k string) (limiter.Usage, error) {
 	if e == nil {
 		return limiter.Usage{}, nil
 	}
-	defer e.mu.Unlock()
-	st := &e.st
-	st.Expire(now, s.p.W)
-	if !st.Live() {
-		return limiter.Usage{}, nil
-	}
-	return limiter.Usage{Used: st.Used - st.Declined, Declined: st.Declined, Limit: st.Capacity}, nil
+	used, declined, c := e.st.Usage(s.p, now)
+	e.mu.Unlock()
+	return limiter.Usage{Used: used, Declined: declined, Limit: c}, nil
 }
 
 func (s *store) reset(k string) error {
@@ -191,7 +187,10 @@ func (s *store) sweepLoop(every time.Duration) {
 
 // sweep drops every key without a live bucket. It holds one key's lock at a
 // time, and yields the processor every sweepChunk keys, so callers never
-// wait on it for more than one key's expiry.
+// wait on it for more than one key. It drops whole keys only, never some
+// buckets of a live key: like a read, it leaves a key's buckets to its
+// next write, so a clock that steps back finds the same buckets here as in
+// Redis (whose keys expire whole).
 func (s *store) sweep() int {
 	dropped, seen := 0, 0
 	s.m.Range(func(k, v any) bool {
@@ -199,7 +198,7 @@ func (s *store) sweep() int {
 		e.mu.Lock()
 		if e.dead {
 			e.mu.Unlock()
-		} else if e.st.Expire(s.now(), s.p.W); e.st.Live() {
+		} else if st, ok := e.st.Newest(); ok && s.now()-st < s.p.Span() {
 			e.mu.Unlock()
 		} else {
 			s.remove(k.(string), e)

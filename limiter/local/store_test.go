@@ -51,7 +51,7 @@ func TestSweepDropsIdleKeys(t *testing.T) {
 	if got := a.s.sweep(); got != 0 {
 		t.Fatalf("sweep with every key live dropped %d", got)
 	}
-	clk.Advance(500 * time.Millisecond) // the first buckets expire; the 100 keys' second ones do not
+	clk.Advance(510 * time.Millisecond) // t = W + B: the first buckets expire; the 100 keys' second ones do not
 	if got := a.s.sweep(); got != 4900 {
 		t.Fatalf("sweep dropped %d keys, want 4900", got)
 	}
@@ -189,7 +189,7 @@ func TestSweepLoopDropsIdleKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clk.Advance(999 * time.Millisecond)
+	clk.Advance(1009 * time.Millisecond) // W + B − 1 ms (B = W/100 = 10 ms)
 	if _, err := a.Inc(ctx, "live", limiter.PerSecond(10), 1); err != nil {
 		t.Fatal(err)
 	}

@@ -55,6 +55,6 @@ func Example() {
 	// allowed=true remaining=2 retry-after=0s
 	// allowed=true remaining=1 retry-after=0s
 	// allowed=true remaining=0 retry-after=0s
-	// allowed=false remaining=0 retry-after=1m0s
-	// 45 s later: used=3 limit=3, one more allowed=false in 15s
+	// allowed=false remaining=0 retry-after=1m0.6s
+	// 45 s later: used=3 limit=3, one more allowed=false in 15.6s
 }

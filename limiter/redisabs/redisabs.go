@@ -55,7 +55,9 @@ func (l *Limiter) inc(ctx context.Context, k string, rate limiter.Rate, n int64)
 	if err != nil {
 		return limiter.Decision{}, l.b.Errorf("inc", err)
 	}
-	return l.decide(ctx, "inc", h, c, n)
+	// A request over the capacity is refused whatever its size: the script
+	// sees C + 1, so its numbers stay exact in a double.
+	return l.decide(ctx, "inc", h, c, min(n, c+1))
 }
 
 // isAllowed is IsAllowed's call to Redis.
@@ -87,7 +89,7 @@ func (l *Limiter) get(ctx context.Context, k string) (limiter.Usage, error) {
 	if err != nil {
 		return limiter.Usage{}, err
 	}
-	v, err := scripts.AbsGet.Run(ctx, l.b.Client, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.W).Result()
+	v, err := scripts.AbsGet.Run(ctx, l.b.Client, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B).Result()
 	if err != nil {
 		return limiter.Usage{}, l.b.Errorf("get", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -102,8 +103,7 @@ func TestErrorsMatchLocal(t *testing.T) {
 		{"bad cost and bad rate", "k", limiter.PerSecond(-1), -1},
 		{"bad rate", "k", limiter.PerSecond(0), 1},
 		{"small capacity", "k", limiter.PerSecond(0.1), 0},
-		{"cost too big", "k", ok, limiter.MaxCost + 1},
-		{"max cost is fine", "k", ok, limiter.MaxCost},
+		{"largest cost is fine", "k", ok, math.MaxInt64},
 		{"huge rate", "k", limiter.PerSecond(1e16), 1},
 		{"longest key is fine", strings.Repeat("k", key.MaxLen), ok, 1},
 	}
@@ -329,7 +329,7 @@ func TestReadOnlyCallsWriteNothing(t *testing.T) {
 	mustInc(t, l, "k", ten, 4)
 	clk.Advance(500 * time.Millisecond)
 	mustInc(t, l, "k", ten, 6)
-	for _, adv := range []time.Duration{0, 499 * time.Millisecond, time.Millisecond, 499 * time.Millisecond, time.Millisecond} {
+	for _, adv := range []time.Duration{0, 599 * time.Millisecond, time.Millisecond, 499 * time.Millisecond} {
 		clk.Advance(adv)
 		before, _ := mr.HKeys(h)
 		ttl := mr.TTL(h)
@@ -353,9 +353,11 @@ func TestReadOnlyCallsWriteNothing(t *testing.T) {
 			}
 		}
 	}
-	// At +1.5 s every bucket is dead but the hash is still stored.
-	if !mr.Exists(h) {
-		t.Fatal("hash gone before its TTL")
+	// At +1.6 s, W + B after the newest bucket opened, every bucket is
+	// dead and the hash's TTL (W + B from that opening) has run out.
+	clk.Advance(time.Millisecond)
+	if mr.Exists(h) {
+		t.Fatal("hash outlived its newest bucket")
 	}
 	if u := mustGet(t, l, "k"); u != (limiter.Usage{}) {
 		t.Fatalf("Get(k) with only dead buckets = %+v, want zero", u)
@@ -383,9 +385,10 @@ func TestDeadBucketsAreDeleted(t *testing.T) {
 	if n := c.HLen(ctx, h).Val(); n != 2599+1 {
 		t.Fatalf("HLEN = %d, want 2600 (2599 closed buckets and the meta field, which holds the newest)", n)
 	}
-	// The clock reads +2600 ms; at +7449 ms the buckets opened at 0 to
-	// 2449 ms are dead and the 150 opened at 2450 to 2599 ms are live.
-	clk.Advance(4849 * time.Millisecond)
+	// The clock reads +2600 ms; at +7450 ms (a bucket lives W + B = 5001
+	// ms) the buckets opened at 0 to 2449 ms are dead and the 150 opened
+	// at 2450 to 2599 ms are live.
+	clk.Advance(4850 * time.Millisecond)
 	if u := mustGet(t, l, "k"); u.Used != 150 {
 		t.Fatalf("Get(k) = %+v, want Used 150", u)
 	}
@@ -400,7 +403,7 @@ func TestDeadBucketsAreDeleted(t *testing.T) {
 		t.Fatalf("Get(k) = %+v, want Used 151 Limit 5000", u)
 	}
 	// A refused call (n > C) on a key whose buckets are all dead deletes it.
-	clk.Advance(w)
+	clk.Advance(w + b)
 	if d := mustInc(t, l, "k", rate, 6000); !d.Never {
 		t.Fatalf("Inc(k, 6000) = %+v, want Never", d)
 	}
@@ -410,8 +413,9 @@ func TestDeadBucketsAreDeleted(t *testing.T) {
 }
 
 // TestListpack checks the encoding claim of docs/data-model.md: a full
-// window holds W/B buckets and 4 meta fields, so the hash stays a listpack
-// while W/B + 4 ≤ hash-max-listpack-entries (512 by default) and becomes a
+// window holds W/B + 1 buckets (a bucket lives W + B), W/B of them closed
+// fields and the newest in the meta field, so the hash stays a listpack
+// while W/B + 1 ≤ hash-max-listpack-entries (512 by default) and becomes a
 // hashtable beyond.
 func TestListpack(t *testing.T) {
 	c := realClient(t).(*redis.Client)
@@ -426,7 +430,7 @@ func TestListpack(t *testing.T) {
 	for _, tc := range []struct {
 		buckets int
 		want    string
-	}{{100, "listpack"}, {128, "listpack"}, {max, "listpack"}, {max + 1, "hashtable"}} {
+	}{{100, "listpack"}, {128, "listpack"}, {max - 1, "listpack"}, {max, "hashtable"}} {
 		t.Run(fmt.Sprint(tc.buckets), func(t *testing.T) {
 			clk := conformance.NewClock()
 			prefix := redistest.Prefix(t)
@@ -442,9 +446,9 @@ func TestListpack(t *testing.T) {
 				clk.Advance(b)
 			}
 			h := hashOf(t, prefix, "k")
-			// W/B − 1 closed buckets and the meta field, which holds the newest
-			if n := c.HLen(ctx, h).Val(); n != int64(tc.buckets) {
-				t.Fatalf("HLEN = %d, want %d", n, tc.buckets)
+			// W/B closed buckets and the meta field, which holds the newest
+			if n := c.HLen(ctx, h).Val(); n != int64(tc.buckets)+1 {
+				t.Fatalf("HLEN = %d, want %d", n, tc.buckets+1)
 			}
 			if enc := c.ObjectEncoding(ctx, h).Val(); enc != tc.want {
 				t.Fatalf("W/B = %d with hash-max-listpack-entries %d: OBJECT ENCODING = %q, want %q", tc.buckets, max, enc, tc.want)
@@ -641,7 +645,7 @@ func TestLargeNumbers(t *testing.T) {
 				} else {
 					clk.Advance(time.Millisecond) // joins the newest
 				}
-				n := limiter.MaxCost - int64(i%3)
+				n := bigCost - int64(i%3)
 				if i%50 == 49 {
 					n = 0 // a peek
 				}
@@ -651,7 +655,7 @@ func TestLargeNumbers(t *testing.T) {
 			}
 			clk.Advance(59 * time.Second) // the oldest buckets die: a scan
 			for i := 300; i < 320; i++ {
-				step(i, limiter.MaxCost)
+				step(i, bigCost)
 			}
 			if refused == 0 {
 				t.Fatal("the window never filled")
@@ -748,15 +752,15 @@ func TestPlainBucketValues(t *testing.T) {
 	if u := mustGet(t, l, "k"); u != (limiter.Usage{Used: 6, Limit: 10}) {
 		t.Fatalf("Get = %+v, want Used 6, Limit 10", u)
 	}
-	clk.Advance(150 * time.Millisecond) // the bucket at -900 dies
+	clk.Advance(250 * time.Millisecond) // the bucket at -900 dies (W + B = 1100 ms)
 	if u := mustGet(t, l, "k"); u.Used != 4 {
 		t.Fatalf("Get after the oldest died = %+v, want Used 4", u)
 	}
 	if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); !d.Allowed || d.Remaining != 5 {
 		t.Fatalf("Inc after the oldest died = %+v, want allowed with 5 remaining", d)
 	}
-	want := map[string]string{"m": "10 5 " + ms(-500) + " " + ms(150) + " 1",
-		ms(-500): "3", ms(-100): fmt.Sprint(int64(1)<<32 + 250)}
+	want := map[string]string{"m": "10 5 " + ms(-500) + " " + ms(250) + " 1",
+		ms(-500): "3", ms(-100): fmt.Sprint(int64(1)<<32 + 350)}
 	if got, _ := c.HGetAll(ctx, h).Result(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("HGETALL = %v, want %v", got, want)
 	}
@@ -797,3 +801,6 @@ func TestSteadyTrafficFollowsLinks(t *testing.T) {
 		t.Errorf("the hash holds %d fields, want at most W/B + 1", n)
 	}
 }
+
+// bigCost is a cost far above any capacity the tests use.
+const bigCost = int64(1) << 40

@@ -67,7 +67,7 @@ func (l *Limiter) inc(ctx context.Context, k string, rate limiter.Rate, n int64)
 	}
 	draw := window.DrawPPM(l.b.Cfg.Rand())
 	v, err := scripts.SupInc.Run(ctx, l.b.Client, []string{h},
-		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, n, l.b.Cache, draw, l.b.TTL).Result()
+		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, window.RecordedCost(n, hard), l.b.Cache, draw, l.b.TTL).Result()
 	if err != nil {
 		return limiter.Decision{}, l.b.Errorf("inc", err)
 	}
@@ -85,7 +85,7 @@ func (l *Limiter) isAllowed(ctx context.Context, k string) (limiter.Decision, er
 		return limiter.Decision{}, err
 	}
 	v, err := scripts.SupAllowed.Run(ctx, l.b.Client, []string{h},
-		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.Cache).Result()
+		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.Cache, l.b.B).Result()
 	if err != nil {
 		return limiter.Decision{}, l.b.Errorf("is allowed", err)
 	}
@@ -102,7 +102,7 @@ func (l *Limiter) get(ctx context.Context, k string) (limiter.Usage, error) {
 	if err != nil {
 		return limiter.Usage{}, err
 	}
-	v, err := scripts.SupGet.Run(ctx, l.b.Client, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.W).Result()
+	v, err := scripts.SupGet.Run(ctx, l.b.Client, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B).Result()
 	if err != nil {
 		return limiter.Usage{}, l.b.Errorf("get", err)
 	}
