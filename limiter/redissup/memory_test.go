@@ -117,7 +117,7 @@ func TestListpack(t *testing.T) {
 	if _, err := fmt.Sscan(cfg["hash-max-listpack-entries"], &maxEntries); err != nil || maxEntries < 16 {
 		t.Fatalf("hash-max-listpack-entries = %q", cfg["hash-max-listpack-entries"])
 	}
-	for _, buckets := range []int64{100, 128, (maxEntries-10)/2, maxEntries/2 + 10} {
+	for _, buckets := range []int64{100, 128, (maxEntries - 10) / 2, maxEntries/2 + 10} {
 		t.Run(fmt.Sprint(buckets), func(t *testing.T) {
 			clk := conformance.NewClock()
 			prefix := redistest.Prefix(t)
