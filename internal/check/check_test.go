@@ -50,7 +50,7 @@ func TestMostInAnyWindow(t *testing.T) {
 			adm = append(adm, at(r.Int64N(3000), 1+r.Int64N(5)))
 		}
 		w := time.Duration(1+r.Int64N(1500)) * time.Millisecond
-		if got, want := func() int64 { m, _ := MostInAnyWindow(adm, w); return m }(), mostBrute(adm, w, Start, start.Add(3*time.Second)); got != want {
+		if got, want := func() int64 { m, _ := MostInAnyWindow(adm, w); return m }(), mostBrute(adm, w, start, start.Add(3*time.Second)); got != want {
 			t.Fatalf("case %d: MostInAnyWindow(w=%v) = %d, brute force %d", i, w, got, want)
 		}
 	}
