@@ -173,6 +173,7 @@ func RunAbsolute(t *testing.T, f Factory) {
 	t.Run("Tables", func(t *testing.T) { runTables(t, f, absoluteTables()) })
 	t.Run("Errors", func(t *testing.T) { RunErrors(t, f) })
 	t.Run("Concurrent", func(t *testing.T) { RunConcurrent(t, f, 64, 100, 1000) })
+	t.Run("Guarantee", func(t *testing.T) { RunGuarantee(t, f) })
 }
 
 // RunConcurrent has g goroutines each call Inc(1) n times on one key whose

@@ -127,6 +127,7 @@ func RunSuppressed(t *testing.T, f Factory) {
 	t.Run("AdmissionFollowsFactor", func(t *testing.T) { runAdmission(t, f) })
 	t.Run("Errors", func(t *testing.T) { RunErrors(t, f) })
 	t.Run("Concurrent", func(t *testing.T) { RunConcurrent(t, f, 64, 100, 1000) })
+	t.Run("HardCeiling", func(t *testing.T) { RunSuppressedCeiling(t, f) })
 }
 
 // lockedRand is a seeded source safe for concurrent use.
