@@ -22,7 +22,9 @@ func mostBrute(adm []Admission, w time.Duration, from, to time.Time) int64 {
 }
 
 func TestMostInAnyWindow(t *testing.T) {
-	at := func(ms int64, u int64) Admission { return Admission{At: start.Add(time.Duration(ms) * time.Millisecond), Units: u} }
+	at := func(ms int64, u int64) Admission {
+		return Admission{At: start.Add(time.Duration(ms) * time.Millisecond), Units: u}
+	}
 	cases := []struct {
 		name string
 		adm  []Admission

@@ -21,9 +21,9 @@ const guaranteeSteps = 5000
 
 // Trace shapes of RunGuarantee.
 const (
-	shapeBursty = iota // one unit opens a bucket, a burst joins it at its last millisecond
-	shapeRandom        // random gaps (some longer than W + B), mixed costs, peeks and n > C
-	shapeSaturated     // one unit every millisecond: the key is always full
+	shapeBursty    = iota // one unit opens a bucket, a burst joins it at its last millisecond
+	shapeRandom           // random gaps (some longer than W + B), mixed costs, peeks and n > C
+	shapeSaturated        // one unit every millisecond: the key is always full
 )
 
 // RunGuarantee runs the absolute strategy's window guarantee checks on
