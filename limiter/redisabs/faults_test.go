@@ -1,0 +1,24 @@
+package redisabs_test
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/faults"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/redisabs"
+)
+
+func newFaultLimiter(t *testing.T, c *redis.Client, opts ...limiter.Option) limiter.Limiter {
+	t.Helper()
+	l, err := redisabs.New(c, opts...)
+	if err != nil {
+		t.Fatalf("redisabs.New: %v", err)
+	}
+	return l
+}
+
+// TestFaultMatrix: each failure of the fault matrix under 16 goroutines of
+// Inc load on real Redis (docs/operations.md, When Redis fails).
+func TestFaultMatrix(t *testing.T) { faults.RunMatrix(t, newFaultLimiter) }
