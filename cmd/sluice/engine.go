@@ -136,7 +136,8 @@ type keyTrack struct {
 	counts         counts // requests
 	offeredUnits   atomic.Int64
 	admittedUnits  atomic.Int64
-	// Peaks of admitted units, fed in time order by the clock's goroutine.
+	// The most admitted units in any window of W, fleet-wide and per
+	// instance, fed in time order by the clock's goroutine.
 	fleet *maxWindow
 	inst  []*maxWindow
 }
@@ -161,7 +162,7 @@ type engine struct {
 	opts    Options
 	out     io.Writer
 	clock   simClock
-	w, b    int64 // window and bucket in ms
+	w       int64 // window in ms
 	provs   []*provider
 	workers []*worker
 	batch   [][]admitted // per provider, reused
@@ -237,7 +238,7 @@ func newEngine(opts Options, out io.Writer) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &engine{opts: opts, out: out, w: cfg.WindowMs, b: cfg.BucketMs}
+	e := &engine{opts: opts, out: out, w: cfg.WindowMs}
 	e.opts.Bucket = cfg.Bucket
 	ok := false
 	defer func() {
@@ -277,9 +278,9 @@ func newEngine(opts Options, out io.Writer) (*engine, error) {
 			if err != nil {
 				return nil, fmt.Errorf("key %q: %w", k.Name, err)
 			}
-			kt := &keyTrack{capacity: c, hard: h, fleet: newMaxWindow(e.w-e.b+1, e.w)}
+			kt := &keyTrack{capacity: c, hard: h, fleet: newMaxWindow(e.w)}
 			for range opts.Instances {
-				kt.inst = append(kt.inst, newMaxWindow(e.w-e.b+1, e.w))
+				kt.inst = append(kt.inst, newMaxWindow(e.w))
 			}
 			p.keys = append(p.keys, kt)
 		}
@@ -569,10 +570,10 @@ func (e *engine) report(elapsed time.Duration, interrupted bool) *Report {
 				Counts:   kt.counts.snapshot(),
 				Offered:  kt.offeredUnits.Load(),
 				Admitted: kt.admittedUnits.Load(),
-				Fleet:    peak(kt.fleet),
+				Fleet:    kt.fleet.max,
 			}
 			for _, m := range kt.inst {
-				kr.PerInstance = append(kr.PerInstance, peak(m))
+				kr.PerInstance = append(kr.PerInstance, m.max)
 			}
 			pr.Keys = append(pr.Keys, kr)
 		}
@@ -580,5 +581,3 @@ func (e *engine) report(elapsed time.Duration, interrupted bool) *Report {
 	}
 	return r
 }
-
-func peak(m *maxWindow) Peak { return Peak{Guaranteed: m.max[0], Full: m.max[1]} }

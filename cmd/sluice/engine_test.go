@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-go/sluice/internal/check"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/redisabs"
@@ -110,20 +111,20 @@ func TestSaturatedCounts(t *testing.T) {
 					}
 					switch p.Target {
 					case Target{Redis, Absolute}:
-						if k.Admitted != capUnits || k.Fleet.Guaranteed != capUnits || k.Fleet.Full != capUnits {
-							t.Errorf("%v %s: admitted %d, peaks %+v; want %d", p.Target, k.Key, k.Admitted, k.Fleet, capUnits)
+						if k.Admitted != capUnits || k.Fleet != capUnits {
+							t.Errorf("%v %s: admitted %d, most in any window %d; want %d", p.Target, k.Key, k.Admitted, k.Fleet, capUnits)
 						}
 						u, err := abs.Get(ctx, k.Key)
 						if err != nil || u.Used != k.Admitted || u.Limit != k.Capacity {
 							t.Errorf("redisabs Get(%q) = %+v, %v; want Used %d, Limit %d", k.Key, u, err, k.Admitted, k.Capacity)
 						}
 					case Target{Local, Absolute}:
-						if k.Admitted != int64(o.Instances)*capUnits || k.Fleet.Guaranteed != k.Admitted {
-							t.Errorf("%v %s: admitted %d, fleet peak %+v; want %d", p.Target, k.Key, k.Admitted, k.Fleet, int64(o.Instances)*capUnits)
+						if k.Admitted != int64(o.Instances)*capUnits || k.Fleet != k.Admitted {
+							t.Errorf("%v %s: admitted %d, fleet most in any window %d; want %d", p.Target, k.Key, k.Admitted, k.Fleet, int64(o.Instances)*capUnits)
 						}
-						for i, pk := range k.PerInstance {
-							if pk.Guaranteed != capUnits {
-								t.Errorf("%v %s instance %d: peak %+v, want %d", p.Target, k.Key, i, pk, capUnits)
+						for i, most := range k.PerInstance {
+							if most != capUnits {
+								t.Errorf("%v %s instance %d: most in any window %d, want %d", p.Target, k.Key, i, most, capUnits)
 							}
 						}
 					case Target{Redis, Suppressed}:
@@ -135,9 +136,9 @@ func TestSaturatedCounts(t *testing.T) {
 							t.Errorf("redissup Get(%q) = %+v, %v; want Used %d, Declined %d", k.Key, u, err, k.Admitted, k.Offered-k.Admitted)
 						}
 					case Target{Local, Suppressed}:
-						for i, pk := range k.PerInstance {
-							if pk.Guaranteed < capUnits || pk.Guaranteed > k.Hard {
-								t.Errorf("%v %s instance %d: peak %+v, want %d to %d", p.Target, k.Key, i, pk, capUnits, k.Hard)
+						for i, most := range k.PerInstance {
+							if most < capUnits || most > k.Hard {
+								t.Errorf("%v %s instance %d: most in any window %d, want %d to %d", p.Target, k.Key, i, most, capUnits, k.Hard)
 							}
 						}
 					}
@@ -149,8 +150,8 @@ func TestSaturatedCounts(t *testing.T) {
 
 // TestReportMatchesEvents runs windows that slide many times during the
 // run and recomputes every number of the report from the decisions the
-// engine recorded: counts by brute force, and each peak by trying every
-// interval start. It is also the regression test of a clock that let
+// engine recorded: counts by brute force, and each most in any window of W
+// with check.MostInAnyWindow. It is also the regression test of a clock that let
 // scripts run out of time order (docs/cli.md): that design showed a key
 // over capacity here.
 func TestReportMatchesEvents(t *testing.T) {
@@ -184,17 +185,13 @@ func TestReportMatchesEvents(t *testing.T) {
 	if v := rep.Violations(); len(v) > 0 {
 		t.Errorf("Violations() = %q", v)
 	}
-	w, b := o.Window.Milliseconds(), o.Bucket.Milliseconds()
 	for pi, p := range rep.Providers {
 		var total Counts
 		for ki, k := range p.Keys {
 			var want Counts
 			var offered, admitted int64
-			fleet := map[int64]int64{}
-			inst := make([]map[int64]int64, o.Instances)
-			for i := range inst {
-				inst[i] = map[int64]int64{}
-			}
+			var fleet []check.Admission
+			inst := make([][]check.Admission, o.Instances)
 			for _, e := range rec.events {
 				if e.Target != pi || e.Key != ki {
 					continue
@@ -207,8 +204,9 @@ func TestReportMatchesEvents(t *testing.T) {
 				case e.Decision.Allowed:
 					want.Allowed++
 					admitted += e.N
-					fleet[e.Ms] += e.N
-					inst[e.Instance][e.Ms] += e.N
+					a := check.Admission{At: time.UnixMilli(e.Ms), Units: e.N}
+					fleet = append(fleet, a)
+					inst[e.Instance] = append(inst[e.Instance], a)
 				case e.Decision.Outcome == limiter.Suppressed:
 					want.Suppressed++
 				default:
@@ -226,12 +224,12 @@ func TestReportMatchesEvents(t *testing.T) {
 			total.Allowed += want.Allowed
 			total.Rejected += want.Rejected
 			total.Suppressed += want.Suppressed
-			if got, want := k.Fleet, brutePeak(fleet, w, b); got != want {
-				t.Errorf("%v %s: fleet peak %+v, brute force %+v", p.Target, k.Key, got, want)
+			if want, _ := check.MostInAnyWindow(fleet, o.Window); k.Fleet != want {
+				t.Errorf("%v %s: fleet-wide most in any window %d, MostInAnyWindow %d", p.Target, k.Key, k.Fleet, want)
 			}
 			for i := range inst {
-				if got, want := k.PerInstance[i], brutePeak(inst[i], w, b); got != want {
-					t.Errorf("%v %s instance %d: peak %+v, brute force %+v", p.Target, k.Key, i, got, want)
+				if want, _ := check.MostInAnyWindow(inst[i], o.Window); k.PerInstance[i] != want {
+					t.Errorf("%v %s instance %d: most in any window %d, MostInAnyWindow %d", p.Target, k.Key, i, k.PerInstance[i], want)
 				}
 			}
 		}
@@ -248,7 +246,7 @@ func TestReportMatchesEvents(t *testing.T) {
 			continue
 		}
 		for _, k := range p.Keys {
-			want := fmt.Sprintf("%s %s %d %d %d %d ok", k.Key, k.Tier, k.Capacity, k.Admitted, k.Fleet.Guaranteed, k.Fleet.Full)
+			want := fmt.Sprintf("%s %s %d %d %d ok", k.Key, k.Tier, k.Capacity, k.Admitted, k.Fleet)
 			found := false
 			for _, l := range strings.Split(section, "\n") {
 				found = found || strings.Join(strings.Fields(l), " ") == want
@@ -260,62 +258,26 @@ func TestReportMatchesEvents(t *testing.T) {
 	}
 }
 
-// brutePeak returns the most units in any interval of W − B + 1 ms and of
-// W ms, trying every interval that starts at an admission.
-func brutePeak(byMs map[int64]int64, w, b int64) Peak {
-	var p Peak
-	for start := range byMs {
-		var g, f int64
-		for ms, n := range byMs {
-			if ms >= start && ms < start+w-b+1 {
-				g += n
-			}
-			if ms >= start && ms < start+w {
-				f += n
-			}
-		}
-		p.Guaranteed = max(p.Guaranteed, g)
-		p.Full = max(p.Full, f)
-	}
-	return p
-}
-
+// TestMaxWindow: the streaming count the report uses is
+// check.MostInAnyWindow over the same admissions.
 func TestMaxWindow(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for trial := range 200 {
-		spanA, spanB := 1+rng.Int64N(50), 1+rng.Int64N(200)
-		m := newMaxWindow(spanA, spanB)
-		const origin = 1_000_000
-		perMs := make([]int64, 1) // units at origin + i
-		ms := int64(origin)
+		span := 1 + rng.Int64N(200)
+		m := newMaxWindow(span)
+		var adm []check.Admission
+		ms := int64(1_000_000)
 		for range rng.IntN(3000) {
 			ms += rng.Int64N(4) // repeats, steps and gaps
 			n := 1 + rng.Int64N(5)
 			m.add(admission{ms: ms, n: n})
-			for int64(len(perMs)) <= ms-origin {
-				perMs = append(perMs, 0)
-			}
-			perMs[ms-origin] += n
+			adm = append(adm, check.Admission{At: time.UnixMilli(ms), Units: n})
 		}
-		want := [2]int64{bruteSpan(perMs, spanA), bruteSpan(perMs, spanB)}
-		if m.max != want {
-			t.Fatalf("trial %d: spans %d, %d: max %v, brute force %v", trial, spanA, spanB, m.max, want)
+		if want, _ := check.MostInAnyWindow(adm, time.Duration(span)*time.Millisecond); m.max != want {
+			t.Fatalf("trial %d: span %d ms: max %d, MostInAnyWindow %d", trial, span, m.max, want)
 		}
 	}
-}
-
-// bruteSpan sums every interval of span ms that starts at each ms.
-func bruteSpan(perMs []int64, span int64) int64 {
-	var best int64
-	for start := range perMs {
-		var s int64
-		for i := start; i < len(perMs) && int64(i-start) < span; i++ {
-			s += perMs[i]
-		}
-		best = max(best, s)
-	}
-	return best
 }
 
 func TestHistogram(t *testing.T) {

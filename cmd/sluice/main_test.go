@@ -229,7 +229,7 @@ func TestDemoShort(t *testing.T) {
 		"Requests decided in each second:",
 		"local absolute", "redis absolute", "redis suppressed",
 		"Totals over 1.5s",
-		"the limit holds in any 3.961s (W − B + 1 ms)",
+		"the most units admitted in any window of 4s",
 		"No key over capacity fleet-wide.",
 		"Every instance within capacity.",
 		"No key over its hard ceiling fleet-wide.",
@@ -241,6 +241,82 @@ func TestDemoShort(t *testing.T) {
 	if strings.Contains(stdout, "\x1b[") {
 		t.Errorf("demo wrote ANSI escapes to a non-terminal:\n%q", stdout)
 	}
+}
+
+// TestDemoReport is the regression test of issue 12: the demo's report,
+// run on the embedded miniredis for longer than its 4 s window, shows every
+// key of the Redis absolute provider at most at its capacity in any window
+// of 4 s (before the window guarantee, user:dave showed 206 of 200), and
+// every key of the Redis suppressed provider at most at its hard capacity.
+func TestDemoReport(t *testing.T) {
+	t.Parallel()
+	st, stdout, stderr := runArgs(t, "demo", "--duration", "6s")
+	if st != exitOK {
+		t.Fatalf("demo = %d, stderr:\n%s\nstdout:\n%s", st, stderr, stdout)
+	}
+	rows := reportRows(t, stdout, "redis absolute: ")
+	if len(rows) != len(demoKeys()) {
+		t.Fatalf("redis absolute section has %d rows, want %d:\n%s", len(rows), len(demoKeys()), stdout)
+	}
+	for _, r := range rows {
+		// key, tier, capacity, admitted, most in any 4s, verdict
+		if len(r) != 6 {
+			t.Fatalf("redis absolute row %q: want 6 columns", r)
+		}
+		capacity, most := atoi(t, r[2]), atoi(t, r[4])
+		if most > capacity || r[5] != "ok" {
+			t.Errorf("redis absolute %s: most in any window of 4s %d, capacity %d (%s)", r[0], most, capacity, r[5])
+		}
+		if most < capacity/2 {
+			t.Errorf("redis absolute %s: most in any window of 4s %d, want near capacity %d", r[0], most, capacity)
+		}
+	}
+	rows = reportRows(t, stdout, "redis suppressed: ")
+	if len(rows) != len(demoKeys()) {
+		t.Fatalf("redis suppressed section has %d rows, want %d:\n%s", len(rows), len(demoKeys()), stdout)
+	}
+	for _, r := range rows {
+		// key, tier, target/s, offered/s, accepted/s, soft, hard, most in any 4s, verdict
+		if len(r) != 9 {
+			t.Fatalf("redis suppressed row %q: want 9 columns", r)
+		}
+		if hard, most := atoi(t, r[6]), atoi(t, r[7]); most > hard || r[8] != "ok" {
+			t.Errorf("redis suppressed %s: most in any window of 4s %d, hard capacity %d (%s)", r[0], most, hard, r[8])
+		}
+	}
+}
+
+// reportRows returns the cells of the key rows of the report's section
+// whose first line starts with title.
+func reportRows(t *testing.T, out, title string) [][]string {
+	t.Helper()
+	i := strings.Index(out, "\n"+title)
+	if i < 0 {
+		t.Fatalf("no section %q in\n%s", title, out)
+	}
+	var rows [][]string
+	seenHeader := false
+	for _, l := range strings.Split(out[i+1:], "\n")[1:] {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 0 || !strings.HasPrefix(l, "  "):
+			return rows
+		case f[0] == "key":
+			seenHeader = true
+		case seenHeader && strings.Contains(f[0], ":"):
+			rows = append(rows, f)
+		}
+	}
+	return rows
+}
+
+func atoi(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("report cell %q: %v", s, err)
+	}
+	return n
 }
 
 // TestInterrupt: a cancelled run (Ctrl-C) stops at once, with the report

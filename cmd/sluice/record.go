@@ -138,39 +138,35 @@ type admission struct {
 }
 
 // maxWindow tracks, over a stream of admissions in non-decreasing time
-// order, the most units admitted in any interval of span[0] ms and of
-// span[1] ms. An interval of s ms ending at x holds the admissions with
-// x − s < ms ≤ x; the maximum over all intervals is reached by one that ends
-// at an admission, so checking after each admission is exact. Memory is
-// bounded by the admissions of the longer span.
+// order, the most units admitted in any window of span ms: any half-open
+// interval [t, t + span). A window that holds the most can be slid to end
+// just after an admission, so checking after each admission is exact: the
+// window ending at x holds the admissions with x − span < ms ≤ x. This is
+// check.MostInAnyWindow over the same admissions (at their whole
+// milliseconds), computed as they arrive, in memory bounded by the
+// admissions of one window.
 type maxWindow struct {
-	span [2]int64
+	span int64
 	q    []admission
-	head [2]int
-	sum  [2]int64
-	max  [2]int64
+	head int
+	sum  int64
+	max  int64
 }
 
-func newMaxWindow(a, b int64) *maxWindow { return &maxWindow{span: [2]int64{a, b}} }
+func newMaxWindow(span int64) *maxWindow { return &maxWindow{span: span} }
 
 func (m *maxWindow) add(a admission) {
 	m.q = append(m.q, a)
-	for i := range m.span {
-		m.sum[i] += a.n
-		for m.q[m.head[i]].ms <= a.ms-m.span[i] {
-			m.sum[i] -= m.q[m.head[i]].n
-			m.head[i]++
-		}
-		if m.sum[i] > m.max[i] {
-			m.max[i] = m.sum[i]
-		}
+	m.sum += a.n
+	for m.q[m.head].ms <= a.ms-m.span {
+		m.sum -= m.q[m.head].n
+		m.head++
 	}
-	// Drop what neither span needs any more.
-	low := min(m.head[0], m.head[1])
-	if low > 1024 && low > len(m.q)/2 {
-		n := copy(m.q, m.q[low:])
+	m.max = max(m.max, m.sum)
+	// Drop what the window no longer needs.
+	if m.head > 1024 && m.head > len(m.q)/2 {
+		n := copy(m.q, m.q[m.head:])
 		m.q = m.q[:n]
-		m.head[0] -= low
-		m.head[1] -= low
+		m.head = 0
 	}
 }

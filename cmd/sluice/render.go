@@ -180,18 +180,22 @@ func WriteReport(w io.Writer, r *Report) {
 		}
 	}
 
-	span, full := r.GuaranteedSpan().String(), r.Window.String()
-	fmt.Fprintf(w, "\nAccuracy: for each key, the most units admitted in any sliding interval, counted\n")
-	fmt.Fprintf(w, "at the exact millisecond each provider decided at. Units coalesced into a %v bucket\n", r.Bucket)
-	fmt.Fprintf(w, "expire with it, up to %v early, so the limit holds in any %s (W − B + 1 ms);\n", r.Bucket-time.Millisecond, span)
-	fmt.Fprintf(w, "a full %s can hold part of one bucket more (docs/algorithms.md, \"Error bounds\").\n", full)
+	span := r.Window.String()
+	fmt.Fprintf(w, "\nAccuracy: for each key, the most units admitted in any window of %s (any span\n", span)
+	fmt.Fprintf(w, "[t, t + %s)), counted exactly at the millisecond each provider decided at. No\n", span)
+	fmt.Fprintf(w, "window of %s may hold more than the capacity (the hard one for the suppressed\n", span)
+	fmt.Fprintf(w, "strategy): fleet-wide through Redis, per instance for local limiters. A unit\n")
+	fmt.Fprintf(w, "counts for at least %s and at most %s (W + B), so a saturated key still\n", span, r.Window+r.Bucket)
+	fmt.Fprintf(w, "admits, on average, at least %.1f %% of its capacity per window\n",
+		100*float64(r.Window)/float64(r.Window+r.Bucket))
+	fmt.Fprintf(w, "(docs/algorithms.md, \"The window guarantee\").\n")
 
 	for i := range r.Providers {
 		p := &r.Providers[i]
 		fmt.Fprintln(w)
 		switch p.Target {
 		case Target{Redis, Absolute}:
-			writeRedisAbsolute(w, r, p, span, full)
+			writeRedisAbsolute(w, r, p, span)
 		case Target{Local, Absolute}:
 			writeLocalAbsolute(w, r, p, span)
 		default:
@@ -213,18 +217,17 @@ func mark(got, bound int64) string {
 	return "ok"
 }
 
-func writeRedisAbsolute(w io.Writer, r *Report, p *ProviderReport, span, full string) {
+func writeRedisAbsolute(w io.Writer, r *Report, p *ProviderReport, span string) {
 	fmt.Fprintf(w, "%v: one window per key, shared by the %d instances through Redis\n", p.Target, r.Instances)
-	g := &grid{indent: "  ", align: "llrrrrl"}
-	g.add("key", "tier", "capacity", "admitted", "most in any "+span, "most in any "+full, "")
+	g := &grid{indent: "  ", align: "llrrrl"}
+	g.add("key", "tier", "capacity", "admitted", "most in any "+span, "")
 	over := 0
 	for i := range p.Keys {
 		k := &p.Keys[i]
-		if k.Fleet.Guaranteed > k.Capacity {
+		if k.Fleet > k.Capacity {
 			over++
 		}
-		g.add(k.Key, k.Tier, itoa(k.Capacity), itoa(k.Admitted), itoa(k.Fleet.Guaranteed), itoa(k.Fleet.Full),
-			mark(k.Fleet.Guaranteed, k.Capacity))
+		g.add(k.Key, k.Tier, itoa(k.Capacity), itoa(k.Admitted), itoa(k.Fleet), mark(k.Fleet, k.Capacity))
 	}
 	g.write(w)
 	if over == 0 {
@@ -242,14 +245,14 @@ func writeLocalAbsolute(w io.Writer, r *Report, p *ProviderReport, span string) 
 	over, worst := 0, 0.0
 	for i := range p.Keys {
 		k := &p.Keys[i]
-		inst := k.MaxInstance().Guaranteed
+		inst := k.MaxInstance()
 		if inst > k.Capacity {
 			over++
 		}
-		ratio := float64(k.Fleet.Guaranteed) / float64(k.Capacity)
+		ratio := float64(k.Fleet) / float64(k.Capacity)
 		worst = max(worst, ratio)
 		g.add(k.Key, k.Tier, itoa(k.Capacity), itoa(inst), mark(inst, k.Capacity),
-			itoa(k.Fleet.Guaranteed), fmt.Sprintf("= %.2f × capacity", ratio))
+			itoa(k.Fleet), fmt.Sprintf("= %.2f × capacity", ratio))
 	}
 	g.write(w)
 	if over == 0 {
@@ -280,7 +283,7 @@ func writeSuppressed(w io.Writer, r *Report, p *ProviderReport, span string) {
 	over := 0
 	for i := range p.Keys {
 		k := &p.Keys[i]
-		pk := p.Peak(k).Guaranteed
+		pk := p.Most(k)
 		if pk > k.Hard {
 			over++
 		}
@@ -289,6 +292,8 @@ func writeSuppressed(w io.Writer, r *Report, p *ProviderReport, span string) {
 	}
 	g.write(w)
 	fmt.Fprintf(w, "  Rates are units per second over the whole run (the first window starts empty).\n")
+	fmt.Fprintf(w, "  The soft capacity is what the accepted rate settles near, not a bound on a window;\n")
+	fmt.Fprintf(w, "  the hard one is: no window of %s may hold more.\n", span)
 	if over == 0 {
 		fmt.Fprintf(w, "  No key over its hard ceiling %s.\n", where)
 	} else {
@@ -297,7 +302,7 @@ func writeSuppressed(w io.Writer, r *Report, p *ProviderReport, span string) {
 	if !shared {
 		worst := 0.0
 		for i := range p.Keys {
-			worst = max(worst, float64(p.Keys[i].Fleet.Guaranteed)/float64(p.Keys[i].Hard))
+			worst = max(worst, float64(p.Keys[i].Fleet)/float64(p.Keys[i].Hard))
 		}
 		fmt.Fprintf(w, "  The fleet as a whole admitted up to %.2f × the hard ceiling in any %s.\n", worst, span)
 	}

@@ -36,35 +36,26 @@ type KeyReport struct {
 	Counts         Counts // requests
 	// Offered and Admitted are units (requests × cost).
 	Offered, Admitted int64
-	// Fleet is the peak over every instance together, PerInstance the peak
-	// of each instance's admissions alone.
-	Fleet       Peak
-	PerInstance []Peak
+	// Fleet is the most units admitted in any window of W (any half-open
+	// span [t, t + W)) by every instance together; PerInstance the same for
+	// each instance's admissions alone. Both are exact: check.MostInAnyWindow
+	// over the admissions, at the millisecond each was decided at.
+	Fleet       int64
+	PerInstance []int64
 }
 
-// Peak is the most units admitted in any interval of a given length.
-type Peak struct {
-	// Guaranteed is the most admitted in any interval of W − B + 1 ms, the
-	// length over which a sliding window with buckets of B guarantees at
-	// most its capacity.
-	Guaranteed int64
-	// Full is the most admitted in any interval of W, which coalescing may
-	// push above capacity by part of one bucket.
-	Full int64
-}
-
-// MaxInstance is the highest per-instance peak.
-func (k *KeyReport) MaxInstance() Peak {
-	var m Peak
+// MaxInstance is the most any one instance admitted in a window of W.
+func (k *KeyReport) MaxInstance() int64 {
+	var m int64
 	for _, p := range k.PerInstance {
-		m.Guaranteed = max(m.Guaranteed, p.Guaranteed)
-		m.Full = max(m.Full, p.Full)
+		m = max(m, p)
 	}
 	return m
 }
 
-// Bound is the most a key may admit in any interval of W − B + 1 ms: C for
-// the absolute strategy, H for the suppressed one.
+// Bound is the most a key may admit in any window of W (docs/algorithms.md,
+// The window guarantee): C for the absolute strategy, the hard capacity H
+// for the suppressed one, whose soft target is not a per-window bound.
 func (p *ProviderReport) Bound(k *KeyReport) int64 {
 	if p.Target.Strategy == Suppressed {
 		return k.Hard
@@ -81,26 +72,27 @@ func (p *ProviderReport) Scope() string {
 	return "per instance"
 }
 
-// Peak returns the peak the bound applies to (fleet or worst instance).
-func (p *ProviderReport) Peak(k *KeyReport) Peak {
+// Most returns the most in any window of W that the bound applies to: the
+// fleet's on Redis, the worst instance's for local limiters.
+func (p *ProviderReport) Most(k *KeyReport) int64 {
 	if p.Target.Backend == Redis {
 		return k.Fleet
 	}
 	return k.MaxInstance()
 }
 
-// Violations lists every key that admitted more than its bound in an
-// interval of W − B + 1 ms, where the bound must hold. Empty means the run
-// kept every promise.
+// Violations lists every key that admitted more than its bound in some
+// window of W, where the bound must hold. Empty means the run kept every
+// promise.
 func (r *Report) Violations() []string {
 	var v []string
 	for i := range r.Providers {
 		p := &r.Providers[i]
 		for j := range p.Keys {
 			k := &p.Keys[j]
-			if got, bound := p.Peak(k).Guaranteed, p.Bound(k); got > bound {
-				v = append(v, fmt.Sprintf("%v: key %q admitted %d units %s in %v, more than %d",
-					p.Target, k.Key, got, p.Scope(), r.GuaranteedSpan(), bound))
+			if got, bound := p.Most(k), p.Bound(k); got > bound {
+				v = append(v, fmt.Sprintf("%v: key %q admitted %d units %s in a window of %v, more than %d",
+					p.Target, k.Key, got, p.Scope(), r.Window, bound))
 			}
 		}
 	}
@@ -115,6 +107,3 @@ func (r *Report) Errors() int64 {
 	}
 	return n
 }
-
-// GuaranteedSpan is W − B + 1 ms.
-func (r *Report) GuaranteedSpan() time.Duration { return r.Window - r.Bucket + time.Millisecond }
