@@ -13,6 +13,10 @@ import (
 // Inc returns ErrInvalidRate. A Rate is a small value; copy it freely.
 type Rate struct {
 	perSecond float64
+	// badPeriod is set by Every when its period is not positive: the
+	// rate is invalid and Validate names that period.
+	badPeriod    time.Duration
+	hasBadPeriod bool
 }
 
 // PerSecond returns a rate of n events per second.
@@ -30,7 +34,7 @@ func PerDay(n float64) Rate { return Rate{perSecond: n / 86400} }
 // Every returns a rate of n events per d. A d ≤ 0 gives an invalid rate.
 func Every(n float64, d time.Duration) Rate {
 	if d <= 0 {
-		return Rate{perSecond: math.NaN()}
+		return Rate{perSecond: math.NaN(), badPeriod: d, hasBadPeriod: true}
 	}
 	return Rate{perSecond: n / d.Seconds()}
 }
@@ -54,6 +58,9 @@ func (r Rate) String() string { return r.format() }
 // Validate reports ErrInvalidRate unless r is finite and positive.
 func (r Rate) Validate() error {
 	p := r.perSecond
+	if r.hasBadPeriod {
+		return fmt.Errorf("%w: a period of %v (want a positive duration)", ErrInvalidRate, r.badPeriod)
+	}
 	if math.IsNaN(p) || math.IsInf(p, 0) || p <= 0 {
 		return fmt.Errorf("%w: %v events per second (want a finite number > 0)", ErrInvalidRate, p)
 	}
