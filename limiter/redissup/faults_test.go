@@ -22,3 +22,7 @@ func newFaultLimiter(t *testing.T, c *redis.Client, opts ...limiter.Option) limi
 // TestFaultMatrix: each failure of the fault matrix under 16 goroutines of
 // Inc load on real Redis (docs/operations.md, When Redis fails).
 func TestFaultMatrix(t *testing.T) { faults.RunMatrix(t, newFaultLimiter) }
+
+// TestFailurePolicies: each policy during an outage, bad input, and
+// reconciliation of the fallback's units, alone and in a fleet of three.
+func TestFailurePolicies(t *testing.T) { faults.RunPolicies(t, "redissup", newFaultLimiter) }

@@ -1,0 +1,267 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// loading is the error reply miniredis gives every command during a
+// simulated outage: one of the replies that mean "unavailable".
+const loading = "LOADING Redis is loading the dataset in memory"
+
+// RunPolicies checks each failure policy on miniredis (whose commands all
+// fail with LOADING during the outage), that bad input never opens the
+// breaker, and reconciliation on a real redis-server, alone and in a fleet
+// of three. pkg is the provider's package name ("redisabs").
+func RunPolicies(t *testing.T, pkg string, newLimiter NewLimiter) {
+	t.Run("Policies", func(t *testing.T) { runPolicies(t, pkg, newLimiter) })
+	t.Run("BadInputKeepsBreakerClosed", func(t *testing.T) { runBadInput(t, newLimiter) })
+	t.Run("Reconcile", func(t *testing.T) { runReconcile(t, newLimiter) })
+	t.Run("Fleet", func(t *testing.T) { runFleet(t, newLimiter) })
+}
+
+func runPolicies(t *testing.T, pkg string, newLimiter NewLimiter) {
+	ctx := context.Background()
+	rate := limiter.PerMinute(10) // C = 10
+	for _, p := range []limiter.FailurePolicy{limiter.FallbackLocal, limiter.FailOpen, limiter.FailClosed, limiter.FailError} {
+		t.Run(p.String(), func(t *testing.T) {
+			mr, c := redistest.Mini(t)
+			rec := &recorder{ch: make(chan limiter.StateChange, 16)}
+			l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithFailurePolicy(p),
+				limiter.WithProbeInterval(5*time.Millisecond), limiter.WithStateChange(rec.hook))
+			defer l.Close(ctx)
+			for i := 0; i < 3; i++ {
+				if d, err := l.Inc(ctx, "k", rate, 1); err != nil || d.Degraded || !d.Allowed {
+					t.Fatalf("Inc(k, 1) on healthy Redis = %+v, %v; want allowed, not degraded", d, err)
+				}
+			}
+			mr.SetError(loading)
+			var allowed int
+			for i := 0; i < 15; i++ {
+				d, err := l.Inc(ctx, "k", rate, 1)
+				if p == limiter.FailError {
+					want := pkg + ": inc: "
+					switch {
+					case err == nil || !strings.HasPrefix(err.Error(), want):
+						t.Fatalf("Inc %d under FailError: error %v, want one starting %q", i, err, want)
+					case i == 0 && (errors.Is(err, limiter.ErrUnavailable) || !strings.Contains(err.Error(), loading)):
+						t.Fatalf("first Inc under FailError: %v, want Redis's error unchanged", err)
+					case i > 0 && !errors.Is(err, limiter.ErrUnavailable):
+						t.Fatalf("Inc %d with the breaker open: %v, want ErrUnavailable", i, err)
+					}
+					continue
+				}
+				if err != nil || !d.Degraded {
+					t.Fatalf("Inc %d during the outage = %+v, %v; want degraded, no error", i, d, err)
+				}
+				if d.Allowed {
+					allowed++
+				}
+			}
+			switch p {
+			case limiter.FallbackLocal: // the local limiter starts empty: exactly C
+				if allowed != 10 {
+					t.Errorf("FallbackLocal admitted %d of 15, want 10", allowed)
+				}
+			case limiter.FailOpen:
+				if allowed != 15 {
+					t.Errorf("FailOpen admitted %d of 15, want all", allowed)
+				}
+			case limiter.FailClosed:
+				if allowed != 0 {
+					t.Errorf("FailClosed admitted %d of 15, want none", allowed)
+				}
+			}
+			if d, err := l.IsAllowed(ctx, "k"); p != limiter.FailError && (err != nil || !d.Degraded) {
+				t.Errorf("IsAllowed during the outage = %+v, %v; want degraded", d, err)
+			}
+			if _, err := l.Get(ctx, "k"); !errors.Is(err, limiter.ErrUnavailable) {
+				t.Errorf("Get during the outage: %v, want ErrUnavailable", err)
+			}
+			if sc := <-rec.ch; !sc.Degraded || sc.Cause == nil || !strings.Contains(sc.Cause.Error(), "LOADING") || sc.Policy != p {
+				t.Errorf("state change = %+v, want entering degraded mode with the LOADING cause", sc)
+			}
+			mr.SetError("")
+			rec.wait(t, false, 2*time.Second)
+			if d, err := l.Inc(ctx, "k", rate, 1); err != nil || d.Degraded {
+				t.Errorf("Inc after recovery = %+v, %v; want from Redis", d, err)
+			}
+		})
+	}
+}
+
+func runBadInput(t *testing.T, newLimiter NewLimiter) {
+	ctx := context.Background()
+	_, c := redistest.Mini(t)
+	rec := &recorder{ch: make(chan limiter.StateChange, 16)}
+	l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithStateChange(rec.hook))
+	defer l.Close(ctx)
+	good := limiter.PerSecond(10)
+	bad := []func() error{
+		func() error { _, err := l.Inc(ctx, "", good, 1); return err },
+		func() error { _, err := l.Inc(ctx, strings.Repeat("x", 513), good, 1); return err },
+		func() error { _, err := l.Inc(ctx, "k", limiter.PerSecond(math.NaN()), 1); return err },
+		func() error { _, err := l.Inc(ctx, "k", limiter.PerSecond(-1), 1); return err },
+		func() error { _, err := l.Inc(ctx, "k", limiter.PerSecond(0.001), 1); return err }, // capacity < 1
+		func() error { _, err := l.Inc(ctx, "k", good, -1); return err },
+		func() error { _, err := l.IsAllowed(ctx, ""); return err },
+		func() error { _, err := l.Get(ctx, ""); return err },
+		func() error { return l.Reset(ctx, "") },
+	}
+	for i := 0; i < 10_000; i++ {
+		if err := bad[i%len(bad)](); err == nil {
+			t.Fatalf("bad call %d: no error", i%len(bad))
+		}
+	}
+	if n := rec.count(); n != 0 {
+		t.Fatalf("%d state changes after bad input, want none", n)
+	}
+	if d, err := l.Inc(ctx, "k", good, 1); err != nil || d.Degraded {
+		t.Fatalf("Inc after bad input = %+v, %v; want from Redis", d, err)
+	}
+}
+
+func runReconcile(t *testing.T, newLimiter NewLimiter) {
+	ctx := context.Background()
+	srv := redistest.StartServer(t)
+	opt := srv.Options()
+	opt.ContextTimeoutEnabled = true
+	c := redis.NewClient(opt)
+	defer c.Close()
+	rec := &recorder{ch: make(chan limiter.StateChange, 16)}
+	l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithStateChange(rec.hook))
+	defer l.Close(ctx)
+	rate := limiter.PerMinute(100)
+	if _, err := l.Inc(ctx, "warm", rate, 1); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	const k = 7
+	for i := 0; i < k; i++ {
+		if d, err := l.Inc(ctx, "r", rate, 1); err != nil || !d.Degraded || !d.Allowed {
+			t.Fatalf("Inc(r, 1) during the outage = %+v, %v; want admitted by the fallback", d, err)
+		}
+	}
+	if err := srv.Restart(); err != nil { // empty: only reconciliation brings the units back
+		t.Fatal(err)
+	}
+	rec.wait(t, false, 3*time.Second)
+	rec.mu.Lock()
+	last := rec.events[len(rec.events)-1].sc
+	rec.mu.Unlock()
+	if last.Reconciled != 1 || last.Unreconciled != 0 {
+		t.Errorf("leaving event = %+v, want 1 key reconciled", last)
+	}
+	u, err := l.Get(ctx, "r")
+	if err != nil || u.Used != k {
+		t.Fatalf("Get(r) after recovery = %+v, %v; want Used %d", u, err, k)
+	}
+}
+
+// runFleet: three limiters on one Redis, each with its own client, call
+// one key through an outage that starts before the traffic. The fallbacks
+// admit up to C each; after recovery the reconciled units fill Redis, so
+// no window spanning the outage holds more than 3C and no window starting
+// after the last recovery holds more than C.
+func runFleet(t *testing.T, newLimiter NewLimiter) {
+	ctx := context.Background()
+	srv := redistest.StartServer(t)
+	prefix := redistest.Prefix(t)
+	const w, b = time.Second, 10 * time.Millisecond
+	rate := limiter.PerSecond(20) // C = 20
+	const capacity = 20
+	var (
+		mu    sync.Mutex
+		times []time.Time
+		backs []time.Time
+	)
+	type member struct {
+		l   limiter.Limiter
+		rec *recorder
+	}
+	var fleet []member
+	for i := 0; i < 3; i++ {
+		opt := srv.Options()
+		opt.ContextTimeoutEnabled = true
+		c := redis.NewClient(opt)
+		defer c.Close()
+		rec := &recorder{ch: make(chan limiter.StateChange, 16)}
+		l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b),
+			limiter.WithStateChange(rec.hook))
+		defer l.Close(ctx)
+		fleet = append(fleet, member{l, rec})
+	}
+	srv.Stop()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, m := range fleet {
+		wg.Add(1)
+		go func(l limiter.Limiter) {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d, err := l.Inc(ctx, "f", rate, 1)
+				if err == nil && d.Allowed {
+					mu.Lock()
+					times = append(times, time.Now())
+					mu.Unlock()
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}(m.l)
+	}
+	time.Sleep(600 * time.Millisecond)
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range fleet {
+		backs = append(backs, m.rec.wait(t, false, 3*time.Second))
+	}
+	time.Sleep(2*w + 2*b)
+	close(stop)
+	wg.Wait()
+	recovered := slices.MaxFunc(backs, func(a, b time.Time) int { return a.Compare(b) })
+	mu.Lock()
+	defer mu.Unlock()
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	// A unit is stamped when its call returned, after Redis recorded it;
+	// the span checked is W − B so that this jitter cannot fake an excess.
+	span := w - b
+	maxAll, maxAfter := 0, 0
+	for i, t0 := range times {
+		j := i
+		for j < len(times) && times[j].Sub(t0) < span {
+			j++
+		}
+		maxAll = max(maxAll, j-i)
+		if t0.After(recovered) {
+			maxAfter = max(maxAfter, j-i)
+		}
+	}
+	t.Logf("%d admitted in all; most in one window %d (bound 3C = %d); after recovery %d (bound C = %d)",
+		len(times), maxAll, 3*capacity, maxAfter, capacity)
+	if maxAll > 3*capacity {
+		t.Errorf("a window spanning the outage admitted %d, want ≤ 3C = %d", maxAll, 3*capacity)
+	}
+	if maxAfter > capacity {
+		t.Errorf("a window after recovery admitted %d, want ≤ C = %d", maxAfter, capacity)
+	}
+	if len(times) < 3*capacity {
+		t.Errorf("only %d admitted: the fallbacks or Redis admitted too little", len(times))
+	}
+}
