@@ -227,8 +227,12 @@ func workload(ctx context.Context, fs *flag.FlagSet, name string, opts Options, 
 		}
 		fmt.Fprintf(stdout, "\nThe run's keys are under prefix %s and expire by themselves W + B after their\n", opts.Prefix)
 		fmt.Fprintf(stdout, "last write (suppressed ones 60 s later: the run passes its own clock). Look at one:\n")
-		fmt.Fprintf(stdout, "  sluice inspect --redis %s --prefix %s --strategy %s --window %v %s\n",
-			shellURL(redisURL), opts.Prefix, strat, opts.Window, opts.Keys[0].Name)
+		bucket := ""
+		if opts.Bucket != 0 {
+			bucket = fmt.Sprintf(" --bucket %v", opts.Bucket)
+		}
+		fmt.Fprintf(stdout, "  sluice inspect --redis %s --prefix %s --strategy %s --window %v%s %s\n",
+			shellURL(redisURL), opts.Prefix, strat, opts.Window, bucket, opts.Keys[0].Name)
 	}
 	status := exitOK
 	if n := rep.Errors(); n > 0 {

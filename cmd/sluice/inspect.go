@@ -14,10 +14,11 @@ import (
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/key"
+	"github.com/sluice-go/sluice/limiter"
 )
 
 func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("inspect", "--redis URL [--prefix P] [--strategy abs|sup] [--window W] KEY",
+	fs := newFlagSet("inspect", "--redis URL [--prefix P] [--strategy abs|sup] [--window W [--bucket B]] KEY",
 		"Shows what Redis holds for KEY: its buckets, running totals, stored capacity\n"+
 			"and TTL, read with one MULTI of TIME, PTTL and HGETALL. It changes nothing.\n"+
 			"The fields are described in docs/data-model.md.")
@@ -25,6 +26,7 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	prefix := fs.String("prefix", config.DefaultPrefix, "the limiter's key `prefix` (WithPrefix)")
 	strategy := fs.String("strategy", "abs", "[abs|sup] the limiter's strategy: absolute or suppressed")
 	window := fs.Duration("window", 0, "the limiter's window, to tell live buckets from expired ones (optional)")
+	bucket := fs.Duration("bucket", 0, "the limiter's bucket (WithBucket), with --window; default window/100, at least 1ms")
 	if st, done := parse(fs, args, stdout, stderr); done {
 		return st
 	}
@@ -37,6 +39,22 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageError(fs, stderr, "--redis is required")
 	case *window < 0 || *window%time.Millisecond != 0:
 		return usageError(fs, stderr, "--window %v: want a positive whole number of milliseconds", *window)
+	case *bucket != 0 && *window == 0:
+		return usageError(fs, stderr, "--bucket needs --window")
+	}
+	// A bucket is live while its age is below W + B (docs/algorithms.md,
+	// The window guarantee).
+	var span time.Duration
+	if *window > 0 {
+		opts := []limiter.Option{limiter.WithWindow(*window)}
+		if *bucket != 0 {
+			opts = append(opts, limiter.WithBucket(*bucket))
+		}
+		cfg, err := config.New(opts...)
+		if err != nil {
+			return usageError(fs, stderr, "--window %v --bucket %v: %v", *window, *bucket, err)
+		}
+		span = cfg.Window + cfg.Bucket
 	}
 	var strat string
 	switch *strategy {
@@ -71,7 +89,7 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "sluice inspect: %s: %v\n", name, err)
 		return exitFailure
 	}
-	writeInspect(stdout, k, name, strat, *window, snap)
+	writeInspect(stdout, k, name, strat, *window, span, snap)
 	return exitOK
 }
 
@@ -199,7 +217,9 @@ func isDigits(s string) bool {
 	return true
 }
 
-func writeInspect(w io.Writer, k, name, strat string, window time.Duration, s *snapshot) {
+// writeInspect prints what s holds. With window > 0 it marks each bucket
+// live (age below span, W + B) or expired.
+func writeInspect(w io.Writer, k, name, strat string, window, span time.Duration, s *snapshot) {
 	fmt.Fprintf(w, "%s\n", name)
 	strategyName := Absolute
 	if strat == key.Suppressed {
@@ -269,7 +289,7 @@ func writeInspect(w io.Writer, k, name, strat string, window time.Duration, s *s
 	}
 	fmt.Fprintf(w, "\n  %d bucket%s, oldest first", len(h.buckets), plural)
 	if window > 0 {
-		fmt.Fprintf(w, " (live while age < window %v)", window)
+		fmt.Fprintf(w, " (live while age < W + B = %v, window %v)", span, window)
 	} else {
 		fmt.Fprintf(w, " (add --window to tell live buckets from expired ones)")
 	}
@@ -285,7 +305,7 @@ func writeInspect(w io.Writer, k, name, strat string, window time.Duration, s *s
 	for _, b := range h.buckets {
 		state := ""
 		if window > 0 {
-			if s.now-b.start < window.Milliseconds() {
+			if s.now-b.start < span.Milliseconds() {
 				state = "live"
 				live += b.count - b.declined
 			} else {

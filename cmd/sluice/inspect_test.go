@@ -56,7 +56,7 @@ func TestInspectAbsolute(t *testing.T) {
 		"o  oldest bucket start      " + itoa(t0) + "  10.100s ago",
 		"n  newest bucket start      " + itoa(t0+250) + "  9.850s ago",
 		"nc  newest bucket count                 4",
-		"2 buckets, oldest first (live while age < window 10s):",
+		"2 buckets, oldest first (live while age < W + B = 10.1s, window 10s):",
 		itoa(t0) + "  10.100s      3  expired",
 		itoa(t0+250) + "   9.850s      4  live",
 		"4 units admitted in the live window of capacity 100.",
@@ -69,6 +69,33 @@ func TestInspectAbsolute(t *testing.T) {
 	ttlAfter, _ := c.PTTL(ctx, name).Result()
 	if !reflect.DeepEqual(after, fields) || ttlAfter != ttl {
 		t.Errorf("inspect changed the key: %v, TTL %v; was %v, TTL %v", after, ttlAfter, fields, ttl)
+	}
+
+	// 1 ms earlier the first bucket is still live: a bucket lives W + B
+	// (an inspect that counted to W alone called it expired from 10 s on).
+	mr.SetTime(inspectStart.Add(10099 * time.Millisecond))
+	st, out, stderr = runArgs(t, "inspect", "--redis", "redis://"+mr.Addr(), "--prefix", prefix, "--window", "10s", k)
+	if st != exitOK {
+		t.Fatalf("inspect = %d, stderr:\n%s", st, stderr)
+	}
+	for _, want := range []string{
+		itoa(t0) + "  10.099s      3  live",
+		"7 units admitted in the live window of capacity 100.",
+	} {
+		if !containsLine(out, want) {
+			t.Errorf("inspect output has no %q:\n%s", want, out)
+		}
+	}
+	// --bucket gives B when it is not W/100.
+	st, out, stderr = runArgs(t, "inspect", "--redis", "redis://"+mr.Addr(), "--prefix", prefix, "--window", "10s", "--bucket", "50ms", k)
+	if st != exitOK {
+		t.Fatalf("inspect --bucket 50ms = %d, stderr:\n%s", st, stderr)
+	}
+	if want := itoa(t0) + "  10.099s      3  expired"; !containsLine(out, want) {
+		t.Errorf("inspect --bucket 50ms output has no %q:\n%s", want, out)
+	}
+	if st, _, _ := runArgs(t, "inspect", "--redis", "redis://"+mr.Addr(), "--bucket", "50ms", k); st != exitUsage {
+		t.Errorf("inspect --bucket without --window = %d, want %d", st, exitUsage)
 	}
 }
 
