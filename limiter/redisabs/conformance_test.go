@@ -118,3 +118,11 @@ func TestConfigErrors(t *testing.T) {
 		return err
 	})
 }
+
+// TestHostile compares hostile calls (huge costs, clock edges) with the
+// local provider on miniredis and real Redis.
+func TestHostile(t *testing.T) {
+	for _, b := range backends[:2] {
+		t.Run(b.name, func(t *testing.T) { conformance.RunHostile(t, conformance.AbsoluteStrategy, localAbsolute, b.f) })
+	}
+}
