@@ -177,7 +177,7 @@ func runClockEdges(t *testing.T, s Strategy, a, b Factory) {
 		clk.Advance(900 * time.Millisecond) // the first bucket is dead
 		p.isAllowed("k")
 		p.get("k")
-		p.inc("k", rate, 0) // a peek
+		p.inc("k", rate, 0)                   // a peek
 		clk.Advance(-1200 * time.Millisecond) // back before it died
 		if u := p.get("k"); u.Used != 9 {
 			t.Fatalf("Get(k) after the clock stepped back = %+v, want Used 9: a read dropped a bucket", u)
