@@ -31,8 +31,11 @@ var _ limiter.Limiter = (*Limiter)(nil)
 // New returns an absolute limiter that keeps its state in Redis through
 // client. It reads WithWindow, WithBucket, WithPrefix and WithClock (given
 // WithClock, the clock's reading replaces Redis TIME: for tests only, since
-// key expiry still runs on the Redis server's clock). It starts no
-// goroutine and makes no call to Redis. A nil client is ErrInvalidConfig.
+// key expiry still runs on the Redis server's clock). WithTimeout,
+// WithFailurePolicy, WithFallbackInstances, WithProbeInterval,
+// WithStateChange and WithLogger set what happens when Redis fails
+// (docs/operations.md, When Redis fails). It starts no goroutine and makes
+// no call to Redis. A nil client is ErrInvalidConfig.
 func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 	l := &Limiter{}
 	if err := l.b.Init("redisabs", key.Absolute, client, opts); err != nil {

@@ -19,9 +19,10 @@ type Client = redisx.Client
 
 // Limiter is the suppressed strategy on Redis. It is safe for concurrent
 // use; build it with New (the zero value is not usable). It holds no
-// connection of its own and starts no goroutine: Close only makes later
-// calls fail with ErrClosed, and the caller still owns and closes the
-// client.
+// connection of its own; its only goroutine is the probe that runs while
+// Redis is unavailable (see limiter.WithFailurePolicy). Close stops it and
+// makes later calls fail with ErrClosed; the caller still owns and closes
+// the client.
 type Limiter struct {
 	b redisx.Base
 	g failover.Guard
@@ -35,7 +36,10 @@ var _ limiter.Limiter = (*Limiter)(nil)
 // the decisions; WithClock replaces Redis TIME by the given clock, which is
 // meant for tests and simulations (every instance of a fleet must share one
 // clock, and Redis TIME is that clock). A nil client or a bad option is
-// ErrInvalidConfig. New starts no goroutine and makes no call to Redis.
+// ErrInvalidConfig. WithTimeout, WithFailurePolicy, WithFallbackInstances,
+// WithProbeInterval, WithStateChange and WithLogger set what happens when
+// Redis fails (docs/operations.md, When Redis fails). New starts no
+// goroutine and makes no call to Redis.
 func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 	l := &Limiter{}
 	if err := l.b.Init("redissup", key.Suppressed, client, opts); err != nil {
