@@ -17,6 +17,10 @@
 // degradation instead of a cliff. Every provider, fed the same calls at the
 // same times, returns the same decisions; one conformance suite checks it.
 //
-// docs/algorithms.md explains the window, the capacity arithmetic and the
-// error bounds of bucket coalescing; docs/benchmarks.md has the figures.
+// The window guarantee: no span of length W ever holds more admitted units
+// than the capacity, for one local limiter or for any number of instances
+// sharing one Redis (a bucket opened at s counts until s + W + B, so every
+// unit counts for at least W and at most W + B). docs/algorithms.md explains
+// the window, the guarantee, the capacity arithmetic and the bounded
+// under-admission; docs/benchmarks.md has the figures.
 package sluice
