@@ -16,19 +16,23 @@
 //
 // # Algorithm
 //
-// The strategy is the one of DESIGN.md §2–3, computed by the Lua script
-// scripts/abs_inc.lua exactly as package internal/window computes it for
-// the local provider. Time is Redis TIME in whole milliseconds. A key keeps
+// The strategy is the absolute one of docs/algorithms.md, computed by the
+// Lua script scripts/abs_inc.lua exactly as package internal/window
+// computes it for the local provider. Time is Redis TIME in whole milliseconds. A key keeps
 // buckets (start, count); a call joins the newest bucket when it comes less
 // than B after that bucket's start and opens a bucket otherwise. A bucket
-// is live while now − start < W. Inc(n) admits when used + n ≤ C, where
+// is live while now − start < W + B: its units arrived within B of its
+// start, so each counts for at least W, and no span of length W ever holds
+// more than C admitted units (docs/algorithms.md, The window guarantee).
+// Inc(n) admits when used + n ≤ C, where
 // used sums the live buckets and C = limiter.Capacity(rate, W), and then
 // records n; otherwise it records nothing (all or nothing). n > C is
 // refused with Never set. n = 0 is a peek for one unit that writes nothing.
 // The capacity of the latest Inc is stored in the key, refusals included,
 // and IsAllowed answers for one unit at that stored capacity. RetryAfter
-// walks the live buckets oldest first until enough of them have expired;
-// ResetAfter is when the newest bucket expires.
+// walks the live buckets oldest first until enough of them have expired
+// (a bucket that started at s expires at s + W + B); ResetAfter is when the
+// newest bucket expires.
 //
 // The state of a key is one Redis hash, <prefix>:{<escaped key>}:abs:h,
 // holding one field per closed bucket and one meta field, "m", with the
@@ -50,11 +54,12 @@
 // # Consistency
 //
 // A script runs atomically on the Redis server that owns the key, so
-// concurrent calls from any number of processes are serialised per key:
-// exactly C units are admitted per window, never more. The clock is that
+// concurrent calls from any number of processes are serialised per key: no
+// span of length W holds more than C admitted units, fleet-wide, and a
+// saturated key admits at least C·W/(W + B) per W on average. The clock is that
 // server's TIME, so the clocks of the calling machines do not matter. If
 // the server's clock steps backwards, calls join the newest bucket and
-// RetryAfter may exceed W for a while; if it steps forwards, buckets expire
+// RetryAfter may exceed W + B for a while; if it steps forwards, buckets expire
 // early. Keys are independent: in a Redis Cluster each key's hash tag puts
 // its state in one slot, and different keys may live on different shards.
 //

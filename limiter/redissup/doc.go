@@ -19,13 +19,14 @@
 //
 // # Algorithm
 //
-// The strategy is the one of DESIGN.md §2 and §4, computed by the Lua
-// script scripts/sup_inc.lua exactly as package internal/window computes
+// The strategy is the suppressed one of docs/algorithms.md, computed by the
+// Lua script scripts/sup_inc.lua exactly as package internal/window computes
 // it for the local provider (State.IncSuppressed). Time is Redis TIME in
 // whole milliseconds. A key keeps buckets (start, observed, declined): a
 // call joins the newest bucket when it comes less than B after that
 // bucket's start and opens a bucket otherwise; a bucket is live while
-// now − start < W. observed sums every unit offered to the live buckets,
+// now − start < W + B, so each unit counts for at least W (docs/algorithms.md,
+// The window guarantee). observed sums every unit offered to the live buckets,
 // admitted or not, declined the refused ones, and accepted = observed −
 // declined.
 //
@@ -56,8 +57,8 @@
 // answers for one unit at them: allowed while accepted + 1 ≤ S, else
 // Suppressed with the factor an Inc would apply now (without caching it).
 // RetryAfter walks the live buckets oldest first until enough accepted
-// units have expired for the request to fit under S; ResetAfter is when the
-// newest bucket expires.
+// units have expired for the request to fit under S (a bucket that started
+// at s expires at s + W + B); ResetAfter is when the newest bucket expires.
 //
 // # Randomness
 //
@@ -96,11 +97,10 @@
 //
 // A script runs atomically on the Redis server that owns the key, so
 // concurrent calls from any number of processes are serialised per key and
-// a key's live buckets never hold more than H accepted units. (A bucket's
-// units all leave the window when its start does, up to B early, so a span
-// of exactly W can see up to one bucket's worth more than H; any span of
-// W − B sees at most H.) The clock is that
-// server's TIME, so the clocks of the calling machines do not matter. Keys
+// no span of length W ever holds more than H accepted units, fleet-wide
+// (every unit counts for at least W). The soft capacity S is where the
+// accepted rate settles under overload, not a bound on a window. The clock
+// is that server's TIME, so the clocks of the calling machines do not matter. Keys
 // are independent: in a Redis Cluster each key's hash tag puts its state in
 // one slot.
 //
