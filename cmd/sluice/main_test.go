@@ -267,9 +267,6 @@ func TestDemoReport(t *testing.T) {
 		if most > capacity || r[5] != "ok" {
 			t.Errorf("redis absolute %s: most in any window of 4s %d, capacity %d (%s)", r[0], most, capacity, r[5])
 		}
-		if most < capacity/2 {
-			t.Errorf("redis absolute %s: most in any window of 4s %d, want near capacity %d", r[0], most, capacity)
-		}
 	}
 	rows = reportRows(t, stdout, "redis suppressed: ")
 	if len(rows) != len(demoKeys()) {
