@@ -37,6 +37,11 @@ type store struct {
 	cfg config.Config
 	p   window.Params
 	m   sync.Map // string → *entry
+	// keepMs is how long after its newest bucket opened the sweep keeps a
+	// key: W + B, plus a minute under WithClock, whose reading may step
+	// back and bring the key's buckets to life again (the Redis providers
+	// give such keys the same minute of TTL).
+	keepMs int64
 
 	closed atomic.Bool
 	stop   chan struct{}
@@ -44,16 +49,23 @@ type store struct {
 	once   sync.Once
 }
 
+// clockSlackMs is the minute the sweep adds under WithClock (see keepMs).
+const clockSlackMs = 60_000
+
 func newStore(opts []limiter.Option) (*store, error) {
 	cfg, err := config.New(opts...)
 	if err != nil {
 		return nil, err
 	}
 	s := &store{
-		cfg:  cfg,
-		p:    window.Params{W: cfg.WindowMs, B: cfg.BucketMs},
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		cfg:    cfg,
+		p:      window.Params{W: cfg.WindowMs, B: cfg.BucketMs},
+		keepMs: cfg.WindowMs + cfg.BucketMs,
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	if cfg.ClockSet {
+		s.keepMs += clockSlackMs
 	}
 	every := sweepInterval(cfg.Window)
 	if cfg.SweepEvery > 0 {
@@ -198,7 +210,7 @@ func (s *store) sweep() int {
 		e.mu.Lock()
 		if e.dead {
 			e.mu.Unlock()
-		} else if st, ok := e.st.Newest(); ok && s.now()-st < s.p.Span() {
+		} else if st, ok := e.st.Newest(); ok && s.now()-st < s.keepMs {
 			e.mu.Unlock()
 		} else {
 			s.remove(k.(string), e)

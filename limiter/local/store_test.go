@@ -41,7 +41,9 @@ func TestSweepDropsIdleKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clk.Advance(500 * time.Millisecond)
+	// Under WithClock the sweep keeps a key W + B + 1 min after its newest
+	// bucket opened (B = W/100 = 10 ms).
+	clk.Advance(61009 * time.Millisecond)
 	for i := 0; i < 100; i++ { // these stay live
 		a.Inc(ctx, fmt.Sprint("k", i), limiter.PerSecond(10), 1)
 	}
@@ -51,7 +53,7 @@ func TestSweepDropsIdleKeys(t *testing.T) {
 	if got := a.s.sweep(); got != 0 {
 		t.Fatalf("sweep with every key live dropped %d", got)
 	}
-	clk.Advance(510 * time.Millisecond) // t = W + B: the first buckets expire; the 100 keys' second ones do not
+	clk.Advance(time.Millisecond) // the first buckets pass W + B + 1 min; the 100 keys' second ones do not
 	if got := a.s.sweep(); got != 4900 {
 		t.Fatalf("sweep dropped %d keys, want 4900", got)
 	}
@@ -150,7 +152,7 @@ func TestSweepConcurrentWithCalls(t *testing.T) {
 		a.s.sweep()
 	}
 	wg.Wait()
-	clk.Advance(time.Second)
+	clk.Advance(time.Second + time.Minute) // past W + B and the minute kept under WithClock
 	a.s.sweep()
 	if n := a.s.keys(); n != 0 {
 		t.Fatalf("keys after all expired and a sweep = %d, want 0", n)
@@ -189,7 +191,7 @@ func TestSweepLoopDropsIdleKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clk.Advance(1009 * time.Millisecond) // W + B − 1 ms (B = W/100 = 10 ms)
+	clk.Advance(61009 * time.Millisecond) // W + B + 1 min − 1 ms (B = W/100 = 10 ms; the minute: WithClock)
 	if _, err := a.Inc(ctx, "live", limiter.PerSecond(10), 1); err != nil {
 		t.Fatal(err)
 	}
