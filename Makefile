@@ -3,10 +3,19 @@
 GO ?= go
 FUZZTIME ?= 30s
 
-.PHONY: test fmt-check vet tidy-check bench fuzz
+FUZZSMOKE ?= 10s
+
+.PHONY: test fmt-check vet tidy-check bench fuzz fuzz-smoke
 
 test: fmt-check vet tidy-check
 	$(GO) test -race -count=1 ./...
+	$(MAKE) fuzz-smoke
+
+# A short run of the differential fuzzers (local against miniredis) on
+# every test run; `make fuzz` runs every fuzzer for FUZZTIME.
+fuzz-smoke:
+	$(GO) test -run '^$$' -fuzz '^FuzzAgainstLocal$$' -fuzztime $(FUZZSMOKE) ./limiter/redisabs/
+	$(GO) test -run '^$$' -fuzz '^FuzzAgainstLocal$$' -fuzztime $(FUZZSMOKE) ./limiter/redissup/
 
 # gofmt -l prints the files it would change; any output fails.
 fmt-check:
