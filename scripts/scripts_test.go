@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestScriptRules checks the rules every script must keep (DESIGN.md §7 and
+// TestScriptRules checks the rules every script must keep (docs/data-model.md and
 // the package doc): a header comment that lists KEYS, ARGV and the reply;
 // every key it touches is KEYS[1], bound to h, and no key is built inside
 // the script; no math.random, so a result depends on the arguments alone.

@@ -24,7 +24,7 @@ var (
 	ErrUnavailable      = errors.New("sluice: redis unavailable")
 )
 
-// Limits of the contract (DESIGN.md §1).
+// Limits of the configuration and the counts (docs/algorithms.md, Bounds).
 const (
 	MinWindow  = time.Millisecond
 	MaxWindow  = 31 * 24 * time.Hour

@@ -1,5 +1,5 @@
 // Package window is the reference implementation of sluice's sliding window
-// (DESIGN.md §2–5) on one key's in-memory state. The local provider runs it
+// (docs/algorithms.md) on one key's in-memory state. The local provider runs it
 // directly; the Redis scripts mirror it line for line, and the conformance
 // suite checks that they agree.
 //
