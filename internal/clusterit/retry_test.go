@@ -105,7 +105,10 @@ func TestGoRedisResendsLateIncrements(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				d := &lateReplies{hold: hold}
-				l, err := redisabs.New(cl.open(t, d, noRetries), limiter.WithPrefix(redistest.Prefix(t)))
+				// FailError and no per-call timeout: this test is about go-redis's
+				// retries, not the failure policy.
+				l, err := redisabs.New(cl.open(t, d, noRetries), limiter.WithPrefix(redistest.Prefix(t)),
+					limiter.WithTimeout(0), limiter.WithFailurePolicy(limiter.FailError))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -12,11 +12,13 @@ import (
 	"github.com/sluice-go/sluice/limiter/redisabs"
 )
 
-// newLimiter builds a limiter on client under a prefix unique to t; opts
-// come last and win.
+// newLimiter builds a limiter on client under a prefix unique to t, with
+// no per-call timeout (these tests check decisions, and a loaded test
+// machine must not send them to the failure policy); opts come last and
+// win.
 func newLimiter(t testing.TB, client redisabs.Client, opts ...limiter.Option) *redisabs.Limiter {
 	t.Helper()
-	all := append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t))}, opts...)
+	all := append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0)}, opts...)
 	l, err := redisabs.New(client, all...)
 	if err != nil {
 		t.Fatalf("redisabs.New: %v", err)
