@@ -9,35 +9,35 @@
 --
 -- Reply: {used, limit}
 local h = KEYS[1]
-local now = tonumber(ARGV[1])
-local w = tonumber(ARGV[2])
-local sp = w + tonumber(ARGV[3]) -- a bucket is live while now - start < W + B
+local now
 if ARGV[1] == '' then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+else
+  now = ARGV[1] + 0
 end
+local sp = ARGV[2] + ARGV[3] -- a bucket is live while now - start < W + B
 
 local mv = redis.call('HGET', h, 'm')
 local cs, us, os, ns, ncs
 if mv then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
-if not ns or now - tonumber(ns) >= sp then return {0, 0} end
+if not ns or now - ns >= sp then return {0, 0} end
 
-local nc = tonumber(ncs)
-local used = tonumber(us)
-local oldest = tonumber(os)
-if now - oldest >= sp then
-  -- Dead buckets are still stored: sum the live ones. The newest bucket
-  -- (in "m") is live.
-  -- A closed bucket's value is count * 2^32 + link, or -count (see
-  -- abs_inc.lua; a plain count has no link).
+local used = us + 0
+if now - os >= sp then
+  -- Dead buckets are still stored: sum the live ones in one pass (W/B + 1
+  -- at most: docs/algorithms.md, Bounded work). The newest bucket (in "m")
+  -- is live. A closed bucket's value is count * 2^32 + link, or -count
+  -- (see abs_inc.lua; a plain count has no link).
+  local P = 4294967296
   local all = redis.call('HGETALL', h)
-  used = nc
+  used = ncs + 0
   for i = 1, #all, 2 do
     local st = tonumber(all[i])
     if st and now - st < sp then
-      local v = tonumber(all[i + 1])
-      if v >= 4294967296 then
-        v = (v - v % 4294967296) / 4294967296
+      local v = all[i + 1] + 0
+      if v >= P then
+        v = (v - v % P) / P
       elseif v < 0 then
         v = -v
       end
@@ -45,4 +45,4 @@ if now - oldest >= sp then
     end
   end
 end
-return {used, tonumber(cs)}
+return {used, cs + 0}

@@ -27,14 +27,16 @@
 -- call on a busy key) rewrites the one meta field at the front of the hash;
 -- one field costs Redis less to read and write than five (about 10,000
 -- instructions a call), and it holds the capacity as the call sent it, so
--- the latest rate is stored by every write at no extra cost. Buckets with now - start >= W are dead: they are
--- ignored at once and deleted by the next write that finds them. The
--- links make that one HGET per dead bucket, oldest first; only a bucket
--- without a link (-count, or a plain count, which no sluice writes)
--- makes a call read the whole hash. A hash without a live bucket is an
--- absent key; one whose "m" is not five decimals too, and one without "m"
--- (an earlier layout, whose fields this script ignores) reads as absent. A
--- bucket value that is not a number fails the call with a script error.
+-- the latest rate is stored by every write at no extra cost. Buckets with
+-- now - start >= W + B are dead: they are ignored at once and deleted by
+-- the next write that finds them. The links make that one HGET per dead
+-- bucket, oldest first, for up to 8 of them; more dead buckets, or a
+-- bucket without a link (-count, or a plain count, which no sluice
+-- writes), make the call read the whole hash once. A hash without a live
+-- bucket is an absent key; one whose "m" is not five decimals too, and
+-- one without "m" (an earlier layout, whose fields this script ignores)
+-- reads as absent. A bucket value that is not a number fails the call with
+-- a script error.
 --
 -- Reply, three forms (internal/redisx.Decision reads them all):
 --   an integer r ≥ 0: an Inc or peek (ARGV[4] > 0) admitted below capacity
@@ -49,7 +51,10 @@
 -- each number once (x + 0: tonumber parses twice), formats only what it
 -- computed, makes no closure and answers with one integer; each of those
 -- is worth about 1,000 to 6,000 instructions of a 60,000-instruction call
--- (docs/benchmarks.md, Instructions per call).
+-- (docs/benchmarks.md, Instructions per call). The worst call reads the
+-- whole hash once (HGETALL) and walks it once: at most W/B + 1 live
+-- buckets, which config.MaxBuckets bounds (docs/algorithms.md, Bounded
+-- work).
 if redis.replicate_commands then redis.replicate_commands() end
 
 local h = KEYS[1]
@@ -93,12 +98,15 @@ local moved = cs ~= ARGV[4] -- the capacity to store differs from the stored one
 -- Expire along the links: drop the buckets that died since the last write,
 -- oldest first, one HGET each. dead (the fields to delete) is set once the
 -- oldest start has moved, by the links or by a scan below. A missing or
--- broken link leaves the call to scan.
+-- broken link, or more than LINKS dead buckets (one HGETALL costs less
+-- than that many HGETs), leaves the call to scan.
+local LINKS = 8
 local dead, ofield = nil, os -- ofield: the oldest bucket's start as a string
 if live and not fresh then
   dead = {}
   fresh = true
   while now - oldest >= sp do
+    if #dead >= LINKS then fresh = false break end
     local v = redis.call('HGET', h, ofield)
     if v then v = v + 0 end
     local link = v and v % P
@@ -116,34 +124,52 @@ local cost = n
 if cost < 1 then cost = 1 end
 local never = cost > c
 
--- scan reads every stored bucket: it keeps the live ones in buckets, sums
--- them in used, notes the dead ones in dead and sets oldest. The newest
--- bucket (meta fields) is live whenever scan runs. countOf reads a closed
--- bucket's count from its value. Both are made only for a call that needs
--- them: one whose links are missing or broken, or a refusal.
-local scan, countOf, buckets
+-- scan reads every stored bucket in one HGETALL: it keeps the live ones,
+-- oldest first, in the parallel arrays starts and counts (k of them, the
+-- newest, from "m", last), sums them in used, notes the dead ones in dead
+-- and sets oldest. A compact (listpack) hash returns its fields in the
+-- order they were written, which is ascending start order, so the sort
+-- runs only for a hash Redis has converted to a hash table. Numbers are
+-- parsed once and no table is made per bucket. The newest bucket is live
+-- whenever scan runs. It is made only for a call that needs it: one whose
+-- links are missing, broken or too many, or a refusal.
+local scan, starts, counts, k
 if live and (not fresh or never or used + cost > c) then
-  countOf = function(v)
-    if v >= P then return (v - v % P) / P end
-    if v < 0 then return -v end
-    return v -- a plain count: no link
-  end
   scan = function()
     local all = redis.call('HGETALL', h)
-    buckets, used, dead, oldest = {{newest, ncount}}, ncount, {}, newest
+    starts, counts, k = {}, {}, 0
+    used, dead, oldest = ncount, {}, newest
+    local sorted, prev = true, -1 / 0
     for i = 1, #all, 2 do
-      local st = tonumber(all[i])
+      local f = all[i]
+      local st = tonumber(f)
       if st then
         if now - st >= sp then
-          dead[#dead + 1] = all[i]
+          dead[#dead + 1] = f
         else
-          local cnt = countOf(all[i + 1] + 0)
-          buckets[#buckets + 1] = {st, cnt}
-          used = used + cnt
-          if st < oldest then oldest = st end
+          local v = all[i + 1] + 0
+          if v >= P then
+            v = (v - v % P) / P
+          elseif v < 0 then
+            v = -v
+          end -- else a plain count: no link
+          k = k + 1
+          starts[k], counts[k] = st, v
+          used = used + v
+          if st < prev then sorted = false end
+          prev = st
         end
       end
     end
+    if not sorted then
+      local by = {}
+      for i = 1, k do by[starts[i]] = counts[i] end
+      table.sort(starts)
+      for i = 1, k do counts[i] = by[starts[i]] end
+    end
+    if k > 0 then oldest = starts[1] end
+    k = k + 1
+    starts[k], counts[k] = newest, ncount
     ofield = fmt('%d', oldest)
   end
   if not fresh then scan() end
@@ -208,24 +234,34 @@ local retry = 0
 if not never then
   -- Walk the live buckets oldest first until enough has expired for cost
   -- to fit. A refusal with cost <= c means used > 0: the key is live.
-  if not buckets then
+  -- The oldest bucket alone often frees enough: one HGET.
+  if not starts then
     local first = ncount
-    if oldest ~= newest then first = countOf(tonumber(redis.call('HGET', h, ofield)) or 0) end
+    if oldest ~= newest then
+      local v = redis.call('HGET', h, ofield)
+      v = v and v + 0 or 0
+      if v >= P then
+        first = (v - v % P) / P
+      elseif v < 0 then
+        first = -v
+      else
+        first = v
+      end
+    end
     if first > 0 and (used - first + cost <= c or first >= used) then
       retry = oldest + sp - now
     else
       scan()
     end
   end
-  if buckets then
-    table.sort(buckets, function(x, y) return x[1] < y[1] end)
+  if starts then
     local freed = 0
-    for i = 1, #buckets do
-      local cnt = buckets[i][2]
+    for i = 1, k do
+      local cnt = counts[i]
       if cnt ~= 0 then
         freed = freed + cnt
         if used - freed + cost <= c or freed >= used then
-          retry = buckets[i][1] + sp - now
+          retry = starts[i] + sp - now
           break
         end
       end

@@ -45,51 +45,74 @@ local oldest = num(m[3])
 local fppm, fat = num(m[5]), num(m[6])
 local soft = num(m[7]) or 0
 local hard = num(m[8]) or 0
-local buckets -- after a scan: the live buckets {start, count, declined}, oldest first
+local P = 4294967296
+-- After a scan (k set), the live buckets oldest first, in parallel arrays:
+-- starts, offered units and declined units.
+local k, bs, bo, bd
 
 -- offered reads a closed bucket's offered units from its value, offered *
 -- 2^32 + link or -offered (see sup_inc.lua; a plain count is an earlier
 -- layout's).
 local function offered(v)
-  v = tonumber(v)
-  if v >= 4294967296 then return (v - v % 4294967296) / 4294967296 end
+  v = v + 0
+  if v >= P then return (v - v % P) / P end
   if v < 0 then return -v end
   return v
 end
 
+-- scan reads the whole hash in one HGETALL and sets k, bs, bo, bd to its
+-- live buckets (the dead ones a write has not deleted yet are skipped),
+-- oldest first, the newest (in meta fields) last, as sup_inc.lua's scan
+-- does; it returns the sums of their offered and declined units.
 local function scan()
   local all = redis.call('HGETALL', h)
-  local count, dec, starts = {}, {}, {}
+  local su, sd = ncount, ndec
+  local sorted, prev, lost = true, -1 / 0, nil
+  k, bs, bo, bd = 0, {}, {}, {}
   for i = 1, #all, 2 do
     local f = all[i]
     local c = string.byte(f, 1)
-    if c >= 48 and c <= 57 or c == 45 then
-      local s = tonumber(f)
-      count[s] = offered(all[i + 1])
-      starts[#starts + 1] = s
-    elseif c == 100 then
-      dec[tonumber(string.sub(f, 2))] = tonumber(all[i + 1])
+    if c >= 48 and c <= 57 or c == 45 then -- a digit or '-': a bucket
+      local st = f + 0
+      if now - st < sp then
+        local v = offered(all[i + 1])
+        k = k + 1
+        bs[k], bo[k], bd[k] = st, v, 0
+        su = su + v
+        if st < prev then sorted = false end
+        prev = st
+      end
+    elseif c == 100 then -- 'd': a bucket's declined units
+      local st = string.sub(f, 2) + 0
+      if now - st < sp then
+        if k > 0 and bs[k] == st then
+          bd[k] = all[i + 1] + 0
+        else
+          lost = lost or {}
+          lost[st] = all[i + 1] + 0
+        end
+      end
     end
   end
-  table.sort(starts)
-  local out = {}
-  for i, s in ipairs(starts) do out[i] = {s, count[s], dec[s] or 0} end
-  out[#out + 1] = {newest, ncount, ndec} -- the newest bucket, in meta fields
-  return out
+  if not sorted or lost then
+    local off, dec = {}, lost or {}
+    for i = 1, k do
+      off[bs[i]] = bo[i]
+      if bd[i] ~= 0 then dec[bs[i]] = bd[i] end
+    end
+    if not sorted then table.sort(bs) end
+    for i = 1, k do bo[i], bd[i] = off[bs[i]], dec[bs[i]] or 0 end
+  end
+  for i = 1, k do sd = sd + bd[i] end
+  k = k + 1
+  bs[k], bo[k], bd[k] = newest, ncount, ndec
+  return su, sd
 end
 
 if now - oldest >= sp then
   -- Expired buckets are still stored: leave them, count only live ones.
-  buckets = {}
-  used, declined = 0, 0
-  for _, bk in ipairs(scan()) do
-    if now - bk[1] < sp then
-      buckets[#buckets + 1] = bk
-      used = used + bk[2]
-      declined = declined + bk[3]
-    end
-  end
-  oldest = buckets[1][1]
+  used, declined = scan()
+  oldest = bs[1]
 end
 
 local function factor()
@@ -99,11 +122,10 @@ local function factor()
   if now - oldest < r then
     recent = used
   elseif now - newest < r then
-    buckets = buckets or scan()
-    for i = #buckets, 1, -1 do
-      local bk = buckets[i]
-      if now - bk[1] >= r then break end
-      recent = recent + bk[2]
+    if not k then scan() end
+    for i = k, 1, -1 do
+      if now - bs[i] >= r then break end
+      recent = recent + bo[i]
     end
   end
   local mx = math.max(used * r, recent * w)
@@ -114,7 +136,7 @@ local function factor()
 end
 
 local function retryAfter(held, cost, cap)
-  if not buckets then
+  if not k then
     local acc = ncount - ndec
     if oldest ~= newest then
       local v = redis.call('HMGET', h, fmt(oldest), 'd' .. fmt(oldest))
@@ -123,14 +145,14 @@ local function retryAfter(held, cost, cap)
     if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
       return oldest + sp - now
     end
-    buckets = scan()
+    scan()
   end
   local freed = 0
-  for _, bk in ipairs(buckets) do
-    local u = bk[2] - bk[3]
+  for i = 1, k do
+    local u = bo[i] - bd[i]
     if u ~= 0 then
       freed = freed + u
-      if held - freed + cost <= cap or freed >= held then return bk[1] + sp - now end
+      if held - freed + cost <= cap or freed >= held then return bs[i] + sp - now end
     end
   end
   return 0

@@ -24,34 +24,32 @@ if not m[4] or not nc or not m[3] or now - tonumber(m[4]) >= sp then
 end
 local used = tonumber(m[1] or 0)
 local declined = tonumber(m[2] or 0)
--- offered reads a closed bucket's offered units from its value, offered *
--- 2^32 + link or -offered (see sup_inc.lua; a plain count is an earlier
--- layout's).
-local function offered(v)
-  v = tonumber(v)
-  if v >= 4294967296 then return (v - v % 4294967296) / 4294967296 end
-  if v < 0 then return -v end
-  return v
-end
+local P = 4294967296
 
 if now - tonumber(m[3]) >= sp then
   -- Expired buckets are still stored: count only the live ones, starting
-  -- with the newest ("nc", "nd"), which is live.
+  -- with the newest ("nc", "nd"), which is live, in one pass over the hash
+  -- (at most 2 (W/B + 1) bucket fields: docs/algorithms.md, Bounded work).
+  -- A closed bucket's value is offered * 2^32 + link or -offered (see
+  -- sup_inc.lua; a plain count is an earlier layout's); "d<start>" holds
+  -- its declined units and lives and dies with it.
   used, declined = nc, tonumber(m[7] or 0)
   local all = redis.call('HGETALL', h)
-  local live = {}
   for i = 1, #all, 2 do
     local f = all[i]
     local c = string.byte(f, 1)
-    if (c >= 48 and c <= 57 or c == 45) and now - tonumber(f) < sp then
-      used = used + offered(all[i + 1])
-      live[f] = true
-    end
-  end
-  for i = 1, #all, 2 do
-    local f = all[i]
-    if string.byte(f, 1) == 100 and live[string.sub(f, 2)] then
-      declined = declined + tonumber(all[i + 1])
+    if c >= 48 and c <= 57 or c == 45 then
+      if now - f < sp then
+        local v = all[i + 1] + 0
+        if v >= P then
+          v = (v - v % P) / P
+        elseif v < 0 then
+          v = -v
+        end
+        used = used + v
+      end
+    elseif c == 100 and now - string.sub(f, 2) < sp then
+      declined = declined + all[i + 1]
     end
   end
 end

@@ -48,6 +48,9 @@
 -- numbers are formatted, and the common call (a key below its soft
 -- capacity whose oldest bucket is live) makes no closure and no table and
 -- answers with one integer (docs/benchmarks.md, Instructions per call).
+-- The worst call reads the whole hash once (HGETALL) and walks it once:
+-- at most W/B + 1 live buckets, which config.MaxBuckets bounds
+-- (docs/algorithms.md, Bounded work).
 
 if redis.replicate_commands then redis.replicate_commands() end
 
@@ -82,7 +85,9 @@ local hasx = m[2] and true or false
 local live = newest ~= nil and ncount ~= nil and oldest ~= nil and now - newest < sp
 local P = 4294967296 -- 2^32: a closed bucket's value is offered * P + link
 local expired = false -- dead buckets were found: "o" (and "x") must be rewritten
-local buckets -- after a scan: the live buckets {start, count, declined}, oldest first
+-- After a scan (k set), the live buckets oldest first, in parallel arrays:
+-- starts, offered units and declined units.
+local k, bs, bo, bd
 
 -- A key without a live bucket is absent: its capacities and cached factor
 -- are forgotten.
@@ -93,13 +98,16 @@ if not live then
 end
 
 -- Expire along the links: drop the buckets that died since the last write,
--- oldest first, one HMGET (offered and declined) each. A missing or broken
--- link leaves the call to scan below (linked false).
+-- oldest first, one HMGET (offered and declined) each, for up to 8 of them.
+-- A missing or broken link, or more dead buckets (one HGETALL costs less
+-- than that many HMGETs), leaves the call to scan below (linked false).
 local linked, gone = true, nil -- gone: the fields of dead buckets
 if live and now - oldest >= sp then
   expired, gone = true, {}
-  local f = m[3]
+  local f, walked = m[3], 0
   while now - oldest >= sp do
+    if walked >= 8 then linked = false break end
+    walked = walked + 1
     local df = 'd' .. f
     local v = redis.call('HMGET', h, f, df)
     local off = v[1] and v[1] + 0
@@ -133,27 +141,68 @@ if not linked or used - declined + cost > soft then
     return v -- an earlier layout's plain count
   end
 
-  -- scan reads every bucket of the hash, oldest first; the newest, kept in
-  -- meta fields, is the last.
+  -- scan reads the whole hash in one HGETALL (at most 2 (W/B + 1) bucket
+  -- fields: docs/algorithms.md, Bounded work) and sets k, bs, bo, bd to
+  -- its live buckets, oldest first; the newest, kept in meta fields, is the
+  -- last. It returns the fields of the dead buckets and the sums of the
+  -- live buckets' offered and declined units. A compact (listpack) hash
+  -- returns its fields in the order they were written: ascending starts,
+  -- each "d<start>" right after its bucket. Only a hash Redis has
+  -- converted to a hash table needs the sort and the lookups by start.
+  -- Numbers are parsed once and no table is made per bucket.
   scan = function()
     local all = redis.call('HGETALL', h)
-    local count, dec, starts = {}, {}, {}
+    local dead, su, sd = {}, ncount, ndec
+    local sorted, prev, lost = true, -1 / 0, nil
+    k, bs, bo, bd = 0, {}, {}, {}
     for i = 1, #all, 2 do
       local f = all[i]
       local c = string.byte(f, 1)
       if c >= 48 and c <= 57 or c == 45 then -- a digit or '-': a bucket
-        local s = tonumber(f)
-        count[s] = countOf(tonumber(all[i + 1]))
-        starts[#starts + 1] = s
+        local st = f + 0
+        if now - st >= sp then
+          dead[#dead + 1] = f
+        else
+          local v = all[i + 1] + 0
+          if v >= P then
+            v = (v - v % P) / P
+          elseif v < 0 then
+            v = -v
+          end -- else an earlier layout's plain count
+          k = k + 1
+          bs[k], bo[k], bd[k] = st, v, 0
+          su = su + v
+          if st < prev then sorted = false end
+          prev = st
+        end
       elseif c == 100 then -- 'd': a bucket's declined units
-        dec[tonumber(string.sub(f, 2))] = tonumber(all[i + 1])
+        local st = string.sub(f, 2) + 0
+        if now - st >= sp then
+          dead[#dead + 1] = f
+        else
+          local v = all[i + 1] + 0
+          if k > 0 and bs[k] == st then
+            bd[k] = v
+          else
+            lost = lost or {}
+            lost[st] = v
+          end
+        end
       end
     end
-    table.sort(starts)
-    local out = {}
-    for i, s in ipairs(starts) do out[i] = {s, count[s], dec[s] or 0} end
-    out[#out + 1] = {newest, ncount, ndec}
-    return out
+    if not sorted or lost then
+      local off, dec = {}, lost or {}
+      for i = 1, k do
+        off[bs[i]] = bo[i]
+        if bd[i] ~= 0 then dec[bs[i]] = bd[i] end
+      end
+      if not sorted then table.sort(bs) end
+      for i = 1, k do bo[i], bd[i] = off[bs[i]], dec[bs[i]] or 0 end
+    end
+    for i = 1, k do sd = sd + bd[i] end
+    k = k + 1
+    bs[k], bo[k], bd[k] = newest, ncount, ndec
+    return dead, su, sd
   end
 
   -- factor returns the suppression factor in ppm and whether it was
@@ -172,11 +221,10 @@ if not linked or used - declined + cost > soft then
       if now - oldest < r then
         recent = used
       elseif now - newest < r then
-        buckets = buckets or scan()
-        for i = #buckets, 1, -1 do
-          local bk = buckets[i]
-          if now - bk[1] >= r then break end
-          recent = recent + bk[2]
+        if not k then scan() end
+        for i = k, 1, -1 do
+          if now - bs[i] >= r then break end
+          recent = recent + bo[i]
         end
       end
     end
@@ -191,7 +239,7 @@ if not linked or used - declined + cost > soft then
   -- still live after a bucket expires, plus cost, fit in cap.
   retryAfter = function(held, cap)
     if not live then return 0 end
-    if not buckets then
+    if not k then
       -- Fast path: the oldest bucket alone frees enough.
       local acc = ncount - ndec
       if oldest ~= newest then
@@ -201,16 +249,14 @@ if not linked or used - declined + cost > soft then
       if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
         return oldest + sp - now
       end
-      buckets = scan()
+      scan() -- skips the dead buckets a peek leaves stored
     end
-    -- A scan made here may still hold the dead buckets that the links
-    -- dropped from the counts (a peek deletes nothing): skip them.
     local freed = 0
-    for _, bk in ipairs(buckets) do
-      local u = bk[2] - bk[3]
-      if u ~= 0 and now - bk[1] < sp then
+    for i = 1, k do
+      local u = bo[i] - bd[i]
+      if u ~= 0 then
         freed = freed + u
-        if held - freed + cost <= cap or freed >= held then return bk[1] + sp - now end
+        if held - freed + cost <= cap or freed >= held then return bs[i] + sp - now end
       end
     end
     return 0
@@ -220,20 +266,8 @@ end
 -- Expire by a scan where the links could not: a bucket is live while
 -- now - start < W.
 if not linked then
-  buckets = {}
-  used, declined = 0, 0
-  gone = {}
-  for _, bk in ipairs(scan()) do
-    if now - bk[1] < sp then
-      buckets[#buckets + 1] = bk
-      used = used + bk[2]
-      declined = declined + bk[3]
-    else
-      gone[#gone + 1] = fmt('%d', bk[1])
-      if bk[3] > 0 then gone[#gone + 1] = 'd' .. fmt('%d', bk[1]) end
-    end
-  end
-  oldest = buckets[1][1]
+  gone, used, declined = scan()
+  oldest = bs[1]
 end
 if write and gone then
   for i = 1, #gone, 1000 do
@@ -269,13 +303,12 @@ if write then
   local joins = live and now - newest < b
   local start = now
   if joins then start = newest end
-  if buckets then
+  if k then
     if joins then
-      local last = buckets[#buckets]
-      last[2] = last[2] + rec
-      last[3] = last[3] + dec
+      bo[k], bd[k] = bo[k] + rec, bd[k] + dec
     else
-      buckets[#buckets + 1] = {start, rec, dec}
+      k = k + 1
+      bs[k], bo[k], bd[k] = start, rec, dec
     end
   end
   used = used + rec
