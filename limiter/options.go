@@ -26,8 +26,11 @@ func WithWindow(d time.Duration) Option {
 // WithBucket sets the coalescing granularity B: calls less than B after the
 // start of a key's newest bucket are counted in that bucket. Default W/100
 // rounded down to whole milliseconds, at least 1 ms. It must satisfy
-// 1 ms ≤ B ≤ W and W/B ≤ 100,000. Keeping W/B ≤ 128 keeps every Redis hash
-// of both strategies in its compact listpack encoding, with room to spare
+// 1 ms ≤ B ≤ W and W/B ≤ 500; New returns ErrInvalidConfig beyond. The
+// limit bounds the work of one Redis call: its worst case reads each of a
+// key's W/B + 1 buckets once, at most about 0.55 ms of Redis time at
+// W/B = 500 (docs/algorithms.md, Bounded work). Keeping W/B ≤ 250 keeps
+// every Redis hash of both strategies in its compact listpack encoding
 // (Redis' default limit is 512 fields; see docs/data-model.md).
 func WithBucket(d time.Duration) Option {
 	return func(c *config.Config) {

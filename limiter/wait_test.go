@@ -109,7 +109,7 @@ func (r *recording) retryAfters() []time.Duration {
 
 func newLocal(t *testing.T, clk limiter.Clock) *local.Absolute {
 	t.Helper()
-	l, err := local.NewAbsolute(limiter.WithWindow(time.Second), limiter.WithBucket(time.Millisecond), limiter.WithClock(clk))
+	l, err := local.NewAbsolute(limiter.WithWindow(time.Second), limiter.WithBucket(2*time.Millisecond), limiter.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,8 +156,8 @@ func TestWaitLocal(t *testing.T) {
 		if len(rec.decisions) != 2 || !reflect.DeepEqual(s.slept, rec.retryAfters()) {
 			t.Errorf("decisions %+v; slept %v, want one sleep of the refusal's RetryAfter", rec.decisions, s.slept)
 		}
-		if ra := s.slept[0]; ra < 900*time.Millisecond || ra > 901*time.Millisecond {
-			t.Errorf("slept %v, want 900 ms (+ 1 ms for the bucket)", ra)
+		if ra := s.slept[0]; ra < 900*time.Millisecond || ra > 902*time.Millisecond {
+			t.Errorf("slept %v, want 900 ms (+ B = 2 ms for the bucket)", ra)
 		}
 	})
 	t.Run("retries under competing traffic", func(t *testing.T) {
@@ -179,7 +179,7 @@ func TestWaitLocal(t *testing.T) {
 		if len(rec.decisions) != 3 || !reflect.DeepEqual(s.slept, rec.retryAfters()) {
 			t.Errorf("decisions %+v; slept %v, want two sleeps of the refusals' RetryAfter", rec.decisions, s.slept)
 		}
-		if ra := s.slept; len(ra) != 2 || ra[0] < 700*time.Millisecond || ra[0] > 701*time.Millisecond || ra[1] < time.Second || ra[1] > 1001*time.Millisecond {
+		if ra := s.slept; len(ra) != 2 || ra[0] < 700*time.Millisecond || ra[0] > 702*time.Millisecond || ra[1] < time.Second || ra[1] > 1002*time.Millisecond {
 			t.Errorf("slept %v, want about [700ms 1s]", ra)
 		}
 		if u, err := l.Get(ctx, "k"); err != nil || u.Used != 1 {

@@ -26,9 +26,15 @@ var (
 
 // Limits of the configuration and the counts (docs/algorithms.md, Bounds).
 const (
-	MinWindow  = time.Millisecond
-	MaxWindow  = 31 * 24 * time.Hour
-	MaxBuckets = 100_000
+	MinWindow = time.Millisecond
+	MaxWindow = 31 * 24 * time.Hour
+	// MaxBuckets bounds W/B. A key holds at most W/B + 1 live buckets, and
+	// the worst Redis call (a refusal whose RetryAfter walks the whole
+	// window, a factor over a full window, a read that skips dead buckets)
+	// reads every one of them once: at 500 that costs at most about 0.55 ms
+	// of Redis time, half the 1 ms budget (docs/algorithms.md, Bounded
+	// work; docs/benchmarks.md, Bounded work).
+	MaxBuckets = 500
 	// MaxCapacity bounds C and H so that every count a provider keeps stays an
 	// exact integer in a Lua (IEEE double) number, even after many windows of
 	// offered traffic have been summed.
@@ -201,7 +207,7 @@ func (c *Config) validate() error {
 	case !wholeMs(b):
 		return invalid("bucket %v is not a whole number of milliseconds", b)
 	case w/b > MaxBuckets:
-		return invalid("window %v / bucket %v = %d buckets, more than %d", w, b, w/b, MaxBuckets)
+		return invalid("window %v / bucket %v: W/B = %d, above the limit of %d (a Redis call may read every bucket of a window)", w, b, w/b, MaxBuckets)
 	}
 	f := c.HardLimitFactor
 	if math.IsNaN(f) || math.IsInf(f, 0) || f < 1 {

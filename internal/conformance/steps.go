@@ -225,6 +225,7 @@ func ConfigErrors(t *testing.T, newFn func(opts ...limiter.Option) error) {
 		{"zero bucket", []limiter.Option{limiter.WithBucket(0)}},
 		{"bucket larger than window", []limiter.Option{limiter.WithWindow(time.Second), limiter.WithBucket(2 * time.Second)}},
 		{"too many buckets", []limiter.Option{limiter.WithWindow(time.Hour), limiter.WithBucket(time.Millisecond)}},
+		{"one bucket too many", []limiter.Option{limiter.WithWindow(501 * time.Millisecond), limiter.WithBucket(time.Millisecond)}},
 		{"sub-millisecond bucket", []limiter.Option{limiter.WithBucket(1500 * time.Microsecond)}},
 		{"hard factor below one", []limiter.Option{limiter.WithHardLimitFactor(0.5)}},
 		{"hard factor NaN", []limiter.Option{limiter.WithHardLimitFactor(nan())}},
@@ -242,7 +243,7 @@ func ConfigErrors(t *testing.T, newFn func(opts ...limiter.Option) error) {
 			t.Errorf("%s: New error = %v, want ErrInvalidConfig", c.name, err)
 		}
 	}
-	if err := newFn(limiter.WithWindow(time.Hour), limiter.WithBucket(36*time.Millisecond)); err != nil {
-		t.Errorf("New with exactly 100,000 buckets: %v", err)
+	if err := newFn(limiter.WithWindow(time.Hour), limiter.WithBucket(7200*time.Millisecond)); err != nil {
+		t.Errorf("New with exactly 500 buckets (config.MaxBuckets): %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/conformance"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/key"
@@ -365,47 +366,47 @@ func TestReadOnlyCallsWriteNothing(t *testing.T) {
 }
 
 // TestDeadBucketsAreDeleted checks that a write drops the dead buckets it
-// finds, including more than one HDEL batch of them, and that a refused Inc
-// whose key turns out empty deletes the hash.
+// finds, hundreds at once (W/B = 500, the most accepted), and that a
+// refused Inc whose key turns out empty deletes the hash.
 func TestDeadBucketsAreDeleted(t *testing.T) {
 	c := realClient(t).(*redis.Client)
 	clk := conformance.NewClock()
 	prefix := redistest.Prefix(t)
-	w, b := 5*time.Second, time.Millisecond
+	w, b := 500*time.Millisecond, time.Millisecond
 	l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b), limiter.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := hashOf(t, prefix, "k")
-	rate := limiter.PerSecond(1000) // C = 5000
-	for i := 0; i < 2600; i++ {
+	rate := limiter.PerSecond(2000) // C = 1000
+	for i := 0; i < 480; i++ {
 		mustInc(t, l, "k", rate, 1)
 		clk.Advance(time.Millisecond)
 	}
-	if n := c.HLen(ctx, h).Val(); n != 2599+1 {
-		t.Fatalf("HLEN = %d, want 2600 (2599 closed buckets and the meta field, which holds the newest)", n)
+	if n := c.HLen(ctx, h).Val(); n != 479+1 {
+		t.Fatalf("HLEN = %d, want 480 (479 closed buckets and the meta field, which holds the newest)", n)
 	}
-	// The clock reads +2600 ms; at +7450 ms (a bucket lives W + B = 5001
-	// ms) the buckets opened at 0 to 2449 ms are dead and the 150 opened
-	// at 2450 to 2599 ms are live.
-	clk.Advance(4850 * time.Millisecond)
-	if u := mustGet(t, l, "k"); u.Used != 150 {
-		t.Fatalf("Get(k) = %+v, want Used 150", u)
+	// The clock reads +480 ms; at +965 ms (a bucket lives W + B = 501 ms)
+	// the buckets opened at 0 to 464 ms are dead and the 15 opened at 465
+	// to 479 ms are live.
+	clk.Advance(485 * time.Millisecond)
+	if u := mustGet(t, l, "k"); u.Used != 15 {
+		t.Fatalf("Get(k) = %+v, want Used 15", u)
 	}
 	d := mustInc(t, l, "k", rate, 1)
-	if !d.Allowed || d.Remaining != 5000-151 {
-		t.Fatalf("Inc(k, 1) = %+v, want allowed with 4849 remaining", d)
+	if !d.Allowed || d.Remaining != 1000-16 {
+		t.Fatalf("Inc(k, 1) = %+v, want allowed with 984 remaining", d)
 	}
-	if n := c.HLen(ctx, h).Val(); n != 150+1 {
-		t.Fatalf("HLEN after the write = %d, want 151 (150 closed buckets and the meta field)", n)
+	if n := c.HLen(ctx, h).Val(); n != 15+1 {
+		t.Fatalf("HLEN after the write = %d, want 16 (15 closed buckets and the meta field)", n)
 	}
-	if u := mustGet(t, l, "k"); u.Used != 151 || u.Limit != 5000 {
-		t.Fatalf("Get(k) = %+v, want Used 151 Limit 5000", u)
+	if u := mustGet(t, l, "k"); u.Used != 16 || u.Limit != 1000 {
+		t.Fatalf("Get(k) = %+v, want Used 16 Limit 1000", u)
 	}
 	// A refused call (n > C) on a key whose buckets are all dead deletes it.
 	clk.Advance(w + b)
-	if d := mustInc(t, l, "k", rate, 6000); !d.Never {
-		t.Fatalf("Inc(k, 6000) = %+v, want Never", d)
+	if d := mustInc(t, l, "k", rate, 2000); !d.Never {
+		t.Fatalf("Inc(k, 2000) = %+v, want Never", d)
 	}
 	if n := c.Exists(ctx, h).Val(); n != 0 {
 		t.Fatalf("hash with only dead buckets survived a write")
@@ -427,10 +428,16 @@ func TestListpack(t *testing.T) {
 	if _, err := fmt.Sscan(cfg["hash-max-listpack-entries"], &max); err != nil || max < 8 {
 		t.Fatalf("hash-max-listpack-entries = %q", cfg["hash-max-listpack-entries"])
 	}
+	// At the largest W/B accepted (config.MaxBuckets) a full hash holds
+	// MaxBuckets + 1 fields: a listpack under the default limit of 512.
+	largest := "listpack"
+	if config.MaxBuckets+1 > max {
+		largest = "hashtable"
+	}
 	for _, tc := range []struct {
 		buckets int
 		want    string
-	}{{100, "listpack"}, {128, "listpack"}, {max - 1, "listpack"}, {max, "hashtable"}} {
+	}{{100, "listpack"}, {128, "listpack"}, {config.MaxBuckets, largest}} {
 		t.Run(fmt.Sprint(tc.buckets), func(t *testing.T) {
 			clk := conformance.NewClock()
 			prefix := redistest.Prefix(t)
@@ -511,20 +518,21 @@ func TestCloseLeavesClientOpen(t *testing.T) {
 }
 
 // TestManyBucketsTrace is a differential trace against local in the
-// regime the conformance trace does not reach: thousands of buckets per
-// window, so that scans, HDEL batches and long RetryAfter walks happen.
+// regime the conformance trace does not reach: hundreds of buckets per
+// window (the most accepted), so that scans and long RetryAfter walks happen.
 func TestManyBucketsTrace(t *testing.T) {
 	for _, b := range []struct {
 		name  string
 		f     conformance.Factory
 		steps int
 	}{
-		{"Mini", onMini, 2_000}, // gopher-lua is slow on hashes of thousands of fields
+		{"Mini", onMini, 2_000}, // gopher-lua is slow on hashes of hundreds of fields
 		{"Real", onReal, traceSteps},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			clk := conformance.NewClock()
-			opts := []limiter.Option{limiter.WithWindow(3 * time.Second), limiter.WithBucket(time.Millisecond)}
+			// W/B = 500, the largest accepted (config.MaxBuckets).
+			opts := []limiter.Option{limiter.WithWindow(500 * time.Millisecond), limiter.WithBucket(time.Millisecond)}
 			ll := localAbsolute(t, clk, opts...)
 			defer ll.Close(ctx)
 			lr := b.f(t, clk, opts...)
