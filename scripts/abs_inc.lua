@@ -1,5 +1,5 @@
--- abs_inc.lua: one decision of the absolute strategy (DESIGN.md §3). It is
--- the Redis twin of internal/window's State.IncAbsolute (ARGV[4] > 0) and
+-- abs_inc.lua: one decision of the absolute strategy (docs/algorithms.md,
+-- Absolute strategy). It is the Redis twin of internal/window's State.IncAbsolute (ARGV[4] > 0) and
 -- State.IsAllowedAbsolute (ARGV[4] = 0) and must compute exactly what they
 -- compute.
 --

@@ -1,5 +1,5 @@
--- sup_inc.lua: one Inc of the suppressed strategy (DESIGN.md §4). It
--- computes exactly what internal/window's State.IncSuppressed computes, on
+-- sup_inc.lua: one Inc of the suppressed strategy (docs/algorithms.md,
+-- Suppressed strategy). It computes exactly what internal/window's State.IncSuppressed computes, on
 -- the one-hash layout of docs/data-model.md.
 --
 -- KEYS[1]  <prefix>:{<key>}:sup:h, the key's hash

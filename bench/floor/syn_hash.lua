@@ -1,5 +1,5 @@
--- The commands an admitted absolute Inc must make under DESIGN.md §7 (Redis
--- TIME, read the hash, count the unit, update the meta fields, PEXPIRE
+-- The commands an admitted absolute Inc must make in the one-hash data
+-- model (docs/data-model.md) when every write sets PEXPIRE (Redis TIME, read the hash, count the unit, update the meta fields, PEXPIRE
 -- every write), with no logic around them, and an 8-number reply.
 local h = KEYS[1]
 local t = redis.call('TIME')

@@ -1,5 +1,7 @@
--- The commands an admitted absolute Inc must make under DESIGN.md §7 (Redis
--- every write) less the PEXPIRE, with no logic around them, and an 8-number reply.
+-- The commands of syn_hash.lua (an admitted absolute Inc in the one-hash
+-- data model of docs/data-model.md: Redis TIME, read the hash, count the
+-- unit, update the meta fields) less the PEXPIRE, with no logic around
+-- them, and an 8-number reply.
 local h = KEYS[1]
 local t = redis.call('TIME')
 local m = redis.call('HMGET', h, 'c', 'u', 'o', 'n')
