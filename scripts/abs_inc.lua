@@ -1,7 +1,7 @@
 -- abs_inc.lua: one decision of the absolute strategy (docs/algorithms.md,
--- Absolute strategy). It is the Redis twin of internal/window's State.IncAbsolute (ARGV[4] > 0) and
--- State.IsAllowedAbsolute (ARGV[4] = 0) and must compute exactly what they
--- compute.
+-- Absolute strategy). It is the Redis twin of internal/window's
+-- State.IncAbsolute (ARGV[4] > 0) and State.IsAllowedAbsolute (ARGV[4] = 0)
+-- and must compute exactly what they compute.
 --
 -- KEYS[1]  the key's hash, <prefix>:{<escaped key>}:abs:h
 -- ARGV[1]  now in ms, or an empty string to read Redis TIME

@@ -1,6 +1,6 @@
 -- sup_inc.lua: one Inc of the suppressed strategy (docs/algorithms.md,
--- Suppressed strategy). It computes exactly what internal/window's State.IncSuppressed computes, on
--- the one-hash layout of docs/data-model.md.
+-- Suppressed strategy). It computes exactly what internal/window's
+-- State.IncSuppressed computes, on the one-hash layout of docs/data-model.md.
 --
 -- KEYS[1]  <prefix>:{<key>}:sup:h, the key's hash
 -- ARGV[1]  now in ms; an empty string reads Redis TIME
