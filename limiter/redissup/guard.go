@@ -32,8 +32,13 @@ func (l *Limiter) initGuard(client Client, opts []limiter.Option) {
 	})
 }
 
-// call validates an Inc (or, with peek, an IsAllowed) for the policy.
-func (l *Limiter) call(op, k string, rate limiter.Rate, n int64, peek bool) (*failover.Call, error) {
+// backend is the Limiter as its Guard sees it (failover.Backend): a
+// pointer, so passing it allocates nothing.
+type backend Limiter
+
+// Validate checks an Inc (or, with peek, an IsAllowed) for the policy.
+func (be *backend) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*failover.Call, error) {
+	l := (*Limiter)(be)
 	h, err := l.b.Check(op, k)
 	if err != nil {
 		return nil, err
@@ -55,21 +60,17 @@ func (l *Limiter) call(op, k string, rate limiter.Rate, n int64, peek bool) (*fa
 	return &failover.Call{Op: op, Key: k, Hash: h, Rate: rate, N: n, C: soft, Hard: hard}, nil
 }
 
-// answer is the policy's answer to a call Redis cannot take.
-func (l *Limiter) answer(ctx context.Context, op, k string, rate limiter.Rate, n int64, peek bool, err error) (limiter.Decision, error) {
-	if err != nil { // the Redis call failed
-		if ctx.Err() != nil || !failover.Unavailable(err) {
-			return l.g.Failed(ctx, &failover.Call{Op: op}, err)
-		}
+// Decide is the Redis call of an Inc or, with peek, an IsAllowed.
+func (be *backend) Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
+	if peek {
+		return (*Limiter)(be).isAllowed(ctx, k)
 	}
-	c, verr := l.call(op, k, rate, n, peek)
-	if verr != nil {
-		return limiter.Decision{}, verr
-	}
-	if err != nil {
-		return l.g.Failed(ctx, c, err)
-	}
-	return l.g.Answer(ctx, c)
+	return (*Limiter)(be).inc(ctx, k, rate, n)
+}
+
+// Usage is the Redis call of a Get.
+func (be *backend) Usage(ctx context.Context, k string) (limiter.Usage, error) {
+	return (*Limiter)(be).get(ctx, k)
 }
 
 // Inc offers n units of key at rate, in one script call bounded by
@@ -84,16 +85,7 @@ func (l *Limiter) answer(ctx context.Context, op, k string, rate limiter.Rate, n
 // and later calls do not ask Redis until the background probe finds it
 // back.
 func (l *Limiter) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	if l.g.Open() {
-		return l.answer(ctx, "inc", k, rate, n, false, nil)
-	}
-	cctx, cancel := l.g.Context(ctx)
-	d, err := l.inc(cctx, k, rate, n)
-	cancel()
-	if err != nil {
-		return l.answer(ctx, "inc", k, rate, n, false, err)
-	}
-	return d, nil
+	return l.g.Decide(ctx, (*backend)(l), "inc", k, rate, n, false)
 }
 
 // IsAllowed reports whether one more unit of key would be admitted without
@@ -102,16 +94,7 @@ func (l *Limiter) Inc(ctx context.Context, k string, rate limiter.Rate, n int64)
 // nothing and draws nothing. A key with no live state is allowed with
 // Limit 0. Redis failures are handled as for Inc.
 func (l *Limiter) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
-	if l.g.Open() {
-		return l.answer(ctx, "is allowed", k, limiter.Rate{}, 0, true, nil)
-	}
-	cctx, cancel := l.g.Context(ctx)
-	d, err := l.isAllowed(cctx, k)
-	cancel()
-	if err != nil {
-		return l.answer(ctx, "is allowed", k, limiter.Rate{}, 0, true, err)
-	}
-	return d, nil
+	return l.g.Decide(ctx, (*backend)(l), "is allowed", k, limiter.Rate{}, 0, true)
 }
 
 // Get returns key's accepted (Used) and declined units in the live window
@@ -120,38 +103,13 @@ func (l *Limiter) IsAllowed(ctx context.Context, k string) (limiter.Decision, er
 // unavailable Redis is an error: Redis's own, or ErrUnavailable while the
 // breaker is open.
 func (l *Limiter) Get(ctx context.Context, k string) (limiter.Usage, error) {
-	if l.g.Open() {
-		if _, err := l.b.Check("get", k); err != nil {
-			return limiter.Usage{}, err
-		}
-		return limiter.Usage{}, l.g.Err("get")
-	}
-	cctx, cancel := l.g.Context(ctx)
-	u, err := l.get(cctx, k)
-	cancel()
-	if err != nil {
-		return limiter.Usage{}, l.g.FailedErr(ctx, "get", err)
-	}
-	return u, nil
+	return l.g.Get(ctx, (*backend)(l), &l.b, k)
 }
 
 // Reset forgets key: it UNLINKs the key's hash, and drops what the local
 // fallback holds for it. Redis failures are errors, as for Get.
 func (l *Limiter) Reset(ctx context.Context, k string) error {
-	if l.g.Open() {
-		if _, err := l.b.Check("reset", k); err != nil {
-			return err
-		}
-		return l.g.Err("reset")
-	}
-	cctx, cancel := l.g.Context(ctx)
-	err := l.b.Reset(cctx, k)
-	cancel()
-	if err != nil {
-		return l.g.FailedErr(ctx, "reset", err)
-	}
-	l.g.Forget(ctx, k)
-	return nil
+	return l.g.Reset(ctx, &l.b, k)
 }
 
 // Close marks the limiter closed: later calls return ErrClosed. It stops

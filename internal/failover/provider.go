@@ -1,0 +1,95 @@
+package failover
+
+import (
+	"context"
+
+	"github.com/sluice-go/sluice/internal/redisx"
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// Backend is what a Redis provider gives its Guard: the validation a
+// policy answer needs, and the provider's Redis calls. Each provider
+// implements it on a pointer-shaped adapter of its Limiter, so passing one
+// allocates nothing.
+type Backend interface {
+	// Validate checks an Inc (or, with peek, an IsAllowed) as the provider
+	// does before asking Redis, and describes it for the policy.
+	Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error)
+	// Decide is the Redis call of an Inc, or with peek of an IsAllowed.
+	Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error)
+	// Usage is the Redis call of a Get.
+	Usage(ctx context.Context, k string) (limiter.Usage, error)
+}
+
+// Decide runs an Inc (peek false) or an IsAllowed (peek true) of a Redis
+// provider under the policy: straight to the policy while the breaker is
+// open, else one Redis call bounded by the timeout, whose failure the
+// policy answers when Redis is unavailable.
+func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
+	if g.Open() {
+		return g.answer(ctx, be, op, k, rate, n, peek, nil)
+	}
+	cctx, cancel := g.Context(ctx)
+	d, err := be.Decide(cctx, k, rate, n, peek)
+	cancel()
+	if err != nil {
+		return g.answer(ctx, be, op, k, rate, n, peek, err)
+	}
+	return d, nil
+}
+
+// answer is the policy's answer to a call Redis cannot take (err is nil
+// when the breaker is open, else the Redis call's error).
+func (g *Guard) answer(ctx context.Context, be Backend, op, k string, rate limiter.Rate, n int64, peek bool, err error) (limiter.Decision, error) {
+	if err != nil { // the Redis call failed
+		if ctx.Err() != nil || !Unavailable(err) {
+			return g.Failed(ctx, &Call{Op: op}, err)
+		}
+	}
+	c, verr := be.Validate(op, k, rate, n, peek)
+	if verr != nil {
+		return limiter.Decision{}, verr
+	}
+	if err != nil {
+		return g.Failed(ctx, c, err)
+	}
+	return g.Answer(ctx, c)
+}
+
+// Get runs a Get: it has no Decision to mark as degraded, so under every
+// policy an unavailable Redis is an error, Redis's own or ErrUnavailable
+// while the breaker is open.
+func (g *Guard) Get(ctx context.Context, be Backend, b *redisx.Base, k string) (limiter.Usage, error) {
+	if g.Open() {
+		if _, err := b.Check("get", k); err != nil {
+			return limiter.Usage{}, err
+		}
+		return limiter.Usage{}, g.Err("get")
+	}
+	cctx, cancel := g.Context(ctx)
+	u, err := be.Usage(cctx, k)
+	cancel()
+	if err != nil {
+		return limiter.Usage{}, g.FailedErr(ctx, "get", err)
+	}
+	return u, nil
+}
+
+// Reset UNLINKs the key's hash and drops what the local fallback holds for
+// it. Redis failures are errors, as for Get.
+func (g *Guard) Reset(ctx context.Context, b *redisx.Base, k string) error {
+	if g.Open() {
+		if _, err := b.Check("reset", k); err != nil {
+			return err
+		}
+		return g.Err("reset")
+	}
+	cctx, cancel := g.Context(ctx)
+	err := b.Reset(cctx, k)
+	cancel()
+	if err != nil {
+		return g.FailedErr(ctx, "reset", err)
+	}
+	g.Forget(ctx, k)
+	return nil
+}
