@@ -229,7 +229,7 @@ func (s *State) IncAbsolute(p Params, now, c, n int64, r *Result) {
 
 // incAbsolute decides on a state already expired at now.
 func (s *State) incAbsolute(p Params, now, c, n int64, r *Result) {
-	span := p.W + p.B
+	span := p.Span()
 	cost := max(n, 1)
 	never := cost > c
 	if !never && s.Used+cost <= c {
@@ -358,7 +358,7 @@ func (s *State) IncSuppressed(p Params, now, n int64, in Suppressed, r *Result) 
 
 // incSuppressed decides on a state already expired at now.
 func (s *State) incSuppressed(p Params, now, n int64, in Suppressed, r *Result) {
-	span := p.W + p.B
+	span := p.Span()
 	cost := max(n, 1)
 	accepted := s.Used - s.Declined
 	forecast := accepted + cost
