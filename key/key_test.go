@@ -127,3 +127,29 @@ func FuzzEscapeInjective(f *testing.F) {
 		}
 	})
 }
+
+func TestLimitName(t *testing.T) {
+	got, err := key.LimitName("sluice", "user:1", key.Absolute, "per-day")
+	if want := "sluice:{user%3A1}:abs:h:per-day"; err != nil || got != want {
+		t.Fatalf("LimitName = %q, %v, want %q", got, err, want)
+	}
+	p, err := key.Parse(got)
+	if want := (key.Parsed{Prefix: "sluice", Key: "user:1", Strategy: "abs", Suffix: "h", Limit: "per-day"}); err != nil || p != want {
+		t.Errorf("Parse(%q) = %+v, %v, want %+v", got, p, err, want)
+	}
+	for _, bad := range []string{"", "Day", "1day", "a*", "a:b", "a b", "_a", strings.Repeat("a", key.MaxLimitName+1)} {
+		if _, err := key.LimitName("sluice", "k", key.Absolute, bad); !errors.Is(err, key.ErrInvalidLimitName) {
+			t.Errorf("LimitName(%q) error = %v, want ErrInvalidLimitName", bad, err)
+		}
+	}
+	for _, ok := range []string{"a", "per-second", "tier.free_1", strings.Repeat("z", key.MaxLimitName)} {
+		if err := key.ValidateLimitName(ok); err != nil {
+			t.Errorf("ValidateLimitName(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"sluice:{k}:abs:a:day", "sluice:{k}:abs:h:Day", "sluice:{k}:abs:h:", "sluice:{k}:abs:h:d:e"} {
+		if _, err := key.Parse(bad); !errors.Is(err, key.ErrInvalid) {
+			t.Errorf("Parse(%q) error = %v, want ErrInvalid", bad, err)
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/key"
+)
+
+// MaxSetLimits is the most limits one Set holds. Every limit of a set is
+// one hash in Redis that each decision reads and may write, so a set of k
+// limits costs Redis up to k times a single limit's bound in its worst
+// state (docs/algorithms.md, Bounded work); eight covers a second, a
+// minute, an hour, a day and a month with room to spare.
+const MaxSetLimits = 8
+
+// Limit is one limit of a Set: at most Rate × Window units in any span of
+// Window, reported under Name.
+type Limit struct {
+	// Name identifies the limit: in the decision, in the Redis key of its
+	// hash and, through package httplimit, as the policy name of the
+	// RateLimit headers. 1 to 64 bytes of lowercase letters, digits, '_',
+	// '-' and '.', starting with a letter ("per-second", "daily").
+	Name string
+	// Rate is the target rate; the limit's capacity is
+	// Capacity(Rate, Window).
+	Rate Rate
+	// Window is the sliding window, 1 ms to 31 days, in whole ms.
+	Window time.Duration
+	// Bucket is the coalescing granularity, 1 ms to Window, in whole ms,
+	// with Window/Bucket at most 500. 0 means Window/100 (at least 1 ms),
+	// the default of WithBucket.
+	Bucket time.Duration
+}
+
+// Capacity returns Capacity(l.Rate, l.Window).
+func (l Limit) Capacity() (int64, error) { return Capacity(l.Rate, l.Window) }
+
+// Set is several limits on one key decided as one: a call is admitted only
+// if every limit has room for it, then recorded in every limit, and a
+// refused call is recorded in none (the absolute strategy; the suppressed
+// strategy counts every offer, see the redissup and local docs). Build one
+// with NewSet; a Set is immutable and safe for concurrent use, so build
+// each tier's set once and pass it to every call, as a Rate is passed.
+// The zero Set holds no limits and every set call refuses it with
+// ErrInvalidConfig.
+type Set struct {
+	limits []Limit // Bucket resolved
+	caps   []int64
+	str    string
+}
+
+// NewSet validates limits and returns them as a Set, in the order given
+// (the order of SetDecision.Limits and of GetSet's usages). It reports
+// ErrInvalidConfig for no limits, more than MaxSetLimits, two limits of
+// one name, a bad name (key.ErrInvalidLimitName too), window or bucket,
+// and the rate's errors (ErrInvalidRate, ErrCapacityTooSmall) for a bad
+// rate, each naming the limit.
+func NewSet(limits ...Limit) (*Set, error) {
+	if len(limits) == 0 || len(limits) > MaxSetLimits {
+		return nil, fmt.Errorf("%w: a set of %d limits (want 1 to %d)", ErrInvalidConfig, len(limits), MaxSetLimits)
+	}
+	s := &Set{limits: make([]Limit, len(limits)), caps: make([]int64, len(limits))}
+	var b strings.Builder
+	for i, l := range limits {
+		if err := key.ValidateLimitName(l.Name); err != nil {
+			return nil, fmt.Errorf("%w: limit %d: %w", ErrInvalidConfig, i, err)
+		}
+		for _, o := range limits[:i] {
+			if o.Name == l.Name {
+				return nil, fmt.Errorf("%w: two limits named %q", ErrInvalidConfig, l.Name)
+			}
+		}
+		if l.Bucket < 0 {
+			return nil, fmt.Errorf("limit %q: %w: bucket %v must be positive, or 0 for the default", l.Name, ErrInvalidConfig, l.Bucket)
+		}
+		cfg, err := config.New(func(c *config.Config) { c.Window, c.Bucket = l.Window, l.Bucket })
+		if err != nil {
+			return nil, fmt.Errorf("limit %q: %w", l.Name, err)
+		}
+		l.Bucket = cfg.Bucket
+		c, err := Capacity(l.Rate, l.Window)
+		if err != nil {
+			return nil, fmt.Errorf("limit %q: %w", l.Name, err)
+		}
+		s.limits[i], s.caps[i] = l, c
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s=%v per %v", l.Name, c, l.Window)
+	}
+	s.str = b.String()
+	return s, nil
+}
+
+// Len returns the number of limits in s (0 for a nil or zero Set).
+func (s *Set) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.limits)
+}
+
+// At returns the i-th limit, its Bucket resolved (never 0), for 0 ≤ i <
+// Len().
+func (s *Set) At(i int) Limit { return s.limits[i] }
+
+// CapacityAt returns the capacity of the i-th limit.
+func (s *Set) CapacityAt(i int) int64 { return s.caps[i] }
+
+// Limits returns a copy of the limits, Buckets resolved.
+func (s *Set) Limits() []Limit {
+	if s == nil {
+		return nil
+	}
+	return append([]Limit(nil), s.limits...)
+}
+
+// String lists the limits as "name=C per W, …".
+func (s *Set) String() string {
+	if s == nil {
+		return "<nil>"
+	}
+	return s.str
+}
+
+// Check returns ErrInvalidConfig for a nil or empty Set, which no call
+// accepts.
+func (s *Set) Check() error {
+	if s.Len() == 0 {
+		return fmt.Errorf("%w: an empty set of limits (build one with NewSet)", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// LimitDecision is one limit's part of a SetDecision.
+type LimitDecision struct {
+	// Name is the limit's name.
+	Name string
+	// Limit is the limit's capacity (its soft capacity for suppressed).
+	Limit int64
+	// Remaining is the units this limit still has room for after the
+	// call, never negative.
+	Remaining int64
+	// RetryAfter is how long until this limit alone would have room for
+	// the call, with no new traffic: 0 when it has room now (absolute), or
+	// when the call can never fit it.
+	RetryAfter time.Duration
+	// ResetAfter is how long until this limit's window holds nothing.
+	ResetAfter time.Duration
+	// SuppressionFactor is this limit's factor (suppressed strategy): 0 at
+	// or below its soft capacity, 1 above its hard capacity.
+	SuppressionFactor float64
+	// Refused reports that this limit refused the call: it had no room
+	// (absolute), or the call was above its hard capacity, or the random
+	// draw fell below its factor (suppressed). A refused call may name
+	// several limits; an admitted one names none.
+	Refused bool
+	// Never is true when the call's cost exceeds this limit's capacity
+	// (hard capacity for suppressed).
+	Never bool
+}
+
+// SetDecision is the answer to a call on a Set. The embedded Decision is
+// the set's: Allowed, Outcome, Never (the cost exceeds some limit's
+// capacity), Degraded, SuppressionFactor (the largest of the limits'
+// factors, the one the draw was compared with) and RetryAfter (the
+// earliest time at which every limit has room for the call, with no new
+// traffic: the largest of the limits' RetryAfter). Its Limit, Remaining
+// and ResetAfter are those of the limit with the fewest units remaining
+// (the first such in the set's order), the one a client runs into first.
+// Limits holds every limit's part, in the set's order.
+type SetDecision struct {
+	Decision
+	Limits []LimitDecision
+}
+
+// SetLimiter decides a Set of limits on one key as one. Every provider
+// implements it beside Limiter; the hashes (Redis) or states (local) of a
+// set's limits are distinct from the key's single-limit state, and each
+// limit's state is found by its name, so two sets that share a name share
+// that limit's state (a tier's rates may differ for the same names).
+// Implementations are safe for concurrent use.
+type SetLimiter interface {
+	// IncSet asks to consume n units of key in every limit of set: they
+	// are recorded in every limit when every limit has room (all or
+	// nothing). n = 0 is a peek that decides for one unit and records
+	// nothing.
+	IncSet(ctx context.Context, key string, set *Set, n int64) (SetDecision, error)
+	// IsAllowedSet reports whether one more unit of key would be admitted
+	// by every limit of set now, recording nothing: IncSet with n = 0. The
+	// set carries the rates, so, unlike IsAllowed, no stored capacity is
+	// needed.
+	IsAllowedSet(ctx context.Context, key string, set *Set) (SetDecision, error)
+	// GetSet returns key's usage in each limit of set, in the set's order.
+	GetSet(ctx context.Context, key string, set *Set) ([]Usage, error)
+	// ResetSet forgets key's state in every limit of set.
+	ResetSet(ctx context.Context, key string, set *Set) error
+}
