@@ -193,6 +193,7 @@ type Result struct {
 	ResetAfter int64 // ms
 	FactorPPM  int64
 	Never      bool
+	Refused    bool // set decisions: this limit refused the call
 }
 
 // Outcome values as the scripts return them; limiter.Outcome is one more.

@@ -46,3 +46,11 @@ func TestConfigErrors(t *testing.T) {
 		return err
 	})
 }
+
+func TestAbsoluteSets(t *testing.T) {
+	conformance.RunSets(t, conformance.AbsoluteStrategy, absolute)
+}
+
+func TestSuppressedSets(t *testing.T) {
+	conformance.RunSets(t, conformance.SuppressedStrategy, suppressed)
+}

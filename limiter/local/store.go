@@ -37,6 +37,9 @@ type store struct {
 	cfg config.Config
 	p   window.Params
 	m   sync.Map // string → *entry
+	// sets holds the keys' states in the limits of sets: string →
+	// *setEntry, apart from m (a set's limits are not the single limit).
+	sets sync.Map
 	// keepMs is how long after its newest bucket opened the sweep keeps a
 	// key: W + B, plus a minute under WithClock, whose reading may step
 	// back and bring the key's buckets to life again (the Redis providers
@@ -193,6 +196,7 @@ func (s *store) sweepLoop(every time.Duration) {
 			return
 		case <-t.C:
 			s.sweep()
+			s.sweepSets()
 		}
 	}
 }

@@ -1,0 +1,209 @@
+package window
+
+import (
+	"fmt"
+
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// A set of limits is decided as one (docs/algorithms.md, Sets of limits):
+// each limit keeps its own State, with its own window, bucket and
+// capacities, and a call is admitted only if every limit admits it. The
+// functions below are the reference that the set scripts mirror.
+
+// MaxSet is the most limits a set holds (limiter.MaxSetLimits).
+const MaxSet = 8
+
+// expired returns s expired at now for a call that writes (peek false),
+// else a view of it in *buf (a read never drops a bucket).
+func expired(s, buf *State, now, span int64, peek bool) *State {
+	if peek {
+		*buf = s.view(now, span)
+		return buf
+	}
+	s.Expire(now, span)
+	return s
+}
+
+// Limit is one limit of a set decision: its window and bucket, its
+// capacity (the soft capacity for suppressed) and, for suppressed, its
+// hard capacity.
+type Limit struct {
+	P          Params
+	Soft, Hard int64
+}
+
+// IncAbsoluteSet decides an absolute Inc of n units (n = 0: a peek for one
+// unit that writes nothing) on a set: states[i] is the state of limit
+// ls[i], and rs[i] receives limit i's part (Refused when it has no room;
+// RetryAfter the time until it has room, 0 when it has room or never
+// will). The call is admitted only if every limit has room; then n is
+// recorded in every state, else in none (a refusal with n ≥ 1 stores each
+// live state's capacity, as a single Inc does). The set's decision is
+// Combine(rs).
+func IncAbsoluteSet(states []*State, ls []Limit, now, n int64, rs []Result) {
+	cost := max(n, 1)
+	var peek [MaxSet]State
+	var st [MaxSet]*State
+	allowed := true
+	for i, s := range states {
+		span := ls[i].P.Span()
+		st[i] = expired(s, &peek[i], now, span, n == 0)
+		c := ls[i].Soft
+		r := &rs[i]
+		*r = Result{Limit: c, Never: cost > c}
+		if !r.Never && st[i].Used+cost <= c {
+			r.Allowed = true
+		} else {
+			r.Outcome, r.Refused = OutcomeRejected, true
+			allowed = false
+		}
+	}
+	for i := range states {
+		s, l, r := st[i], &ls[i], &rs[i]
+		span := l.P.Span()
+		if n > 0 {
+			if allowed {
+				s.record(now, l.P.B, n, 0)
+				s.Capacity = l.Soft
+			} else if s.Live() {
+				s.Capacity = l.Soft // the latest rate wins, even on a refusal
+			}
+		}
+		r.Allowed = allowed
+		r.Remaining = max(l.Soft-s.Used, 0)
+		if r.Refused && !r.Never {
+			r.RetryAfter = s.retryAfter(now, span, s.Used, cost, l.Soft, false)
+		}
+		r.ResetAfter = s.resetAfter(now, span)
+	}
+}
+
+// IncSuppressedSet decides a suppressed Inc of n units on a set (n = 0: a
+// peek that writes nothing). Each limit computes what a single suppressed
+// Inc would: its forecast (accepted + cost, cost being RecordedCost(n,
+// Hard) and at least 1) against its soft and hard capacities, and between
+// them its factor (cached in its own state). The set's factor is the
+// largest of the limits' factors: the call is admitted when rand ≥ that
+// factor, so it is admitted with the probability of the most suppressing
+// limit and refused above any hard capacity. The offer is recorded in
+// every limit, as declined in every limit when refused. rs[i] is limit
+// i's part: Refused when it alone would have refused the call with the
+// same draw; RetryAfter, when the set refused the call, the time until
+// limit i is at or below its soft capacity for the call.
+func IncSuppressedSet(states []*State, ls []Limit, now, n, cacheMs, randPPM int64, rs []Result) {
+	var peek [MaxSet]State
+	var st [MaxSet]*State
+	f := int64(0)
+	for i, s := range states {
+		l, r := &ls[i], &rs[i]
+		st[i] = expired(s, &peek[i], now, l.P.Span(), n == 0)
+		cost := max(RecordedCost(n, l.Hard), 1)
+		forecast := st[i].Used - st[i].Declined + cost
+		*r = Result{Limit: l.Soft, Never: cost > l.Hard}
+		switch {
+		case forecast <= l.Soft:
+		case forecast > l.Hard:
+			r.Outcome, r.FactorPPM = OutcomeSuppressed, PPM
+		default:
+			r.Outcome = OutcomeSuppressed
+			r.FactorPPM = st[i].factor(l.P, now, Suppressed{Soft: l.Soft, Hard: l.Hard, CacheMs: cacheMs}, n > 0)
+		}
+		r.Refused = randPPM < r.FactorPPM
+		f = max(f, r.FactorPPM)
+	}
+	allowed := randPPM >= f
+	for i := range states {
+		s, l, r := st[i], &ls[i], &rs[i]
+		span := l.P.Span()
+		cost := max(RecordedCost(n, l.Hard), 1)
+		if n > 0 {
+			count, declined := cost, int64(0)
+			if !allowed {
+				count = min(cost, max(1, MaxDeclined-s.Declined))
+				declined = count
+			}
+			s.record(now, l.P.B, count, declined)
+			s.Capacity, s.Hard = l.Soft, l.Hard
+		}
+		r.Allowed = allowed
+		accepted := s.Used - s.Declined
+		r.Remaining = max(l.Soft-accepted, 0)
+		if !allowed && !r.Never && accepted+cost > l.Soft {
+			r.RetryAfter = s.retryAfter(now, span, accepted, cost, l.Soft, true)
+		}
+		r.ResetAfter = s.resetAfter(now, span)
+	}
+}
+
+// Combine returns the set's decision from its limits' parts: allowed as
+// every part says (the parts agree), the outcome of the first part that
+// is not Allowed (Rejected or Suppressed; Allowed when there is none),
+// Never when any part has it, the largest factor, RetryAfter the largest
+// of the parts' (0 when Never) and Limit, Remaining and ResetAfter of the
+// part with the fewest units remaining (the first such), whose index
+// binding is.
+func Combine(rs []Result) (set Result, binding int) {
+	for i := range rs {
+		r := &rs[i]
+		if r.Remaining < rs[binding].Remaining {
+			binding = i
+		}
+		if set.Outcome == OutcomeAllowed && r.Outcome != OutcomeAllowed {
+			set.Outcome = r.Outcome
+		}
+		set.Never = set.Never || r.Never
+		set.FactorPPM = max(set.FactorPPM, r.FactorPPM)
+		set.RetryAfter = max(set.RetryAfter, r.RetryAfter)
+	}
+	b := &rs[binding]
+	set.Allowed = b.Allowed
+	set.Limit, set.Remaining, set.ResetAfter = b.Limit, b.Remaining, b.ResetAfter
+	if set.Never {
+		set.RetryAfter = 0
+	}
+	return set, binding
+}
+
+// SetDecision converts the parts of a decision on set into the public
+// SetDecision (Combine gives the set's own decision).
+func SetDecision(set *limiter.Set, rs []Result) limiter.SetDecision {
+	r, _ := Combine(rs)
+	d := limiter.SetDecision{Decision: r.Decision(), Limits: make([]limiter.LimitDecision, len(rs))}
+	for i := range rs {
+		p := &rs[i]
+		f := 0.0
+		if p.FactorPPM != 0 {
+			f = float64(p.FactorPPM) / PPM
+		}
+		d.Limits[i] = limiter.LimitDecision{
+			Name:              set.At(i).Name,
+			Limit:             p.Limit,
+			Remaining:         p.Remaining,
+			RetryAfter:        msDuration(p.RetryAfter),
+			ResetAfter:        msDuration(p.ResetAfter),
+			SuppressionFactor: f,
+			Refused:           p.Refused,
+			Never:             p.Never,
+		}
+	}
+	return d
+}
+
+// SetLimits returns set's limits as the set functions take them, with
+// hard capacities at factor (1 for absolute), into buf.
+func SetLimits(set *limiter.Set, factor float64, buf *[MaxSet]Limit) ([]Limit, error) {
+	ls := buf[:set.Len()]
+	for i := range ls {
+		l := set.At(i)
+		ls[i] = Limit{P: Params{W: l.Window.Milliseconds(), B: l.Bucket.Milliseconds()}, Soft: set.CapacityAt(i), Hard: set.CapacityAt(i)}
+		if factor != 1 {
+			h, err := limiter.HardCapacity(l.Rate, l.Window, factor)
+			if err != nil {
+				return nil, fmt.Errorf("limit %q: %w", l.Name, err)
+			}
+			ls[i].Hard = h
+		}
+	}
+	return ls, nil
+}

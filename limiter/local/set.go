@@ -1,0 +1,279 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/sluice-go/sluice/internal/window"
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// setEntry is one key's state in the limits of sets, behind one lock, so
+// that a set's limits are decided and recorded together. A limit's state
+// is found by its name; keepMs[i] is how long after its newest bucket the
+// sweep keeps states[i] (its latest call's W + B, plus the clock's minute).
+// Like entry, it is marked dead under its lock before it leaves the map.
+type setEntry struct {
+	mu     sync.Mutex
+	names  []string
+	states []*window.State
+	keepMs []int64
+	dead   bool
+}
+
+// find returns the state of the limit called name, or nil.
+func (e *setEntry) find(name string) int {
+	for i, n := range e.names {
+		if n == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// setArgs validates a set call and reads the clock.
+func (s *store) setArgs(op, k string, set *limiter.Set, n int64) (now int64, err error) {
+	if _, err := s.check(op, k); err != nil {
+		return 0, err
+	}
+	if err := set.Check(); err != nil {
+		return 0, fmt.Errorf("local: %s: %w", op, err)
+	}
+	if n < 0 {
+		if err := checkCost(n); err != nil {
+			return 0, err
+		}
+	}
+	return s.now(), nil
+}
+
+// lockSet finds k's set entry and locks it, creating it when create is
+// true; nil, holding nothing, when there is none and create is false.
+func (s *store) lockSet(k string, create bool) *setEntry {
+	for {
+		v, ok := s.sets.Load(k)
+		if !ok {
+			if !create {
+				return nil
+			}
+			v, _ = s.sets.LoadOrStore(k, &setEntry{})
+		}
+		e := v.(*setEntry)
+		e.mu.Lock()
+		if !e.dead {
+			return e
+		}
+		e.mu.Unlock()
+		s.sets.CompareAndDelete(k, e)
+	}
+}
+
+// setStates returns the states of set's limits in e (e may be nil for a
+// peek), creating the missing ones when create is true; a missing state of
+// a peek is an empty one from buf.
+func (s *store) setStates(e *setEntry, ls []window.Limit, set *limiter.Set, create bool, out *[window.MaxSet]*window.State, buf *[window.MaxSet]window.State) []*window.State {
+	states := out[:len(ls)]
+	for i := range ls {
+		name := set.At(i).Name
+		j := -1
+		if e != nil {
+			j = e.find(name)
+		}
+		switch {
+		case j >= 0:
+			states[i] = e.states[j]
+			if create {
+				e.keepMs[j] = ls[i].P.Span() + s.slackMs()
+			}
+		case create:
+			st := &window.State{}
+			e.names = append(e.names, name)
+			e.states = append(e.states, st)
+			e.keepMs = append(e.keepMs, ls[i].P.Span()+s.slackMs())
+			states[i] = st
+		default:
+			states[i] = &buf[i]
+		}
+	}
+	return states
+}
+
+// slackMs is the minute of sweep slack under WithClock (see keepMs).
+func (s *store) slackMs() int64 {
+	if s.cfg.ClockSet {
+		return clockSlackMs
+	}
+	return 0
+}
+
+// incSet runs one set decision under k's set lock.
+func (s *store) incSet(op, k string, set *limiter.Set, n int64, factor float64, decide func([]*window.State, []window.Limit, int64, []window.Result)) (limiter.SetDecision, error) {
+	now, err := s.setArgs(op, k, set, n)
+	if err != nil {
+		return limiter.SetDecision{}, err
+	}
+	var lb [window.MaxSet]window.Limit
+	ls, err := window.SetLimits(set, factor, &lb)
+	if err != nil {
+		return limiter.SetDecision{}, fmt.Errorf("local: %s: %w", op, err)
+	}
+	var (
+		ptrs [window.MaxSet]*window.State
+		buf  [window.MaxSet]window.State
+		rb   [window.MaxSet]window.Result
+	)
+	rs := rb[:len(ls)]
+	e := s.lockSet(k, n > 0)
+	decide(s.setStates(e, ls, set, n > 0, &ptrs, &buf), ls, now, rs)
+	if e != nil {
+		e.mu.Unlock()
+	}
+	return window.SetDecision(set, rs), nil
+}
+
+// getSet reads k's usage in each limit of set.
+func (s *store) getSet(k string, set *limiter.Set) ([]limiter.Usage, error) {
+	now, err := s.setArgs("get set", k, set, 0)
+	if err != nil {
+		return nil, err
+	}
+	us := make([]limiter.Usage, set.Len())
+	e := s.lockSet(k, false)
+	if e == nil {
+		return us, nil
+	}
+	defer e.mu.Unlock()
+	for i := range us {
+		l := set.At(i)
+		if j := e.find(l.Name); j >= 0 {
+			p := window.Params{W: l.Window.Milliseconds(), B: l.Bucket.Milliseconds()}
+			used, declined, c := e.states[j].Usage(p, now)
+			us[i] = limiter.Usage{Used: used, Declined: declined, Limit: c}
+		}
+	}
+	return us, nil
+}
+
+// resetSet forgets k's state in every limit of set.
+func (s *store) resetSet(k string, set *limiter.Set) error {
+	if _, err := s.setArgs("reset set", k, set, 0); err != nil {
+		return err
+	}
+	e := s.lockSet(k, false)
+	if e == nil {
+		return nil
+	}
+	for i := 0; i < set.Len(); i++ {
+		if j := e.find(set.At(i).Name); j >= 0 {
+			e.drop(j)
+		}
+	}
+	if len(e.names) == 0 {
+		e.dead = true
+		e.mu.Unlock()
+		s.sets.CompareAndDelete(k, e)
+		return nil
+	}
+	e.mu.Unlock()
+	return nil
+}
+
+// drop removes the j-th limit's state.
+func (e *setEntry) drop(j int) {
+	last := len(e.names) - 1
+	e.names[j], e.states[j], e.keepMs[j] = e.names[last], e.states[last], e.keepMs[last]
+	e.names, e.states, e.keepMs = e.names[:last], e.states[:last], e.keepMs[:last]
+}
+
+// sweepSets drops the limits' states whose newest bucket is older than
+// their keep time, and the keys left without any, under the rules of
+// sweep: whole states only, one key's lock at a time.
+func (s *store) sweepSets() int {
+	dropped, seen := 0, 0
+	s.sets.Range(func(k, v any) bool {
+		e := v.(*setEntry)
+		e.mu.Lock()
+		if !e.dead {
+			now := s.now()
+			for j := len(e.names) - 1; j >= 0; j-- {
+				if st, ok := e.states[j].Newest(); !ok || now-st >= e.keepMs[j] {
+					e.drop(j)
+				}
+			}
+			if len(e.names) == 0 {
+				e.dead = true
+				e.mu.Unlock()
+				s.sets.CompareAndDelete(k, e)
+				dropped++
+			} else {
+				e.mu.Unlock()
+			}
+		} else {
+			e.mu.Unlock()
+		}
+		if seen++; seen%sweepChunk == 0 {
+			runtime.Gosched()
+		}
+		return true
+	})
+	return dropped
+}
+
+var _ limiter.SetLimiter = (*Absolute)(nil)
+
+// IncSet admits n units of key if every limit of set has room for them,
+// and then records them in every limit; a refusal records nothing. n = 0
+// decides for one unit and records nothing.
+func (a *Absolute) IncSet(_ context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	return a.s.incSet("inc set", k, set, n, 1, func(states []*window.State, ls []window.Limit, now int64, rs []window.Result) {
+		window.IncAbsoluteSet(states, ls, now, n, rs)
+	})
+}
+
+// IsAllowedSet reports whether one more unit of key would be admitted by
+// every limit of set now: IncSet with n = 0.
+func (a *Absolute) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
+	return a.IncSet(ctx, k, set, 0)
+}
+
+// GetSet returns key's usage in each limit of set, in the set's order.
+func (a *Absolute) GetSet(_ context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
+	return a.s.getSet(k, set)
+}
+
+// ResetSet forgets key's state in every limit of set.
+func (a *Absolute) ResetSet(_ context.Context, k string, set *limiter.Set) error {
+	return a.s.resetSet(k, set)
+}
+
+var _ limiter.SetLimiter = (*Suppressed)(nil)
+
+// IncSet offers n units of key to every limit of set: each limit computes
+// its factor as a single suppressed Inc would, the call is admitted when
+// the draw is at or above the largest of them, and the offer is recorded
+// in every limit (as declined when refused). Every call with valid
+// arguments draws exactly one number.
+func (l *Suppressed) IncSet(_ context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	cfg := &l.s.cfg
+	return l.s.incSet("inc set", k, set, n, cfg.HardLimitFactor, func(states []*window.State, ls []window.Limit, now int64, rs []window.Result) {
+		window.IncSuppressedSet(states, ls, now, n, cfg.CacheMs, window.DrawPPM(cfg.Rand()), rs)
+	})
+}
+
+// IsAllowedSet reports whether one more unit of key would be admitted by
+// every limit of set now: IncSet with n = 0 (which draws a number).
+func (l *Suppressed) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
+	return l.IncSet(ctx, k, set, 0)
+}
+
+// GetSet returns key's accepted and declined units in each limit of set.
+func (l *Suppressed) GetSet(_ context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
+	return l.s.getSet(k, set)
+}
+
+// ResetSet forgets key's state in every limit of set.
+func (l *Suppressed) ResetSet(_ context.Context, k string, set *limiter.Set) error {
+	return l.s.resetSet(k, set)
+}
