@@ -8,7 +8,10 @@
 -- ARGV[3]  B, the bucket in ms
 --
 -- Reply: {used, limit}
-local h = KEYS[1]
+--
+-- It reads the hashes of a set's limits too (abs_set.lua): KEYS[i] is
+-- limit i's hash, ARGV[2i] and ARGV[2i + 1] its W and B, and the reply
+-- {used_1, limit_1, used_2, limit_2, ...}.
 local now
 if ARGV[1] == '' then
   local t = redis.call('TIME')
@@ -16,33 +19,43 @@ if ARGV[1] == '' then
 else
   now = ARGV[1] + 0
 end
-local sp = ARGV[2] + ARGV[3] -- a bucket is live while now - start < W + B
+local P = 4294967296
 
-local mv = redis.call('HGET', h, 'm')
-local cs, us, os, ns, ncs
-if mv then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
-if not ns or now - ns >= sp then return {0, 0} end
-
-local used = us + 0
-if now - os >= sp then
-  -- Dead buckets are still stored: sum the live ones in one pass (W/B + 1
-  -- at most: docs/algorithms.md, Bounded work). The newest bucket (in "m")
-  -- is live. A closed bucket's value is count * 2^32 + link, or -count
-  -- (see abs_inc.lua; a plain count has no link).
-  local P = 4294967296
-  local all = redis.call('HGETALL', h)
-  used = ncs + 0
-  for i = 1, #all, 2 do
-    local st = tonumber(all[i])
-    if st and now - st < sp then
-      local v = all[i + 1] + 0
-      if v >= P then
-        v = (v - v % P) / P
-      elseif v < 0 then
-        v = -v
+-- usage returns the units held by the live buckets of hash h and its
+-- stored capacity.
+local function usage(h, sp)
+  local mv = redis.call('HGET', h, 'm')
+  local cs, us, os, ns, ncs
+  if mv then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
+  if not ns or now - ns >= sp then return 0, 0 end
+  local used = us + 0
+  if now - os >= sp then
+    -- Dead buckets are still stored: sum the live ones in one pass (W/B +
+    -- 1 at most: docs/algorithms.md, Bounded work). The newest bucket (in
+    -- "m") is live. A closed bucket's value is count * 2^32 + link, or
+    -- -count (see abs_inc.lua; a plain count has no link).
+    local all = redis.call('HGETALL', h)
+    used = ncs + 0
+    for i = 1, #all, 2 do
+      local st = tonumber(all[i])
+      if st and now - st < sp then
+        local v = all[i + 1] + 0
+        if v >= P then
+          v = (v - v % P) / P
+        elseif v < 0 then
+          v = -v
+        end
+        used = used + v
       end
-      used = used + v
     end
   end
+  return used, cs + 0
 end
-return {used, cs + 0}
+
+local out = {}
+for i = 1, #KEYS do
+  -- a bucket is live while now - start < W + B
+  local used, c = usage(KEYS[i], ARGV[2 * i] + ARGV[2 * i + 1])
+  out[2 * i - 1], out[2 * i] = used, c
+end
+return out

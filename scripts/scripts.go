@@ -20,6 +20,8 @@ var (
 	absIncSrc string
 	//go:embed abs_get.lua
 	absGetSrc string
+	//go:embed abs_set.lua
+	absSetSrc string
 )
 
 // AbsInc decides one Inc (or, with capacity 0, one IsAllowed) of the
@@ -29,3 +31,8 @@ var AbsInc = redis.NewScript(absIncSrc)
 // AbsGet reads a key's usage under the absolute strategy without writing.
 // See abs_get.lua.
 var AbsGet = redis.NewScript(absGetSrc)
+
+// AbsSet decides one call of the absolute strategy on a set of limits, all
+// or nothing, over one hash per limit. See abs_set.lua. AbsGet reads the
+// same hashes.
+var AbsSet = redis.NewScript(absSetSrc)

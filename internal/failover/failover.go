@@ -174,6 +174,11 @@ type Guard struct {
 	since   time.Time
 	wg      sync.WaitGroup
 
+	// scaledSets caches the fallback's scaled copy of each set
+	// (*limiter.Set → *limiter.Set), up to maxScaledSets of them.
+	scaledSets sync.Map
+	nScaled    atomic.Int64
+
 	pmu     sync.Mutex
 	pending map[string]*Pending
 	dropped int

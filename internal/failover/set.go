@@ -1,0 +1,190 @@
+package failover
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/window"
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// SetBackend is what a Redis provider gives its Guard for calls on sets of
+// limits.
+type SetBackend interface {
+	// ValidateSet checks a set call as the provider does before asking
+	// Redis (n = 0 for GetSet and ResetSet).
+	ValidateSet(op, k string, set *limiter.Set, n int64) error
+	// DecideSet is the Redis call of an IncSet (n = 0: IsAllowedSet).
+	DecideSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error)
+	// UsageSet is the Redis call of a GetSet.
+	UsageSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error)
+	// UnlinkSet is the Redis call of a ResetSet.
+	UnlinkSet(ctx context.Context, k string, set *limiter.Set) error
+}
+
+// DecideSet runs an IncSet (n = 0: IsAllowedSet) under the policy, as
+// Decide runs an Inc. The local fallback decides sets with its own
+// IncSet; what it admits is not written back to Redis when Redis returns
+// (docs/operations.md, When Redis fails).
+func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	var err error
+	if !g.Open() {
+		cctx, cancel := g.Context(ctx)
+		var d limiter.SetDecision
+		d, err = be.DecideSet(cctx, k, set, n)
+		cancel()
+		if err == nil {
+			return d, nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return limiter.SetDecision{}, fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
+		}
+		if !Unavailable(err) {
+			return limiter.SetDecision{}, err
+		}
+	}
+	if verr := be.ValidateSet(op, k, set, n); verr != nil {
+		return limiter.SetDecision{}, verr
+	}
+	if err != nil {
+		g.trip(err)
+		if g.cfg.Policy == config.FailError {
+			return limiter.SetDecision{}, err
+		}
+	}
+	return g.answerSet(ctx, op, k, set, n)
+}
+
+// answerSet decides a set call by the policy, without Redis; every
+// decision it returns has Degraded set.
+func (g *Guard) answerSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	switch g.cfg.Policy {
+	case config.FailError:
+		return limiter.SetDecision{}, g.Err(op)
+	case config.FallbackLocal:
+		fb, err := g.fallback()
+		if err != nil {
+			return limiter.SetDecision{}, fmt.Errorf("%s: %s: fallback: %w", g.pkg, op, err)
+		}
+		d, err := fb.(limiter.SetLimiter).IncSet(ctx, k, g.scaledSet(set), n)
+		if err != nil {
+			return limiter.SetDecision{}, fmt.Errorf("%s: %s: fallback: %w", g.pkg, op, err)
+		}
+		d.Degraded = true
+		return d, nil
+	}
+	var lb [window.MaxSet]window.Limit
+	ls, err := window.SetLimits(set, g.hardFactor(), &lb)
+	if err != nil {
+		return limiter.SetDecision{}, fmt.Errorf("%s: %s: %w", g.pkg, op, err)
+	}
+	cost := max(n, 1)
+	never := false
+	for _, l := range ls {
+		never = never || cost > l.Hard
+	}
+	open := g.cfg.Policy == config.FailOpen && !never
+	var rb [window.MaxSet]window.Result
+	rs := rb[:len(ls)]
+	for i, l := range ls {
+		r := &rs[i]
+		*r = window.Result{Allowed: open, Limit: l.Soft, Remaining: l.Soft, Never: cost > l.Hard}
+		switch {
+		case open:
+			r.Remaining = max(l.Soft-n, 0)
+		case r.Never || g.cfg.Policy == config.FailClosed:
+			r.Outcome, r.Refused = int(g.refused)-1, true
+			if g.refused == limiter.Suppressed {
+				r.FactorPPM = window.PPM
+			}
+			if !never {
+				r.RetryAfter = g.cfg.ProbeInterval.Milliseconds()
+			}
+		}
+	}
+	d := window.SetDecision(set, rs)
+	d.Degraded = true
+	return d, nil
+}
+
+// hardFactor is the hard-limit factor of the strategy: 1 for absolute.
+func (g *Guard) hardFactor() float64 {
+	if g.refused == limiter.Suppressed {
+		return g.cfg.HardLimitFactor
+	}
+	return 1
+}
+
+// maxScaledSets bounds the cache of scaled sets (an application that
+// builds a set per call would otherwise grow it during an outage).
+const maxScaledSets = 1024
+
+// scaledSet divides every rate of set by the fleet size, keeping at least
+// one unit per window, as scaled does for a single rate.
+func (g *Guard) scaledSet(set *limiter.Set) *limiter.Set {
+	n := g.cfg.FallbackInstances
+	if n <= 1 {
+		return set
+	}
+	if v, ok := g.scaledSets.Load(set); ok {
+		return v.(*limiter.Set)
+	}
+	ls := set.Limits()
+	for i := range ls {
+		s := limiter.PerSecond(ls[i].Rate.PerSecondValue() / float64(n))
+		if c, err := limiter.Capacity(s, ls[i].Window); err != nil || c < 1 {
+			s = limiter.Every(1, ls[i].Window)
+		}
+		ls[i].Rate = s
+	}
+	scaled, err := limiter.NewSet(ls...)
+	if err != nil {
+		return set // cannot happen: the scaled rates are valid
+	}
+	if g.nScaled.Add(1) <= maxScaledSets {
+		g.scaledSets.Store(set, scaled)
+	}
+	return scaled
+}
+
+// GetSet runs a GetSet: like Get, an unavailable Redis is an error under
+// every policy.
+func (g *Guard) GetSet(ctx context.Context, be SetBackend, k string, set *limiter.Set) ([]limiter.Usage, error) {
+	if g.Open() {
+		if err := be.ValidateSet("get set", k, set, 0); err != nil {
+			return nil, err
+		}
+		return nil, g.Err("get set")
+	}
+	cctx, cancel := g.Context(ctx)
+	u, err := be.UsageSet(cctx, k, set)
+	cancel()
+	if err != nil {
+		return nil, g.FailedErr(ctx, "get set", err)
+	}
+	return u, nil
+}
+
+// ResetSet UNLINKs the set's hashes of k and drops what the fallback
+// holds for them. Redis failures are errors, as for Reset.
+func (g *Guard) ResetSet(ctx context.Context, be SetBackend, k string, set *limiter.Set) error {
+	if g.Open() {
+		if err := be.ValidateSet("reset set", k, set, 0); err != nil {
+			return err
+		}
+		return g.Err("reset set")
+	}
+	cctx, cancel := g.Context(ctx)
+	err := be.UnlinkSet(cctx, k, set)
+	cancel()
+	if err != nil {
+		return g.FailedErr(ctx, "reset set", err)
+	}
+	if p := g.fb.Load(); p != nil {
+		// The fallback finds a limit's state by its name: the set
+		// resets its scaled copy too.
+		(*p).(limiter.SetLimiter).ResetSet(ctx, k, set)
+	}
+	return nil
+}

@@ -1,0 +1,32 @@
+package redisabs_test
+
+import (
+	"testing"
+
+	"github.com/sluice-go/sluice/internal/conformance"
+)
+
+func TestSets(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { conformance.RunSets(t, conformance.AbsoluteStrategy, b.f) })
+	}
+}
+
+// setTraceSteps is the length of each differential trace of sets.
+const setTraceSteps = 6_000
+
+func TestSetTraceAgainstLocal(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			steps := setTraceSteps
+			if b.name == "Cluster" || b.name == "Ring" {
+				steps = 2_000
+			}
+			admitted, refused := conformance.RunSetTrace(t, conformance.AbsoluteStrategy, steps, 3, localAbsolute, b.f)
+			t.Logf("set trace: %d admitted, %d refused", admitted, refused)
+			if admitted == 0 || refused == 0 {
+				t.Errorf("set trace admitted %d and refused %d calls; want both", admitted, refused)
+			}
+		})
+	}
+}
