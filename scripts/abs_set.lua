@@ -21,9 +21,12 @@
 --
 -- Each hash is handled as abs_inc.lua handles its one hash, with the same
 -- fields, the same expiry along the links (at most 8 HGETs, else one
--- HGETALL) and the same writes, so that the cost per limit stays what
--- abs_inc.lua costs (docs/algorithms.md, Bounded work); see abs_inc.lua
--- for the layout and the reasons behind each step.
+-- HGETALL) and the same writes, each followed by a PEXPIRE of the
+-- limit's W + B (a join renews it too: two sets may give one limit name
+-- different windows, and the TTL follows the latest write's, as the local
+-- provider's sweep does),
+-- so that the cost per limit stays what abs_inc.lua costs (docs/algorithms.md, Bounded work); see
+-- abs_inc.lua for the layout and the reasons behind each step.
 if redis.replicate_commands then redis.replicate_commands() end
 
 local now
@@ -86,13 +89,14 @@ end
 -- load reads limit i's hash and expires it at now, as abs_inc.lua does.
 local function load(i)
   local a = 3 + 4 * (i - 1)
-  local l = {h = KEYS[i], w = ARGV[a] + 0, b = ARGV[a + 1] + 0, c = ARGV[a + 2] + 0, cs = ARGV[a + 2], ttl = ARGV[a + 3]}
-  l.sp = l.w + l.b
+  -- every field is named in the constructor, so the table is sized once
+  local l = {h = KEYS[i], b = ARGV[a + 1] + 0, c = ARGV[a + 2] + 0, cs = ARGV[a + 2], ttl = ARGV[a + 3],
+    sp = ARGV[a] + ARGV[a + 1], live = false, stale = false, used = 0, oldest = 0, newest = 0, ncount = 0,
+    moved = false, ns = false, ofield = false, dead = false, never = false, fits = false,
+    starts = false, counts = false, k = 0}
   local mv = redis.call('HGET', l.h, 'm')
   local cs, us, os, ns, ncs
   if mv then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
-  l.live, l.stale = false, false
-  l.used, l.oldest, l.newest, l.ncount = 0, 0, 0, 0
   local fresh = false
   if ns then
     l.newest = ns + 0

@@ -7,9 +7,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/check"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -424,4 +426,79 @@ func RunSetTrace(t *testing.T, s Strategy, steps int, seed uint64, a, b Factory)
 		}
 	}
 	return admitted, refused
+}
+
+// RunSetConcurrent runs g goroutines of IncSet on one key with the limits
+// {c1 per 1 s, c2 per 1 min} (absolute strategy) through phases of a fake
+// clock: within a phase every call sees the same instant, between phases
+// the clock moves 150 ms, so that each admission's instant is known
+// exactly. It checks that no span of either window ever holds more than
+// its capacity, and replays the admissions on a local limiter after each
+// phase: every one must be admitted there too, and GetSet must agree, so
+// no refused call left a trace in any limit.
+func RunSetConcurrent(t *testing.T, f, local Factory, g, phases int, c1, c2 int64) {
+	t.Helper()
+	clk := NewClock()
+	l := f(t, clk)
+	defer closeLimiter(t, l)
+	ref := local(t, clk)
+	defer closeLimiter(t, ref)
+	sl, sr := setLimiter(t, l), setLimiter(t, ref)
+	set := mustSet(
+		limiter.Limit{Name: "second", Rate: limiter.PerSecond(float64(c1)), Window: time.Second},
+		limiter.Limit{Name: "minute", Rate: limiter.PerMinute(float64(c2)), Window: time.Minute})
+	ctx := context.Background()
+	var adm [2][]check.Admission
+	refused := 0
+	for p := 0; p < phases; p++ {
+		now := clk.Now()
+		type res struct {
+			n   int64
+			d   limiter.SetDecision
+			err error
+		}
+		out := make([]res, g)
+		var wg sync.WaitGroup
+		for i := 0; i < g; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n := int64(1 + (i+p)%3)
+				d, err := sl.IncSet(ctx, "hot", set, n)
+				out[i] = res{n, d, err}
+			}()
+		}
+		wg.Wait()
+		for _, r := range out {
+			if r.err != nil {
+				t.Fatalf("phase %d: IncSet error: %v", p, r.err)
+			}
+			if !r.d.Allowed {
+				refused++
+				continue
+			}
+			for j := range adm {
+				adm[j] = append(adm[j], check.Admission{At: now, Units: r.n})
+			}
+			if d, err := sr.IncSet(ctx, "hot", set, r.n); err != nil || !d.Allowed {
+				t.Fatalf("phase %d: replaying an admission of %d refused: %s, %v", p, r.n, FormatSet(d), err)
+			}
+		}
+		got, err := sl.GetSet(ctx, "hot", set)
+		want, rerr := sr.GetSet(ctx, "hot", set)
+		if err != nil || rerr != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("phase %d: GetSet = %+v, %v; the replay of the admissions gives %+v, %v", p, got, err, want, rerr)
+		}
+		clk.Advance(150 * time.Millisecond)
+	}
+	for j, w := range []time.Duration{time.Second, time.Minute} {
+		c := set.CapacityAt(j)
+		if most, at := check.MostInAnyWindow(adm[j], w); most > c {
+			t.Errorf("limit %s: %d units in the window of %v from %v, capacity %d", set.At(j).Name, most, w, at.Sub(Start), c)
+		}
+	}
+	if len(adm[0]) == 0 || refused == 0 {
+		t.Errorf("%d admitted and %d refused calls; want both", len(adm[0]), refused)
+	}
+	t.Logf("%d goroutines × %d phases: %d admitted, %d refused", g, phases, len(adm[0]), refused)
 }

@@ -54,3 +54,7 @@ func TestAbsoluteSets(t *testing.T) {
 func TestSuppressedSets(t *testing.T) {
 	conformance.RunSets(t, conformance.SuppressedStrategy, suppressed)
 }
+
+func TestSetConcurrent(t *testing.T) {
+	conformance.RunSetConcurrent(t, absolute, absolute, 64, 40, 20, 100)
+}

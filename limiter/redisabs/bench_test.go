@@ -230,3 +230,108 @@ func usedMemory(t *testing.T, c *redis.Client) int64 {
 	t.Fatalf("no used_memory in INFO memory")
 	return 0
 }
+
+// BenchmarkSet compares a call on a set of three limits {100 per second,
+// 1,000 per minute, 10,000 per hour} with a single-limit Inc of 1,000 per
+// minute, on 10,000 keys (admitted calls) and on one full key (refusals),
+// serially. Beside ns/op it reports the Redis server's own time per call
+// (server-µs/op: usec / calls of EVALSHA in INFO commandstats), the figure
+// the cost target of a set is stated in:
+//
+//	go test -run '^$' -bench 'BenchmarkSet' -benchmem -count 5 ./limiter/redisabs/
+func BenchmarkSet(b *testing.B) {
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = "user:" + strconv.Itoa(i)
+	}
+	set, err := limiter.NewSet(
+		limiter.Limit{Name: "second", Rate: limiter.PerSecond(100), Window: time.Second},
+		limiter.Limit{Name: "minute", Rate: limiter.PerMinute(1000), Window: time.Minute},
+		limiter.Limit{Name: "hour", Rate: limiter.PerHour(10_000), Window: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	full, err := limiter.NewSet(
+		limiter.Limit{Name: "second", Rate: limiter.PerSecond(100), Window: time.Second},
+		limiter.Limit{Name: "minute", Rate: limiter.PerMinute(10), Window: time.Minute},
+		limiter.Limit{Name: "hour", Rate: limiter.PerHour(10_000), Window: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		opts []limiter.Option
+		call func(l *redisabs.Limiter, i int) error
+	}{
+		{"Single/Keys10k/Second", []limiter.Option{limiter.WithWindow(time.Second)}, func(l *redisabs.Limiter, i int) error {
+			_, err := l.Inc(ctx, keys[i%len(keys)], limiter.PerSecond(100), 1)
+			return err
+		}},
+		{"Single/Keys10k/Minute", nil, func(l *redisabs.Limiter, i int) error {
+			_, err := l.Inc(ctx, keys[i%len(keys)], limiter.PerMinute(1000), 1)
+			return err
+		}},
+		{"Single/Keys10k/Hour", []limiter.Option{limiter.WithWindow(time.Hour)}, func(l *redisabs.Limiter, i int) error {
+			_, err := l.Inc(ctx, keys[i%len(keys)], limiter.PerHour(10_000), 1)
+			return err
+		}},
+		{"Set3/Keys10k", nil, func(l *redisabs.Limiter, i int) error {
+			_, err := l.IncSet(ctx, keys[i%len(keys)], set, 1)
+			return err
+		}},
+		{"Single/HotKeyRejected", nil, func(l *redisabs.Limiter, i int) error {
+			_, err := l.Inc(ctx, "hot", limiter.PerMinute(10), 1)
+			return err
+		}},
+		{"Set3/HotKeyRejected", nil, func(l *redisabs.Limiter, i int) error {
+			_, err := l.IncSet(ctx, "hot", full, 1)
+			return err
+		}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			cl := redistest.Real(b).Client(b)
+			l := newLimiter(b, cl, c.opts...)
+			for i := 0; i < 20; i++ { // fill the full key, load the script
+				if err := c.call(l, i); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := cl.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := c.call(l, i); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if us, ok := scriptServerMicros(b, cl); ok {
+				b.ReportMetric(us, "server-µs/op")
+			}
+		})
+	}
+}
+
+// scriptServerMicros reads the mean server time of EVALSHA since the last
+// CONFIG RESETSTAT from INFO commandstats.
+func scriptServerMicros(b *testing.B, c *redis.Client) (float64, bool) {
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_evalsha:") {
+			continue
+		}
+		for _, f := range strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "cmdstat_evalsha:")), ",") {
+			if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
+				x, err := strconv.ParseFloat(v, 64)
+				return x, err == nil
+			}
+		}
+	}
+	return 0, false
+}

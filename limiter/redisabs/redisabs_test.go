@@ -311,6 +311,16 @@ func TestOneSlotPerKey(t *testing.T) {
 					t.Errorf("CLUSTER KEYSLOT %q = %d, want %d (slot of %q)", name, got, want, key.Escape(k))
 				}
 			}
+			// The hashes of a set's limits share the key's slot.
+			for _, limit := range []string{"per-second", "daily", "a.b_c-1"} {
+				name, err := key.LimitName(prefix, k, strategy, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, err := c.ClusterKeySlot(ctx, name).Result(); err != nil || got != want {
+					t.Errorf("CLUSTER KEYSLOT %q = %d, %v, want %d (slot of %q)", name, got, err, want, key.Escape(k))
+				}
+			}
 		}
 	}
 }

@@ -30,3 +30,9 @@ func TestSetTraceAgainstLocal(t *testing.T) {
 		})
 	}
 }
+
+// TestSetConcurrent is the all-or-nothing check under concurrency: 64
+// goroutines on one key of {20 per second, 100 per minute} on real Redis.
+func TestSetConcurrent(t *testing.T) {
+	conformance.RunSetConcurrent(t, onReal, localAbsolute, 64, 40, 20, 100)
+}
