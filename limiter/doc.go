@@ -1,11 +1,10 @@
 // Package limiter holds what every sluice provider shares: the Rate type and
 // the capacity arithmetic, the options, the Decision a call returns, the
-// Limiter interface and the sentinel errors.
+// Limiter and SetLimiter interfaces and the sentinel errors.
 //
 // Providers live in sub-packages: local (in-process), redisabs and redissup
-// (Redis, absolute and suppressed strategies) and hybrid. They take the same
-// options and, fed the same trace of calls and times, return the same
-// decisions.
+// (Redis, absolute and suppressed strategies). They take the same options
+// and, fed the same trace of calls and times, return the same decisions.
 //
 // # Capacity
 //
@@ -13,4 +12,33 @@
 // epsilon absorbs binary rounding, so 0.7/s over 10 s is 7, not 6. A
 // capacity below one unit is an error (ErrCapacityTooSmall), not a limiter
 // that silently refuses everything.
+//
+// # Rates from text
+//
+// ParseRate reads "100/s", "1000/min", "5/h", "20000/day" and "3/10s";
+// Rate.String writes the same form back.
+//
+// # Sets of limits
+//
+// A Set holds up to MaxSetLimits named limits, each with its own rate,
+// window and bucket ("10 per second and 20,000 per day"). Every provider
+// implements SetLimiter: IncSet admits a call only if every limit has room
+// and then records it in every limit; a refused call is recorded in none.
+// SetDecision reports each limit's part and an exact RetryAfter for the
+// whole set.
+//
+// # Waiting instead of refusing
+//
+// Wait blocks until a call is admitted, sleeping each refusal's exact
+// RetryAfter, and returns ErrNeverFits at once for a call larger than the
+// capacity.
+//
+// # When Redis fails
+//
+// The Redis providers take WithTimeout, WithFailurePolicy (FallbackLocal,
+// FailOpen, FailClosed, FailError), WithFallbackInstances,
+// WithProbeInterval, WithStateChange and WithLogger: an unavailable Redis
+// costs one timeout, then a circuit breaker sends calls to the policy until
+// a background probe finds Redis back. Decisions the policy made have
+// Decision.Degraded set.
 package limiter
