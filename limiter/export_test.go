@@ -2,3 +2,6 @@ package limiter
 
 // WaitWith exposes waitWith to the external tests.
 var WaitWith = waitWith
+
+// WaitSetWith exposes waitSetWith to the external tests.
+var WaitSetWith = waitSetWith

@@ -41,32 +41,64 @@ func Wait(ctx context.Context, l Limiter, key string, rate Rate, n int64) (Decis
 	return waitWith(ctx, l, key, rate, n, time.Now, sleepCtx)
 }
 
+// WaitSet is Wait for a set of limits: it blocks until l admits n units of
+// key in every limit of set, sleeping each refusal's RetryAfter (the time
+// until every limit has room, at least 1 ms), and returns as Wait does;
+// ErrNeverFits when n exceeds a limit's capacity.
+func WaitSet(ctx context.Context, l SetLimiter, key string, set *Set, n int64) (SetDecision, error) {
+	return waitSetWith(ctx, l, key, set, n, time.Now, sleepCtx)
+}
+
 // waitWith is Wait with its clock and sleep injected, for tests. now is
 // compared only with ctx's deadline; sleep returns ctx.Err() if ctx is done
 // before d has passed, nil after d.
 func waitWith(ctx context.Context, l Limiter, key string, rate Rate, n int64,
 	now func() time.Time, sleep func(context.Context, time.Duration) error) (Decision, error) {
-	var d Decision
+	return waitLoop(ctx, key, func(ctx context.Context) (Decision, *Decision, error) {
+		d, err := l.Inc(ctx, key, rate, n)
+		return d, &d, err
+	}, func(d *Decision) error {
+		return fmt.Errorf("%w: %d units of %q at %v (limit %d)", ErrNeverFits, n, key, rate, d.Limit)
+	}, now, sleep)
+}
+
+// waitSetWith is WaitSet with its clock and sleep injected.
+func waitSetWith(ctx context.Context, l SetLimiter, key string, set *Set, n int64,
+	now func() time.Time, sleep func(context.Context, time.Duration) error) (SetDecision, error) {
+	return waitLoop(ctx, key, func(ctx context.Context) (SetDecision, *Decision, error) {
+		d, err := l.IncSet(ctx, key, set, n)
+		return d, &d.Decision, err
+	}, func(*Decision) error {
+		return fmt.Errorf("%w: %d units of %q in the set %v", ErrNeverFits, n, key, set)
+	}, now, sleep)
+}
+
+// waitLoop tries until admitted: try returns its result and the Decision
+// in it; never describes a Never refusal.
+func waitLoop[D any](ctx context.Context, key string, try func(context.Context) (D, *Decision, error),
+	never func(*Decision) error, now func() time.Time, sleep func(context.Context, time.Duration) error) (D, error) {
+	var r D
 	for {
 		if err := ctx.Err(); err != nil {
-			return d, err
+			return r, err
 		}
+		var d *Decision
 		var err error
-		d, err = l.Inc(ctx, key, rate, n)
+		r, d, err = try(ctx)
 		switch {
 		case err != nil:
-			return d, err
+			return r, err
 		case d.Allowed:
-			return d, nil
+			return r, nil
 		case d.Never:
-			return d, fmt.Errorf("%w: %d units of %q at %v (limit %d)", ErrNeverFits, n, key, rate, d.Limit)
+			return r, never(d)
 		}
 		pause := max(d.RetryAfter, minWaitSleep)
 		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(now()) < pause {
-			return d, fmt.Errorf("sluice: wait for %q: retry in %v would pass the context deadline: %w", key, pause, context.DeadlineExceeded)
+			return r, fmt.Errorf("sluice: wait for %q: retry in %v would pass the context deadline: %w", key, pause, context.DeadlineExceeded)
 		}
 		if err := sleep(ctx, pause); err != nil {
-			return d, err
+			return r, err
 		}
 	}
 }

@@ -381,3 +381,40 @@ func TestWaitRealSleep(t *testing.T) {
 		}
 	})
 }
+
+// TestWaitSet waits on a set of two limits on the local limiter: it sleeps
+// the set's RetryAfter (the later of the two limits' retries) once, then
+// is admitted; a cost over one limit's capacity returns ErrNeverFits at
+// once; a cancelled context stops it.
+func TestWaitSet(t *testing.T) {
+	ctx := context.Background()
+	set, err := limiter.NewSet(
+		limiter.Limit{Name: "short", Rate: limiter.PerSecond(2), Window: time.Second, Bucket: 2 * time.Millisecond},
+		limiter.Limit{Name: "long", Rate: limiter.Every(2, 3*time.Second), Window: 3 * time.Second, Bucket: 6 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk, s := newFakes(t)
+	l := newLocal(t, clk)
+	if d, err := l.IncSet(ctx, "k", set, 2); err != nil || !d.Allowed {
+		t.Fatalf("IncSet(k, 2) = %+v, %v; want admitted", d, err)
+	}
+	clk.Advance(100 * time.Millisecond)
+	// short frees its 2 units 902 ms after they came, long only 3,006 ms
+	// after: one sleep of 2,906 ms.
+	d, err := limiter.WaitSetWith(ctx, l, "k", set, 1, clk.Now, s.sleep)
+	if err != nil || !d.Allowed {
+		t.Fatalf("WaitSet(k, 1) = %+v, %v; want admitted", d, err)
+	}
+	if len(s.slept) != 1 || s.slept[0] != 2906*time.Millisecond {
+		t.Errorf("slept %v, want [2.906s]", s.slept)
+	}
+	if d, err := limiter.WaitSetWith(ctx, l, "k", set, 3, clk.Now, s.sleep); !errors.Is(err, limiter.ErrNeverFits) || !d.Never || len(s.slept) != 1 {
+		t.Errorf("WaitSet(k, 3) = %+v, %v, slept %v; want Never and ErrNeverFits at once", d, err, s.slept)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	s.hook = func(int) { cancel() }
+	if _, err := limiter.WaitSetWith(cctx, l, "k", set, 1, clk.Now, s.sleep); !errors.Is(err, context.Canceled) {
+		t.Errorf("WaitSet with a context cancelled during its sleep error = %v, want context.Canceled", err)
+	}
+}
