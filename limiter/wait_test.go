@@ -414,7 +414,7 @@ func TestWaitSet(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	s.hook = func(int) { cancel() }
-	if _, err := limiter.WaitSetWith(cctx, l, "k", set, 1, clk.Now, s.sleep); !errors.Is(err, context.Canceled) {
+	if _, err := limiter.WaitSetWith(cctx, l, "k", set, 2, clk.Now, s.sleep); !errors.Is(err, context.Canceled) {
 		t.Errorf("WaitSet with a context cancelled during its sleep error = %v, want context.Canceled", err)
 	}
 }
