@@ -1,0 +1,358 @@
+package httplimit
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"net/textproto"
+	"strings"
+
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// The headers a trusted proxy may name the client in (TrustProxies).
+const (
+	// HeaderXForwardedFor is "X-Forwarded-For: client, proxy1, proxy2":
+	// each proxy appends the address it received the request from.
+	HeaderXForwardedFor = "X-Forwarded-For"
+	// HeaderForwarded is RFC 7239's "Forwarded: for=client, for=proxy1";
+	// only the for= parameter is read.
+	HeaderForwarded = "Forwarded"
+	// HeaderXRealIP is "X-Real-IP: client", one address set (overwritten)
+	// by the proxy.
+	HeaderXRealIP = "X-Real-IP"
+)
+
+// maxForwardedHops bounds the hops of a Forwarded header that are kept
+// while parsing it: the right-most ones, the only ones ever walked.
+const maxForwardedHops = 32
+
+// IPOption configures an IPKey.
+type IPOption func(*ipConfig)
+
+type ipConfig struct {
+	header  string
+	proxies []string
+	v4, v6  int
+	err     error
+}
+
+// TrustProxies says that requests whose immediate peer (RemoteAddr) is in
+// one of cidrs ("10.0.0.0/8", "2001:db8::/32", or a single address)
+// come through proxies that set header, one of HeaderXForwardedFor,
+// HeaderForwarded and HeaderXRealIP. Name the one header your proxies
+// overwrite or append to: any other is the client's to forge. Default:
+// no proxy is trusted and every header is ignored.
+func TrustProxies(header string, cidrs ...string) IPOption {
+	return func(c *ipConfig) { c.header, c.proxies = header, append(c.proxies[:0:0], cidrs...) }
+}
+
+// IPv6Prefix sets how many leading bits of an IPv6 address make its key.
+// Default 64: one ISP customer usually gets a whole /64 (or more) and can
+// pick any address in it, so keying by the full address would hand each
+// client 2^64 limits. 1 to 128.
+func IPv6Prefix(bits int) IPOption { return func(c *ipConfig) { c.v6 = bits } }
+
+// IPv4Prefix sets how many leading bits of an IPv4 address make its key.
+// Default 32, the address. 1 to 32.
+func IPv4Prefix(bits int) IPOption { return func(c *ipConfig) { c.v4 = bits } }
+
+// IPKey finds a request's client address and keys the request by it. Build
+// one with NewIPKey; it is immutable and safe for concurrent use. The zero
+// IPKey trusts no proxy and groups IPv6 addresses by /64, as KeyByIP does.
+type IPKey struct {
+	header  string // canonical; "" trusts no header
+	kind    int
+	proxies []netip.Prefix
+	v4, v6  int
+}
+
+const (
+	kindXFF = iota + 1
+	kindForwarded
+	kindRealIP
+)
+
+// NewIPKey returns an IPKey. It reports limiter.ErrInvalidConfig for an unknown
+// header, a CIDR that does not parse, or a prefix length out of range.
+func NewIPKey(opts ...IPOption) (*IPKey, error) {
+	c := ipConfig{v4: 32, v6: 64}
+	for _, o := range opts {
+		o(&c)
+	}
+	k := &IPKey{v4: c.v4, v6: c.v6}
+	if c.v4 < 1 || c.v4 > 32 {
+		return nil, fmt.Errorf("%w: IPv4 prefix /%d (want 1 to 32)", limiter.ErrInvalidConfig, c.v4)
+	}
+	if c.v6 < 1 || c.v6 > 128 {
+		return nil, fmt.Errorf("%w: IPv6 prefix /%d (want 1 to 128)", limiter.ErrInvalidConfig, c.v6)
+	}
+	if c.header == "" && len(c.proxies) == 0 {
+		return k, nil
+	}
+	k.header = textproto.CanonicalMIMEHeaderKey(c.header)
+	switch k.header {
+	case textproto.CanonicalMIMEHeaderKey(HeaderXForwardedFor):
+		k.kind = kindXFF
+	case textproto.CanonicalMIMEHeaderKey(HeaderForwarded):
+		k.kind = kindForwarded
+	case textproto.CanonicalMIMEHeaderKey(HeaderXRealIP):
+		k.kind = kindRealIP
+	default:
+		return nil, fmt.Errorf("%w: trusted header %q (want %s, %s or %s)", limiter.ErrInvalidConfig, c.header, HeaderXForwardedFor, HeaderForwarded, HeaderXRealIP)
+	}
+	if len(c.proxies) == 0 {
+		return nil, fmt.Errorf("%w: %s trusted with no proxy addresses", limiter.ErrInvalidConfig, c.header)
+	}
+	for _, s := range c.proxies {
+		p, err := parsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: trusted proxy %q: %v", limiter.ErrInvalidConfig, s, err)
+		}
+		k.proxies = append(k.proxies, p)
+	}
+	return k, nil
+}
+
+// parsePrefix reads a CIDR or a single address; an IPv4-mapped IPv6
+// prefix becomes the IPv4 prefix it maps.
+func parsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	var p netip.Prefix
+	if strings.Contains(s, "/") {
+		var err error
+		if p, err = netip.ParsePrefix(s); err != nil {
+			return p, err
+		}
+	} else {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return p, err
+		}
+		p = netip.PrefixFrom(a, a.BitLen())
+	}
+	if a := p.Addr(); a.Is4In6() {
+		bits := p.Bits() - 96
+		if bits < 0 {
+			return p, fmt.Errorf("an IPv4-mapped prefix shorter than /96")
+		}
+		p = netip.PrefixFrom(a.Unmap(), bits)
+	}
+	return p.Masked(), nil
+}
+
+// defaultIPKey is KeyByIP's.
+var defaultIPKey = &IPKey{v4: 32, v6: 64}
+
+// KeyByIP keys a request by its immediate peer's address (RemoteAddr),
+// trusting no header: "ip:192.0.2.7" for IPv4 (an IPv4-mapped IPv6 peer
+// counts as its IPv4 address), "ip:2001:db8:1:2::/64" for IPv6. It is
+// the middleware's default KeyFunc. Behind a proxy every request comes
+// from the proxy: use NewIPKey with TrustProxies.
+func KeyByIP(r *http.Request) (string, error) { return defaultIPKey.Key(r) }
+
+// Key is a KeyFunc: "ip:" and the client address (ClientAddr) masked to
+// the configured prefix, the address alone for a full-length prefix.
+func (k *IPKey) Key(r *http.Request) (string, error) {
+	a, err := k.ClientAddr(r)
+	if err != nil {
+		return "", err
+	}
+	return k.keyOf(a), nil
+}
+
+func (k *IPKey) keyOf(a netip.Addr) string {
+	bits := k.v4
+	if a.Is6() {
+		bits = k.v6
+	}
+	if bits == 0 { // the zero IPKey
+		bits = 32
+		if a.Is6() {
+			bits = 64
+		}
+	}
+	var buf [64]byte
+	b := append(buf[:0], "ip:"...)
+	if bits >= a.BitLen() {
+		b = a.AppendTo(b)
+	} else {
+		p, _ := a.Prefix(bits) // bits is in range, a has no zone
+		b = p.AppendTo(b)
+	}
+	return string(b)
+}
+
+// ClientAddr returns the client's address: the immediate peer's unless it
+// is a trusted proxy; then, walking the trusted header from the right
+// (the hop nearest the server), each hop that is itself a trusted proxy
+// is skipped and the first address that is not is the client. A header
+// entry that is not an address ("unknown", an obfuscated identifier,
+// garbage) stops the walk at the trusted hop that wrote it; so does the
+// left end of the header, when every hop is trusted. Entries left of the
+// client are never read: a client can write anything there, but cannot
+// choose its key. The address has no zone, and IPv4-mapped IPv6 is
+// returned as IPv4. A RemoteAddr that is not an address gives a
+// *KeyError with status 500.
+func (k *IPKey) ClientAddr(r *http.Request) (netip.Addr, error) {
+	peer, ok := parseHop(r.RemoteAddr)
+	if !ok {
+		return netip.Addr{}, &KeyError{Status: http.StatusInternalServerError, Reason: "the client address is unknown (RemoteAddr " + quoteShort(r.RemoteAddr) + ")"}
+	}
+	if k.kind == 0 || !k.trusted(peer) {
+		return peer, nil
+	}
+	vs := r.Header[k.header]
+	switch k.kind {
+	case kindRealIP:
+		if len(vs) == 1 { // two values: not one set by the proxy
+			if a, ok := parseHop(vs[0]); ok {
+				return a, nil
+			}
+		}
+		return peer, nil
+	case kindXFF:
+		cur := peer
+		for i := len(vs) - 1; i >= 0; i-- {
+			line := vs[i]
+			for {
+				j := strings.LastIndexByte(line, ',')
+				a, ok := parseHop(line[j+1:])
+				if !ok {
+					return cur, nil
+				}
+				if cur = a; !k.trusted(cur) {
+					return cur, nil
+				}
+				if j < 0 {
+					break
+				}
+				line = line[:j]
+			}
+		}
+		return cur, nil
+	default: // kindForwarded
+		var ring [maxForwardedHops]string
+		n := forwardedFor(vs, &ring)
+		cur := peer
+		for i := 0; i < n && i < maxForwardedHops; i++ {
+			a, ok := parseHop(ring[(n-1-i)%maxForwardedHops])
+			if !ok {
+				return cur, nil
+			}
+			if cur = a; !k.trusted(cur) {
+				return cur, nil
+			}
+		}
+		return cur, nil
+	}
+}
+
+func (k *IPKey) trusted(a netip.Addr) bool {
+	for _, p := range k.proxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseHop reads one hop: an address, optionally in brackets, optionally
+// with a port ("192.0.2.7", "192.0.2.7:443", "[2001:db8::1]:443",
+// "2001:db8::1"), surrounded by optional whitespace. It unmaps IPv4-mapped
+// addresses and drops zones.
+func parseHop(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" || len(s) > 64 {
+		return netip.Addr{}, false
+	}
+	var a netip.Addr
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		a = ap.Addr()
+	} else {
+		if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
+			s = s[1 : len(s)-1]
+		}
+		if a, err = netip.ParseAddr(s); err != nil {
+			return netip.Addr{}, false
+		}
+	}
+	a = a.Unmap().WithZone("")
+	return a, a.IsValid()
+}
+
+// forwardedFor parses RFC 7239 Forwarded values and stores each element's
+// for= value (or "" for an element without one) in ring, the i-th element
+// at ring[i % len], and returns the number of elements. Commas and
+// semicolons inside quoted strings do not split.
+func forwardedFor(vs []string, ring *[maxForwardedHops]string) int {
+	n := 0
+	for _, v := range vs {
+		for len(v) > 0 {
+			elem, rest := cutUnquoted(v, ',')
+			v = rest
+			if strings.TrimSpace(elem) == "" {
+				continue // empty list members are allowed and ignored
+			}
+			val := ""
+			for len(elem) > 0 {
+				pair, more := cutUnquoted(elem, ';')
+				elem = more
+				name, value, ok := strings.Cut(pair, "=")
+				if ok && strings.EqualFold(strings.TrimSpace(name), "for") {
+					val = unquote(strings.TrimSpace(value))
+				}
+			}
+			ring[n%maxForwardedHops] = val
+			n++
+		}
+	}
+	return n
+}
+
+// cutUnquoted splits s at the first sep outside a quoted string.
+func cutUnquoted(s string, sep byte) (before, after string) {
+	quoted := false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' && quoted:
+			i++
+		case c == '"':
+			quoted = !quoted
+		case c == sep && !quoted:
+			return s[:i], s[i+1:]
+		}
+	}
+	return s, ""
+}
+
+// unquote removes the quotes and backslash escapes of an RFC 7230 quoted
+// string; a token is returned as it is, and a malformed quoted string as
+// "" (not an address).
+func unquote(s string) string {
+	if len(s) == 0 || s[0] != '"' {
+		return s
+	}
+	if len(s) < 2 || s[len(s)-1] != '"' {
+		return ""
+	}
+	s = s[1 : len(s)-1]
+	if !strings.ContainsRune(s, '\\') {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func quoteShort(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return fmt.Sprintf("%q", s)
+}
