@@ -550,8 +550,14 @@ func TestNewErrors(t *testing.T) {
 		new  func() error
 		want error
 	}{
-		{"nil limiter", func() error { _, err := httplimit.New(nil, limiter.Limit{Rate: limiter.PerSecond(1), Window: time.Minute}); return err }, limiter.ErrInvalidConfig},
-		{"bad name", func() error { _, err := httplimit.New(l, limiter.Limit{Name: "Bad Name", Rate: limiter.PerSecond(1), Window: time.Minute}); return err }, limiter.ErrInvalidConfig},
+		{"nil limiter", func() error {
+			_, err := httplimit.New(nil, limiter.Limit{Rate: limiter.PerSecond(1), Window: time.Minute})
+			return err
+		}, limiter.ErrInvalidConfig},
+		{"bad name", func() error {
+			_, err := httplimit.New(l, limiter.Limit{Name: "Bad Name", Rate: limiter.PerSecond(1), Window: time.Minute})
+			return err
+		}, limiter.ErrInvalidConfig},
 		{"no window", func() error { _, err := httplimit.New(l, limiter.Limit{Rate: limiter.PerSecond(1)}); return err }, limiter.ErrInvalidConfig},
 		{"no rate", func() error { _, err := httplimit.New(l, limiter.Limit{Window: time.Minute}); return err }, limiter.ErrInvalidRate},
 		{"tiny rate", func() error {
@@ -562,12 +568,21 @@ func TestNewErrors(t *testing.T) {
 			_, err := httplimit.New(l, limiter.Limit{Rate: limiter.PerSecond(1), Window: time.Minute}, setFn)
 			return err
 		}, limiter.ErrInvalidConfig},
-		{"nil option", func() error { _, err := httplimit.New(l, limiter.Limit{Rate: limiter.PerSecond(1), Window: time.Minute}, nil); return err }, limiter.ErrInvalidConfig},
+		{"nil option", func() error {
+			_, err := httplimit.New(l, limiter.Limit{Rate: limiter.PerSecond(1), Window: time.Minute}, nil)
+			return err
+		}, limiter.ErrInvalidConfig},
 		{"nil set limiter", func() error { _, err := httplimit.NewSet(nil, set); return err }, limiter.ErrInvalidConfig},
 		{"nil set", func() error { _, err := httplimit.NewSet(setLimiterStub{}, nil); return err }, limiter.ErrInvalidConfig},
 		{"rate func on NewSet", func() error { _, err := httplimit.NewSet(setLimiterStub{}, set, rateFn); return err }, limiter.ErrInvalidConfig},
-		{"bad header", func() error { _, err := httplimit.NewIPKey(httplimit.TrustProxies("X-Client-IP", "10.0.0.0/8")); return err }, limiter.ErrInvalidConfig},
-		{"no proxies", func() error { _, err := httplimit.NewIPKey(httplimit.TrustProxies(httplimit.HeaderXForwardedFor)); return err }, limiter.ErrInvalidConfig},
+		{"bad header", func() error {
+			_, err := httplimit.NewIPKey(httplimit.TrustProxies("X-Client-IP", "10.0.0.0/8"))
+			return err
+		}, limiter.ErrInvalidConfig},
+		{"no proxies", func() error {
+			_, err := httplimit.NewIPKey(httplimit.TrustProxies(httplimit.HeaderXForwardedFor))
+			return err
+		}, limiter.ErrInvalidConfig},
 		{"bad cidr", func() error {
 			_, err := httplimit.NewIPKey(httplimit.TrustProxies(httplimit.HeaderXForwardedFor, "10.0.0.0/33"))
 			return err
