@@ -1,0 +1,185 @@
+package httplimit_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/httplimit"
+	"github.com/sluice-go/sluice/internal/conformance"
+	"github.com/sluice-go/sluice/limiter"
+)
+
+func mustIPKey(t testing.TB, opts ...httplimit.IPOption) *httplimit.IPKey {
+	t.Helper()
+	k, err := httplimit.NewIPKey(opts...)
+	if err != nil {
+		t.Fatalf("NewIPKey: %v", err)
+	}
+	return k
+}
+
+// TestSpoofing: who picks the key, for clients behind no proxy, one
+// trusted proxy and a chain of them, with forged headers.
+func TestSpoofing(t *testing.T) {
+	none := mustIPKey(t)
+	xff := mustIPKey(t, httplimit.TrustProxies(httplimit.HeaderXForwardedFor, "10.0.0.0/8", "2001:db8:ffff::/48"))
+	fwd := mustIPKey(t, httplimit.TrustProxies(httplimit.HeaderForwarded, "10.0.0.0/8", "2001:db8:ffff::/48"))
+	real := mustIPKey(t, httplimit.TrustProxies(httplimit.HeaderXRealIP, "10.0.0.1"))
+	type hdr = []string
+	for _, tc := range []struct {
+		name   string
+		key    *httplimit.IPKey
+		remote string
+		hdr    hdr // name, value pairs, in order (repeats make several lines)
+		want   string
+	}{
+		// No proxy trusted: every header is ignored.
+		{"no proxy, forged XFF", none, "203.0.113.9:5000", hdr{"X-Forwarded-For", "1.2.3.4"}, "ip:203.0.113.9"},
+		{"no proxy, forged Forwarded", none, "203.0.113.9:5000", hdr{"Forwarded", "for=1.2.3.4"}, "ip:203.0.113.9"},
+		{"no proxy, forged X-Real-IP", none, "203.0.113.9:5000", hdr{"X-Real-IP", "1.2.3.4"}, "ip:203.0.113.9"},
+		{"XFF trusted, peer not a proxy", xff, "203.0.113.9:5000", hdr{"X-Forwarded-For", "1.2.3.4"}, "ip:203.0.113.9"},
+
+		// One trusted proxy: the right-most untrusted entry.
+		{"one proxy", xff, "10.0.0.1:443", hdr{"X-Forwarded-For", "203.0.113.9"}, "ip:203.0.113.9"},
+		{"one proxy, client forged two entries", xff, "10.0.0.1:443", hdr{"X-Forwarded-For", "1.2.3.4, 5.6.7.8, 203.0.113.9"}, "ip:203.0.113.9"},
+		{"one proxy, forged trusted-looking entry", xff, "10.0.0.1:443", hdr{"X-Forwarded-For", "10.9.9.9, 203.0.113.9"}, "ip:203.0.113.9"},
+		{"one proxy, no header", xff, "10.0.0.1:443", nil, "ip:10.0.0.1"},
+		{"one proxy, garbage from the proxy", xff, "10.0.0.1:443", hdr{"X-Forwarded-For", "1.2.3.4, unknown"}, "ip:10.0.0.1"},
+		{"one proxy, port in entry", xff, "10.0.0.1:443", hdr{"X-Forwarded-For", "203.0.113.9:1234"}, "ip:203.0.113.9"},
+
+		// A chain: the client's forged entries sit left of its real
+		// address, which the first proxy appended.
+		{"chain of three", xff, "10.0.0.3:443", hdr{"X-Forwarded-For", "6.6.6.6, 7.7.7.7, 198.51.100.4, 10.0.0.1, 10.0.0.2"}, "ip:198.51.100.4"},
+		{"chain over two lines", xff, "10.0.0.3:443", hdr{"X-Forwarded-For", "6.6.6.6, 198.51.100.4", "X-Forwarded-For", "10.0.0.1,10.0.0.2"}, "ip:198.51.100.4"},
+		{"chain, every hop trusted", xff, "10.0.0.3:443", hdr{"X-Forwarded-For", "10.0.0.1, 10.0.0.2"}, "ip:10.0.0.1"},
+		{"chain, IPv6 proxies", xff, "[2001:db8:ffff::1]:443", hdr{"X-Forwarded-For", "6.6.6.6, 2001:db8:aaaa:bbbb:1:2:3:4, 2001:db8:ffff::2"}, "ip:2001:db8:aaaa:bbbb::/64"},
+
+		// RFC 7239 Forwarded.
+		{"Forwarded, one proxy", fwd, "10.0.0.1:443", hdr{"Forwarded", "for=203.0.113.9;proto=https"}, "ip:203.0.113.9"},
+		{"Forwarded, forged", fwd, "10.0.0.2:443", hdr{"Forwarded", `for=1.2.3.4, for="[2001:db8:cafe::17]:4711";by=10.0.0.1, for=10.0.0.1`}, "ip:2001:db8:cafe::/64"},
+		{"Forwarded, quoted comma", fwd, "10.0.0.1:443", hdr{"Forwarded", `for="1.2.3.4, 10.0.0.9";proto=http, for=198.51.100.4`}, "ip:198.51.100.4"},
+		{"Forwarded, obfuscated client", fwd, "10.0.0.1:443", hdr{"Forwarded", "for=_hidden"}, "ip:10.0.0.1"},
+		{"Forwarded, unknown", fwd, "10.0.0.1:443", hdr{"Forwarded", "for=unknown"}, "ip:10.0.0.1"},
+		{"Forwarded, FOR in capitals", fwd, "10.0.0.1:443", hdr{"Forwarded", "By=10.0.0.1;FOR=198.51.100.4"}, "ip:198.51.100.4"},
+		{"Forwarded ignored when XFF is the trusted header", xff, "10.0.0.1:443", hdr{"Forwarded", "for=1.2.3.4", "X-Forwarded-For", "198.51.100.4"}, "ip:198.51.100.4"},
+		{"XFF ignored when Forwarded is the trusted header", fwd, "10.0.0.1:443", hdr{"X-Forwarded-For", "1.2.3.4", "Forwarded", "for=198.51.100.4"}, "ip:198.51.100.4"},
+
+		// X-Real-IP.
+		{"X-Real-IP from the proxy", real, "10.0.0.1:443", hdr{"X-Real-IP", "198.51.100.4"}, "ip:198.51.100.4"},
+		{"X-Real-IP from another peer", real, "10.0.0.2:443", hdr{"X-Real-IP", "198.51.100.4"}, "ip:10.0.0.2"},
+		{"X-Real-IP twice", real, "10.0.0.1:443", hdr{"X-Real-IP", "1.2.3.4", "X-Real-IP", "198.51.100.4"}, "ip:10.0.0.1"},
+		{"X-Real-IP garbage", real, "10.0.0.1:443", hdr{"X-Real-IP", "nope"}, "ip:10.0.0.1"},
+
+		// Normalisation.
+		{"IPv4-mapped peer", none, "[::ffff:1.2.3.4]:80", nil, "ip:1.2.3.4"},
+		{"IPv4-mapped in XFF", xff, "10.0.0.1:443", hdr{"X-Forwarded-For", "::ffff:1.2.3.4"}, "ip:1.2.3.4"},
+		{"IPv4-mapped proxy", xff, "[::ffff:10.0.0.1]:443", hdr{"X-Forwarded-For", "1.2.3.4"}, "ip:1.2.3.4"},
+		{"IPv6 grouped by /64", none, "[2001:db8:1:2:aaaa:bbbb:cccc:dddd]:80", nil, "ip:2001:db8:1:2::/64"},
+		{"IPv6 with a zone", none, "[fe80::1%eth0]:80", nil, "ip:fe80::/64"},
+		{"bare address as RemoteAddr", none, "192.0.2.1", nil, "ip:192.0.2.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = tc.remote
+			for i := 0; i+1 < len(tc.hdr); i += 2 {
+				r.Header.Add(tc.hdr[i], tc.hdr[i+1])
+			}
+			got, err := tc.key.Key(r)
+			if err != nil || got != tc.want {
+				t.Errorf("Key(RemoteAddr %s, %q) = %q, %v; want %q", tc.remote, tc.hdr, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestSameSlash64 shares one limit between two addresses of one /64 and
+// gives a neighbouring /64 its own; a mapped address equals its IPv4 form.
+func TestSameSlash64(t *testing.T) {
+	key := func(remote string, opts ...httplimit.IPOption) string {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		k, err := mustIPKey(t, opts...).Key(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	a, b, c := key("[2001:db8:0:1::1]:1"), key("[2001:db8:0:1:ffff:ffff:ffff:ffff]:2"), key("[2001:db8:0:2::1]:1")
+	if a != b || a == c {
+		t.Errorf("keys %q, %q, %q: want the first two equal and the third different", a, b, c)
+	}
+	if k1, k2 := key("[::ffff:1.2.3.4]:1"), key("1.2.3.4:2"); k1 != k2 {
+		t.Errorf("::ffff:1.2.3.4 keyed %q, 1.2.3.4 keyed %q", k1, k2)
+	}
+	if k := key("[2001:db8::1]:1", httplimit.IPv6Prefix(128)); k != "ip:2001:db8::1" {
+		t.Errorf("IPv6Prefix(128): %q", k)
+	}
+	if k := key("[2001:db8:1:2:3::1]:1", httplimit.IPv6Prefix(48)); k != "ip:2001:db8:1::/48" {
+		t.Errorf("IPv6Prefix(48): %q", k)
+	}
+	if k := key("192.0.2.77:1", httplimit.IPv4Prefix(24)); k != "ip:192.0.2.0/24" {
+		t.Errorf("IPv4Prefix(24): %q", k)
+	}
+
+	// Over the middleware: two addresses of one /64 share one limit of 2.
+	rec := &recorder{Limiter: newLocal(t, conformance.NewClock(), time.Minute)}
+	m := mustNew(t, rec, limiter.Limit{Rate: limiter.PerMinute(2), Window: time.Minute})
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	h := m.Handler(ok)
+	var codes []int
+	for _, remote := range []string{"[2001:db8:0:1::1]:1", "[2001:db8:0:1::2]:1", "[2001:db8:0:1::3]:1", "[2001:db8:0:2::1]:1"} {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		h.ServeHTTP(w, r)
+		codes = append(codes, w.Code)
+	}
+	if fmt.Sprint(codes) != "[200 200 429 200]" {
+		t.Errorf("statuses %v, want [200 200 429 200]", codes)
+	}
+}
+
+// TestUnparseableRemoteAddr: no client address is a 500 from the error
+// handler, never a panic or an empty key.
+func TestUnparseableRemoteAddr(t *testing.T) {
+	for _, remote := range []string{"", "@", "pipe", "[::1", "1.2.3.4:x:y"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		k, err := httplimit.KeyByIP(r)
+		var ke *httplimit.KeyError
+		if k != "" || !errors.As(err, &ke) || ke.Status != 500 {
+			t.Errorf("KeyByIP(RemoteAddr %q) = %q, %v; want a *KeyError with status 500", remote, k, err)
+		}
+	}
+}
+
+// TestSpoofingOverHTTP: a real client on loopback with no trusted proxy
+// rotates a forged X-Forwarded-For on every request and is still limited
+// by its own address.
+func TestSpoofingOverHTTP(t *testing.T) {
+	rec := &recorder{Limiter: newLocal(t, conformance.NewClock(), time.Minute)}
+	var keys []string
+	m := mustNew(t, rec, limiter.Limit{Rate: limiter.PerMinute(3), Window: time.Minute},
+		httplimit.WithKey(func(r *http.Request) (string, error) {
+			k, err := httplimit.KeyByIP(r)
+			keys = append(keys, k) // one client, requests in sequence
+			return k, err
+		}))
+	s := serve(t, m)
+	var codes []int
+	for i := range 5 {
+		codes = append(codes, s.get(t, "/", "X-Forwarded-For", fmt.Sprintf("1.2.3.%d", i), "X-Real-IP", fmt.Sprintf("5.6.7.%d", i)).status)
+	}
+	if fmt.Sprint(codes) != "[200 200 200 429 429]" {
+		t.Errorf("statuses %v, want [200 200 200 429 429]", codes)
+	}
+	for _, k := range keys {
+		if k != "ip:127.0.0.1" {
+			t.Errorf("key %q, want ip:127.0.0.1 (the real peer)", k)
+		}
+	}
+}
