@@ -92,9 +92,14 @@ type server struct {
 
 func serve(t *testing.T, m *httplimit.Middleware) *server {
 	t.Helper()
-	s := &server{}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	s.Server = httptest.NewUnstartedServer(m.Handler(ok))
+	return serveHandler(t, m.Handler(ok))
+}
+
+func serveHandler(t *testing.T, h http.Handler) *server {
+	t.Helper()
+	s := &server{}
+	s.Server = httptest.NewUnstartedServer(h)
 	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
 			s.conns.Add(1)
