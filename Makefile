@@ -9,13 +9,16 @@ FUZZSMOKE ?= 10s
 
 test: fmt-check vet tidy-check
 	$(GO) test -race -count=1 ./...
+	cd bench && $(GO) test -race -count=1 -run '^TestRateLimitHeadersParse$$' .
 	$(MAKE) fuzz-smoke
 
-# A short run of the differential fuzzers (local against miniredis) on
-# every test run; `make fuzz` runs every fuzzer for FUZZTIME.
+# A short run of the differential fuzzers (local against miniredis) and of
+# the client-address parser on every test run; `make fuzz` runs every
+# fuzzer for FUZZTIME.
 fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzAgainstLocal$$' -fuzztime $(FUZZSMOKE) ./limiter/redisabs/
 	$(GO) test -run '^$$' -fuzz '^FuzzAgainstLocal$$' -fuzztime $(FUZZSMOKE) ./limiter/redissup/
+	$(GO) test -run '^$$' -fuzz '^FuzzClientIP$$' -fuzztime $(FUZZSMOKE) ./httplimit/
 
 # gofmt -l prints the files it would change; any output fails.
 fmt-check:

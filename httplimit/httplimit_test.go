@@ -651,3 +651,32 @@ func TestConcurrentClients(t *testing.T) {
 		}
 	}
 }
+
+// headerWriter is a ResponseWriter that keeps the headers and status only.
+type headerWriter struct {
+	h    http.Header
+	code int
+}
+
+func (w *headerWriter) Header() http.Header         { return w.h }
+func (w *headerWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *headerWriter) WriteHeader(code int)        { w.code = code }
+
+// TestAdmittedAllocs: an admitted request keyed by IP costs at most three
+// allocations (the key, the RateLimit value, the header values' slice);
+// bench/ compares the middleware's cost with go-chi/httprate's.
+func TestAdmittedAllocs(t *testing.T) {
+	l := newLocal(t, nil, time.Minute)
+	m := mustNew(t, l, limiter.Limit{Rate: limiter.PerSecond(1e9), Window: time.Minute})
+	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "[2001:db8::1]:1234"
+	w := &headerWriter{h: http.Header{}}
+	allocs := testing.AllocsPerRun(200, func() {
+		clear(w.h)
+		h.ServeHTTP(w, r)
+	})
+	if w.code != 200 || allocs > 3 {
+		t.Errorf("status %d, %.1f allocs per admitted request, want 200 and at most 3", w.code, allocs)
+	}
+}
