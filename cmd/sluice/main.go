@@ -4,6 +4,7 @@
 //	sluice demo                    a simulated fleet on an embedded Redis, about 10 s
 //	sluice load [flags]            the demo's engine with your own settings
 //	sluice inspect --redis URL KEY a key's buckets and totals in Redis, read-only
+//	sluice serve [flags]           an HTTP server behind the middleware, for curl
 //
 // Every command takes --help. Exit status: 0 success, 1 failure (Redis
 // unreachable, decisions that failed, a limit exceeded), 2 bad usage.
@@ -62,6 +63,7 @@ var commands = []command{
 	{"demo", "[--redis URL]", "see it work: a simulated fleet on an embedded Redis (about 10 s)", demoCmd},
 	{"load", "[flags]", "the demo's engine with your own settings, against your own Redis", loadCmd},
 	{"inspect", "--redis URL [--prefix P] [--strategy abs|sup] KEY", "show a key's buckets and totals in Redis, read-only", inspectCmd},
+	{"serve", "[--listen ADDR] [--redis URL] [--rate N/UNIT] [--by ip|header:NAME]", "an HTTP server behind the rate-limit middleware: see 200, 429 and the headers with curl", serveCmd},
 }
 
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
