@@ -8,7 +8,10 @@
 //   - limiter/local: in-process absolute and suppressed limiters;
 //   - limiter/redisabs and limiter/redissup: the same strategies on Redis,
 //     one atomic script call per decision, Redis server time, Cluster safe;
-//   - key: key validation, escaping and the Redis key schema.
+//   - key: key validation, escaping and the Redis key schema;
+//   - httplimit: HTTP middleware (keys by client address behind trusted
+//     proxies, header or user; 429 with Retry-After and the IETF
+//     RateLimit headers).
 //
 // Two strategies share one window model. Absolute admits a request while
 // the sliding window has room for all of it and rejects it otherwise.
