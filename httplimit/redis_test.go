@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-go/sluice/httplimit"
 	"github.com/sluice-go/sluice/internal/conformance"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
@@ -65,13 +66,15 @@ func TestRedisSetOverHTTPMini(t *testing.T) {
 	runSetOverHTTP(t, newRedisAbs(t, c, limiter.WithClock(clk)), clk.Advance)
 }
 
-// TestRedisDownFailError: under FailError, with Redis stopped or paused,
+// TestRedisDownFailError: under FailError, with Redis stopped or paused, for
+// a single limit and a set,
 // every request gets the error handler's 503, each within the provider's
 // timeout (plus scheduling slack), and the handler behind is never run.
 func TestRedisDownFailError(t *testing.T) {
 	const timeout = 200 * time.Millisecond
-	for _, how := range []string{"stopped", "paused"} {
-		t.Run(how, func(t *testing.T) {
+	for _, tc := range []struct{ how, kind string }{{"stopped", "single"}, {"paused", "single"}, {"stopped", "set"}, {"paused", "set"}} {
+		how := tc.how
+		t.Run(tc.how+"/"+tc.kind, func(t *testing.T) {
 			srv := redistest.StartServer(t)
 			opt := srv.Options()
 			opt.MaxRetries = -1
@@ -80,6 +83,15 @@ func TestRedisDownFailError(t *testing.T) {
 			defer c.Close()
 			l := newRedisAbs(t, c, limiter.WithFailurePolicy(limiter.FailError), limiter.WithTimeout(timeout), limiter.WithProbeInterval(50*time.Millisecond))
 			m := mustNew(t, l, limiter.Limit{Rate: limiter.PerSecond(100), Window: time.Minute})
+			if tc.kind == "set" {
+				var err error
+				m, err = httplimit.NewSet(l, mustSet(t,
+					limiter.Limit{Name: "per-second", Rate: limiter.PerSecond(100), Window: time.Second},
+					limiter.Limit{Name: "per-hour", Rate: limiter.PerHour(10_000), Window: time.Hour}))
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
 			ran := 0
 			hs := serveHandler(t, m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ran++ })))
 			if resp := hs.get(t, "/"); resp.status != 200 || ran != 1 {
