@@ -139,7 +139,8 @@ func WithErrorHandler(f ErrorFunc) Option { return func(c *config) { c.onError =
 // (a single limit) or NewSet (a set of limits); it is immutable and safe
 // for concurrent use. Its Handler method is a func(http.Handler)
 // http.Handler, the middleware shape of net/http, chi, gorilla/mux and
-// alice.
+// alice. The zero Middleware limits nothing: it answers every request
+// 500.
 type Middleware struct {
 	cfg config
 
@@ -258,6 +259,10 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	c := &m.cfg
+	if m.one == nil && m.many == nil {
+		http.Error(w, "httplimit: a Middleware not built by New or NewSet", http.StatusInternalServerError)
+		return
+	}
 	if c.skip != nil && c.skip(r) {
 		next.ServeHTTP(w, r)
 		return

@@ -680,3 +680,13 @@ func TestAdmittedAllocs(t *testing.T) {
 		t.Errorf("status %d, %.1f allocs per admitted request, want 200 and at most 3", w.code, allocs)
 	}
 }
+
+// TestZeroMiddleware: a Middleware not built by New answers 500, no panic.
+func TestZeroMiddleware(t *testing.T) {
+	var m httplimit.Middleware
+	w := httptest.NewRecorder()
+	m.Handler(http.NotFoundHandler()).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	if w.Code != http.StatusInternalServerError {
+		t.Errorf("zero Middleware: status %d, want 500", w.Code)
+	}
+}
