@@ -31,7 +31,14 @@ func TestScriptRules(t *testing.T) {
 			}
 			header.WriteString(line + "\n")
 		}
-		for _, want := range []string{"-- KEYS[1]", "-- ARGV[1]", "Reply"} {
+		// A set script (sup_set*.lua) touches one hash per limit, KEYS[i]
+		// for 1 <= i <= #KEYS; every other script touches KEYS[1] alone.
+		set := strings.Contains(header.String(), "-- KEYS[i]")
+		keys := "-- KEYS[1]"
+		if set {
+			keys = "-- KEYS[i]"
+		}
+		for _, want := range []string{keys, "-- ARGV[1]", "Reply"} {
 			if !strings.Contains(header.String(), want) {
 				t.Errorf("%s: header comment lacks %q", f, want)
 			}
@@ -46,10 +53,33 @@ func TestScriptRules(t *testing.T) {
 			code.WriteString(line + "\n")
 		}
 		src = code.String()
-		if !strings.Contains(src, "local h = KEYS[1]") {
+		if set {
+			// Keys come from KEYS[i] only, bound to h (directly, or through
+			// a limit's state L.h, which is set from KEYS[i] alone).
+			if m := regexp.MustCompile(`KEYS\[[^i]`).FindString(src); m != "" {
+				t.Errorf("%s: uses %s...]: a set script takes its keys as KEYS[i]", f, m)
+			}
+			for _, m := range regexp.MustCompile(`local h = ([^\n,]*)`).FindAllStringSubmatch(src, -1) {
+				if v := strings.TrimSpace(m[1]); v != "KEYS[i]" && v != "L.h" {
+					t.Errorf("%s: binds h to %s, want KEYS[i] or L.h", f, v)
+				}
+			}
+			for _, m := range regexp.MustCompile(`\bh = ([^\n,}]*)`).FindAllStringSubmatch(src, -1) {
+				if v := strings.TrimSpace(m[1]); v != "KEYS[i]" && v != "L.h" && v != "h" {
+					t.Errorf("%s: sets h to %s, want KEYS[i]", f, v)
+				}
+			}
+			if !strings.Contains(src, "KEYS[i]") {
+				t.Errorf("%s: does not read KEYS[i]", f)
+			}
+		} else if !strings.Contains(src, "local h = KEYS[1]") {
 			t.Errorf("%s: does not bind KEYS[1] to h", f)
 		}
-		for _, bad := range []string{"KEYS[2]", "math.random", "redis.sha1hex"} {
+		bads := []string{"math.random", "redis.sha1hex"}
+		if !set {
+			bads = append(bads, "KEYS[2]")
+		}
+		for _, bad := range bads {
 			if strings.Contains(src, bad) {
 				t.Errorf("%s: uses %s", f, bad)
 			}

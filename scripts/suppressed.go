@@ -26,3 +26,23 @@ var (
 	// SupGet is the read-only usage query (sup_get.lua).
 	SupGet = redis.NewScript(supGetSrc)
 )
+
+var (
+	//go:embed sup_set.lua
+	supSetSrc string
+	//go:embed sup_set_get.lua
+	supSetGetSrc string
+)
+
+// Scripts of a set of suppressed limits on one key (limiter/redissup's
+// IncSet and GetSet): one hash per limit, all in the key's slot.
+var (
+	// SupSet decides one suppressed call on a set of up to eight limits
+	// as one: every limit's factor as SupInc computes it, admitted when
+	// the draw is at or above the largest, the offer recorded in every
+	// limit (sup_set.lua). A peek (n = 0) writes nothing.
+	SupSet = redis.NewScript(supSetSrc)
+	// SupSetGet is the read-only usage of each limit of a set
+	// (sup_set_get.lua).
+	SupSetGet = redis.NewScript(supSetGetSrc)
+)

@@ -1,0 +1,427 @@
+-- sup_set.lua: one call of the suppressed strategy on a set of limits of
+-- one key, decided as one (docs/algorithms.md, Suppressed strategy; the
+-- set rule is internal/window's IncSuppressedSet, which this script
+-- computes exactly). Each limit is one hash with the layout of sup_inc.lua
+-- (docs/data-model.md); all of them share the key's hash tag, so the call
+-- touches one slot on a cluster.
+--
+-- KEYS[i]  <prefix>:{<key>}:sup:h:<name>, the hash of limit i, 1 <= i <= 8
+-- ARGV[1]  now in ms; an empty string reads Redis TIME
+-- ARGV[2]  the suppression cache period in ms; 0 computes every factor
+-- ARGV[3]  the call's random draw in ppm, in [0, 999999]
+-- then six values per limit i, from ARGV[4 + 6 (i - 1)]:
+--   W      the window in ms
+--   B      the bucket in ms
+--   S      the soft capacity
+--   H      the hard capacity (H >= S)
+--   n      the cost to record in this limit: the call's n, or H + 1 when
+--          n > H (window.RecordedCost); 0 in every limit for a peek, which
+--          decides for one unit and writes nothing
+--   ttl    the PEXPIRE of a write in ms: W + B (longer only when the
+--          caller sends its own clock in ARGV[1], see limiter/redissup)
+--
+-- Reply: {allowed, then six integers per limit: outcome, refused,
+--         remaining, retry after ms, reset after ms, factor ppm}. allowed
+--         is 1 when the draw is at or above every limit's factor; outcome
+--         is 0 when the call fits the limit's soft capacity and 2
+--         (suppressed) above it; refused is 1 when the draw is below the
+--         limit's own factor; retry after is set only when the set refused
+--         the call, the limit can hold it (n <= H) and it is above the
+--         limit's soft capacity.
+--
+-- Each limit computes what one sup_inc.lua call computes for it: expire
+-- its dead buckets (links first, at most 8 HMGETs, else one HGETALL),
+-- forecast = accepted + max(n, 1), factor 0 at or below S, 1e6 above H,
+-- else its own factor (read from and, for a call that writes, cached in
+-- its own "f" and "ft" fields). The set's factor is the largest; the call
+-- is admitted when draw >= it. A call that writes records the offer in
+-- every limit, as declined in every limit when refused (at most
+-- 2^52 - declined units and at least one: window.MaxDeclined), and
+-- PEXPIREs every hash. A meta field that is not a number fails the call
+-- with a script error.
+--
+-- Cost: the limits are read in one pass and written in a second, so the
+-- common call (every limit below its soft capacity, its oldest bucket
+-- live) makes an HMGET, an HSET and a PEXPIRE per limit and reads TIME once.
+-- The worst call reads each hash once (HGETALL) and walks it once, as
+-- sup_inc.lua does: at most W/B + 1 live buckets per limit, which
+-- config.MaxBuckets bounds (docs/algorithms.md, Bounded work).
+
+if redis.replicate_commands then redis.replicate_commands() end
+
+local PPM = 1000000
+local MAXD = 4503599627370496 -- 2^52: window.MaxDeclined
+local P = 4294967296 -- 2^32: a closed bucket's value is offered * P + link
+local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
+
+local nk = #KEYS
+if nk < 1 or nk > 8 or #ARGV ~= 3 + 6 * nk then
+  return redis.error_reply('ERR sup_set.lua: ' .. nk .. ' keys and ' .. #ARGV .. ' arguments')
+end
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+else
+  now = ARGV[1] + 0
+end
+local cache, draw = ARGV[2] + 0, ARGV[3] + 0
+
+-- countOf reads the units offered in a closed bucket from its value.
+local function countOf(v)
+  if v >= P then return (v - v % P) / P end
+  if v < 0 then return -v end
+  return v -- an earlier layout's plain count
+end
+
+-- scan reads L's whole hash in one HGETALL (at most 2 (W/B + 1) bucket
+-- fields) and sets L.k, L.bs, L.bo, L.bd to its live buckets, oldest
+-- first, in parallel arrays (starts, offered, declined); the newest, kept
+-- in meta fields, is the last. It returns the fields of the dead buckets
+-- and the sums of the live buckets' offered and declined units. A compact
+-- (listpack) hash returns its fields in the order they were written:
+-- ascending starts, each "d<start>" right after its bucket. Only a hash
+-- Redis has converted to a hash table needs the sort and the lookups by
+-- start. Numbers are parsed once and no table is made per bucket.
+local function scan(L)
+  local h = L.h -- KEYS[i]
+  local all = redis.call('HGETALL', h)
+  local sp = L.sp
+  local dead, su, sd = {}, L.ncount, L.ndec
+  local sorted, prev, lost = true, -1 / 0, nil
+  local k, bs, bo, bd = 0, {}, {}, {}
+  for i = 1, #all, 2 do
+    local f = all[i]
+    local c = string.byte(f, 1)
+    if c >= 48 and c <= 57 or c == 45 then -- a digit or '-': a bucket
+      local st = f + 0
+      if now - st >= sp then
+        dead[#dead + 1] = f
+      else
+        local v = all[i + 1] + 0
+        if v >= P then
+          v = (v - v % P) / P
+        elseif v < 0 then
+          v = -v
+        end -- else an earlier layout's plain count
+        k = k + 1
+        bs[k], bo[k], bd[k] = st, v, 0
+        su = su + v
+        if st < prev then sorted = false end
+        prev = st
+      end
+    elseif c == 100 then -- 'd': a bucket's declined units
+      local st = string.sub(f, 2) + 0
+      if now - st >= sp then
+        dead[#dead + 1] = f
+      else
+        local v = all[i + 1] + 0
+        if k > 0 and bs[k] == st then
+          bd[k] = v
+        else
+          lost = lost or {}
+          lost[st] = v
+        end
+      end
+    end
+  end
+  if not sorted or lost then
+    local off, dec = {}, lost or {}
+    for i = 1, k do
+      off[bs[i]] = bo[i]
+      if bd[i] ~= 0 then dec[bs[i]] = bd[i] end
+    end
+    if not sorted then table.sort(bs) end
+    for i = 1, k do bo[i], bd[i] = off[bs[i]], dec[bs[i]] or 0 end
+  end
+  for i = 1, k do sd = sd + bd[i] end
+  k = k + 1
+  bs[k], bo[k], bd[k] = L.newest, L.ncount, L.ndec
+  L.k, L.bs, L.bo, L.bd = k, bs, bo, bd
+  return dead, su, sd
+end
+
+-- load reads limit i's hash and expires its dead buckets (deleting them
+-- when the call writes), and returns its state L.
+local function load(i, write)
+  local a = 4 + 6 * (i - 1)
+  local h = KEYS[i]
+  local w, b = ARGV[a] + 0, ARGV[a + 1] + 0
+  local L = {h = h, w = w, b = b, sp = w + b, sarg = ARGV[a + 2], harg = ARGV[a + 3],
+    soft = ARGV[a + 2] + 0, hard = ARGV[a + 3] + 0, n = ARGV[a + 4] + 0, ttl = ARGV[a + 5]}
+  local sp = L.sp
+  local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'f', 'ft', 'nc', 'nd', 'c', 'hc')
+  L.m = m
+  local used, declined, oldest, newest, ncount, ndec = 0, 0, nil, nil, nil, 0
+  if m[1] then used = m[1] + 0 end
+  if m[2] then declined = m[2] + 0 end
+  if m[3] then oldest = m[3] + 0 end
+  if m[4] then newest = m[4] + 0 end
+  if m[7] then ncount = m[7] + 0 end
+  if m[8] then ndec = m[8] + 0 end
+  -- the capacities to store differ from the stored ones
+  local moved = m[9] ~= L.sarg or m[10] ~= L.harg
+  local hasx = m[2] and true or false
+  -- Without "nc" (damaged, or written by an earlier layout) the hash is absent.
+  local live = newest ~= nil and ncount ~= nil and oldest ~= nil and now - newest < sp
+  local expired = false -- dead buckets were found: "o" (and "x") must be rewritten
+
+  -- A hash without a live bucket is absent: its capacities and cached
+  -- factor are forgotten.
+  if not live then
+    if write and newest ~= nil then redis.call('DEL', h) end
+    used, declined, oldest, newest, hasx, moved = 0, 0, nil, nil, false, true
+    ncount, ndec = 0, 0
+  end
+
+  -- Expire along the links: drop the buckets that died since the last
+  -- write, oldest first, one HMGET (offered and declined) each, for up to
+  -- 8 of them. A missing or broken link, or more dead buckets, leaves the
+  -- hash to scan below (linked false).
+  local linked, gone = true, nil -- gone: the fields of dead buckets
+  if live and now - oldest >= sp then
+    expired, gone = true, {}
+    local f, walked = m[3], 0
+    while now - oldest >= sp do
+      if walked >= 8 then linked = false break end
+      walked = walked + 1
+      local df = 'd' .. f
+      local v = redis.call('HMGET', h, f, df)
+      local off = v[1] and v[1] + 0
+      local link = off and off % P
+      if not off or off < P or link < 1 then linked = false break end
+      used = used - (off - link) / P
+      gone[#gone + 1] = f
+      if v[2] then
+        declined = declined - v[2]
+        gone[#gone + 1] = df
+      end
+      oldest = oldest + link
+      f = fmt('%d', oldest)
+    end
+    -- the links must end at the newest bucket with its counts left
+    if linked and (oldest > newest or oldest == newest and (used ~= ncount or declined ~= ndec)) then
+      linked = false
+    end
+  end
+  L.used, L.declined, L.oldest, L.newest, L.ncount, L.ndec = used, declined, oldest, newest, ncount, ndec
+  L.moved, L.hasx, L.live, L.expired = moved, hasx, live, expired
+
+  -- Expire by a scan where the links could not.
+  if not linked then
+    gone, L.used, L.declined = scan(L)
+    L.oldest = L.bs[1]
+  end
+  if write and gone then
+    for j = 1, #gone, 1000 do
+      redis.call('HDEL', h, unpack(gone, j, math.min(j + 999, #gone)))
+    end
+  end
+  return L
+end
+
+-- factor returns L's suppression factor in ppm and whether it was computed
+-- (rather than read from the cache): 1 - S*R / max(observed*R, recent*W)
+-- with R = min(W, 1000), recent the units offered in the last R ms, in
+-- doubles in the same order as window.State.Factor, rounded to the nearest
+-- ppm and clamped to [0, PPM].
+local function factor(L)
+  local m = L.m
+  if L.live and cache > 0 and m[5] and m[6] then
+    local fppm, fat = m[5] + 0, m[6] + 0
+    if fat > 0 and now - fat < cache then return fppm, false end -- ft 0: none
+  end
+  local w = L.w
+  local r = math.min(w, 1000)
+  local recent = 0
+  if L.live then
+    if now - L.oldest < r then
+      recent = L.used
+    elseif now - L.newest < r then
+      if not L.k then scan(L) end
+      local bs, bo = L.bs, L.bo
+      for i = L.k, 1, -1 do
+        if now - bs[i] >= r then break end
+        recent = recent + bo[i]
+      end
+    end
+  end
+  local mx = math.max(L.used * r, recent * w)
+  if mx <= 0 then return 0, true end
+  local f = 1 - L.soft * r / mx
+  local ppm = math.floor(f * PPM + 0.5)
+  return math.min(math.max(ppm, 0), PPM), true
+end
+
+-- retryAfter walks L's buckets oldest first until the accepted units still
+-- live after a bucket expires, plus the cost, fit in cap.
+local function retryAfter(L, held, cap)
+  if not L.live then return 0 end
+  local cost = L.cost
+  if not L.k then
+    -- Fast path: the oldest bucket alone frees enough.
+    local acc = L.ncount - L.ndec
+    if L.oldest ~= L.newest then
+      local o = fmt('%d', L.oldest)
+      local h = L.h -- KEYS[i]
+      local v = redis.call('HMGET', h, o, 'd' .. o)
+      acc = countOf(tonumber(v[1]) or 0) - (tonumber(v[2]) or 0)
+    end
+    if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
+      return L.oldest + L.sp - now
+    end
+    scan(L) -- skips the dead buckets a peek leaves stored
+  end
+  local bs, bo, bd = L.bs, L.bo, L.bd
+  local freed = 0
+  for i = 1, L.k do
+    local u = bo[i] - bd[i]
+    if u ~= 0 then
+      freed = freed + u
+      if held - freed + cost <= cap or freed >= held then return bs[i] + L.sp - now end
+    end
+  end
+  return 0
+end
+
+-- record writes L's offer of L.n units, declined when refused, and its
+-- PEXPIRE: join the newest bucket when now - newest < B, else open one at
+-- now (no field of that name can exist: every start is <= newest < now).
+local function record(L, allowed)
+  local h, n, m = L.h, L.n, L.m
+  local live, newest, ncount, ndec = L.live, L.newest, L.ncount, L.ndec
+  local rec, dec = n, 0
+  if not allowed then
+    rec = math.min(n, math.max(1, MAXD - L.declined))
+    dec = rec
+  end
+  local joins = live and now - newest < L.b
+  local start = now
+  if joins then start = newest end
+  local k = L.k
+  if k then
+    if joins then
+      L.bo[k], L.bd[k] = L.bo[k] + rec, L.bd[k] + dec
+    else
+      k = k + 1
+      L.k = k
+      L.bs[k], L.bo[k], L.bd[k] = start, rec, dec
+    end
+  end
+  local used = L.used + rec
+  local declined = L.declined + dec
+  L.used, L.declined = used, declined
+  -- "x", "f" and "ft" are written from a hash's first call on, 0
+  -- included, so that the HMGET of every call finds them at the front.
+  local expired, moved = L.expired, L.moved
+  local writex = dec > 0 or expired or not L.hasx
+  local writef = L.computed and cache > 0
+  if joins and dec == 0 and not (expired or moved or writex or writef) then
+    -- The common call: two front fields, no table.
+    L.ncount = ncount + rec
+    redis.call('HSET', h, 'nc', fmt('%d', L.ncount), 'u', fmt('%d', used))
+  else
+    local meta
+    if joins then
+      L.ncount, L.ndec = ncount + rec, ndec + dec
+      meta = {'nc', fmt('%d', L.ncount), 'u', fmt('%d', used)}
+      if dec > 0 then
+        meta[#meta + 1] = 'nd'
+        meta[#meta + 1] = fmt('%d', L.ndec)
+      end
+      if expired then
+        meta[#meta + 1] = 'o'
+        meta[#meta + 1] = fmt('%d', L.oldest)
+      end
+    else
+      meta = {'n', fmt('%d', start), 'nc', fmt('%d', rec), 'nd', fmt('%d', dec), 'u', fmt('%d', used)}
+      if live then
+        -- The newest bucket so far becomes ordinary fields: its offered
+        -- units with the link to the new bucket, its declined units as
+        -- read.
+        local closed = -ncount
+        if ncount < 2097152 and start - newest < P then closed = ncount * P + (start - newest) end
+        meta[#meta + 1] = m[4]
+        meta[#meta + 1] = fmt('%d', closed)
+        if ndec > 0 then
+          meta[#meta + 1] = 'd' .. m[4]
+          meta[#meta + 1] = m[8]
+        end
+      end
+      if not live or expired then
+        if not live then L.oldest = start end
+        meta[#meta + 1] = 'o'
+        meta[#meta + 1] = fmt('%d', L.oldest)
+      end
+      L.newest, L.ncount, L.ndec = start, rec, dec
+    end
+    if moved then
+      meta[#meta + 1] = 'c'
+      meta[#meta + 1] = L.sarg
+      meta[#meta + 1] = 'hc'
+      meta[#meta + 1] = L.harg
+    end
+    if writex then
+      meta[#meta + 1] = 'x'
+      meta[#meta + 1] = fmt('%d', declined)
+    end
+    if writef then
+      meta[#meta + 1] = 'f'
+      meta[#meta + 1] = fmt('%d', L.f)
+      meta[#meta + 1] = 'ft'
+      meta[#meta + 1] = fmt('%d', now)
+    elseif not live then
+      meta[#meta + 1], meta[#meta + 2], meta[#meta + 3], meta[#meta + 4] = 'f', '0', 'ft', '0'
+    end
+    redis.call('HSET', h, unpack(meta))
+  end
+  L.live = true
+  redis.call('PEXPIRE', h, L.ttl)
+end
+
+-- Read every limit and decide: the set's factor is the largest.
+local write = ARGV[8] + 0 > 0 -- the first limit's n: all are 0 for a peek
+local ls = {}
+local setf = 0
+for i = 1, nk do
+  local L = load(i, write)
+  ls[i] = L
+  local cost = math.max(L.n, 1)
+  L.cost = cost
+  L.never = cost > L.hard
+  local forecast = L.used - L.declined + cost
+  local outcome, f, computed = 0, 0, false
+  if forecast <= L.soft then
+    -- at or below the soft capacity: factor 0
+  elseif forecast > L.hard then
+    outcome, f = 2, PPM
+  else
+    outcome = 2
+    f, computed = factor(L)
+  end
+  L.outcome, L.f, L.computed = outcome, f, computed
+  if f > setf then setf = f end
+end
+local allowed = draw >= setf
+
+-- Record in every limit and answer.
+local reply = {allowed and 1 or 0}
+for i = 1, nk do
+  local L = ls[i]
+  if write then record(L, allowed) end
+  local accepted = L.used - L.declined
+  local retry = 0
+  if not allowed and not L.never and accepted + L.cost > L.soft then
+    retry = retryAfter(L, accepted, L.soft)
+  end
+  local reset = 0
+  if L.live then reset = L.newest + L.sp - now end
+  local j = #reply
+  reply[j + 1] = L.outcome
+  reply[j + 2] = draw < L.f and 1 or 0
+  reply[j + 3] = math.max(L.soft - accepted, 0)
+  reply[j + 4] = retry
+  reply[j + 5] = reset
+  reply[j + 6] = L.f
+end
+return reply

@@ -1,0 +1,69 @@
+-- sup_set_get.lua: the usage of a suppressed key in each limit of a set
+-- (sup_get.lua's reading, once per hash, at one instant). Read-only.
+--
+-- KEYS[i]  <prefix>:{<key>}:sup:h:<name>, the hash of limit i (fields: see
+--          sup_inc.lua), 1 <= i <= 8
+-- ARGV[1]  now in ms; an empty string reads Redis TIME
+-- then two values per limit i, from ARGV[2 + 2 (i - 1)]:
+--   W      the window in ms
+--   B      the bucket in ms
+--
+-- Reply: {accepted, declined, soft capacity} per limit, flat, over the
+--        live buckets; 0, 0, 0 for a hash with no live bucket.
+
+local nk = #KEYS
+if nk < 1 or nk > 8 or #ARGV ~= 1 + 2 * nk then
+  return redis.error_reply('ERR sup_set_get.lua: ' .. nk .. ' keys and ' .. #ARGV .. ' arguments')
+end
+local now = tonumber(ARGV[1])
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local P = 4294967296
+
+-- usage returns the accepted and declined units and the soft capacity of
+-- the hash h at window w and bucket b.
+local function usage(h, w, b)
+  local sp = w + b -- a bucket is live while now - start < W + B
+  local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'c', 'nc', 'nd')
+  local nc = m[6] and tonumber(m[6])
+  if not m[4] or not nc or not m[3] or now - tonumber(m[4]) >= sp then
+    return 0, 0, 0
+  end
+  local used = tonumber(m[1] or 0)
+  local declined = tonumber(m[2] or 0)
+  if now - tonumber(m[3]) >= sp then
+    -- Expired buckets are still stored: count only the live ones, starting
+    -- with the newest ("nc", "nd"), which is live, in one pass over the
+    -- hash (at most 2 (W/B + 1) bucket fields: docs/algorithms.md, Bounded
+    -- work).
+    used, declined = nc, tonumber(m[7] or 0)
+    local all = redis.call('HGETALL', h)
+    for i = 1, #all, 2 do
+      local f = all[i]
+      local c = string.byte(f, 1)
+      if c >= 48 and c <= 57 or c == 45 then
+        if now - f < sp then
+          local v = all[i + 1] + 0
+          if v >= P then
+            v = (v - v % P) / P
+          elseif v < 0 then
+            v = -v
+          end
+          used = used + v
+        end
+      elseif c == 100 and now - string.sub(f, 2) < sp then
+        declined = declined + all[i + 1]
+      end
+    end
+  end
+  return used - declined, declined, tonumber(m[5] or 0)
+end
+
+local reply = {}
+for i = 1, nk do
+  local a, d, c = usage(KEYS[i], tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1]))
+  reply[3 * i - 2], reply[3 * i - 1], reply[3 * i] = a, d, c
+end
+return reply
