@@ -146,12 +146,9 @@ end
 local function load(i, write)
   local a = 4 + 6 * (i - 1)
   local h = KEYS[i]
-  local w, b = ARGV[a] + 0, ARGV[a + 1] + 0
-  local L = {h = h, w = w, b = b, sp = w + b, sarg = ARGV[a + 2], harg = ARGV[a + 3],
-    soft = ARGV[a + 2] + 0, hard = ARGV[a + 3] + 0, n = ARGV[a + 4] + 0, ttl = ARGV[a + 5]}
-  local sp = L.sp
+  local w, b, sarg, harg = ARGV[a] + 0, ARGV[a + 1] + 0, ARGV[a + 2], ARGV[a + 3]
+  local sp = w + b
   local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'f', 'ft', 'nc', 'nd', 'c', 'hc')
-  L.m = m
   local used, declined, oldest, newest, ncount, ndec = 0, 0, nil, nil, nil, 0
   if m[1] then used = m[1] + 0 end
   if m[2] then declined = m[2] + 0 end
@@ -160,7 +157,7 @@ local function load(i, write)
   if m[7] then ncount = m[7] + 0 end
   if m[8] then ndec = m[8] + 0 end
   -- the capacities to store differ from the stored ones
-  local moved = m[9] ~= L.sarg or m[10] ~= L.harg
+  local moved = m[9] ~= sarg or m[10] ~= harg
   local hasx = m[2] and true or false
   -- Without "nc" (damaged, or written by an earlier layout) the hash is absent.
   local live = newest ~= nil and ncount ~= nil and oldest ~= nil and now - newest < sp
@@ -204,8 +201,13 @@ local function load(i, write)
       linked = false
     end
   end
-  L.used, L.declined, L.oldest, L.newest, L.ncount, L.ndec = used, declined, oldest, newest, ncount, ndec
-  L.moved, L.hasx, L.live, L.expired = moved, hasx, live, expired
+  -- One constructor with every field the functions below use (false or
+  -- 0 until set), so that the table is sized once.
+  local L = {h = h, w = w, b = b, sp = sp, sarg = sarg, harg = harg, soft = sarg + 0, hard = harg + 0,
+    n = ARGV[a + 4] + 0, ttl = ARGV[a + 5], m = m,
+    used = used, declined = declined, oldest = oldest or 0, newest = newest or 0, ncount = ncount, ndec = ndec,
+    moved = moved, hasx = hasx, live = live, expired = expired,
+    k = false, bs = false, bo = false, bd = false, cost = 0, never = false, outcome = 0, f = 0, computed = false}
 
   -- Expire by a scan where the links could not.
   if not linked then

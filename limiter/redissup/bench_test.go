@@ -190,3 +190,102 @@ func evalshaStat(b *testing.B, c *redis.Client) (calls, usec int64) {
 	}
 	return calls, usec
 }
+
+// BenchmarkSetVsSingle measures the server time of one IncSet on a set of
+// three limits (a second, a minute and an hour) against one Inc, in the
+// same run on a private server:
+//
+//	go test -run '^$' -bench SetVsSingle -benchtime 20000x -count 3 ./limiter/redissup/
+//
+// Each iteration makes one Inc and one IncSet on the same key, in chunks
+// of 100 calls of one kind, in turn, with INFO commandstats (the EVALSHA
+// calls and µs) read around every chunk. It reports single-µs/op and
+// set-µs/op, the server's µs per call of sup_inc.lua and of sup_set.lua,
+// and set/single, their ratio. (Redis counts each call in whole µs, and a
+// SLOWLOG that logs every command would log the scripts' inner commands
+// too, in 7.0, charging the set for its larger number of them.) Hot: every
+// limit below its soft capacity, every call admitted and written.
+// Overloaded: a key offered about twice its rate in every limit (W = 1 s,
+// B = 10 ms for the single limit and the set's second), most calls
+// between S and H (F = 1.5) and refused, paying for factors, declined
+// counts and RetryAfter walks.
+func BenchmarkSetVsSingle(b *testing.B) {
+	srv := redistest.StartServer(b)
+	rc := redis.NewClient(srv.Options())
+	defer rc.Close()
+	mk := func(rate float64) *limiter.Set {
+		s, err := limiter.NewSet(
+			limiter.Limit{Name: "second", Rate: limiter.PerSecond(rate), Window: time.Second, Bucket: 10 * time.Millisecond},
+			limiter.Limit{Name: "minute", Rate: limiter.PerSecond(rate), Window: time.Minute},
+			limiter.Limit{Name: "hour", Rate: limiter.PerSecond(rate), Window: time.Hour},
+		)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	for _, c := range []struct {
+		name string
+		rate float64 // of the single limit and of each of the set's
+	}{
+		{"Hot", 1e6},
+		{"Overloaded", 1000},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			clk := conformance.NewClock()
+			l := newLimiter(b, rc, limiter.WithClock(clk), limiter.WithPrefix(redistest.Prefix(b)),
+				limiter.WithWindow(time.Second), limiter.WithBucket(10*time.Millisecond), limiter.WithHardLimitFactor(1.5))
+			rate, set := limiter.PerSecond(c.rate), mk(c.rate)
+			// Fill the windows: two seconds of calls every 0.5 ms, twice
+			// the overloaded rate.
+			for i := 0; i < 4000; i++ {
+				if _, err := l.Inc(ctx, "k", rate, 1); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := l.IncSet(ctx, "k", set, 1); err != nil {
+					b.Fatal(err)
+				}
+				clk.Advance(500 * time.Microsecond)
+			}
+			const chunk = 100
+			var usec, calls [2]int64 // single, set
+			run := func(which, n int) {
+				c0, u0 := evalshaStat(b, rc)
+				b.StartTimer()
+				for i := 0; i < n; i++ {
+					var err error
+					if which == 0 {
+						_, err = l.Inc(ctx, "k", rate, 1)
+					} else {
+						_, err = l.IncSet(ctx, "k", set, 1)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					clk.Advance(500 * time.Microsecond)
+				}
+				b.StopTimer()
+				c1, u1 := evalshaStat(b, rc)
+				calls[which] += c1 - c0
+				usec[which] += u1 - u0
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.StopTimer()
+			for done := 0; done < b.N; done += chunk {
+				n := min(chunk, b.N-done)
+				first := (done / chunk) % 2
+				run(first, n)
+				run(1-first, n)
+			}
+			if calls[0] != int64(b.N) || calls[1] != int64(b.N) {
+				b.Fatalf("the server counted %d and %d EVALSHA calls, want %d each", calls[0], calls[1], b.N)
+			}
+			s1 := float64(usec[0]) / float64(calls[0])
+			s3 := float64(usec[1]) / float64(calls[1])
+			b.ReportMetric(s1, "single-µs/op")
+			b.ReportMetric(s3, "set-µs/op")
+			b.ReportMetric(s3/s1, "set/single")
+		})
+	}
+}
