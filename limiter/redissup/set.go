@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/internal/window"
-	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/scripts"
 )
@@ -19,58 +17,35 @@ var _ limiter.SetLimiter = (*Limiter)(nil)
 // script answers.
 var errSetReply = errors.New("malformed script reply")
 
-// setArgs, per limit of a sup_set.lua call: W, B, S, H, n, TTL.
-const setArgs = 6
+// setArgs, per limit of a sup_set.lua call: W, B, S, H, n, TTL; and
+// setReplyLen, per limit of its reply: outcome, refused, remaining, retry
+// ms, reset ms, factor ppm.
+const setArgs, setReplyLen = 6, 6
 
-// setCall validates a call on set, as the single calls are validated (the
-// key and ErrClosed first, then the set, then n, then each limit's
-// capacities), and returns the hashes of set's limits in kb and the limits
-// in lb.
-func (l *Limiter) setCall(op, k string, set *limiter.Set, n int64, kb *[window.MaxSet]string, lb *[window.MaxSet]window.Limit) ([]string, []window.Limit, error) {
-	if _, err := l.b.Check(op, k); err != nil {
+// setCall validates a call on set as the single calls are validated (the
+// key and ErrClosed first, then the set, then n: redisx.Base.CheckSet),
+// then each limit's hard capacity, and returns the hashes of set's limits
+// and the limits, into lb.
+func (l *Limiter) setCall(op, k string, set *limiter.Set, n int64, lb *[window.MaxSet]window.Limit) ([]string, []window.Limit, error) {
+	hs, err := l.b.CheckSet(op, k, set, n)
+	if err != nil {
 		return nil, nil, err
-	}
-	if err := set.Check(); err != nil {
-		return nil, nil, l.b.Errorf(op, err)
-	}
-	if err := config.CheckCost(n); err != nil {
-		return nil, nil, l.b.Errorf(op, err)
 	}
 	ls, err := window.SetLimits(set, l.b.Cfg.HardLimitFactor, lb)
 	if err != nil {
 		return nil, nil, l.b.Errorf(op, err)
 	}
-	keys := kb[:len(ls)]
-	for i := range keys {
-		h, err := key.LimitName(l.b.Cfg.Prefix, k, key.Suppressed, set.At(i).Name)
-		if err != nil {
-			return nil, nil, l.b.Errorf(op, err)
-		}
-		keys[i] = h
-	}
-	return keys, ls, nil
-}
-
-// ttlMs is the PEXPIRE of a write to the hash of a limit with params p:
-// W + B of that limit, plus redisx.ClockSlackMs given WithClock (the rule
-// of redisx.TTLMs, per limit).
-func (l *Limiter) ttlMs(p window.Params) int64 {
-	ttl := p.Span()
-	if l.b.Cfg.ClockSet {
-		ttl += redisx.ClockSlackMs
-	}
-	return ttl
+	return hs, ls, nil
 }
 
 // incSet is IncSet's call to Redis: one sup_set.lua call, after one draw.
 func (l *Limiter) incSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	const op = "inc set"
 	var (
-		kb [window.MaxSet]string
 		lb [window.MaxSet]window.Limit
 		rb [window.MaxSet]window.Result
 	)
-	keys, ls, err := l.setCall(op, k, set, n, &kb, &lb)
+	keys, ls, err := l.setCall(op, k, set, n, &lb)
 	if err != nil {
 		return limiter.SetDecision{}, err
 	}
@@ -79,7 +54,7 @@ func (l *Limiter) incSet(ctx context.Context, k string, set *limiter.Set, n int6
 	args[0], args[1], args[2] = redisx.NowArg(&l.b.Cfg), l.b.Cache, draw
 	for i := range ls {
 		p := &ls[i]
-		args = append(args, p.P.W, p.P.B, p.Soft, p.Hard, window.RecordedCost(n, p.Hard), l.ttlMs(p.P))
+		args = append(args, p.P.W, p.P.B, p.Soft, p.Hard, window.RecordedCost(n, p.Hard), redisx.SetTTL(&l.b.Cfg, p))
 	}
 	v, err := scripts.SupSet.Run(ctx, l.b.Client, keys, args...).Result()
 	if err != nil {
@@ -103,10 +78,10 @@ func readSet(v any, ls []window.Limit, n, draw int64, rs []window.Result) error 
 	if !ok {
 		return fmt.Errorf("%w: %T", errSetReply, v)
 	}
-	if len(arr) != 1+6*len(ls) {
+	if len(arr) != 1+setReplyLen*len(ls) {
 		return fmt.Errorf("%w: %d values for %d limits", errSetReply, len(arr), len(ls))
 	}
-	var x [1 + 6*window.MaxSet]int64
+	var x [1 + setReplyLen*window.MaxSet]int64
 	for i, e := range arr {
 		if x[i], ok = e.(int64); !ok {
 			return fmt.Errorf("%w: value %d is %T", errSetReply, i, e)
@@ -115,7 +90,7 @@ func readSet(v any, ls []window.Limit, n, draw int64, rs []window.Result) error 
 	allowed := x[0] == 1
 	f := int64(0)
 	for i := range ls {
-		y := x[1+6*i : 7+6*i]
+		y := x[1+setReplyLen*i : 1+setReplyLen*(i+1)]
 		if y[0] != window.OutcomeAllowed && y[0] != window.OutcomeSuppressed || y[1] != 0 && y[1] != 1 ||
 			y[2] < 0 || y[3] < 0 || y[4] < 0 || y[5] < 0 || y[5] > window.PPM || (y[1] == 1) != (draw < y[5]) {
 			return fmt.Errorf("%w: limit %d: %v", errSetReply, i, y)
@@ -145,11 +120,8 @@ const setUsageLen = 3
 // getSet is GetSet's call to Redis: one sup_set_get.lua call.
 func (l *Limiter) getSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
 	const op = "get set"
-	var (
-		kb [window.MaxSet]string
-		lb [window.MaxSet]window.Limit
-	)
-	keys, ls, err := l.setCall(op, k, set, 0, &kb, &lb)
+	var lb [window.MaxSet]window.Limit
+	keys, ls, err := l.setCall(op, k, set, 0, &lb)
 	if err != nil {
 		return nil, err
 	}
@@ -176,11 +148,8 @@ func (l *Limiter) getSet(ctx context.Context, k string, set *limiter.Set) ([]lim
 // resetSet is ResetSet's call to Redis: one UNLINK of every hash of set.
 func (l *Limiter) resetSet(ctx context.Context, k string, set *limiter.Set) error {
 	const op = "reset set"
-	var (
-		kb [window.MaxSet]string
-		lb [window.MaxSet]window.Limit
-	)
-	keys, _, err := l.setCall(op, k, set, 0, &kb, &lb)
+	var lb [window.MaxSet]window.Limit
+	keys, _, err := l.setCall(op, k, set, 0, &lb)
 	if err != nil {
 		return err
 	}
@@ -188,6 +157,28 @@ func (l *Limiter) resetSet(ctx context.Context, k string, set *limiter.Set) erro
 		return l.b.Errorf(op, err)
 	}
 	return nil
+}
+
+// ValidateSet checks a set call for the policy (failover.SetBackend).
+func (be *backend) ValidateSet(op, k string, set *limiter.Set, n int64) error {
+	var lb [window.MaxSet]window.Limit
+	_, _, err := (*Limiter)(be).setCall(op, k, set, n, &lb)
+	return err
+}
+
+// DecideSet is the Redis call of an IncSet (n = 0: IsAllowedSet).
+func (be *backend) DecideSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	return (*Limiter)(be).incSet(ctx, k, set, n)
+}
+
+// UsageSet is the Redis call of a GetSet.
+func (be *backend) UsageSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
+	return (*Limiter)(be).getSet(ctx, k, set)
+}
+
+// UnlinkSet is the Redis call of a ResetSet.
+func (be *backend) UnlinkSet(ctx context.Context, k string, set *limiter.Set) error {
+	return (*Limiter)(be).resetSet(ctx, k, set)
 }
 
 // IncSet offers n units of key to every limit of set, in one script call
@@ -200,35 +191,34 @@ func (l *Limiter) resetSet(ctx context.Context, k string, set *limiter.Set) erro
 // probability of the most suppressing limit, and the offer is recorded in
 // every limit, as declined in every limit when refused. n = 0 is a peek
 // for one unit that records nothing. Like Inc, every call with valid
-// arguments draws exactly one number, before Redis is asked; a call is
-// never retried.
+// arguments that asks Redis or the local fallback draws exactly one
+// number, before Redis is asked; a call is never retried. The call is
+// bounded by WithTimeout and Redis failures are handled as for Inc: the
+// local fallback decides sets too, and what it admits is not written back
+// to Redis when Redis returns (docs/operations.md, When Redis fails).
 func (l *Limiter) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
-	cctx, cancel := l.g.Context(ctx)
-	defer cancel()
-	return l.incSet(cctx, k, set, n)
+	return l.g.DecideSet(ctx, (*backend)(l), "inc set", k, set, n)
 }
 
 // IsAllowedSet reports whether one more unit of key would be admitted by
 // every limit of set now: IncSet with n = 0, which writes nothing and
 // draws a number.
 func (l *Limiter) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
-	return l.IncSet(ctx, k, set, 0)
+	return l.g.DecideSet(ctx, (*backend)(l), "is allowed set", k, set, 0)
 }
 
 // GetSet returns key's accepted (Used) and declined units in the live
 // window of each limit of set, in the set's order, with each limit's
-// stored soft capacity. It writes nothing.
+// stored soft capacity. It writes nothing. Redis failures are errors, as
+// for Get.
 func (l *Limiter) GetSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
-	cctx, cancel := l.g.Context(ctx)
-	defer cancel()
-	return l.getSet(cctx, k, set)
+	return l.g.GetSet(ctx, (*backend)(l), k, set)
 }
 
 // ResetSet forgets key's state in every limit of set: one UNLINK of their
-// hashes. The key's single-limit hash and the hashes of limits of other
-// names stay.
+// hashes, and what the local fallback holds for them. The key's
+// single-limit hash and the hashes of limits of other names stay. Redis
+// failures are errors, as for Reset.
 func (l *Limiter) ResetSet(ctx context.Context, k string, set *limiter.Set) error {
-	cctx, cancel := l.g.Context(ctx)
-	defer cancel()
-	return l.resetSet(cctx, k, set)
+	return l.g.ResetSet(ctx, (*backend)(l), k, set)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -327,5 +328,127 @@ func TestSetErrors(t *testing.T) {
 	}
 	if _, err := l.IncSet(ctx, "k", set, 1); !errors.Is(err, limiter.ErrClosed) || seq.Draws() != 1 {
 		t.Errorf("IncSet after Close = %v with %d draws, want ErrClosed and no new draw", err, seq.Draws())
+	}
+}
+
+// TestSetConcurrent runs 64 goroutines of IncSet on one key of {20 per
+// second, 100 per minute} (F = 1.5) on real Redis, in phases of one
+// instant 100 ms apart, all within both windows. Every call is recorded
+// in every limit, whole: each limit's accepted units are exactly the
+// admitted calls' units and its declined units exactly the refused ones',
+// and no limit ever accepts more than its hard capacity.
+func TestSetConcurrent(t *testing.T) {
+	clk := conformance.NewClock()
+	l := realFactory(t, clk, limiter.WithHardLimitFactor(1.5))
+	defer l.Close(ctx)
+	sl := l.(limiter.SetLimiter)
+	set, err := limiter.NewSet(
+		limiter.Limit{Name: "second", Rate: limiter.PerSecond(20), Window: time.Second},
+		limiter.Limit{Name: "minute", Rate: limiter.PerMinute(100), Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const g, phases = 64, 8
+	var admitted, refused int64
+	for p := 0; p < phases; p++ {
+		type res struct {
+			n   int64
+			d   limiter.SetDecision
+			err error
+		}
+		out := make([]res, g)
+		var wg sync.WaitGroup
+		for i := 0; i < g; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n := int64(1 + (i+p)%3)
+				d, err := sl.IncSet(ctx, "hot", set, n)
+				out[i] = res{n, d, err}
+			}()
+		}
+		wg.Wait()
+		for i, r := range out {
+			if r.err != nil {
+				t.Fatalf("phase %d: IncSet %d: %v", p, i, r.err)
+			}
+			if r.d.Allowed {
+				admitted += r.n
+			} else {
+				refused += r.n
+			}
+		}
+		us, err := sl.GetSet(ctx, "hot", set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, u := range us {
+			if u.Used != admitted || u.Declined != refused {
+				t.Fatalf("phase %d: GetSet[%s] = %+v, want Used %d (admitted) and Declined %d (refused)", p, set.At(i).Name, u, admitted, refused)
+			}
+			if hard := []int64{30, 150}[i]; u.Used > hard {
+				t.Errorf("phase %d: limit %s accepted %d units, above its hard capacity %d", p, set.At(i).Name, u.Used, hard)
+			}
+		}
+		clk.Advance(100 * time.Millisecond)
+	}
+	t.Logf("%d units admitted, %d refused", admitted, refused)
+	if admitted == 0 || refused == 0 {
+		t.Errorf("admitted %d and refused %d units, want some of each", admitted, refused)
+	}
+}
+
+// TestSetFailurePolicies checks sets under each failure policy with Redis
+// gone: FallbackLocal enforces every limit in the instance, FailOpen
+// admits, FailClosed refuses, FailError returns the error; every answer
+// that did not come from Redis is Degraded.
+func TestSetFailurePolicies(t *testing.T) {
+	set, err := limiter.NewSet(
+		limiter.Limit{Name: "second", Rate: limiter.PerSecond(3), Window: time.Second},
+		limiter.Limit{Name: "minute", Rate: limiter.PerMinute(100), Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []limiter.FailurePolicy{limiter.FallbackLocal, limiter.FailOpen, limiter.FailClosed, limiter.FailError} {
+		t.Run(p.String(), func(t *testing.T) {
+			mr, c := redistest.Mini(t)
+			l := newLimiter(t, c, limiter.WithFailurePolicy(p), limiter.WithTimeout(time.Second))
+			defer l.Close(ctx)
+			if d, err := l.IncSet(ctx, "k", set, 1); err != nil || !d.Allowed || d.Degraded {
+				t.Fatalf("IncSet with Redis up = %s, %v; want admitted, not degraded", conformance.FormatSet(d), err)
+			}
+			mr.Close()
+			admitted := 0
+			for i := 0; i < 10; i++ {
+				d, err := l.IncSet(ctx, "k", set, 1)
+				if p == limiter.FailError {
+					if err == nil {
+						t.Fatalf("IncSet under FailError with Redis down = %s, want an error", conformance.FormatSet(d))
+					}
+					continue
+				}
+				if err != nil || !d.Degraded || len(d.Limits) != 2 {
+					t.Fatalf("IncSet with Redis down = %s, %v; want a degraded decision on 2 limits", conformance.FormatSet(d), err)
+				}
+				if d.Allowed {
+					admitted++
+				} else if d.Outcome != limiter.Suppressed || d.SuppressionFactor != 1 {
+					t.Errorf("refused IncSet with Redis down = %s, want Suppressed with factor 1", conformance.FormatSet(d))
+				}
+			}
+			want := map[limiter.FailurePolicy]int{limiter.FallbackLocal: 3, limiter.FailOpen: 10, limiter.FailClosed: 0}[p]
+			if admitted != want {
+				t.Errorf("%v admitted %d of 10 calls with Redis down, want %d", p, admitted, want)
+			}
+			if _, err := l.IncSet(ctx, "k", nil, 1); !errors.Is(err, limiter.ErrInvalidConfig) {
+				t.Errorf("IncSet(nil set) with Redis down error = %v, want ErrInvalidConfig", err)
+			}
+			if _, err := l.GetSet(ctx, "k", set); err == nil {
+				t.Errorf("GetSet with Redis down: no error, want one")
+			}
+			if err := l.ResetSet(ctx, "k", set); err == nil {
+				t.Errorf("ResetSet with Redis down: no error, want one")
+			}
+		})
 	}
 }
