@@ -93,6 +93,22 @@
 // sup_allowed.lua, Get sup_get.lua; Reset is one UNLINK. IsAllowed, Get and
 // a peek write nothing, not even the deletion of dead buckets they see.
 //
+// # Sets of limits
+//
+// Limiter implements limiter.SetLimiter: IncSet decides a limiter.Set of
+// up to eight limits on one key in one call of sup_set.lua, over one hash
+// per limit, <prefix>:{<escaped key>}:sup:h:<name>, each laid out as the
+// key's single hash and kept apart from it; all share the key's hash tag,
+// so the call is atomic and runs on a Cluster. Each limit computes what an
+// Inc of its own rate, window and bucket would (its soft and hard
+// capacities, F applying to each, and its own cached factor); the set's
+// factor is the largest, and the call's one draw is compared with it, so
+// a call passes with the probability of the most suppressing limit. The
+// offer is recorded in every limit, as declined in every limit when
+// refused. IsAllowedSet is IncSet with n = 0 (it draws a number, as a
+// peek does); GetSet runs sup_set_get.lua and ResetSet one UNLINK of the
+// set's hashes. docs/algorithms.md, Sets of limits, has the rules.
+//
 // # Consistency
 //
 // A script runs atomically on the Redis server that owns the key, so
