@@ -137,6 +137,10 @@ type Config struct {
 	ProbeInterval     time.Duration
 	OnStateChange     func(StateChange)
 	Logger            *slog.Logger // nil: no logging
+	// Observer is the limiter.Observer of WithObserver, nil for none. It
+	// is an any because package limiter, which defines the interface,
+	// imports this one; providers assert it once when they are built.
+	Observer any
 
 	// WindowMs and BucketMs are Window and Bucket in whole milliseconds.
 	WindowMs, BucketMs int64

@@ -192,6 +192,9 @@ type Guard struct {
 func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, opts []config.Option,
 	probe func(ctx context.Context) error, recon Reconciler) {
 	g.cfg, g.opts, g.pkg, g.strategy, g.client = cfg, opts, pkg, strategy, client
+	// The fallback's decisions are reported by the guard, as the
+	// provider's, not by the fallback as a local limiter's.
+	g.opts = append(opts[:len(opts):len(opts)], limiter.WithObserver(nil))
 	g.probe, g.recon = probe, recon
 	g.refused = limiter.Rejected
 	if strategy == key.Suppressed {
@@ -285,6 +288,7 @@ func (g *Guard) FailedErr(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
 	}
+	g.observeErr(ctx, op, err)
 	if Unavailable(err) {
 		g.trip(err)
 	}
@@ -491,14 +495,10 @@ func (g *Guard) probeUntilUp(t *time.Timer) bool {
 func (g *Guard) notify(sc config.StateChange) {
 	sc.Provider, sc.Policy = g.pkg, g.cfg.Policy
 	if l := g.cfg.Logger; l != nil {
-		if sc.Degraded {
-			l.Warn("sluice: Redis unavailable, answering by the failure policy",
-				"provider", sc.Provider, "policy", sc.Policy.String(), "cause", sc.Cause)
-		} else {
-			l.Info("sluice: Redis answers again",
-				"provider", sc.Provider, "degraded_for", sc.Duration,
-				"reconciled", sc.Reconciled, "unreconciled", sc.Unreconciled)
-		}
+		config.LogStateChange(context.Background(), l, sc)
+	}
+	if obs := g.observer(); obs != nil {
+		obs.ObserveEvent(context.Background(), limiter.Event{Kind: limiter.EventStateChange, Provider: sc.Provider, State: sc})
 	}
 	if fn := g.cfg.OnStateChange; fn != nil {
 		fn(sc)

@@ -26,6 +26,11 @@ type Backend interface {
 // open, else one Redis call bounded by the timeout, whose failure the
 // policy answers when Redis is unavailable.
 func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
+	if g.cfg.Observer != nil {
+		if _, ok := be.(*timed); !ok {
+			return g.decideObserved(ctx, be, op, k, rate, n, peek)
+		}
+	}
 	if g.Open() {
 		return g.answer(ctx, be, op, k, rate, n, peek, nil)
 	}

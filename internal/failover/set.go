@@ -28,6 +28,11 @@ type SetBackend interface {
 // IncSet; what it admits is not written back to Redis when Redis returns
 // (docs/operations.md, When Redis fails).
 func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	if g.cfg.Observer != nil {
+		if _, ok := be.(*timedSet); !ok {
+			return g.decideSetObserved(ctx, be, op, k, set, n)
+		}
+	}
 	var err error
 	if !g.Open() {
 		cctx, cancel := g.Context(ctx)

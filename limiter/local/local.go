@@ -26,13 +26,14 @@ func NewAbsolute(opts ...limiter.Option) (*Absolute, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
+	s.strategy = limiter.StrategyAbsolute
 	return &Absolute{s: s}, nil
 }
 
 // Inc admits n units of key at rate if they all fit, and records them.
 // n = 0 decides for one unit and records nothing. ctx is not consulted:
 // local decisions never block.
-func (a *Absolute) Inc(_ context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
+func (a *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
 	now, c, err := a.s.incArgs(k, rate, n)
 	if err != nil {
 		return limiter.Decision{}, err
@@ -42,28 +43,39 @@ func (a *Absolute) Inc(_ context.Context, k string, rate limiter.Rate, n int64) 
 		var peek window.State
 		var r window.Result
 		peek.IncAbsolute(a.s.p, now, c, n, &r)
-		return r.Decision(), nil
+		d := r.Decision()
+		if a.s.obs != nil {
+			a.s.observe(ctx, limiter.OpInc, k, n, d, nil)
+		}
+		return d, nil
 	}
 	var r window.Result
 	e.st.IncAbsolute(a.s.p, now, c, n, &r)
 	e.mu.Unlock()
-	return r.Decision(), nil
+	d := r.Decision()
+	if a.s.obs != nil {
+		a.s.observe(ctx, limiter.OpInc, k, n, d, nil)
+	}
+	return d, nil
 }
 
 // IsAllowed reports whether one more unit of key would be admitted now at
 // its stored capacity. It records nothing.
-func (a *Absolute) IsAllowed(_ context.Context, k string) (limiter.Decision, error) {
+func (a *Absolute) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
 	now, err := a.s.check("is allowed", k)
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	e := a.s.lock(k, false)
-	if e == nil {
-		return allowedUnknown, nil
+	d := allowedUnknown
+	if e := a.s.lock(k, false); e != nil {
+		r := e.st.IsAllowedAbsolute(a.s.p, now)
+		e.mu.Unlock()
+		d = r.Decision()
 	}
-	r := e.st.IsAllowedAbsolute(a.s.p, now)
-	e.mu.Unlock()
-	return r.Decision(), nil
+	if a.s.obs != nil {
+		a.s.observe(ctx, limiter.OpIsAllowed, k, 0, d, nil)
+	}
+	return d, nil
 }
 
 // Get returns key's usage in the live window.
@@ -91,12 +103,13 @@ func NewSuppressed(opts ...limiter.Option) (*Suppressed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
+	s.strategy = limiter.StrategySuppressed
 	return &Suppressed{s: s}, nil
 }
 
 // Inc offers n units of key at rate. Every call with valid arguments draws
 // exactly one number from the random source.
-func (l *Suppressed) Inc(_ context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
+func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
 	now, soft, err := l.s.incArgs(k, rate, n)
 	if err != nil {
 		return limiter.Decision{}, err
@@ -112,28 +125,39 @@ func (l *Suppressed) Inc(_ context.Context, k string, rate limiter.Rate, n int64
 		var peek window.State
 		var r window.Result
 		peek.IncSuppressed(l.s.p, now, n, in, &r)
-		return r.Decision(), nil
+		d := r.Decision()
+		if l.s.obs != nil {
+			l.s.observe(ctx, limiter.OpInc, k, n, d, nil)
+		}
+		return d, nil
 	}
 	var r window.Result
 	e.st.IncSuppressed(l.s.p, now, n, in, &r)
 	e.mu.Unlock()
-	return r.Decision(), nil
+	d := r.Decision()
+	if l.s.obs != nil {
+		l.s.observe(ctx, limiter.OpInc, k, n, d, nil)
+	}
+	return d, nil
 }
 
 // IsAllowed reports whether one more unit of key would be admitted without
 // suppression now. It records nothing and draws nothing.
-func (l *Suppressed) IsAllowed(_ context.Context, k string) (limiter.Decision, error) {
+func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
 	now, err := l.s.check("is allowed", k)
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	e := l.s.lock(k, false)
-	if e == nil {
-		return allowedUnknown, nil
+	d := allowedUnknown
+	if e := l.s.lock(k, false); e != nil {
+		r := e.st.IsAllowedSuppressed(l.s.p, now, l.s.cfg.CacheMs)
+		e.mu.Unlock()
+		d = r.Decision()
 	}
-	r := e.st.IsAllowedSuppressed(l.s.p, now, l.s.cfg.CacheMs)
-	e.mu.Unlock()
-	return r.Decision(), nil
+	if l.s.obs != nil {
+		l.s.observe(ctx, limiter.OpIsAllowed, k, 0, d, nil)
+	}
+	return d, nil
 }
 
 // Get returns key's accepted and declined units in the live window.

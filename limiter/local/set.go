@@ -109,7 +109,7 @@ func (s *store) slackMs() int64 {
 }
 
 // incSet runs one set decision under k's set lock.
-func (s *store) incSet(op, k string, set *limiter.Set, n int64, factor float64, decide func([]*window.State, []window.Limit, int64, []window.Result)) (limiter.SetDecision, error) {
+func (s *store) incSet(ctx context.Context, op, k string, set *limiter.Set, n int64, factor float64, decide func([]*window.State, []window.Limit, int64, []window.Result)) (limiter.SetDecision, error) {
 	now, err := s.setArgs(op, k, set, n)
 	if err != nil {
 		return limiter.SetDecision{}, err
@@ -130,7 +130,15 @@ func (s *store) incSet(op, k string, set *limiter.Set, n int64, factor float64, 
 	if e != nil {
 		e.mu.Unlock()
 	}
-	return window.SetDecision(set, rs), nil
+	d := window.SetDecision(set, rs)
+	if s.obs != nil {
+		obsOp := limiter.OpIncSet
+		if op == "is allowed set" {
+			obsOp = limiter.OpIsAllowedSet
+		}
+		s.observe(ctx, obsOp, k, n, d.Decision, d.Limits)
+	}
+	return d, nil
 }
 
 // getSet reads k's usage in each limit of set.
@@ -226,8 +234,12 @@ var _ limiter.SetLimiter = (*Absolute)(nil)
 // IncSet admits n units of key if every limit of set has room for them,
 // and then records them in every limit; a refusal records nothing. n = 0
 // decides for one unit and records nothing.
-func (a *Absolute) IncSet(_ context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
-	return a.s.incSet("inc set", k, set, n, 1, func(states []*window.State, ls []window.Limit, now int64, rs []window.Result) {
+func (a *Absolute) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	return a.incSet(ctx, "inc set", k, set, n)
+}
+
+func (a *Absolute) incSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	return a.s.incSet(ctx, op, k, set, n, 1, func(states []*window.State, ls []window.Limit, now int64, rs []window.Result) {
 		window.IncAbsoluteSet(states, ls, now, n, rs)
 	})
 }
@@ -235,7 +247,7 @@ func (a *Absolute) IncSet(_ context.Context, k string, set *limiter.Set, n int64
 // IsAllowedSet reports whether one more unit of key would be admitted by
 // every limit of set now: IncSet with n = 0.
 func (a *Absolute) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
-	return a.IncSet(ctx, k, set, 0)
+	return a.incSet(ctx, "is allowed set", k, set, 0)
 }
 
 // GetSet returns key's usage in each limit of set, in the set's order.
@@ -255,9 +267,13 @@ var _ limiter.SetLimiter = (*Suppressed)(nil)
 // the draw is at or above the largest of them, and the offer is recorded
 // in every limit (as declined when refused). Every call with valid
 // arguments draws exactly one number.
-func (l *Suppressed) IncSet(_ context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+func (l *Suppressed) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	return l.incSet(ctx, "inc set", k, set, n)
+}
+
+func (l *Suppressed) incSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	cfg := &l.s.cfg
-	return l.s.incSet("inc set", k, set, n, cfg.HardLimitFactor, func(states []*window.State, ls []window.Limit, now int64, rs []window.Result) {
+	return l.s.incSet(ctx, op, k, set, n, cfg.HardLimitFactor, func(states []*window.State, ls []window.Limit, now int64, rs []window.Result) {
 		window.IncSuppressedSet(states, ls, now, n, cfg.CacheMs, window.DrawPPM(cfg.Rand()), rs)
 	})
 }
@@ -265,7 +281,7 @@ func (l *Suppressed) IncSet(_ context.Context, k string, set *limiter.Set, n int
 // IsAllowedSet reports whether one more unit of key would be admitted by
 // every limit of set now: IncSet with n = 0 (which draws a number).
 func (l *Suppressed) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
-	return l.IncSet(ctx, k, set, 0)
+	return l.incSet(ctx, "is allowed set", k, set, 0)
 }
 
 // GetSet returns key's accepted and declined units in each limit of set.

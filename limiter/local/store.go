@@ -46,6 +46,11 @@ type store struct {
 	// give such keys the same minute of TTL).
 	keepMs int64
 
+	// obs is the observer of WithObserver, nil for none; strategy names
+	// the provider's strategy to it.
+	obs      limiter.Observer
+	strategy string
+
 	closed atomic.Bool
 	stop   chan struct{}
 	done   chan struct{}
@@ -67,6 +72,7 @@ func newStore(opts []limiter.Option) (*store, error) {
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
+	s.obs, _ = cfg.Observer.(limiter.Observer)
 	if cfg.ClockSet {
 		s.keepMs += clockSlackMs
 	}

@@ -1,0 +1,72 @@
+package limiter
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/sluice-go/sluice/internal/config"
+)
+
+// NewLogObserver returns an Observer that writes to l:
+//
+//   - state changes: Warn on entering degraded mode, Info on leaving it,
+//     the same records as WithLogger (give a provider one or the other,
+//     or each transition is logged twice);
+//   - failed Redis calls: Warn, with the operation, error class, error and
+//     duration;
+//   - cleanup runs: Info, or Warn when the run stopped on an error;
+//   - decisions: Debug, only when l is enabled for Debug (checked first, so
+//     a logger at Info costs one Enabled call per decision), without the
+//     key.
+//
+// A nil l is slog.Default(). The observer is safe for concurrent use.
+func NewLogObserver(l *slog.Logger) Observer {
+	if l == nil {
+		l = slog.Default()
+	}
+	return logObserver{l}
+}
+
+type logObserver struct{ l *slog.Logger }
+
+func (o logObserver) ObserveDecision(ctx context.Context, e DecisionEvent) {
+	if !o.l.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("provider", e.Provider), slog.String("strategy", e.Strategy), slog.String("op", e.Op),
+		slog.String("outcome", e.Decision.Outcome.String()), slog.Bool("allowed", e.Decision.Allowed),
+		slog.Bool("degraded", e.Decision.Degraded), slog.Int64("cost", e.Cost),
+	}
+	if p := e.Policy(); p != "" {
+		attrs = append(attrs, slog.String("policy", p))
+	}
+	if e.Backend {
+		attrs = append(attrs, slog.Duration("duration", e.Duration))
+	}
+	if e.ErrorClass != "" {
+		attrs = append(attrs, slog.String("error_class", e.ErrorClass))
+	}
+	o.l.LogAttrs(ctx, slog.LevelDebug, "sluice: decision", attrs...)
+}
+
+func (o logObserver) ObserveEvent(ctx context.Context, e Event) {
+	switch e.Kind {
+	case EventStateChange:
+		config.LogStateChange(ctx, o.l, e.State)
+	case EventBackendError:
+		o.l.LogAttrs(ctx, slog.LevelWarn, "sluice: Redis call failed",
+			slog.String("provider", e.Provider), slog.String("op", e.Op),
+			slog.String("error_class", e.ErrorClass), slog.Any("error", e.Err), slog.Duration("duration", e.Duration))
+	case EventCleanup:
+		r := e.Cleanup
+		level := slog.LevelInfo
+		attrs := []slog.Attr{slog.Int64("scanned", r.Scanned), slog.Int64("deleted", r.Deleted),
+			slog.Int64("trimmed", r.Trimmed), slog.Duration("duration", r.Duration)}
+		if r.Err != nil {
+			level = slog.LevelWarn
+			attrs = append(attrs, slog.String("error_class", r.ErrorClass), slog.Any("error", r.Err))
+		}
+		o.l.LogAttrs(ctx, level, "sluice: cleanup run", attrs...)
+	}
+}
