@@ -1,0 +1,145 @@
+package redisabs_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/redisabs"
+)
+
+// recorder keeps every event it observes.
+type recorder struct {
+	mu        sync.Mutex
+	decisions []limiter.DecisionEvent
+	events    []limiter.Event
+}
+
+func (r *recorder) ObserveDecision(_ context.Context, e limiter.DecisionEvent) {
+	r.mu.Lock()
+	r.decisions = append(r.decisions, e)
+	r.mu.Unlock()
+}
+
+func (r *recorder) ObserveEvent(_ context.Context, e limiter.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+func (r *recorder) snapshot() ([]limiter.DecisionEvent, []limiter.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]limiter.DecisionEvent(nil), r.decisions...), append([]limiter.Event(nil), r.events...)
+}
+
+// deadClient is a client of an address where nothing listens.
+func deadClient(t *testing.T) *redis.Client {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestObserverHealthy: each decision on Redis is one DecisionEvent with
+// the timed Redis call; a bad call is none.
+func TestObserverHealthy(t *testing.T) {
+	_, c := redistest.Mini(t)
+	rec := &recorder{}
+	l, err := redisabs.New(c, limiter.WithObserver(rec), limiter.WithWindow(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	set, err := limiter.NewSet(limiter.Limit{Name: "burst", Rate: limiter.PerSecond(1), Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		op      string
+		outcome limiter.Outcome
+		policy  string
+	}{{limiter.OpInc, limiter.Allowed, ""}, {limiter.OpInc, limiter.Rejected, ""}, {limiter.OpIsAllowed, limiter.Rejected, ""},
+		{limiter.OpIncSet, limiter.Allowed, "burst"}, {limiter.OpIsAllowedSet, limiter.Rejected, "burst"}}
+	got := []limiter.Decision{mustInc(t, l, "k", limiter.PerSecond(1), 1), mustInc(t, l, "k", limiter.PerSecond(1), 1)}
+	d, err := l.IsAllowed(ctx, "k")
+	got = append(got, d)
+	sd, err2 := l.IncSet(ctx, "k", set, 1)
+	got = append(got, sd.Decision)
+	sd2, err3 := l.IsAllowedSet(ctx, "k", set)
+	got = append(got, sd2.Decision)
+	if err := errors.Join(err, err2, err3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Inc(ctx, "k", limiter.PerSecond(1), -1); err == nil {
+		t.Fatal("Inc with n = -1 succeeded")
+	}
+	ds, es := rec.snapshot()
+	if len(ds) != len(want) || len(es) != 0 {
+		t.Fatalf("%d decision events and %d events, want %d and 0: %+v %+v", len(ds), len(es), len(want), ds, es)
+	}
+	for i, w := range want {
+		e := ds[i]
+		if e.Provider != limiter.ProviderRedisAbs || e.Strategy != limiter.StrategyAbsolute || e.Op != w.op ||
+			e.Decision != got[i] || e.Decision.Outcome != w.outcome || !e.Backend || e.Duration <= 0 || e.Start.IsZero() ||
+			e.ErrorClass != "" || e.Policy() != w.policy {
+			t.Errorf("decision %d: %+v (policy %q), want %s %v with a timed backend call, policy %q", i, e, e.Policy(), w.op, w.outcome, w.policy)
+		}
+	}
+}
+
+// TestObserverOutage: with Redis gone (the client retries its dial until
+// WithTimeout's deadline, so the class is a timeout), the call that finds it so is one
+// EventBackendError and a degraded DecisionEvent with the failed call's
+// time; later calls, answered while the breaker is open, ask no backend;
+// the breaker's opening is one EventStateChange; the local fallback's own
+// decisions are not reported as a local provider's.
+func TestObserverOutage(t *testing.T) {
+	for _, policy := range []limiter.FailurePolicy{limiter.FallbackLocal, limiter.FailOpen} {
+		t.Run(policy.String(), func(t *testing.T) {
+			rec := &recorder{}
+			changed := make(chan limiter.StateChange, 4)
+			l, err := redisabs.New(deadClient(t), limiter.WithObserver(rec), limiter.WithFailurePolicy(policy),
+				limiter.WithTimeout(50*time.Millisecond), limiter.WithProbeInterval(time.Minute), limiter.WithStateChange(func(sc limiter.StateChange) { changed <- sc }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close(ctx)
+			for i := 0; i < 3; i++ {
+				if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); !d.Allowed || !d.Degraded {
+					t.Fatalf("Inc %d = %+v, want allowed and degraded", i, d)
+				}
+			}
+			<-changed // the observer is told before WithStateChange's hook
+			ds, es := rec.snapshot()
+			if len(ds) != 3 {
+				t.Fatalf("%d decision events, want 3: %+v", len(ds), ds)
+			}
+			for i, e := range ds {
+				first := i == 0
+				if e.Provider != limiter.ProviderRedisAbs || !e.Decision.Degraded || e.Backend != first ||
+					(e.Duration > 0) != first || (e.ErrorClass == limiter.ErrorTimeout) != first {
+					t.Errorf("decision %d: %+v, want degraded redisabs, backend call %v", i, e, first)
+				}
+			}
+			if len(es) != 2 || es[0].Kind != limiter.EventBackendError || es[0].ErrorClass != limiter.ErrorTimeout ||
+				es[0].Op != limiter.OpInc || !errors.Is(es[0].Err, context.DeadlineExceeded) || es[0].Duration <= 0 ||
+				es[1].Kind != limiter.EventStateChange || !es[1].State.Degraded || es[1].State.Provider != limiter.ProviderRedisAbs {
+				t.Errorf("events %+v, want one backend error (timeout, inc) then a state change into degraded mode", es)
+			}
+		})
+	}
+}
