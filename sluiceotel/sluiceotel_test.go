@@ -1,0 +1,394 @@
+package sluiceotel_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/local"
+	"github.com/sluice-go/sluice/limiter/redisabs"
+	"github.com/sluice-go/sluice/limiter/redissup"
+	"github.com/sluice-go/sluice/sluiceotel"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+var ctx = context.Background()
+
+// export collects reader's metrics: for each instrument name, each data
+// point's attributes (encoded "k=v,k=v", sorted) → its value (counters,
+// gauges) or its sample count (histograms).
+func export(t *testing.T, reader *sdkmetric.ManualReader) map[string]map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatalf("Collect: %v", err)
+	}
+	enc := attribute.DefaultEncoder()
+	out := map[string]map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != sluiceotel.ScopeName {
+			t.Errorf("scope %q, want %q", sm.Scope.Name, sluiceotel.ScopeName)
+		}
+		for _, m := range sm.Metrics {
+			pts := map[string]int64{}
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					pts[p.Attributes.Encoded(enc)] = p.Value
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					pts[p.Attributes.Encoded(enc)] = p.Value
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					pts[p.Attributes.Encoded(enc)] = int64(p.Count)
+				}
+			default:
+				t.Errorf("metric %s has data %T", m.Name, m.Data)
+			}
+			out[m.Name] = pts
+		}
+	}
+	return out
+}
+
+// dec is the encoded attribute set of a decision.
+func dec(provider, strategy, outcome string, allowed, degraded bool, limit string) string {
+	b := func(v bool) string {
+		if v {
+			return "true"
+		}
+		return "false"
+	}
+	s := "sluice.allowed=" + b(allowed) + ",sluice.degraded=" + b(degraded)
+	if limit != "" {
+		s += ",sluice.limit=" + limit
+	}
+	return s + ",sluice.outcome=" + outcome + ",sluice.provider=" + provider + ",sluice.strategy=" + strategy
+}
+
+func call(provider, op, errType string) string {
+	s := ""
+	if errType != "" {
+		s = "error.type=" + errType + ","
+	}
+	return s + "sluice.operation=" + op + ",sluice.provider=" + provider
+}
+
+// deadClient is a client of an address where nothing listens.
+func deadClient(t *testing.T) *redis.Client {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+type step struct {
+	name     string
+	do       func() (limiter.Decision, error)
+	outcome  limiter.Outcome
+	allowed  bool
+	degraded bool
+}
+
+// TestMetrics drives allowed, rejected, suppressed and degraded decisions
+// through the local and Redis providers of both strategies, on miniredis
+// and on a real Redis, and checks every exported count.
+func TestMetrics(t *testing.T) {
+	for _, backend := range []string{"miniredis", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			var client *redis.Client
+			if backend == "miniredis" {
+				_, client = redistest.Mini(t)
+			} else {
+				client = redistest.Real(t).Client(t)
+			}
+			testMetrics(t, client)
+		})
+	}
+}
+
+func testMetrics(t *testing.T, client *redis.Client) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(ctx)
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	defer tp.Shutdown(ctx)
+	obs, err := sluiceotel.New(sluiceotel.WithMeterProvider(mp), sluiceotel.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+
+	changed := make(chan limiter.StateChange, 4)
+	opts := []limiter.Option{limiter.WithObserver(obs), limiter.WithPrefix(redistest.Prefix(t)),
+		limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return 0.999 }),
+		limiter.WithTimeout(50 * time.Millisecond), limiter.WithProbeInterval(time.Minute),
+		limiter.WithStateChange(func(sc limiter.StateChange) { changed <- sc })}
+	with := func(extra ...limiter.Option) []limiter.Option {
+		return append(append([]limiter.Option(nil), opts...), extra...)
+	}
+	must := func(l limiter.Limiter, err error) limiter.Limiter {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close(ctx) })
+		return l
+	}
+	localAbs := must(local.NewAbsolute(opts...))
+	localSup := must(local.NewSuppressed(opts...))
+	redisAbs := must(redisabs.New(client, opts...))
+	redisSup := must(redissup.New(client, opts...))
+	downAbs := must(redisabs.New(deadClient(t), with(limiter.WithFailurePolicy(limiter.FailOpen))...))
+	downSup := must(redissup.New(deadClient(t), with(limiter.WithFailurePolicy(limiter.FailClosed))...))
+	set, err := limiter.NewSet(limiter.Limit{Name: "per-minute", Rate: limiter.PerMinute(1), Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	two := limiter.PerMinute(2)
+	inc := func(l limiter.Limiter, n int64) func() (limiter.Decision, error) {
+		return func() (limiter.Decision, error) { return l.Inc(ctx, "k", two, n) }
+	}
+	isAllowed := func(l limiter.Limiter) func() (limiter.Decision, error) {
+		return func() (limiter.Decision, error) { return l.IsAllowed(ctx, "k") }
+	}
+	incSet := func(l limiter.Limiter) func() (limiter.Decision, error) {
+		return func() (limiter.Decision, error) {
+			d, err := l.(limiter.SetLimiter).IncSet(ctx, "k", set, 1)
+			return d.Decision, err
+		}
+	}
+	A, R, S := limiter.Allowed, limiter.Rejected, limiter.Suppressed
+	var steps []step
+	for _, l := range []struct {
+		name     string
+		abs, sup limiter.Limiter
+	}{{"local", localAbs, localSup}, {"redis", redisAbs, redisSup}} {
+		steps = append(steps,
+			step{l.name + " abs 1", inc(l.abs, 1), A, true, false},
+			step{l.name + " abs 2", inc(l.abs, 1), A, true, false},
+			step{l.name + " abs full", inc(l.abs, 1), R, false, false},
+			step{l.name + " abs peek", isAllowed(l.abs), R, false, false},
+			step{l.name + " set 1", incSet(l.abs), A, true, false},
+			step{l.name + " set full", incSet(l.abs), R, false, false},
+			step{l.name + " sup 2", inc(l.sup, 2), A, true, false},
+			step{l.name + " sup above soft", inc(l.sup, 1), S, true, false},
+			step{l.name + " sup above hard", inc(l.sup, 2), S, false, false},
+		)
+	}
+	steps = append(steps,
+		step{"down abs, call times out", inc(downAbs, 1), A, true, true},
+		step{"down abs, breaker open", inc(downAbs, 1), A, true, true},
+		step{"down sup, call times out", inc(downSup, 1), S, false, true},
+		step{"down sup, breaker open", inc(downSup, 1), S, false, true},
+	)
+	for _, s := range steps {
+		d, err := s.do()
+		if err != nil || d.Outcome != s.outcome || d.Allowed != s.allowed || d.Degraded != s.degraded {
+			t.Fatalf("%s = %+v, %v; want outcome %v, allowed %v, degraded %v", s.name, d, err, s.outcome, s.allowed, s.degraded)
+		}
+	}
+	for i := 0; i < 2; i++ { // both outages reported
+		if sc := <-changed; !sc.Degraded {
+			t.Fatalf("state change %+v, want entering degraded mode", sc)
+		}
+	}
+
+	got := export(t, reader)
+	const abs, sup = limiter.StrategyAbsolute, limiter.StrategySuppressed
+	want := map[string]map[string]int64{
+		"sluice.decisions": {},
+		"sluice.backend.duration": {
+			call("redisabs", "inc", ""):        3,
+			call("redisabs", "is_allowed", ""): 1,
+			call("redisabs", "inc_set", ""):    2,
+			call("redissup", "inc", ""):        3,
+			call("redisabs", "inc", "timeout"): 1,
+			call("redissup", "inc", "timeout"): 1,
+		},
+		"sluice.backend.errors": {
+			call("redisabs", "inc", "timeout"): 1,
+			call("redissup", "inc", "timeout"): 1,
+		},
+		"sluice.degraded": {
+			"sluice.provider=redisabs": 1,
+			"sluice.provider=redissup": 1,
+		},
+		"sluice.state_changes": {
+			"sluice.degraded=true,sluice.provider=redisabs": 1,
+			"sluice.degraded=true,sluice.provider=redissup": 1,
+		},
+	}
+	for _, p := range []string{"local", "redisabs"} {
+		for k, v := range map[string]int64{
+			dec(p, abs, "allowed", true, false, ""):             2,
+			dec(p, abs, "rejected", false, false, ""):           2,
+			dec(p, abs, "allowed", true, false, "per-minute"):   1,
+			dec(p, abs, "rejected", false, false, "per-minute"): 1,
+		} {
+			want["sluice.decisions"][k] = v
+		}
+	}
+	for _, p := range []string{"local", "redissup"} {
+		for k, v := range map[string]int64{
+			dec(p, sup, "allowed", true, false, ""):     1,
+			dec(p, sup, "suppressed", true, false, ""):  1,
+			dec(p, sup, "suppressed", false, false, ""): 1,
+		} {
+			want["sluice.decisions"][k] = v
+		}
+	}
+	want["sluice.decisions"][dec("redisabs", abs, "allowed", true, true, "")] = 2
+	want["sluice.decisions"][dec("redissup", sup, "suppressed", false, true, "")] = 2
+	compare(t, got, want)
+
+	// One client span per Redis call made for a decision, timed as the
+	// call was, with the decision's attributes.
+	ended := spans.Ended()
+	if len(ended) != 11 {
+		t.Fatalf("%d spans, want 11 (one per Redis call of a decision)", len(ended))
+	}
+	failed := 0
+	for _, sp := range ended {
+		if !strings.HasPrefix(sp.Name(), "sluice.") || sp.EndTime().Before(sp.StartTime()) || sp.EndTime().Equal(sp.StartTime()) {
+			t.Errorf("span %q from %v to %v", sp.Name(), sp.StartTime(), sp.EndTime())
+		}
+		if sp.Status().Code.String() == "Error" {
+			failed++
+			if d := sp.EndTime().Sub(sp.StartTime()); d < 40*time.Millisecond {
+				t.Errorf("failed span %q lasted %v, want about the 50ms timeout", sp.Name(), d)
+			}
+		}
+	}
+	if failed != 2 {
+		t.Errorf("%d failed spans, want 2", failed)
+	}
+}
+
+// compare reports every difference between two exports.
+func compare(t *testing.T, got, want map[string]map[string]int64) {
+	t.Helper()
+	for name, pts := range want {
+		g := got[name]
+		for attrs, v := range pts {
+			if g[attrs] != v {
+				t.Errorf("%s{%s} = %d, want %d", name, attrs, g[attrs], v)
+			}
+		}
+		var extra []string
+		for attrs, v := range g {
+			if _, ok := pts[attrs]; !ok {
+				extra = append(extra, attrs+"="+itoa(v))
+			}
+		}
+		sort.Strings(extra)
+		if len(extra) > 0 {
+			t.Errorf("%s has unexpected points: %v", name, extra)
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("unexpected metric %s: %v", name, got[name])
+		}
+	}
+}
+
+func itoa(v int64) string {
+	if v == 0 {
+		return "0"
+	}
+	var b []byte
+	neg := v < 0
+	if neg {
+		v = -v
+	}
+	for ; v > 0; v /= 10 {
+		b = append([]byte{byte('0' + v%10)}, b...)
+	}
+	if neg {
+		b = append([]byte{'-'}, b...)
+	}
+	return string(b)
+}
+
+// TestKeyAttribute: the key is an attribute only when asked, for the
+// first keys up to the bound.
+func TestKeyAttribute(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(ctx)
+	obs, err := sluiceotel.New(sluiceotel.WithMeterProvider(mp), sluiceotel.WithKeyAttribute(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	l, err := local.NewAbsolute(limiter.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	for _, k := range []string{"a", "b", "c", "a", "d"} {
+		if _, err := l.Inc(ctx, k, limiter.PerSecond(10), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := export(t, reader)["sluice.decisions"]
+	base := dec("local", limiter.StrategyAbsolute, "allowed", true, false, "")
+	withKey := func(k string) string {
+		return strings.Replace(base, ",sluice.outcome", ",sluice.key="+k+",sluice.outcome", 1)
+	}
+	want := map[string]int64{withKey("a"): 2, withKey("b"): 1, withKey(sluiceotel.OtherKey): 2}
+	compare(t, map[string]map[string]int64{"d": got}, map[string]map[string]int64{"d": want})
+}
+
+// TestCleanupAndOptions: a cleanup report is counted by action, and bad
+// options are errors.
+func TestCleanupAndOptions(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(ctx)
+	obs, err := sluiceotel.New(sluiceotel.WithMeterProvider(mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	obs.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventCleanup, Provider: limiter.ProviderCleanup,
+		Cleanup: limiter.CleanupReport{Scanned: 10, Deleted: 3, Trimmed: 1, Duration: time.Second}})
+	obs.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventCleanup, Provider: limiter.ProviderCleanup,
+		Cleanup: limiter.CleanupReport{Scanned: 5, Err: errors.New("lost"), ErrorClass: limiter.ErrorConnection}})
+	got := export(t, reader)
+	compare(t, map[string]map[string]int64{"runs": got["sluice.cleanup.runs"], "keys": got["sluice.cleanup.keys"]},
+		map[string]map[string]int64{
+			"runs": {"": 1, "error.type=connection": 1},
+			"keys": {"sluice.cleanup.action=scanned": 15, "sluice.cleanup.action=deleted": 3, "sluice.cleanup.action=trimmed": 1},
+		})
+	for _, o := range []sluiceotel.Option{sluiceotel.WithMeterProvider(nil), sluiceotel.WithTracerProvider(nil), sluiceotel.WithKeyAttribute(0)} {
+		if _, err := sluiceotel.New(o); !errors.Is(err, sluiceotel.ErrInvalidOption) {
+			t.Errorf("New with a bad option: %v, want ErrInvalidOption", err)
+		}
+	}
+}
