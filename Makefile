@@ -5,11 +5,18 @@ FUZZTIME ?= 30s
 
 FUZZSMOKE ?= 10s
 
-.PHONY: test fmt-check vet tidy-check bench fuzz fuzz-smoke
+.PHONY: test fmt-check vet tidy-check deps-check bench fuzz fuzz-smoke
 
-test: fmt-check vet tidy-check
+# Nested modules with tests that need no network beyond what the core's
+# tests need (a local redis-server, miniredis): vetted and tested with the
+# core. bench/ (which needs the network for its comparisons) runs one
+# test of its own below; its benchmarks are run by hand.
+NESTED_TESTED = sluiceotel
+
+test: fmt-check vet tidy-check deps-check
 	$(GO) test -race -count=1 ./...
 	cd bench && $(GO) test -race -count=1 -run '^TestRateLimitHeadersParse$$' .
+	for m in $(NESTED_TESTED); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
 	$(MAKE) fuzz-smoke
 
 # A short run of the differential fuzzers (local against miniredis) and of
@@ -24,14 +31,26 @@ fuzz-smoke:
 fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$out"; exit 1; fi
 
-# The nested bench/ module, when present, is vetted too.
+# The nested modules, when present, are vetted too.
 vet:
 	$(GO) vet ./...
 	if [ -f bench/go.mod ]; then cd bench && $(GO) vet ./...; fi
+	for m in $(NESTED_TESTED); do if [ -f $$m/go.mod ]; then (cd $$m && $(GO) vet ./...) || exit 1; fi; done
 
 tidy-check:
 	$(GO) mod tidy
 	git diff --exit-code go.mod go.sum
+	for m in $(NESTED_TESTED); do (cd $$m && $(GO) mod tidy && git diff --exit-code go.mod go.sum) || exit 1; done
+
+# The core module depends on exactly go-redis, miniredis and x/time/rate,
+# and nothing in its module graph is OpenTelemetry (that lives in the
+# nested sluiceotel module).
+CORE_DEPS = github.com/alicebob/miniredis/v2 github.com/redis/go-redis/v9 golang.org/x/time
+deps-check:
+	@direct=$$($(GO) list -m -f '{{if not (or .Main .Indirect)}}{{.Path}}{{end}}' all | sort | tr '\n' ' '); \
+	want=$$(echo $(CORE_DEPS) | tr ' ' '\n' | sort | tr '\n' ' '); \
+	if [ "$$direct" != "$$want" ]; then echo "deps-check: direct dependencies are: $$direct; want: $$want"; exit 1; fi
+	@if $(GO) mod graph | grep -i opentelemetry; then echo "deps-check: the core module graph has OpenTelemetry"; exit 1; fi
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
