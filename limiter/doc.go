@@ -41,4 +41,13 @@
 // costs one timeout, then a circuit breaker sends calls to the policy until
 // a background probe finds Redis back. Decisions the policy made have
 // Decision.Degraded set.
+//
+// # Metrics, traces and logs
+//
+// WithObserver registers an Observer that every provider calls once per
+// decision and once per backend event (a failed Redis call, the breaker
+// opening or closing, a cleanup run); NewLogObserver logs them with slog,
+// and the separate module github.com/sluice-go/sluice/sluiceotel exports
+// them as OpenTelemetry metrics and spans (docs/operations.md, Metrics,
+// traces and logs). With no observer a call pays one nil check.
 package limiter
