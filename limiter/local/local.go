@@ -43,20 +43,18 @@ func (a *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64
 		var peek window.State
 		var r window.Result
 		peek.IncAbsolute(a.s.p, now, c, n, &r)
-		d := r.Decision()
 		if a.s.obs != nil {
-			a.s.observe(ctx, limiter.OpInc, k, n, d, nil)
+			return a.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
 		}
-		return d, nil
+		return r.Decision(), nil
 	}
 	var r window.Result
 	e.st.IncAbsolute(a.s.p, now, c, n, &r)
 	e.mu.Unlock()
-	d := r.Decision()
 	if a.s.obs != nil {
-		a.s.observe(ctx, limiter.OpInc, k, n, d, nil)
+		return a.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
 	}
-	return d, nil
+	return r.Decision(), nil
 }
 
 // IsAllowed reports whether one more unit of key would be admitted now at
@@ -73,7 +71,7 @@ func (a *Absolute) IsAllowed(ctx context.Context, k string) (limiter.Decision, e
 		d = r.Decision()
 	}
 	if a.s.obs != nil {
-		a.s.observe(ctx, limiter.OpIsAllowed, k, 0, d, nil)
+		return a.s.observed(ctx, limiter.OpIsAllowed, k, 0, d)
 	}
 	return d, nil
 }
@@ -125,20 +123,18 @@ func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int
 		var peek window.State
 		var r window.Result
 		peek.IncSuppressed(l.s.p, now, n, in, &r)
-		d := r.Decision()
 		if l.s.obs != nil {
-			l.s.observe(ctx, limiter.OpInc, k, n, d, nil)
+			return l.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
 		}
-		return d, nil
+		return r.Decision(), nil
 	}
 	var r window.Result
 	e.st.IncSuppressed(l.s.p, now, n, in, &r)
 	e.mu.Unlock()
-	d := r.Decision()
 	if l.s.obs != nil {
-		l.s.observe(ctx, limiter.OpInc, k, n, d, nil)
+		return l.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
 	}
-	return d, nil
+	return r.Decision(), nil
 }
 
 // IsAllowed reports whether one more unit of key would be admitted without
@@ -155,7 +151,7 @@ func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision,
 		d = r.Decision()
 	}
 	if l.s.obs != nil {
-		l.s.observe(ctx, limiter.OpIsAllowed, k, 0, d, nil)
+		return l.s.observed(ctx, limiter.OpIsAllowed, k, 0, d)
 	}
 	return d, nil
 }
