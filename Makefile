@@ -9,8 +9,8 @@ FUZZSMOKE ?= 10s
 
 # Nested modules with tests that need no network beyond what the core's
 # tests need (a local redis-server, miniredis): vetted and tested with the
-# core. bench/ (which needs the network for its comparisons) runs one
-# test of its own below; its benchmarks are run by hand.
+# core. bench/ runs only the one test named in the test target; its
+# benchmarks are run by hand.
 NESTED_TESTED = sluiceotel
 
 test: fmt-check vet tidy-check deps-check
