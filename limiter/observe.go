@@ -143,6 +143,9 @@ const (
 	EventBackendError EventKind = iota + 1
 	// EventStateChange: a Redis provider entered or left degraded mode
 	// (State). The same transitions reach WithStateChange and WithLogger.
+	// It comes from the provider's probe goroutine, so the event of
+	// entering degraded mode may arrive before or after the
+	// EventBackendError of the call that opened the breaker.
 	EventStateChange
 	// EventCleanup: a cleanup run finished (Cleanup).
 	EventCleanup
