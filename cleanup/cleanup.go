@@ -1,0 +1,521 @@
+package cleanup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
+
+	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/redisx"
+	"github.com/sluice-go/sluice/key"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/scripts"
+)
+
+// Errors of a pass, matched with errors.Is.
+var (
+	// ErrLocked: another cleaner holds the lease on the prefix, so this
+	// one did not walk it.
+	ErrLocked = errors.New("sluice: cleanup: another cleaner holds the lease")
+	// ErrLeaseLost: the pass stopped early because its lease expired or was
+	// taken over (a pause longer than the lease); Report.LeaseLost is set.
+	ErrLeaseLost = errors.New("sluice: cleanup: lease lost during the pass")
+)
+
+// Client is what a Cleaner calls. *redis.Client, *redis.ClusterClient,
+// *redis.Ring and the failover clients satisfy it. A ClusterClient is
+// walked master by master (ForEachMaster) and a Ring shard by shard
+// (ForEachShard), each key acted on at the server that holds it; any other
+// client is walked as one server.
+type Client interface {
+	redis.Scripter
+	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
+	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd
+	HScan(ctx context.Context, key string, cursor uint64, match string, count int64) *redis.ScanCmd
+	Unlink(ctx context.Context, keys ...string) *redis.IntCmd
+}
+
+type masters interface {
+	ForEachMaster(ctx context.Context, fn func(ctx context.Context, client *redis.Client) error) error
+}
+
+type shards interface {
+	ForEachShard(ctx context.Context, fn func(ctx context.Context, client *redis.Client) error) error
+}
+
+// Cleaner walks the Redis keys of one prefix and reclaims what expiry
+// missed (docs/operations.md, Cleanup). Its methods are safe for
+// concurrent use; it runs one pass at a time. Build one with New; the zero
+// value is not usable.
+type Cleaner struct {
+	client Client
+	o      options
+	lease  *lease
+	lim    *rate.Limiter
+	slack  int64 // ms added to a TTL set under WithClock
+
+	passMu sync.Mutex // one pass at a time
+
+	mu sync.Mutex
+	bg *loop // the background loop, nil when not started
+
+	// Test hooks (export_test.go): pause runs before each key, before the
+	// lease is checked; inKey wraps the handling of each key after it.
+	pause func()
+	inKey func(redisKey string) func()
+}
+
+// loop is one run of the background loop.
+type loop struct {
+	stop     chan struct{}
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// New returns a Cleaner of the keys that limiters write under the prefix
+// (WithPrefix, default "sluice") through client. A nil client or a bad
+// option is limiter.ErrInvalidConfig. New starts nothing: call Run for one
+// pass or Start for the background loop.
+func New(client Client, opts ...Option) (*Cleaner, error) {
+	if client == nil || isNilPointer(client) {
+		return nil, fmt.Errorf("cleanup: %w: nil client", limiter.ErrInvalidConfig)
+	}
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, fmt.Errorf("cleanup: %w", err)
+	}
+	c := &Cleaner{client: client, o: o, lease: newLease(client, o.prefix, o.lease)}
+	if math.IsInf(o.rate, 1) {
+		c.lim = rate.NewLimiter(rate.Inf, 1)
+	} else {
+		// A burst of a hundredth of a second's budget, at least 1: the
+		// pace stays even, with no sleep per key at high rates.
+		c.lim = rate.NewLimiter(rate.Limit(o.rate), max(1, int(o.rate/100)))
+	}
+	if o.clock != nil {
+		c.slack = redisx.ClockSlackMs
+	}
+	return c, nil
+}
+
+func isNilPointer(c Client) bool {
+	v := reflect.ValueOf(c)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// Run makes one pass over the prefix now and returns its report. It takes
+// the lease first: when another cleaner holds it, Run returns ErrLocked
+// at once. A pass that loses its lease stops at the next key and returns
+// its report so far with ErrLeaseLost. Any other error (Redis unreachable,
+// ctx done) stops the pass and comes with the report so far. Run releases
+// the lease at the end unless the background loop of this Cleaner is
+// running, which keeps it.
+func (c *Cleaner) Run(ctx context.Context) (Report, error) {
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
+	r, err := c.pass(ctx)
+	c.mu.Lock()
+	bg := c.bg != nil
+	c.mu.Unlock()
+	if !bg {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if rerr := c.lease.release(rctx); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return r, err
+}
+
+// pass walks every node once, holding the lease.
+func (c *Cleaner) pass(ctx context.Context) (Report, error) {
+	start := time.Now()
+	r := Report{Prefix: c.o.prefix, DryRun: c.o.dryRun}
+	ok, err := c.lease.acquire(ctx)
+	if err != nil {
+		return r, err
+	}
+	if !ok {
+		return r, fmt.Errorf("%w on prefix %q", ErrLocked, c.o.prefix)
+	}
+	var mu sync.Mutex
+	var nodes atomic.Int64
+	walk := func(ctx context.Context, node *redis.Client) error {
+		nodes.Add(1)
+		var nr Report
+		err := c.walk(ctx, node, &nr)
+		mu.Lock()
+		r.add(&nr)
+		mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("cleanup: %s: %w", node.Options().Addr, err)
+		}
+		return nil
+	}
+	switch cl := c.client.(type) {
+	case masters:
+		err = cl.ForEachMaster(ctx, walk)
+	case shards:
+		err = cl.ForEachShard(ctx, walk)
+	default:
+		nodes.Add(1)
+		err = c.walk(ctx, c.client, &r)
+		if err != nil {
+			err = fmt.Errorf("cleanup: %w", err)
+		}
+	}
+	r.Nodes = int(nodes.Load())
+	r.Duration = time.Since(start)
+	if err == nil && r.LeaseLost {
+		err = fmt.Errorf("%w on prefix %q", ErrLeaseLost, c.o.prefix)
+	}
+	return r, err
+}
+
+// walk SCANs one node and handles every key it returns.
+func (c *Cleaner) walk(ctx context.Context, node Client, r *Report) error {
+	pattern := key.Pattern(c.o.prefix)
+	var cursor uint64
+	for {
+		if err := c.lim.Wait(ctx); err != nil {
+			return err
+		}
+		keys, next, err := node.Scan(ctx, cursor, pattern, scanCount).Result()
+		if err != nil {
+			return fmt.Errorf("SCAN: %w", err)
+		}
+		for _, k := range keys {
+			if c.pause != nil {
+				c.pause()
+			}
+			if err := c.lim.Wait(ctx); err != nil {
+				return err
+			}
+			held, err := c.lease.check(ctx)
+			if err != nil {
+				return err
+			}
+			if !held {
+				r.LeaseLost = true
+				return nil
+			}
+			r.Scanned++
+			done := func() {}
+			if c.inKey != nil {
+				done = c.inKey(k)
+			}
+			err = c.clean(ctx, node, k, r)
+			done()
+			if err != nil {
+				return err
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+// span returns the W + B in ms by which k's buckets are judged, and whether
+// it is known (else it is the bound no configuration exceeds).
+func (c *Cleaner) span(p key.Parsed) (int64, bool) {
+	if c.o.fn != nil {
+		if w, b, ok := c.o.fn(p); ok {
+			if sp, err := spanMs(w, b); err == nil {
+				return sp, true
+			}
+		}
+	}
+	if p.Limit != "" {
+		if sp, ok := c.o.limits[p.Limit]; ok {
+			return sp, true
+		}
+	}
+	if c.o.all > 0 {
+		return c.o.all, true
+	}
+	return unknownSpan.Milliseconds(), false
+}
+
+// Replies of clean.lua.
+const (
+	stateGone    = 0
+	stateLive    = 1
+	stateDeleted = 2
+	stateLayout  = 3
+	moreSteps    = 1
+	moreBatches  = 2
+)
+
+// clean handles one key.
+func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) error {
+	p, err := key.Parse(k)
+	switch {
+	case err != nil || p.Prefix != c.o.prefix:
+		return c.unknown(ctx, node, k, Foreign, r)
+	case p.Strategy != key.Absolute && p.Strategy != key.Suppressed:
+		return c.unknown(ctx, node, k, UnknownStrategy, r)
+	case p.Suffix != key.Hash:
+		return c.unknown(ctx, node, k, UnknownLayout, r)
+	}
+	sp, own := c.span(p)
+	var now any = ""
+	if c.o.clock != nil {
+		now = config.ClampMs(c.o.clock.Now().UnixMilli())
+	}
+	args := []any{now, p.Strategy, sp, b01(own), c.slack, c.o.threshold, step, b01(c.o.dryRun)}
+	res, err := c.run(ctx, node, k, args)
+	if err != nil {
+		return c.failed(k, err, r)
+	}
+	switch res[0] {
+	case stateGone:
+		r.skip(Gone, k)
+		return nil
+	case stateDeleted:
+		r.Deleted++
+		return nil
+	case stateLayout:
+		return c.unknown(ctx, node, k, UnknownLayout, r)
+	}
+	if own {
+		r.Live++
+	} else {
+		r.skip(NoWindow, k)
+	}
+	if res[1] > 0 {
+		r.TTLSet++
+	}
+	trimmed := res[2]
+	// Further steps of a large trim, each paced and under the lease.
+	for more := res[3]; more != 0; {
+		if err := c.lim.Wait(ctx); err != nil {
+			return err
+		}
+		if held, err := c.lease.check(ctx); err != nil || !held {
+			r.LeaseLost = !held
+			break
+		}
+		if more == moreBatches {
+			n, err := c.batches(ctx, node, k, args)
+			trimmed += n
+			if err != nil {
+				return c.failed(k, err, r)
+			}
+			break
+		}
+		if c.o.clock != nil {
+			args[0] = config.ClampMs(c.o.clock.Now().UnixMilli())
+		}
+		res, err = c.run(ctx, node, k, args)
+		if err != nil {
+			return c.failed(k, err, r)
+		}
+		if res[0] != stateLive {
+			break
+		}
+		trimmed += res[2]
+		more = res[3]
+		if more == moreSteps && res[2] == 0 {
+			break // no progress: never loop
+		}
+	}
+	if trimmed > 0 {
+		r.Trimmed++
+		r.Buckets += trimmed
+	}
+	return nil
+}
+
+// batches trims a large hash whose links are broken: HSCAN hands its field
+// names to clean.lua a page at a time.
+func (c *Cleaner) batches(ctx context.Context, node Client, k string, args []any) (int64, error) {
+	var trimmed int64
+	var cursor uint64
+	for {
+		kv, next, err := node.HScan(ctx, k, cursor, "", step).Result()
+		if err != nil {
+			return trimmed, err
+		}
+		a := args
+		for i := 0; i < len(kv); i += 2 {
+			if f := kv[i]; f != "" && (f[0] >= '0' && f[0] <= '9' || f[0] == '-' || f[0] == 'd') {
+				a = append(a, f)
+			}
+		}
+		if len(a) > len(args) {
+			if c.o.clock != nil {
+				a[0] = config.ClampMs(c.o.clock.Now().UnixMilli())
+			}
+			res, err := c.run(ctx, node, k, a)
+			if err != nil {
+				return trimmed, err
+			}
+			if res[0] != stateLive {
+				return trimmed, nil
+			}
+			trimmed += res[2]
+		}
+		if next == 0 {
+			return trimmed, nil
+		}
+		cursor = next
+		if err := c.lim.Wait(ctx); err != nil {
+			return trimmed, err
+		}
+		if held, err := c.lease.check(ctx); err != nil || !held {
+			return trimmed, err
+		}
+	}
+}
+
+func (c *Cleaner) run(ctx context.Context, node Client, k string, args []any) ([]int64, error) {
+	res, err := scripts.Clean.Run(ctx, node, []string{k}, args...).Int64Slice()
+	if err == nil && len(res) != 4 {
+		err = fmt.Errorf("clean.lua replied %v", res)
+	}
+	return res, err
+}
+
+// failed counts a key whose script Redis refused (a reply error), and
+// passes any other error (the connection, ctx) up to stop the pass.
+func (c *Cleaner) failed(k string, err error, r *Report) error {
+	var rerr redis.Error
+	if errors.As(err, &rerr) && ctxErr(err) == nil {
+		r.skip(Failed, k)
+		return nil
+	}
+	return fmt.Errorf("%s: %w", k, err)
+}
+
+func ctxErr(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// unknown reports a key the cleaner does not read, or deletes it when
+// WithDeleteUnknown names it.
+func (c *Cleaner) unknown(ctx context.Context, node Client, k string, why Reason, r *Report) error {
+	if c.o.unknown == nil || !c.o.unknown(k) {
+		r.skip(why, k)
+		return nil
+	}
+	if !c.o.dryRun {
+		if err := node.Unlink(ctx, k).Err(); err != nil {
+			return c.failed(k, err, r)
+		}
+	}
+	r.Unlinked++
+	return nil
+}
+
+func b01(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Start starts the background loop: it takes the lease (retrying every
+// tenth of a lease while another cleaner holds it), makes a pass, waits
+// WithPeriod, makes the next, and keeps the lease renewed in between, so
+// one cleaner of a fleet does the work and another takes over when it
+// stops. Each pass's report goes to WithReports. Start on a running loop
+// does nothing. Stop stops it.
+func (c *Cleaner) Start() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.bg != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &loop{stop: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+	c.bg = l
+	go c.loop(ctx, l)
+}
+
+// Stop stops the background loop and waits for it to exit, the pass in
+// flight included; then the lease is released. If ctx ends first, Stop
+// cancels the pass (it stops at its next Redis call), still waits for the
+// loop's goroutine to exit, and returns ctx's error. Stop without a
+// running loop returns nil.
+func (c *Cleaner) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	l := c.bg
+	c.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	l.stopOnce.Do(func() { close(l.stop) })
+	var err error
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		l.cancel()
+		<-l.done
+	}
+	c.mu.Lock()
+	if c.bg == l {
+		c.bg = nil
+	}
+	c.mu.Unlock()
+	return err
+}
+
+func (c *Cleaner) loop(ctx context.Context, l *loop) {
+	defer close(l.done)
+	defer l.cancel()
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		c.lease.release(rctx)
+	}()
+	retry := c.o.lease / 10
+	next := time.Now() // the first pass at once
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		held, err := c.lease.acquire(ctx)
+		wait := retry
+		if err == nil && held {
+			if !time.Now().Before(next) {
+				c.passMu.Lock()
+				r, err := c.pass(ctx)
+				c.passMu.Unlock()
+				if c.o.reports != nil && !errors.Is(err, ErrLocked) {
+					c.o.reports(r, err)
+				}
+				next = time.Now().Add(c.o.period)
+				if r.LeaseLost || err != nil {
+					wait = retry
+				} else {
+					wait = min(c.o.lease/3, time.Until(next))
+				}
+			} else {
+				wait = min(c.o.lease/3, time.Until(next))
+			}
+		}
+		timer.Reset(max(wait, time.Millisecond))
+		select {
+		case <-l.stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package cleanup
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluice-go/sluice/scripts"
+)
+
+// lease is the lock that lets one cleaner at a time walk a prefix: a string
+// key set with SET NX PX to a random token, renewed and released by
+// owner-checked scripts (lease_renew.lua, lease_release.lua). A renewal
+// that succeeds proves that nobody else held the lock since the last one:
+// another cleaner could only have set its own token, and a token never
+// comes back. Safe for concurrent use by the goroutines of one pass.
+type lease struct {
+	client Client
+	key    string
+	token  string
+	ttl    time.Duration
+
+	mu      sync.Mutex
+	held    bool
+	renewed time.Time // when the last successful SET or renewal was sent
+}
+
+func newLease(client Client, prefix string, ttl time.Duration) *lease {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil { // Go 1.24 on: never
+		binary.LittleEndian.PutUint64(b[:], uint64(time.Now().UnixNano()))
+	}
+	return &lease{client: client, key: prefix + ":cleanup:lock", token: hex.EncodeToString(b[:]), ttl: ttl}
+}
+
+// acquire takes the lease, or renews it when this cleaner holds it
+// already. It reports whether the lease is held.
+func (l *lease) acquire(ctx context.Context) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sent := time.Now()
+	ok, err := l.client.SetNX(ctx, l.key, l.token, l.ttl).Result()
+	if err != nil {
+		return l.lost(), fmt.Errorf("cleanup: lease %s: %w", l.key, err)
+	}
+	if !ok {
+		if ok, err = l.renewLocked(ctx); err != nil {
+			return l.lost(), err
+		}
+	}
+	l.held = ok
+	if ok {
+		l.renewed = sent
+	}
+	return ok, nil
+}
+
+// lost forgets a lease whose renewal failed for longer than it lasts; until
+// then the holder keeps it (a Redis error is not a loss).
+func (l *lease) lost() bool {
+	if l.held && time.Since(l.renewed) >= l.ttl {
+		l.held = false
+	}
+	return l.held
+}
+
+func (l *lease) renewLocked(ctx context.Context) (bool, error) {
+	n, err := scripts.LeaseRenew.Run(ctx, l.client, []string{l.key}, l.token, l.ttl.Milliseconds()).Int64()
+	if err != nil {
+		return false, fmt.Errorf("cleanup: renewing lease %s: %w", l.key, err)
+	}
+	return n == 1, nil
+}
+
+// check is called before every key: it renews the lease once a third of
+// it has passed since the last renewal and reports whether it is still
+// held. A cleaner paused for longer than the lease finds it lost here, at
+// its next key.
+func (l *lease) check(ctx context.Context) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.held {
+		return false, nil
+	}
+	if time.Since(l.renewed) < l.ttl/3 {
+		return true, nil
+	}
+	sent := time.Now()
+	ok, err := l.renewLocked(ctx)
+	if err != nil {
+		return l.lost(), err
+	}
+	l.held = ok
+	if ok {
+		l.renewed = sent
+	}
+	return ok, nil
+}
+
+// release gives the lease up if this cleaner holds it.
+func (l *lease) release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.held {
+		return nil
+	}
+	l.held = false
+	if err := scripts.LeaseRelease.Run(ctx, l.client, []string{l.key}, l.token).Err(); err != nil {
+		return fmt.Errorf("cleanup: releasing lease %s: %w", l.key, err)
+	}
+	return nil
+}

@@ -1,0 +1,277 @@
+package cleanup
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/key"
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// Defaults of the options, chosen and measured as docs/operations.md
+// ("Cleanup") describes.
+const (
+	// DefaultRate is the budget of a cleaner in keys per second: at this
+	// rate a cleaner walking a Redis moved the 99th percentile latency of
+	// concurrent Inc calls on it by less than 10 % in our measurement
+	// (docs/benchmarks.md, Cleanup pacing). A pass over a million keys
+	// takes about 17 minutes at this rate.
+	DefaultRate = 1000.0
+	// DefaultPeriod is the pause of the background loop between the end
+	// of one pass and the start of the next.
+	DefaultPeriod = 5 * time.Minute
+	// DefaultLease is how long the lease lock lasts without a renewal.
+	DefaultLease = 10 * time.Second
+	// DefaultTrimThreshold is the number of dead buckets a live hash may
+	// hold before a pass trims them. Fewer are left to the provider, whose
+	// next write drops them, or to the key's TTL.
+	DefaultTrimThreshold = 64
+	// MaxTrimThreshold is the largest threshold accepted: a hash of the
+	// largest window accepted holds at most 501 buckets.
+	MaxTrimThreshold = config.MaxBuckets + 1
+)
+
+// Internal bounds of one pass.
+const (
+	// scanCount is the COUNT hint of every SCAN call.
+	scanCount = 100
+	// step is the most dead buckets one script call follows along the
+	// links of a hash larger than the script reads whole (1,024 fields),
+	// and the COUNT hint of the HSCAN that trims a large hash whose links
+	// are broken.
+	step = 256
+	// unknownSpan is the W + B assumed for a key whose window is not known:
+	// the largest a configuration accepts (W ≤ 31 days, B ≤ W). It is used
+	// only to give a hash without a TTL one, never to delete or trim.
+	unknownSpan = 2 * config.MaxWindow
+	// examples is the most keys a report names per reason.
+	examples = 5
+)
+
+// Option configures a Cleaner. A bad value is reported by New as
+// limiter.ErrInvalidConfig; options never panic.
+type Option func(*options)
+
+// WindowFunc tells the window W and bucket B of the limiter that wrote a
+// hash, from its parsed Redis key (key.Parse: strategy, user key, limit
+// name of a set). ok false means unknown. A bucket of 0 means W/100 (at
+// least 1 ms), as for limiter.WithBucket. It is called from several
+// goroutines at once (one per Redis master or shard), so it must be safe
+// for concurrent use.
+type WindowFunc func(p key.Parsed) (window, bucket time.Duration, ok bool)
+
+// options is the resolved configuration; newOptions sets every default.
+type options struct {
+	prefix    string
+	rate      float64 // keys per second; +Inf: no pacing
+	period    time.Duration
+	lease     time.Duration
+	threshold int
+	dryRun    bool
+	clock     limiter.Clock // nil: Redis TIME
+	all       int64         // W + B in ms for every key not otherwise known; 0: none
+	limits    map[string]int64
+	fn        WindowFunc
+	unknown   func(redisKey string) bool
+	reports   func(Report, error)
+	errs      []error
+}
+
+func newOptions(opts []Option) (options, error) {
+	o := options{
+		prefix:    config.DefaultPrefix,
+		rate:      DefaultRate,
+		period:    DefaultPeriod,
+		lease:     DefaultLease,
+		threshold: DefaultTrimThreshold,
+	}
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	if len(o.errs) > 0 {
+		return options{}, o.errs[0]
+	}
+	if err := config.ValidatePrefix(o.prefix); err != nil {
+		return options{}, err
+	}
+	return o, nil
+}
+
+func (o *options) fail(format string, args ...any) {
+	o.errs = append(o.errs, fmt.Errorf("%w: %s", limiter.ErrInvalidConfig, fmt.Sprintf(format, args...)))
+}
+
+// spanMs validates a window and a bucket as the providers do and returns
+// W + B in ms.
+func spanMs(w, b time.Duration) (int64, error) {
+	if b < 0 {
+		return 0, fmt.Errorf("%w: bucket %v must be positive, or 0 for the default", limiter.ErrInvalidConfig, b)
+	}
+	cfg, err := config.New(limiter.WithWindow(w), func(c *config.Config) { c.Bucket = b })
+	if err != nil {
+		return 0, err
+	}
+	return cfg.WindowMs + cfg.BucketMs, nil
+}
+
+// WithPrefix sets the key prefix of the limiters to clean up after: the
+// cleaner walks SCAN MATCH <prefix>:{* and takes the lease
+// <prefix>:cleanup:lock. Default "sluice", the limiters' default. It must
+// be a valid limiter.WithPrefix.
+func WithPrefix(p string) Option { return func(o *options) { o.prefix = p } }
+
+// WithWindow gives the window W and bucket B (0: W/100, at least 1 ms, as
+// limiter.WithBucket) of every hash under the prefix whose window no
+// WithWindowFunc or WithSet tells. A bucket is live while now − start <
+// W + B, so a hash may be deleted or trimmed only when its W + B is known.
+// A W + B longer than the limiter's is safe (the cleaner reclaims less, and
+// the TTLs it gives are longer); a shorter one would delete live counts.
+// So where several limiters write under one prefix, give the longest; given
+// twice, the longer W + B wins. Without any window the cleaner deletes and
+// trims nothing (docs/operations.md, Cleanup).
+func WithWindow(w, b time.Duration) Option {
+	return func(o *options) {
+		sp, err := spanMs(w, b)
+		if err != nil {
+			o.errs = append(o.errs, fmt.Errorf("cleanup: WithWindow(%v, %v): %w", w, b, err))
+			return
+		}
+		o.all = max(o.all, sp)
+	}
+}
+
+// WithSet gives the windows of the limits of s: the hash of each limit of a
+// set (<prefix>:{k}:<strategy>:h:<name>, either strategy) is judged by the
+// W + B of the limit of that name. Pass every Set the application uses; a
+// name in several sets takes the longest W + B.
+func WithSet(s *limiter.Set) Option {
+	return func(o *options) {
+		if err := s.Check(); err != nil {
+			o.errs = append(o.errs, fmt.Errorf("cleanup: WithSet: %w", err))
+			return
+		}
+		if o.limits == nil {
+			o.limits = make(map[string]int64)
+		}
+		for _, l := range s.Limits() {
+			sp := l.Window.Milliseconds() + l.Bucket.Milliseconds()
+			o.limits[l.Name] = max(o.limits[l.Name], sp)
+		}
+	}
+}
+
+// WithWindowFunc sets a function that tells the window of any hash; where
+// it answers ok, it overrides WithSet and WithWindow. An answer the
+// providers would refuse (a window outside 1 ms to 31 days, a bad bucket)
+// counts as unknown.
+func WithWindowFunc(f WindowFunc) Option {
+	return func(o *options) {
+		if f == nil {
+			o.fail("nil WindowFunc")
+			return
+		}
+		o.fn = f
+	}
+}
+
+// WithRate sets the budget in keys per second. Each key a pass handles
+// costs one unit, and so does each SCAN call and each further step of a
+// large trim. Default DefaultRate; math.Inf(1) turns pacing off. It must be
+// positive.
+func WithRate(keysPerSecond float64) Option {
+	return func(o *options) {
+		if math.IsNaN(keysPerSecond) || keysPerSecond <= 0 {
+			o.fail("rate %v keys/s must be positive", keysPerSecond)
+			return
+		}
+		o.rate = keysPerSecond
+	}
+}
+
+// WithPeriod sets the pause of the background loop (Start) between the
+// end of a pass and the start of the next. Default DefaultPeriod; 0 starts
+// the next pass at once. It must not be negative.
+func WithPeriod(d time.Duration) Option {
+	return func(o *options) {
+		if d < 0 {
+			o.fail("period %v must not be negative", d)
+			return
+		}
+		o.period = d
+	}
+}
+
+// WithLease sets how long the lease lock lasts without a renewal. The
+// holder renews it every third of that while it works, and a cleaner
+// waiting for it retries every tenth, so another cleaner takes over at most
+// about 1.1 leases after the holder stopped renewing (a crash, a frozen
+// process) and within a tenth of a lease after it stopped cleanly. Default
+// DefaultLease; at least 10 ms, whole milliseconds.
+func WithLease(d time.Duration) Option {
+	return func(o *options) {
+		if d < 10*time.Millisecond || d%time.Millisecond != 0 {
+			o.fail("lease %v must be at least 10ms, in whole milliseconds", d)
+			return
+		}
+		o.lease = d
+	}
+}
+
+// WithTrimThreshold sets how many dead buckets a live hash may hold before
+// a pass removes them. Default DefaultTrimThreshold; 0 trims any dead
+// bucket. It must be between 0 and MaxTrimThreshold. A hash of more than
+// 1,024 fields, which no limiter within its bounds writes, is trimmed
+// whatever the threshold.
+func WithTrimThreshold(n int) Option {
+	return func(o *options) {
+		if n < 0 || n > MaxTrimThreshold {
+			o.fail("trim threshold %d outside [0, %d]", n, MaxTrimThreshold)
+			return
+		}
+		o.threshold = n
+	}
+}
+
+// WithDryRun makes every pass write nothing: the report says what a pass
+// would have deleted, trimmed and given a TTL. (A trim of a large hash
+// that takes several steps reports its first step only.)
+func WithDryRun() Option { return func(o *options) { o.dryRun = true } }
+
+// WithClock makes the cleaner judge buckets by clk instead of Redis TIME,
+// for keys written by limiters given limiter.WithClock (tests and
+// simulations); the TTLs it gives then carry the same 60 s of slack as the
+// providers' writes. Default: Redis TIME.
+func WithClock(clk limiter.Clock) Option {
+	return func(o *options) {
+		if clk == nil {
+			o.fail("nil clock")
+			return
+		}
+		o.clock = clk
+	}
+}
+
+// WithDeleteUnknown names keys to delete among those a pass leaves alone
+// for their name or content (Foreign, UnknownStrategy, UnknownLayout):
+// keys for which del returns true are UNLINKed. By default they are only
+// reported. del is called from several goroutines at once.
+func WithDeleteUnknown(del func(redisKey string) bool) Option {
+	return func(o *options) {
+		if del == nil {
+			o.fail("nil WithDeleteUnknown function")
+			return
+		}
+		o.unknown = del
+	}
+}
+
+// WithReports sets a function called with the report of every pass of the
+// background loop (Start), and its error. It runs on the loop's goroutine,
+// so a slow function delays the next pass. Default: none.
+func WithReports(f func(Report, error)) Option {
+	return func(o *options) { o.reports = f }
+}

@@ -1,0 +1,271 @@
+-- clean.lua: one step of the cleanup loop (package cleanup) on one limiter
+-- hash of either strategy. It decides and acts in one atomic call, so a
+-- concurrent Inc sees the hash either before or after it, never half done:
+--
+--   - a hash with no live bucket (now - n >= W + B) is UNLINKed;
+--   - a hash without a TTL gets the one its newest bucket implies, the
+--     instant that bucket dies: n + W + B - now (never more than W + B);
+--   - a live hash holding more than ARGV[6] dead buckets loses them, the
+--     meta fields rewritten exactly as the provider's own expiry rewrites
+--     them (abs_inc.lua, sup_inc.lua), in bounded steps.
+--
+-- A bucket is live while now - start < W + B (docs/algorithms.md). Removing
+-- only dead buckets, and keeping the totals equal to what the remaining
+-- buckets hold, never changes what a decision computes: the scripts of both
+-- providers ignore dead buckets and drop them themselves on their next
+-- write.
+--
+-- KEYS[1]  the hash: <prefix>:{<escaped key>}:<strategy>:h, or the hash of
+--          one limit of a set, <prefix>:{<escaped key>}:<strategy>:h:<limit>
+--          (the same layout)
+-- ARGV[1]  now in ms, or an empty string to read Redis TIME
+-- ARGV[2]  the layout: "abs" (one meta field "m") or "sup" (meta fields
+--          n, nc, nd, u, x, o, ...); docs/data-model.md
+-- ARGV[3]  the span W + B in ms
+-- ARGV[4]  1 when ARGV[3] is at least the key's own W + B: the hash may be
+--          deleted and trimmed; 0 when the window is unknown and ARGV[3] is
+--          only a bound that no accepted configuration exceeds: the script
+--          then only gives a hash without a TTL one, computed from it
+-- ARGV[5]  ms added to a TTL this script sets (the providers' slack under
+--          a caller's clock, internal/redisx.TTLMs; else 0)
+-- ARGV[6]  the trim threshold: a live hash of at most 1,024 fields is
+--          trimmed only when it holds more than this many dead buckets
+-- ARGV[7]  the most dead buckets one call follows along the links of a
+--          larger hash
+-- ARGV[8]  1: dry run, write nothing and report what would be done
+-- ARGV[9…] (optional) field names read by HSCAN: remove those that are
+--          dead buckets (and their declined counts), for a hash of more
+--          than 1,024 fields whose links are broken (reply more = 2)
+--
+-- Reply: {state, ttl, trimmed, more}, all integers:
+--   state    0 no such key; 1 live (kept, perhaps trimmed or given a TTL);
+--            2 no live bucket: deleted (dry run: would be); 3 not a hash of
+--            the layout (no meta, unreadable meta, another type): untouched
+--   ttl      the TTL set in ms, 0 when none was (the key had one)
+--   trimmed  dead buckets removed (dry run: found)
+--   more     0 done; 1 dead buckets remain along the links: call again;
+--            2 the links are broken and the hash is too large to read in
+--            one call: call again with its fields (ARGV[9…]) in batches
+--
+-- Cost: a live key with nothing to do costs TYPE, the meta read and PTTL.
+-- Trimming reads at most ARGV[7] buckets along the links (one HGET each,
+-- O(1) on a hash of more than 1,024 fields, which Redis keeps as a hash
+-- table), or, for a hash of at most 1,024 fields, the whole hash once
+-- (HGETALL), as the providers' own scan does (docs/algorithms.md, Bounded
+-- work); deletes go 1,000 fields per HDEL. UNLINK frees a large hash in a
+-- background thread.
+if redis.replicate_commands then redis.replicate_commands() end
+
+local h = KEYS[1]
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+else
+  now = ARGV[1] + 0
+end
+local abs = ARGV[2] == 'abs'
+local sp, own, slack = ARGV[3] + 0, ARGV[4] == '1', ARGV[5] + 0
+local threshold, step, dry = ARGV[6] + 0, ARGV[7] + 0, ARGV[8] == '1'
+local P = 4294967296 -- 2^32: a closed bucket's value is count * P + link
+local SCANMAX = 1024 -- a hash of at most this many fields is read whole
+local fmt = string.format
+
+local typ = redis.call('TYPE', h)['ok']
+if typ == 'none' then return {0, 0, 0, 0} end
+if typ ~= 'hash' then return {3, 0, 0, 0} end
+
+-- The meta values. abs: c, u, o, n, nc packed in "m" (strings as stored);
+-- sup: the fields of the same names plus x (declined) and nd.
+local cs, us, os, ns, ncs, m
+local used, declined, oldest, newest, ncount, ndec
+if abs then
+  local mv = redis.call('HGET', h, 'm')
+  if mv then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
+  if not ns then return {3, 0, 0, 0} end
+  used, oldest, newest, ncount, declined, ndec = us + 0, os + 0, ns + 0, ncs + 0, 0, 0
+else
+  m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'nc', 'nd')
+  used, declined, oldest = tonumber(m[1] or '0'), tonumber(m[2] or '0'), tonumber(m[3])
+  newest, ncount, ndec = tonumber(m[4]), tonumber(m[5]), tonumber(m[6] or '0')
+  if not (used and declined and oldest and newest and ncount and ndec) then return {3, 0, 0, 0} end
+  ns = m[4]
+end
+
+-- No live bucket: the key is absent to every call of its provider.
+if now - newest >= sp then
+  if own then
+    if not dry then redis.call('UNLINK', h) end
+    return {2, 0, 0, 0}
+  end
+end
+
+-- A hash without a TTL gets the one its newest bucket implies.
+local ttl = 0
+if redis.call('PTTL', h) == -1 then
+  ttl = newest + sp - now
+  if ttl > sp then ttl = sp end -- a newest start ahead of the clock
+  if ttl < 1 then ttl = 1 end -- only with an unknown window: dead under any
+  ttl = ttl + slack
+  if not dry then redis.call('PEXPIRE', h, ttl) end
+end
+if not own or now - oldest < sp then return {1, ttl, 0, 0} end
+
+-- From here the hash is live and its oldest stored bucket is dead.
+local hlen = redis.call('HLEN', h)
+
+-- countOf reads the units of a closed bucket from its value.
+local function countOf(v)
+  if v >= P then return (v - v % P) / P end
+  if v < 0 then return -v end
+  return v -- an earlier layout's plain count
+end
+
+-- del removes fields, 1,000 per HDEL.
+local function del(fields)
+  for i = 1, #fields, 1000 do
+    redis.call('HDEL', h, unpack(fields, i, math.min(i + 999, #fields)))
+  end
+end
+
+-- store writes the totals after dead buckets were removed, as the
+-- provider's expiry writes them: abs "m" with the new u and o (c, n and nc
+-- as stored); sup u, x and o.
+local function store(u, x, o)
+  if abs then
+    redis.call('HSET', h, 'm', fmt('%s %d %d %s %s', cs, u, o, ns, ncs))
+  else
+    redis.call('HSET', h, 'u', fmt('%d', u), 'x', fmt('%d', x), 'o', fmt('%d', o))
+  end
+end
+
+-- Batch mode: remove the dead buckets among the fields given. The oldest
+-- start "o" is left as it is: when its field is gone, the provider's next
+-- call finds the link broken and reads the hash whole, as it does for any
+-- broken link; u and x stay the sums of what is stored.
+if #ARGV > 8 then
+  local gone, seen, n = {}, {}, 0
+  for i = 9, #ARGV do
+    local f = ARGV[i]
+    local c = string.byte(f, 1)
+    local st, isd = nil, false
+    if c and (c >= 48 and c <= 57 or c == 45) then
+      st = tonumber(f)
+    elseif c == 100 and not abs then -- 'd<start>': a bucket's declined units
+      st, isd = tonumber(string.sub(f, 2)), true
+    end
+    if st and now - st >= sp and not seen[f] then
+      local v = redis.call('HGET', h, f)
+      if v then
+        seen[f] = true
+        gone[#gone + 1] = f
+        if isd then
+          declined = declined - v
+        else
+          used = used - countOf(v + 0)
+          n = n + 1
+          if not abs then
+            local df = 'd' .. f
+            local dv = not seen[df] and redis.call('HGET', h, df)
+            if dv then
+              seen[df] = true
+              gone[#gone + 1] = df
+              declined = declined - dv
+            end
+          end
+        end
+      end
+    end
+  end
+  if #gone > 0 and not dry then
+    del(gone)
+    store(used, declined, oldest)
+  end
+  return {1, ttl, n, 0}
+end
+
+-- Walk the links from the oldest bucket, one HGET (HMGET with its declined
+-- count) each, as the providers' expiry does: up to 8 buckets on a hash
+-- small enough to read whole, up to ARGV[7] on a larger one.
+local limit = step
+if hlen <= SCANMAX then limit = 8 end
+local gone, n, linked = {}, 0, true
+local u, x, o, of = used, declined, oldest, os or m[3]
+while now - o >= sp do
+  if n >= limit then break end
+  local off, dv
+  if abs then
+    off = redis.call('HGET', h, of)
+  else
+    local v = redis.call('HMGET', h, of, 'd' .. of)
+    off, dv = v[1], v[2]
+  end
+  off = off and tonumber(off)
+  local link = off and off % P
+  if not off or off < P or link < 1 then linked = false break end
+  u = u - (off - link) / P
+  gone[#gone + 1] = of
+  if dv then
+    x = x - dv
+    gone[#gone + 1] = 'd' .. of
+  end
+  n = n + 1
+  o = o + link
+  of = fmt('%d', o)
+end
+local reached = now - o < sp
+-- The links must end at the newest bucket with its counts left.
+if linked and reached and (o > newest or o == newest and (u ~= ncount or x ~= ndec)) then
+  linked = false
+end
+
+if linked and (reached or hlen > SCANMAX) then
+  if reached and n <= threshold and hlen <= SCANMAX then return {1, ttl, 0, 0} end
+  if not dry then
+    del(gone)
+    store(u, x, o)
+  end
+  local more = 0
+  if not reached and not dry then more = 1 end
+  return {1, ttl, n, more}
+end
+
+if hlen > SCANMAX then return {1, ttl, 0, 2} end
+
+-- Read the hash whole (at most SCANMAX fields) and keep its live buckets,
+-- as the providers' scan does: u and x become the sums of the live buckets
+-- (the newest, in the meta fields, included) and o the oldest live start.
+local all = redis.call('HGETALL', h)
+gone, n = {}, 0
+u, x, o = ncount, ndec, newest
+for i = 1, #all, 2 do
+  local f = all[i]
+  local c = string.byte(f, 1)
+  if c >= 48 and c <= 57 or c == 45 then -- a digit or '-': a bucket
+    local st = tonumber(f)
+    if st then
+      if now - st >= sp then
+        gone[#gone + 1] = f
+        n = n + 1
+      else
+        u = u + countOf(all[i + 1] + 0)
+        if st < o then o = st end
+      end
+    end
+  elseif c == 100 and not abs then -- 'd<start>'
+    local st = tonumber(string.sub(f, 2))
+    if st then
+      if now - st >= sp then
+        gone[#gone + 1] = f
+      else
+        x = x + all[i + 1]
+      end
+    end
+  end
+end
+if n <= threshold then return {1, ttl, 0, 0} end
+if not dry then
+  del(gone)
+  store(u, x, o)
+end
+return {1, ttl, n, 0}
