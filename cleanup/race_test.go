@@ -17,7 +17,7 @@ import (
 // admission is one recorded Inc: the units admitted or declined and the
 // start of the bucket they went into.
 type admission struct {
-	at, start        int64 // ms
+	at, start         int64 // ms
 	admitted, refused int64
 }
 
