@@ -41,7 +41,7 @@ const (
 	// links of a hash larger than the script reads whole (1,024 fields),
 	// and the COUNT hint of the HSCAN that trims a large hash whose links
 	// are broken.
-	step = 256
+	step = 128
 	// unknownSpan is the W + B assumed for a key whose window is not known:
 	// the largest a configuration accepts (W ≤ 31 days, B ≤ W). It is used
 	// only to give a hash without a TTL one, never to delete or trim.

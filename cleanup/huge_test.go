@@ -1,0 +1,183 @@
+package cleanup_test
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/cleanup"
+	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/key"
+	"github.com/sluice-go/sluice/limiter"
+)
+
+const linkUnit = int64(1) << 32
+
+// hugeHash writes, by hand, a hash of the strategy's layout holding dead
+// dead buckets one ms apart an hour ago, then five live buckets of 2 units
+// a second apart from 30 s ago, and the newest bucket (3 units) a second
+// ago. linked false stores the dead buckets as plain counts, without
+// links, as no sluice writes (the script must then trim from HSCAN
+// batches). Suppressed buckets have a declined count of 1 each.
+func hugeHash(t testing.TB, c *redis.Client, strategy, name string, now int64, dead int, linked bool) {
+	t.Helper()
+	base := now - 3_600_000
+	var starts []int64
+	counts := map[int64]int64{}
+	for i := 0; i < dead; i++ {
+		starts = append(starts, base+int64(i))
+		counts[base+int64(i)] = 1
+	}
+	for j := int64(0); j < 5; j++ {
+		starts = append(starts, now-30_000+j*1000)
+		counts[now-30_000+j*1000] = 2
+	}
+	newest := now - 1000
+	fields := make([]any, 0, 4*len(starts))
+	var u, x int64 = 3, 0
+	for i, st := range starts {
+		next := newest
+		if i+1 < len(starts) {
+			next = starts[i+1]
+		}
+		v := counts[st]*linkUnit + (next - st)
+		if !linked && i < dead {
+			v = counts[st]
+		}
+		u += counts[st]
+		fields = append(fields, strconv.FormatInt(st, 10), strconv.FormatInt(v, 10))
+		if strategy == key.Suppressed {
+			fields = append(fields, "d"+strconv.FormatInt(st, 10), "1")
+			x++
+		}
+	}
+	for i := 0; i < len(fields); i += 2000 {
+		if err := c.HSet(ctx, name, fields[i:min(i+2000, len(fields))]...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strategy == key.Absolute {
+		c.HSet(ctx, name, "m", fmt.Sprintf("1000000 %d %d %d 3", u, starts[0], newest))
+	} else {
+		c.HSet(ctx, name, "n", newest, "nc", 3, "nd", 0, "u", u, "x", x, "o", starts[0], "c", 1000000, "hc", 1000000, "f", 0, "ft", 0)
+	}
+	c.Expire(ctx, name, time.Hour)
+}
+
+// TestTrimHuge: live hashes of 100,000 dead bucket fields (absolute with
+// links; suppressed, 50,000 buckets and their declined counts, with links;
+// absolute without links) are trimmed to their live buckets in steps, no
+// script call, SCAN or HSCAN over about a millisecond of Redis time (SLOWLOG),
+// and their Get is unchanged. Each step follows at most 128 links (or, for
+// the hash without links, reads 128 fields from HSCAN), which costs a few
+// hundred microseconds.
+func TestTrimHuge(t *testing.T) {
+	// SLOWLOG keeps the commands over 200 µs (those a script makes are
+	// logged too, but none is that slow).
+	srv := redistest.StartServer(t, "--slowlog-log-slower-than", "200", "--slowlog-max-len", "100000")
+	c := srv.Client(t)
+	prefix := redistest.Prefix(t)
+	now := redisNow(t, c).UnixMilli()
+	type huge struct {
+		strategy, user string
+		dead           int
+		linked         bool
+	}
+	cases := []huge{
+		{key.Absolute, "linked", 100_000, true},
+		{key.Suppressed, "linked", 50_000, true},
+		{key.Absolute, "unlinked", 100_000, false},
+	}
+	gets := map[string]limiter.Limiter{}
+	before := map[string]limiter.Usage{}
+	for _, s := range strategies {
+		gets[s] = newLimiter(t, s, c, limiter.WithPrefix(prefix))
+	}
+	for _, h := range cases {
+		hugeHash(t, c, h.strategy, hashName(t, prefix, h.user, h.strategy), now, h.dead, h.linked)
+		u, err := gets[h.strategy].Get(ctx, h.user)
+		want := int64(3 + 10) // the newest bucket and five of 2
+		if h.strategy == key.Suppressed {
+			want -= 5 // one declined in each closed live bucket
+		}
+		if err != nil || u.Used != want {
+			t.Fatalf("%s %s: Get = %+v, %v before the pass, want %d used", h.strategy, h.user, u, err, want)
+		}
+		before[h.strategy+h.user] = u
+	}
+	c.Do(ctx, "SLOWLOG", "RESET")
+	r, err := newCleaner(t, c, cleanup.WithPrefix(prefix), cleanup.WithWindow(time.Minute, 0), cleanup.WithRate(math.Inf(1))).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, err := c.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report:\n%v", r)
+	if r.Trimmed != 3 || r.Buckets != 250_000 || r.Live != 3 {
+		t.Errorf("report:\n%v\nwant 3 live hashes trimmed of 250,000 buckets", r)
+	}
+	for _, h := range cases {
+		name := hashName(t, prefix, h.user, h.strategy)
+		f := c.HGetAll(ctx, name).Val()
+		v := viewOf(h.strategy, f)
+		if len(v.offered) != 5 {
+			t.Errorf("%s: %d buckets left, want the 5 live ones", name, len(v.offered))
+		}
+		if h.linked {
+			if err := v.consistent(); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		} else if v.used != 13 { // o is left on a removed field: the provider rescans
+			t.Errorf("%s: u = %d, want 13", name, v.used)
+		}
+		u, err := gets[h.strategy].Get(ctx, h.user)
+		if err != nil || u != before[h.strategy+h.user] {
+			t.Errorf("%s: Get = %+v, %v; was %+v", name, u, err, before[h.strategy+h.user])
+		}
+	}
+
+	// The Redis time of the pass's commands: those over 200 µs from
+	// SLOWLOG, the count of all from INFO commandstats.
+	calls := 0
+	for _, cmd := range []string{"evalsha", "eval", "scan", "hscan"} {
+		calls += redistest.CommandCalls(t, c, cmd)
+	}
+	var slow []time.Duration
+	var over int
+	byKind := map[string][]time.Duration{}
+	for _, l := range logs {
+		if len(l.Args) == 0 || strings.EqualFold(l.Args[0], "slowlog") {
+			continue
+		}
+		kind := strings.ToLower(l.Args[0])
+		if len(l.Args) > 3 && strings.HasPrefix(kind, "eval") {
+			kind += " " + l.Args[3][strings.Index(l.Args[3], "{"):]
+		}
+		byKind[kind] = append(byKind[kind], l.Duration)
+		slow = append(slow, l.Duration)
+		if l.Duration > time.Millisecond {
+			over++
+		}
+	}
+	slices.Sort(slow)
+	for kind, d := range byKind {
+		slices.Sort(d)
+		t.Logf("over 200µs: %d × %s, median %v, max %v", len(d), kind, d[len(d)/2], d[len(d)-1])
+	}
+	if calls < 700 {
+		t.Fatalf("%d script and SCAN calls, want the steps of the trims", calls)
+	}
+	// A descheduled redis-server counts in SLOWLOG too (a shared, loaded
+	// machine): allow 1 % of the calls over the millisecond.
+	if over > calls/100 {
+		t.Errorf("%d of %d calls over 1ms, the slowest %v; want at most 1%%", over, calls, slow[len(slow)-1])
+	}
+}
