@@ -5,6 +5,7 @@
 //	sluice load [flags]            the demo's engine with your own settings
 //	sluice inspect --redis URL KEY a key's buckets and totals in Redis, read-only
 //	sluice serve [flags]           an HTTP server behind the middleware, for curl
+//	sluice cleanup --redis URL     one pass of the cleanup loop over a prefix
 //
 // Every command takes --help. Exit status: 0 success, 1 failure (Redis
 // unreachable, decisions that failed, a limit exceeded), 2 bad usage.
@@ -64,6 +65,7 @@ var commands = []command{
 	{"load", "[flags]", "the demo's engine with your own settings, against your own Redis", loadCmd},
 	{"inspect", "--redis URL [--prefix P] [--strategy abs|sup] KEY", "show a key's buckets and totals in Redis, read-only", inspectCmd},
 	{"serve", "[--listen ADDR] [--redis URL] [--rate N/UNIT] [--by ip|header:NAME]", "an HTTP server behind the rate-limit middleware: see 200, 429 and the headers with curl", serveCmd},
+	{"cleanup", "--redis URL [--prefix P] [--window W] [--dry-run] [--rate N]", "one pass of the cleanup loop: delete dead hashes, give TTL-less keys a TTL", cleanupCmd},
 }
 
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {

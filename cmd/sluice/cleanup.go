@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/cleanup"
+	"github.com/sluice-go/sluice/internal/config"
+)
+
+func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("cleanup", "--redis URL [--cluster] [--prefix P] [--window W [--bucket B]] [--dry-run] [--rate N]",
+		"Makes one pass of the cleanup loop over the keys of a prefix (SCAN MATCH <prefix>:{*,\n"+
+			"on every master with --cluster) and prints its report: hashes with no live\n"+
+			"bucket are deleted, keys without a TTL get the one their newest bucket implies,\n"+
+			"dead buckets of large live hashes are trimmed. Without --window it deletes and\n"+
+			"trims nothing: give the longest window (and bucket) of the limiters writing\n"+
+			"under the prefix. Keys it does not read are reported and left alone.\n"+
+			"docs/operations.md (Cleanup) explains when to run it.")
+	redisURL := fs.String("redis", "", "the Redis server, as a `URL` (redis://[user:password@]host:port[/db]); required")
+	cluster := fs.Bool("cluster", false, "--redis is a node of a Redis Cluster (extra nodes as ?addr=host:port): walk every master")
+	prefix := fs.String("prefix", config.DefaultPrefix, "the limiters' key `prefix` (WithPrefix)")
+	window := fs.Duration("window", 0, "the longest window of the limiters under the prefix; without it nothing is deleted or trimmed")
+	bucket := fs.Duration("bucket", 0, "the bucket (WithBucket) that goes with --window; default window/100, at least 1ms")
+	dryRun := fs.Bool("dry-run", false, "write nothing: report what a pass would do")
+	rate := fs.Float64("rate", cleanup.DefaultRate, "the budget: `N` keys per second (inf: no pacing)")
+	threshold := fs.Int("trim-threshold", cleanup.DefaultTrimThreshold, "trim a live hash holding more than `N` dead buckets")
+	if st, done := parse(fs, args, stdout, stderr); done {
+		return st
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+	case *redisURL == "":
+		return usageError(fs, stderr, "--redis is required")
+	case *bucket != 0 && *window == 0:
+		return usageError(fs, stderr, "--bucket needs --window")
+	case math.IsNaN(*rate) || *rate <= 0:
+		return usageError(fs, stderr, "--rate %v: want a positive number of keys per second", *rate)
+	}
+	opts := []cleanup.Option{cleanup.WithPrefix(*prefix), cleanup.WithRate(*rate), cleanup.WithTrimThreshold(*threshold)}
+	if *window != 0 {
+		opts = append(opts, cleanup.WithWindow(*window, *bucket))
+	}
+	if *dryRun {
+		opts = append(opts, cleanup.WithDryRun())
+	}
+	var client interface {
+		cleanup.Client
+		Ping(ctx context.Context) *redis.StatusCmd
+		Close() error
+	}
+	var addr string
+	if *cluster {
+		o, err := redis.ParseClusterURL(*redisURL)
+		if err != nil {
+			return usageError(fs, stderr, "--redis %q: %v", shellURL(*redisURL), err)
+		}
+		o.MaxRetries = -1
+		client, addr = redis.NewClusterClient(o), fmt.Sprintf("the Redis Cluster at %v", o.Addrs)
+	} else {
+		o, err := redis.ParseURL(*redisURL)
+		if err != nil {
+			return usageError(fs, stderr, "--redis %q: %v", shellURL(*redisURL), err)
+		}
+		o.MaxRetries = -1
+		client, addr = redis.NewClient(o), "Redis at "+o.Addr
+	}
+	defer client.Close()
+	cl, err := cleanup.New(client, opts...)
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	err = client.Ping(pctx).Err()
+	cancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice cleanup: cannot reach %s: %v\n", addr, err)
+		return exitFailure
+	}
+	if *window == 0 {
+		fmt.Fprintf(stderr, "sluice cleanup: no --window: hashes are neither deleted nor trimmed, only keys without a TTL get one\n")
+	}
+	r, err := cl.Run(ctx)
+	if r.Scanned > 0 || err == nil {
+		fmt.Fprint(stdout, r.String())
+	}
+	switch {
+	case errors.Is(err, cleanup.ErrLocked):
+		fmt.Fprintf(stderr, "sluice cleanup: another cleaner holds the lease on prefix %q (key %s:cleanup:lock); try again when it is done\n", *prefix, *prefix)
+		return exitFailure
+	case err != nil:
+		fmt.Fprintf(stderr, "sluice cleanup: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
