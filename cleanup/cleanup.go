@@ -302,8 +302,12 @@ func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) e
 		if err := c.lim.Wait(ctx); err != nil {
 			return err
 		}
-		if held, err := c.lease.check(ctx); err != nil || !held {
-			r.LeaseLost = !held
+		held, err := c.lease.check(ctx)
+		if err != nil {
+			return err
+		}
+		if !held {
+			r.LeaseLost = true
 			break
 		}
 		if more == moreBatches {
@@ -432,8 +436,9 @@ func b01(b bool) int {
 // tenth of a lease while another cleaner holds it), makes a pass, waits
 // WithPeriod, makes the next, and keeps the lease renewed in between, so
 // one cleaner of a fleet does the work and another takes over when it
-// stops. Each pass's report goes to WithReports. Start on a running loop
-// does nothing. Stop stops it.
+// stops. Each pass's report goes to WithReports, and so does the first
+// error of a series of failed attempts to take the lease (Redis
+// unreachable). Start on a running loop does nothing. Stop stops it.
 func (c *Cleaner) Start() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -488,8 +493,13 @@ func (c *Cleaner) loop(ctx context.Context, l *loop) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
+	failing := false // the last attempt to take the lease failed (reported once)
 	for {
 		held, err := c.lease.acquire(ctx)
+		if err != nil && !failing && ctx.Err() == nil && c.o.reports != nil {
+			c.o.reports(Report{Prefix: c.o.prefix, DryRun: c.o.dryRun}, err)
+		}
+		failing = err != nil
 		wait := retry
 		if err == nil && held {
 			if !time.Now().Before(next) {

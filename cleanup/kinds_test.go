@@ -267,3 +267,27 @@ func TestNew(t *testing.T) {
 		t.Errorf("New with edge values = %v", err)
 	}
 }
+
+// TestRing: a Ring is walked shard by shard.
+func TestRing(t *testing.T) {
+	ring := redistest.Ring(t)
+	prefix := redistest.Prefix(t)
+	now := redisNow(t, ring)
+	old := newLimiter(t, key.Absolute, ring, limiter.WithPrefix(prefix), limiter.WithClock(fixed(now.Add(-time.Hour))))
+	live := newLimiter(t, key.Suppressed, ring, limiter.WithPrefix(prefix))
+	var keys []string
+	for i := 0; i < 40; i++ {
+		keys = append(keys, fmt.Sprintf("k%d", i))
+	}
+	incAll(t, old, keys)
+	incAll(t, live, keys)
+	r, err := newCleaner(t, ring, cleanup.WithPrefix(prefix), cleanup.WithWindow(time.Minute, 0), cleanup.WithRate(math.Inf(1))).Run(ctx)
+	if err != nil || r.Nodes != 2 || r.Scanned != 80 || r.Deleted != 40 || r.Live != 40 {
+		t.Fatalf("Run on a ring = %v, %v; want 2 shards, 40 of 80 keys deleted", r, err)
+	}
+	for _, k := range keys {
+		if ring.Exists(ctx, hashName(t, prefix, k, key.Absolute)).Val() != 0 {
+			t.Fatalf("%q still exists", k)
+		}
+	}
+}

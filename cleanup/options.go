@@ -270,7 +270,8 @@ func WithDeleteUnknown(del func(redisKey string) bool) Option {
 }
 
 // WithReports sets a function called with the report of every pass of the
-// background loop (Start), and its error. It runs on the loop's goroutine,
+// background loop (Start), and its error, and with an empty report and the
+// error when the loop starts failing to reach Redis for the lease. It runs on the loop's goroutine,
 // so a slow function delays the next pass. Default: none.
 func WithReports(f func(Report, error)) Option {
 	return func(o *options) { o.reports = f }
