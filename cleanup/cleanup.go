@@ -226,25 +226,26 @@ func (c *Cleaner) walk(ctx context.Context, node Client, r *Report) error {
 	}
 }
 
-// span returns the W + B in ms by which k's buckets are judged, and whether
-// it is known (else it is the bound no configuration exceeds).
-func (c *Cleaner) span(p key.Parsed) (int64, bool) {
+// span returns the W + B and the B in ms by which k's buckets are judged,
+// and whether they are known (else W + B is the bound no configuration
+// exceeds, and B is 0).
+func (c *Cleaner) span(p key.Parsed) (sp, b int64, known bool) {
 	if c.o.fn != nil {
 		if w, b, ok := c.o.fn(p); ok {
-			if sp, err := spanMs(w, b); err == nil {
-				return sp, true
+			if sp, b, err := spanMs(w, b); err == nil {
+				return sp, b, true
 			}
 		}
 	}
 	if p.Limit != "" {
-		if sp, ok := c.o.limits[p.Limit]; ok {
-			return sp, true
+		if w, ok := c.o.limits[p.Limit]; ok {
+			return w.span, w.bucket, true
 		}
 	}
-	if c.o.all > 0 {
-		return c.o.all, true
+	if c.o.all.span > 0 {
+		return c.o.all.span, c.o.all.bucket, true
 	}
-	return unknownSpan.Milliseconds(), false
+	return unknownSpan.Milliseconds(), 0, false
 }
 
 // Replies of clean.lua.
@@ -268,12 +269,12 @@ func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) e
 	case p.Suffix != key.Hash:
 		return c.unknown(ctx, node, k, UnknownLayout, r)
 	}
-	sp, own := c.span(p)
+	sp, b, own := c.span(p)
 	var now any = ""
 	if c.o.clock != nil {
 		now = config.ClampMs(c.o.clock.Now().UnixMilli())
 	}
-	args := []any{now, p.Strategy, sp, b01(own), c.slack, c.o.threshold, step, b01(c.o.dryRun)}
+	args := []any{now, p.Strategy, sp, b01(own), c.slack, c.o.threshold, step, b01(c.o.dryRun), b}
 	res, err := c.run(ctx, node, k, args)
 	if err != nil {
 		return c.failed(k, err, r)

@@ -71,8 +71,8 @@ type options struct {
 	threshold int
 	dryRun    bool
 	clock     limiter.Clock // nil: Redis TIME
-	all       int64         // W + B in ms for every key not otherwise known; 0: none
-	limits    map[string]int64
+	all       window        // for every key not otherwise known; span 0: none
+	limits    map[string]window
 	fn        WindowFunc
 	unknown   func(redisKey string) bool
 	reports   func(Report, error)
@@ -101,21 +101,34 @@ func newOptions(opts []Option) (options, error) {
 	return o, nil
 }
 
+// window is a W + B and a B in ms.
+type window struct{ span, bucket int64 }
+
+// longer keeps the longer W + B of two windows, and the shorter B: both are
+// the safe side (a longer span deletes later; a shorter bucket bounds the
+// number of dead buckets from above).
+func longer(a, b window) window {
+	if a.span == 0 {
+		return b
+	}
+	return window{max(a.span, b.span), min(a.bucket, b.bucket)}
+}
+
 func (o *options) fail(format string, args ...any) {
 	o.errs = append(o.errs, fmt.Errorf("%w: %s", limiter.ErrInvalidConfig, fmt.Sprintf(format, args...)))
 }
 
 // spanMs validates a window and a bucket as the providers do and returns
-// W + B in ms.
-func spanMs(w, b time.Duration) (int64, error) {
+// W + B and B in ms.
+func spanMs(w, b time.Duration) (int64, int64, error) {
 	if b < 0 {
-		return 0, fmt.Errorf("%w: bucket %v must be positive, or 0 for the default", limiter.ErrInvalidConfig, b)
+		return 0, 0, fmt.Errorf("%w: bucket %v must be positive, or 0 for the default", limiter.ErrInvalidConfig, b)
 	}
 	cfg, err := config.New(limiter.WithWindow(w), func(c *config.Config) { c.Bucket = b })
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return cfg.WindowMs + cfg.BucketMs, nil
+	return cfg.WindowMs + cfg.BucketMs, cfg.BucketMs, nil
 }
 
 // WithPrefix sets the key prefix of the limiters to clean up after: the
@@ -135,12 +148,12 @@ func WithPrefix(p string) Option { return func(o *options) { o.prefix = p } }
 // trims nothing (docs/operations.md, Cleanup).
 func WithWindow(w, b time.Duration) Option {
 	return func(o *options) {
-		sp, err := spanMs(w, b)
+		sp, bms, err := spanMs(w, b)
 		if err != nil {
 			o.errs = append(o.errs, fmt.Errorf("cleanup: WithWindow(%v, %v): %w", w, b, err))
 			return
 		}
-		o.all = max(o.all, sp)
+		o.all = longer(o.all, window{sp, bms})
 	}
 }
 
@@ -155,11 +168,11 @@ func WithSet(s *limiter.Set) Option {
 			return
 		}
 		if o.limits == nil {
-			o.limits = make(map[string]int64)
+			o.limits = make(map[string]window)
 		}
 		for _, l := range s.Limits() {
-			sp := l.Window.Milliseconds() + l.Bucket.Milliseconds()
-			o.limits[l.Name] = max(o.limits[l.Name], sp)
+			b := l.Bucket.Milliseconds()
+			o.limits[l.Name] = longer(o.limits[l.Name], window{l.Window.Milliseconds() + b, b})
 		}
 	}
 }

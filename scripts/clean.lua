@@ -33,7 +33,10 @@
 -- ARGV[7]  the most dead buckets one call follows along the links of a
 --          larger hash
 -- ARGV[8]  1: dry run, write nothing and report what would be done
--- ARGV[9…] (optional) field names read by HSCAN: remove those that are
+-- ARGV[9]  B in ms, or 0 when unknown: buckets open at least B apart, so
+--          a hash whose oldest bucket died less than (ARGV[6] + 1) × B ago
+--          cannot hold more than ARGV[6] dead ones, and is not read
+-- ARGV[10…] (optional) field names read by HSCAN: remove those that are
 --          dead buckets (and their declined counts), for a hash of more
 --          than 1,024 fields whose links are broken (reply more = 2)
 --
@@ -45,7 +48,7 @@
 --   trimmed  dead buckets removed (dry run: found)
 --   more     0 done; 1 dead buckets remain along the links: call again;
 --            2 the links are broken and the hash is too large to read in
---            one call: call again with its fields (ARGV[9…]) in batches
+--            one call: call again with its fields (ARGV[10…]) in batches
 --
 -- Cost: a live key with nothing to do costs TYPE, the meta read and PTTL.
 -- Trimming reads at most ARGV[7] buckets along the links (one HGET each,
@@ -67,6 +70,7 @@ end
 local abs = ARGV[2] == 'abs'
 local sp, own, slack = ARGV[3] + 0, ARGV[4] == '1', ARGV[5] + 0
 local threshold, step, dry = ARGV[6] + 0, ARGV[7] + 0, ARGV[8] == '1'
+local bucket = ARGV[9] + 0
 local P = 4294967296 -- 2^32: a closed bucket's value is count * P + link
 local SCANMAX = 1024 -- a hash of at most this many fields is read whole
 local fmt = string.format
@@ -113,6 +117,10 @@ if not own or now - oldest < sp then return {1, ttl, 0, 0} end
 
 -- From here the hash is live and its oldest stored bucket is dead.
 local hlen = redis.call('HLEN', h)
+-- Too few buckets can have died to pass the threshold: nothing to read.
+if #ARGV <= 9 and bucket > 0 and hlen <= SCANMAX and math.floor((now - sp - oldest) / bucket) + 1 <= threshold then
+  return {1, ttl, 0, 0}
+end
 
 -- countOf reads the units of a closed bucket from its value.
 local function countOf(v)
@@ -143,9 +151,9 @@ end
 -- start "o" is left as it is: when its field is gone, the provider's next
 -- call finds the link broken and reads the hash whole, as it does for any
 -- broken link; u and x stay the sums of what is stored.
-if #ARGV > 8 then
+if #ARGV > 9 then
   local gone, seen, n = {}, {}, 0
-  for i = 9, #ARGV do
+  for i = 10, #ARGV do
     local f = ARGV[i]
     local c = string.byte(f, 1)
     local st, isd = nil, false
