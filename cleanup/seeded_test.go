@@ -239,17 +239,14 @@ func runSeeded(t *testing.T, c redis.UniversalClient, nodes int) {
 			t.Fatalf("dead hash %q still exists", s.dead[i].redis)
 		}
 	}
-	// TTL-less keys have the TTL their newest bucket implies: n + W + B,
-	// read between two TIMEs.
+	// TTL-less keys expire when their newest bucket dies: at n + W + B
+	// (PEXPIRETIME, absolute, so no clock read can blur it).
 	noTTLHashes := hashes(t, c, keysOf(s.noTTL))
-	t1 := redisNow(t, c).UnixMilli()
-	ttls := pipe(t, c, keysOf(s.noTTL), func(p redis.Pipeliner, k string) *redis.DurationCmd { return p.PTTL(ctx, k) })
-	t2 := redisNow(t, c).UnixMilli()
+	at := pipe(t, c, keysOf(s.noTTL), func(p redis.Pipeliner, k string) *redis.DurationCmd { return p.PExpireTime(ctx, k) })
 	for i, k := range s.noTTL {
 		v := viewOf(k.strategy, noTTLHashes[i])
-		lo, hi := v.newest+seedSpan-t2, v.newest+seedSpan-t1
-		if got := ttls[i].Val().Milliseconds(); got < lo-2 || got > hi+2 || got > seedSpan {
-			t.Fatalf("%q: PTTL %d ms, want %d to %d (newest bucket %d + W + B − now)", k.redis, got, lo, hi, v.newest)
+		if got, want := at[i].Val().Milliseconds(), v.newest+seedSpan; got != want {
+			t.Fatalf("%q: PEXPIRETIME %d, want %d (newest bucket %d + W + B)", k.redis, got, want, v.newest)
 		}
 	}
 	// Live keys read the same.

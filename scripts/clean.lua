@@ -3,8 +3,9 @@
 -- concurrent Inc sees the hash either before or after it, never half done:
 --
 --   - a hash with no live bucket (now - n >= W + B) is UNLINKed;
---   - a hash without a TTL gets the one its newest bucket implies, the
---     instant that bucket dies: n + W + B - now (never more than W + B);
+--   - a hash without a TTL gets the one its newest bucket implies: it
+--     expires at the instant that bucket dies, n + W + B (PEXPIREAT; never
+--     more than W + B from now);
 --   - a live hash holding more than ARGV[6] dead buckets loses them, the
 --     meta fields rewritten exactly as the provider's own expiry rewrites
 --     them (abs_inc.lua, sup_inc.lua), in bounded steps.
@@ -111,7 +112,15 @@ if redis.call('PTTL', h) == -1 then
   if ttl > sp then ttl = sp end -- a newest start ahead of the clock
   if ttl < 1 then ttl = 1 end -- only with an unknown window: dead under any
   ttl = ttl + slack
-  if not dry then redis.call('PEXPIRE', h, ttl) end
+  if not dry then
+    if ARGV[1] == '' then
+      -- At the instant itself: a relative PEXPIRE counts from the time
+      -- Redis cached for the command, which may lag TIME by milliseconds.
+      redis.call('PEXPIREAT', h, now + ttl)
+    else
+      redis.call('PEXPIRE', h, ttl)
+    end
+  end
 end
 if not own or now - oldest < sp then return {1, ttl, 0, 0} end
 
