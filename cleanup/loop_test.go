@@ -31,17 +31,24 @@ func writeLive(t testing.TB, c redis.UniversalClient, prefix string, n int) {
 }
 
 // cleanerGoroutines returns the stacks of goroutines running code of
-// package cleanup (the test's own excluded).
+// package cleanup (the test's own excluded). A goroutine that has closed
+// its done channel may still be returning when Stop returns, so it looks
+// again for up to a second, as goleak does.
 func cleanerGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "sluice/cleanup.(*Cleaner)") {
-			out = append(out, g)
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(10 * time.Millisecond) {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		out = out[:0]
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "sluice/cleanup.(*Cleaner)") {
+				out = append(out, g)
+			}
+		}
+		if len(out) == 0 || time.Now().After(deadline) {
+			return out
 		}
 	}
-	return out
 }
 
 // TestStop: Stop during a pass waits for it to finish; Stop with a context
