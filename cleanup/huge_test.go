@@ -159,7 +159,11 @@ func TestTrimHuge(t *testing.T) {
 		}
 		kind := strings.ToLower(l.Args[0])
 		if len(l.Args) > 3 && strings.HasPrefix(kind, "eval") {
-			kind += " " + l.Args[3][strings.Index(l.Args[3], "{"):]
+			if i := strings.Index(l.Args[3], "{"); i >= 0 {
+				kind += " " + l.Args[3][i:]
+			} else {
+				kind += " " + l.Args[3] // the lease
+			}
 		}
 		byKind[kind] = append(byKind[kind], l.Duration)
 		slow = append(slow, l.Duration)
