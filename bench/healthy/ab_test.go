@@ -21,6 +21,7 @@ var (
 	base     = flag.String("base", "c3df9f6", "TestHealthyAB: the release to compare with (default: the commit before the failure policy)")
 	head     = flag.String("head", "HEAD", "TestHealthyAB: the release measured against -base")
 	control  = flag.Bool("control", false, "TestHealthyAB: add -base a second time, as side base', to show the noise floor")
+	cancel   = flag.Bool("cancellable", false, "TestHealthyAB: call with a cancellable context instead of context.Background()")
 	isolate  = flag.String("isolate", "", "TestHealthyAB: add -head once more with this limiter option, e.g. 'WithTimeout(0)'")
 )
 
@@ -38,7 +39,9 @@ const baseModule = "sluicebase"
 //	cd bench && go test ./healthy/ -run TestHealthyAB -v -timeout 0 -blocks 100 -control | tee ab.txt
 //
 // The output holds benchmark lines (benchstat ab.txt, -col /rev) and a
-// summary: ops/s per side, and each side's ops/s over -base's.
+// summary: ops/s per side, and each side's ops/s over -base's. Calls use
+// context.Background(), as the providers' benchmarks do; -cancellable gives
+// them a cancellable context instead, the path of a request's context.
 func TestHealthyAB(t *testing.T) {
 	if *blocks <= 0 {
 		t.Skip("run with -blocks N")
@@ -106,7 +109,7 @@ func TestHealthyAB(t *testing.T) {
 	runIn(t, driver, "go", "test", "-mod=mod", "-c", "-o", bin, ".")
 	cmd := exec.Command(bin, "-test.run", "^TestAB$", "-test.v", "-test.timeout", "0",
 		"-blocks", strconv.Itoa(*blocks), "-perblock", strconv.Itoa(*perBlock),
-		"-group", strconv.Itoa(*group), "-only", *only)
+		"-group", strconv.Itoa(*group), "-only", *only, "-cancellable="+strconv.FormatBool(*cancel))
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("the A/B binary: %v (generated code in %s)", err, driver)
@@ -157,7 +160,9 @@ func runIn(t *testing.T, dir, name string, args ...string) string {
 var driverTemplate = template.Must(template.New("ab").Parse(`package healthy
 
 import (
+	"context"
 	"flag"
+	"fmt"
 	"os"
 	"regexp"
 	"testing"
@@ -175,6 +180,7 @@ var (
 	perBlock = flag.Int("perblock", 1000, "")
 	group    = flag.Int("group", 10, "")
 	only     = flag.String("only", "", "")
+	cancel   = flag.Bool("cancellable", false, "")
 )
 
 var sides = []Side{
@@ -214,6 +220,12 @@ func TestAB(t *testing.T) {
 	opt := Options{Blocks: *blocks, PerBlock: *perBlock, Group: *group}
 	if *only != "" {
 		opt.Only = regexp.MustCompile(*only)
+	}
+	if *cancel {
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		opt.Ctx = ctx
+		fmt.Println("# every call with a cancellable context")
 	}
 	Header(os.Stdout, c)
 	if _, err := Compare(os.Stdout, c, sides, opt); err != nil {

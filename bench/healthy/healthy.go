@@ -93,6 +93,9 @@ type Options struct {
 	PerBlock int            // calls per block
 	Group    int            // blocks per printed benchmark line
 	Only     *regexp.Regexp // nil: every benchmark
+	// Ctx is the context of every call; nil: context.Background(). A
+	// cancellable one measures the path of a request's context.
+	Ctx context.Context
 }
 
 // Total is what one side did in one benchmark.
@@ -119,7 +122,10 @@ type Results map[string]map[string]*Total
 // benchmark lines (benchstat reads them, -col /rev) to w, one per side and
 // opt.Group blocks, then a summary, and returns the totals.
 func Compare(w io.Writer, c redis.UniversalClient, sides []Side, opt Options) (Results, error) {
-	ctx := context.Background()
+	ctx := opt.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	procs := runtime.GOMAXPROCS(0)
 	res := Results{}
 	var names []string
