@@ -9,6 +9,10 @@
 // Every run starts its own redis-server on a free loopback port (no
 // persistence) and stops it at the end; redis-server must be on PATH.
 //
+// Package healthy (healthy/) measures a release against another on a healthy
+// Redis in one process, both linked into one binary: TestHealthyAB, behind
+// "Failure policy: the healthy path" in ../docs/benchmarks.md.
+//
 // floor/run.sh measures server time per script call with redis-benchmark
 // alone (no Go client): sluice's abs_inc.lua beside redis_rate's script and
 // beside scripts that make only the commands a data model requires.

@@ -161,9 +161,10 @@ type Guard struct {
 	recon    Reconciler
 	minRate  limiter.Rate // one unit per window: the floor of a scaled fallback
 
-	open  atomic.Bool
-	cause atomic.Pointer[error]
-	fb    atomic.Pointer[limiter.Limiter]
+	open     atomic.Bool
+	cause    atomic.Pointer[error]
+	fb       atomic.Pointer[limiter.Limiter]
+	deadline atomic.Pointer[shared] // see Context
 
 	stopCtx context.Context
 	stop    context.CancelFunc
@@ -237,8 +238,44 @@ func (g *Guard) Open() bool { return g.open.Load() }
 
 func nop() {}
 
+// SlackDiv sets how much a shared deadline may shorten a call: a call whose
+// context can never be cancelled gets a deadline between timeout −
+// timeout/SlackDiv and timeout from its start (see Context).
+const SlackDiv = 16
+
+// shared is a deadline context that the calls starting before fresh share.
+// Nothing cancels it: it ends at its deadline, so that the calls still
+// using it keep their bound.
+type shared struct {
+	ctx    context.Context
+	cancel context.CancelFunc // kept for vet; calling it would cut short the calls in flight
+	fresh  time.Time
+}
+
+// withValues is a shared deadline context whose values are the caller's
+// (go-redis hooks, tracing).
+type withValues struct {
+	context.Context // the shared deadline: Deadline, Done, Err
+	values          context.Context
+}
+
+func (c *withValues) Value(k any) any { return c.values.Value(k) }
+
 // Context bounds one Redis call by the timeout on top of ctx. The cancel
 // function must be called when the call returns.
+//
+// A context with its own deadline within the timeout is used as it is. A
+// context that can be cancelled (Done is not nil) gets a child with the
+// timeout, as context.WithTimeout makes it: 5 allocations and a runtime
+// timer per call. A context that can never be cancelled, such as
+// context.Background(), shares instead one deadline context with the calls
+// that start within timeout/SlackDiv of it: no timer and no allocation
+// per call (one, for the values, when ctx is not context.Background()), and
+// each call is still bounded, by timeout − timeout/SlackDiv at the least
+// and timeout at the most. The shared context is what go-redis waits on:
+// its Done closes at the deadline (the pool's wait for a connection), and
+// its Deadline bounds the socket reads and writes when the client has
+// ContextTimeoutEnabled.
 func (g *Guard) Context(ctx context.Context) (context.Context, context.CancelFunc) {
 	t := g.cfg.Timeout
 	if t <= 0 {
@@ -247,7 +284,28 @@ func (g *Guard) Context(ctx context.Context) (context.Context, context.CancelFun
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= t {
 		return ctx, nop
 	}
-	return context.WithTimeout(ctx, t)
+	if ctx.Done() != nil {
+		return context.WithTimeout(ctx, t)
+	}
+	sh := g.sharedDeadline(t)
+	if ctx == context.Background() {
+		return sh, nop
+	}
+	return &withValues{Context: sh, values: ctx}, nop
+}
+
+// sharedDeadline returns the deadline context of the calls starting now:
+// the current one while it is fresh, else a new one ending t from now.
+// Two calls that find it stale at once both make one; the last stored
+// wins, and both contexts are valid bounds.
+func (g *Guard) sharedDeadline(t time.Duration) context.Context {
+	now := time.Now()
+	if s := g.deadline.Load(); s != nil && now.Before(s.fresh) {
+		return s.ctx
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), now.Add(t))
+	g.deadline.Store(&shared{ctx: ctx, cancel: cancel, fresh: now.Add(t / SlackDiv)})
+	return ctx
 }
 
 func (g *Guard) causeErr() error {

@@ -26,3 +26,8 @@ func TestFaultMatrix(t *testing.T) { faults.RunMatrix(t, newFaultLimiter) }
 // TestFailurePolicies: each policy during an outage, bad input, and
 // reconciliation of the fallback's units, alone and in a fleet of three.
 func TestFailurePolicies(t *testing.T) { faults.RunPolicies(t, "redissup", newFaultLimiter) }
+
+// TestHealthyPath: the per-call timeout allocates nothing on a healthy
+// Redis for a context that can never be cancelled (docs/benchmarks.md,
+// Failure policy: the healthy path).
+func TestHealthyPath(t *testing.T) { faults.RunHealthyPath(t, newFaultLimiter) }
