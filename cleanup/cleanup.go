@@ -41,6 +41,7 @@ type Client interface {
 	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd
 	HScan(ctx context.Context, key string, cursor uint64, match string, count int64) *redis.ScanCmd
 	Unlink(ctx context.Context, keys ...string) *redis.IntCmd
+	PTTL(ctx context.Context, key string) *redis.DurationCmd
 }
 
 type masters interface {
@@ -502,6 +503,14 @@ func (c *Cleaner) loop(ctx context.Context, l *loop) {
 		}
 		failing = err != nil
 		wait := retry
+		if err == nil && !held {
+			// Wake when the holder's lease would expire, so that a holder
+			// that froze right after renewing is taken over one lease
+			// after it froze, not a lease and a poll later.
+			if left, err := c.lease.remaining(ctx); err == nil && left > 0 {
+				wait = min(retry, left+time.Millisecond)
+			}
+		}
 		if err == nil && held {
 			if !time.Now().Before(next) {
 				c.passMu.Lock()

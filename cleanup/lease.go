@@ -59,6 +59,16 @@ func (l *lease) acquire(ctx context.Context) (bool, error) {
 	return ok, nil
 }
 
+// remaining is how long the lease has left, whoever holds it (0 when
+// nobody does).
+func (l *lease) remaining(ctx context.Context) (time.Duration, error) {
+	d, err := l.client.PTTL(ctx, l.key).Result()
+	if err != nil || d < 0 {
+		return 0, err
+	}
+	return d, nil
+}
+
 // lost forgets a lease whose renewal failed for longer than it lasts; until
 // then the holder keeps it (a Redis error is not a loss).
 func (l *lease) lost() bool {
