@@ -327,17 +327,27 @@ func (g *Guard) Err(op string) error {
 // the breaker opens and FailError returns err unchanged, the other policies
 // answer.
 func (g *Guard) Failed(ctx context.Context, c *Call, err error) (limiter.Decision, error) {
+	if ferr := g.failed(ctx, c.Op, err); ferr != nil {
+		return limiter.Decision{}, ferr
+	}
+	return g.Answer(ctx, c)
+}
+
+// failed is Failed's judgement of the error of a call op, shared by the
+// calls on one limit and on sets: the error to return, or nil when the
+// breaker is now open and the policy must answer.
+func (g *Guard) failed(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
-		return limiter.Decision{}, fmt.Errorf("%s: %s: %w", g.pkg, c.Op, cerr)
+		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
 	}
 	if !Unavailable(err) {
-		return limiter.Decision{}, err
+		return err
 	}
 	g.trip(err)
 	if g.cfg.Policy == config.FailError {
-		return limiter.Decision{}, err
+		return err
 	}
-	return g.Answer(ctx, c)
+	return nil
 }
 
 // FailedErr is Failed for Get and Reset: the error is returned under every

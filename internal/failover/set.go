@@ -42,20 +42,17 @@ func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set 
 		if err == nil {
 			return d, nil
 		}
-		if cerr := ctx.Err(); cerr != nil {
-			return limiter.SetDecision{}, fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
-		}
-		if !Unavailable(err) {
-			return limiter.SetDecision{}, err
+		if ctx.Err() != nil || !Unavailable(err) {
+			return limiter.SetDecision{}, g.failed(ctx, op, err)
 		}
 	}
+	// Validation comes before the breaker opens: bad input never trips it.
 	if verr := be.ValidateSet(op, k, set, n); verr != nil {
 		return limiter.SetDecision{}, verr
 	}
 	if err != nil {
-		g.trip(err)
-		if g.cfg.Policy == config.FailError {
-			return limiter.SetDecision{}, err
+		if ferr := g.failed(ctx, op, err); ferr != nil {
+			return limiter.SetDecision{}, ferr
 		}
 	}
 	return g.answerSet(ctx, op, k, set, n)
