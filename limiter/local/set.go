@@ -41,10 +41,8 @@ func (s *store) setArgs(op, k string, set *limiter.Set, n int64) (now int64, err
 	if err := set.Check(); err != nil {
 		return 0, fmt.Errorf("local: %s: %w", op, err)
 	}
-	if n < 0 {
-		if err := checkCost(n); err != nil {
-			return 0, err
-		}
+	if err := checkCost(n); err != nil {
+		return 0, err
 	}
 	return s.now(), nil
 }
