@@ -452,36 +452,16 @@ func RunSetConcurrent(t *testing.T, f, local Factory, g, phases int, c1, c2 int6
 	refused := 0
 	for p := 0; p < phases; p++ {
 		now := clk.Now()
-		type res struct {
-			n   int64
-			d   limiter.SetDecision
-			err error
-		}
-		out := make([]res, g)
-		var wg sync.WaitGroup
-		for i := 0; i < g; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				n := int64(1 + (i+p)%3)
-				d, err := sl.IncSet(ctx, "hot", set, n)
-				out[i] = res{n, d, err}
-			}()
-		}
-		wg.Wait()
-		for _, r := range out {
-			if r.err != nil {
-				t.Fatalf("phase %d: IncSet error: %v", p, r.err)
-			}
-			if !r.d.Allowed {
+		for _, r := range SetPhase(t, sl, "hot", set, g, p) {
+			if !r.D.Allowed {
 				refused++
 				continue
 			}
 			for j := range adm {
-				adm[j] = append(adm[j], check.Admission{At: now, Units: r.n})
+				adm[j] = append(adm[j], check.Admission{At: now, Units: r.N})
 			}
-			if d, err := sr.IncSet(ctx, "hot", set, r.n); err != nil || !d.Allowed {
-				t.Fatalf("phase %d: replaying an admission of %d refused: %s, %v", p, r.n, FormatSet(d), err)
+			if d, err := sr.IncSet(ctx, "hot", set, r.N); err != nil || !d.Allowed {
+				t.Fatalf("phase %d: replaying an admission of %d refused: %s, %v", p, r.N, FormatSet(d), err)
 			}
 		}
 		got, err := sl.GetSet(ctx, "hot", set)
@@ -501,4 +481,37 @@ func RunSetConcurrent(t *testing.T, f, local Factory, g, phases int, c1, c2 int6
 		t.Errorf("%d admitted and %d refused calls; want both", len(adm[0]), refused)
 	}
 	t.Logf("%d goroutines × %d phases: %d admitted, %d refused", g, phases, len(adm[0]), refused)
+}
+
+// PhaseCall is one call of SetPhase: its cost and the decision.
+type PhaseCall struct {
+	N int64
+	D limiter.SetDecision
+}
+
+// SetPhase runs phase p of a concurrency test: g goroutines each call
+// IncSet once on key, goroutine i with a cost of 1 + (i + p) mod 3, all
+// at once. It fails the test on any error and returns the calls in
+// goroutine order.
+func SetPhase(t *testing.T, sl limiter.SetLimiter, key string, set *limiter.Set, g, p int) []PhaseCall {
+	t.Helper()
+	out := make([]PhaseCall, g)
+	errs := make([]error, g)
+	var wg sync.WaitGroup
+	for i := 0; i < g; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := int64(1 + (i+p)%3)
+			d, err := sl.IncSet(context.Background(), key, set, n)
+			out[i], errs[i] = PhaseCall{n, d}, err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("phase %d: IncSet %d: %v", p, i, err)
+		}
+	}
+	return out
 }

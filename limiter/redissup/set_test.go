@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -353,31 +352,11 @@ func TestSetConcurrent(t *testing.T) {
 	const g, phases = 64, 8
 	var admitted, refused int64
 	for p := 0; p < phases; p++ {
-		type res struct {
-			n   int64
-			d   limiter.SetDecision
-			err error
-		}
-		out := make([]res, g)
-		var wg sync.WaitGroup
-		for i := 0; i < g; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				n := int64(1 + (i+p)%3)
-				d, err := sl.IncSet(ctx, "hot", set, n)
-				out[i] = res{n, d, err}
-			}()
-		}
-		wg.Wait()
-		for i, r := range out {
-			if r.err != nil {
-				t.Fatalf("phase %d: IncSet %d: %v", p, i, r.err)
-			}
-			if r.d.Allowed {
-				admitted += r.n
+		for _, r := range conformance.SetPhase(t, sl, "hot", set, g, p) {
+			if r.D.Allowed {
+				admitted += r.N
 			} else {
-				refused += r.n
+				refused += r.N
 			}
 		}
 		us, err := sl.GetSet(ctx, "hot", set)
