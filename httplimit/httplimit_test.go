@@ -25,39 +25,50 @@ import (
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
+// decisionLog keeps the decisions a limiter returned, safely for the
+// concurrent handlers of a test server. D is limiter.Decision or
+// limiter.SetDecision.
+type decisionLog[D any] struct {
+	mu   sync.Mutex
+	decs []D
+}
+
+// keep records d when err is nil, and passes both on.
+func (l *decisionLog[D]) keep(d D, err error) (D, error) {
+	if err == nil {
+		l.mu.Lock()
+		l.decs = append(l.decs, d)
+		l.mu.Unlock()
+	}
+	return d, err
+}
+
+func (l *decisionLog[D]) last(t *testing.T) D {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.decs) == 0 {
+		t.Fatal("the limiter was not called")
+	}
+	return l.decs[len(l.decs)-1]
+}
+
+func (l *decisionLog[D]) calls() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.decs)
+}
+
 // recorder passes every call to the limiter it wraps and keeps each
 // Inc's decision, so a test can compare the response with what the
 // limiter said.
 type recorder struct {
 	limiter.Limiter
-	mu   sync.Mutex
-	decs []limiter.Decision
+	decisionLog[limiter.Decision]
 }
 
 func (r *recorder) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	d, err := r.Limiter.Inc(ctx, k, rate, n)
-	if err == nil {
-		r.mu.Lock()
-		r.decs = append(r.decs, d)
-		r.mu.Unlock()
-	}
-	return d, err
-}
-
-func (r *recorder) last(t *testing.T) limiter.Decision {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.decs) == 0 {
-		t.Fatal("the limiter was not called")
-	}
-	return r.decs[len(r.decs)-1]
-}
-
-func (r *recorder) calls() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.decs)
+	return r.keep(r.Limiter.Inc(ctx, k, rate, n))
 }
 
 func newLocal(t *testing.T, clk limiter.Clock, window time.Duration) limiter.Limiter {

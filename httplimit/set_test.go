@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,28 +24,11 @@ type setProvider interface {
 // setRecorder keeps each IncSet's decision.
 type setRecorder struct {
 	setProvider
-	mu   sync.Mutex
-	decs []limiter.SetDecision
+	decisionLog[limiter.SetDecision]
 }
 
 func (r *setRecorder) IncSet(ctx context.Context, k string, s *limiter.Set, n int64) (limiter.SetDecision, error) {
-	d, err := r.setProvider.IncSet(ctx, k, s, n)
-	if err == nil {
-		r.mu.Lock()
-		r.decs = append(r.decs, d)
-		r.mu.Unlock()
-	}
-	return d, err
-}
-
-func (r *setRecorder) last(t *testing.T) limiter.SetDecision {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.decs) == 0 {
-		t.Fatal("the limiter was not called")
-	}
-	return r.decs[len(r.decs)-1]
+	return r.keep(r.setProvider.IncSet(ctx, k, s, n))
 }
 
 func mustSet(t *testing.T, limits ...limiter.Limit) *limiter.Set {
