@@ -172,6 +172,7 @@ import (
 	{{.Alias}} "{{.Path}}/limiter"
 	{{.Alias}}abs "{{.Path}}/limiter/redisabs"
 	{{.Alias}}sup "{{.Path}}/limiter/redissup"
+	{{.Alias}}local "{{.Path}}/limiter/local"
 {{- end}}
 )
 
@@ -189,6 +190,14 @@ var sides = []Side{
 		r, err := {{.Alias}}.ParseRate(rate)
 		if err != nil {
 			return nil, nil, err
+		}
+		if provider == "local" {
+			l, err := {{.Alias}}local.NewAbsolute({{if .Opt}}{{.Alias}}.{{.Opt}}{{end}})
+			if err != nil {
+				return nil, nil, err
+			}
+			inc, done := Bind[{{.Alias}}.Rate, {{.Alias}}.Decision](l, r)
+			return inc, done, nil
 		}
 		opts := []{{.Alias}}.Option{ {{- .Alias}}.WithPrefix(prefix){{if .Opt}}, {{.Alias}}.{{.Opt}}{{end -}} }
 		if provider == "abs" {

@@ -53,7 +53,8 @@ func Bind[R, D any](l Limiter[R, D], rate R) (Inc, func()) {
 type Side struct {
 	Label string // shown in results: "base:c3df9f6"
 	// New sets up provider "abs" (redisabs) or "sup" (redissup) on c
-	// with the key prefix and otherwise the side's options, bound to rate
+	// with the key prefix and otherwise the side's options, or "local"
+	// (local.NewAbsolute, which ignores c and the prefix), bound to rate
 	// (limiter.ParseRate's form).
 	New func(c redis.UniversalClient, provider, rate, prefix string) (Inc, func(), error)
 }
@@ -82,8 +83,10 @@ var Workloads = []Workload{
 }
 
 // Providers and Forms complete a benchmark's name: provider/workload/form.
+// "local" is the in-process absolute provider: calls of about a hundred
+// nanoseconds, so its blocks want a larger -perblock.
 var (
-	Providers = []string{"abs", "sup"}
+	Providers = []string{"abs", "sup", "local"}
 	Forms     = []string{"Serial", "Parallel"}
 )
 
