@@ -14,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -124,6 +125,9 @@ func (c *Cleaner) Run(ctx context.Context) (Report, error) {
 	c.passMu.Lock()
 	defer c.passMu.Unlock()
 	r, err := c.pass(ctx)
+	if !errors.Is(err, ErrLocked) {
+		c.observe(ctx, r, err)
+	}
 	c.mu.Lock()
 	bg := c.bg != nil
 	c.mu.Unlock()
@@ -498,8 +502,8 @@ func (c *Cleaner) loop(ctx context.Context, l *loop) {
 	failing := false // the last attempt to take the lease failed (reported once)
 	for {
 		held, err := c.lease.acquire(ctx)
-		if err != nil && !failing && ctx.Err() == nil && c.o.reports != nil {
-			c.o.reports(Report{Prefix: c.o.prefix, DryRun: c.o.dryRun}, err)
+		if err != nil && !failing && ctx.Err() == nil {
+			c.report(ctx, Report{Prefix: c.o.prefix, DryRun: c.o.dryRun}, err)
 		}
 		failing = err != nil
 		wait := retry
@@ -516,8 +520,8 @@ func (c *Cleaner) loop(ctx context.Context, l *loop) {
 				c.passMu.Lock()
 				r, err := c.pass(ctx)
 				c.passMu.Unlock()
-				if c.o.reports != nil && !errors.Is(err, ErrLocked) {
-					c.o.reports(r, err)
+				if !errors.Is(err, ErrLocked) {
+					c.report(ctx, r, err)
 				}
 				next = time.Now().Add(c.o.period)
 				if r.LeaseLost || err != nil {
@@ -538,4 +542,32 @@ func (c *Cleaner) loop(ctx context.Context, l *loop) {
 		case <-timer.C:
 		}
 	}
+}
+
+// report hands a pass of the background loop (or its failure to take the
+// lease) to WithReports and WithObserver.
+func (c *Cleaner) report(ctx context.Context, r Report, err error) {
+	if c.o.reports != nil {
+		c.o.reports(r, err)
+	}
+	c.observe(ctx, r, err)
+}
+
+// observe sends r to WithObserver's observer as an EventCleanup.
+func (c *Cleaner) observe(ctx context.Context, r Report, err error) {
+	if c.o.observer == nil {
+		return
+	}
+	class := ""
+	if err != nil && !errors.Is(err, ErrLeaseLost) {
+		class = failover.ErrorClass(ctx, err)
+	}
+	c.o.observer.ObserveEvent(ctx, limiter.Event{
+		Kind:     limiter.EventCleanup,
+		Provider: limiter.ProviderCleanup,
+		Cleanup: limiter.CleanupReport{
+			Scanned: r.Scanned, Deleted: r.Deleted, Trimmed: r.Trimmed,
+			Duration: r.Duration, Err: err, ErrorClass: class,
+		},
+	})
 }

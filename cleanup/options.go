@@ -76,6 +76,7 @@ type options struct {
 	fn        WindowFunc
 	unknown   func(redisKey string) bool
 	reports   func(Report, error)
+	observer  limiter.Observer
 	errs      []error
 }
 
@@ -288,4 +289,17 @@ func WithDeleteUnknown(del func(redisKey string) bool) Option {
 // so a slow function delays the next pass. Default: none.
 func WithReports(f func(Report, error)) Option {
 	return func(o *options) { o.reports = f }
+}
+
+// WithObserver sends a limiter.EventCleanup, with Provider
+// limiter.ProviderCleanup, to o after every pass: each Run and each pass
+// of the background loop, and the first of a series of failed attempts of
+// the loop to take the lease (an event whose report is empty and whose Err
+// says why). A Run refused with ErrLocked did no pass and sends nothing. The
+// event's ErrorClass is that of a limiter's EventBackendError for a Redis
+// error (limiter.ErrorTimeout, …) and "" for ErrLeaseLost, which is not
+// the backend's fault. The same observer can serve the limiters (see
+// limiter.WithObserver); nil removes one given earlier. Default: none.
+func WithObserver(o limiter.Observer) Option {
+	return func(opts *options) { opts.observer = o }
 }

@@ -184,7 +184,7 @@ type Event struct {
 // CleanupReport is what one run of the cleanup loop did, as reported in
 // an EventCleanup. Package cleanup sends one event per run (Run, or one
 // pass of the loop Start runs) to the observer given to it with
-// WithObserver, with Provider ProviderCleanup.
+// cleanup.WithObserver, with Provider ProviderCleanup.
 type CleanupReport struct {
 	Scanned  int64         // keys SCAN returned under the prefix
 	Deleted  int64         // keys UNLINKed: no TTL, or only expired buckets
