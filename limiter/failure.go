@@ -45,14 +45,15 @@ const (
 // to the hook of WithStateChange. Whatever the policy, a provider enters
 // degraded mode when a call finds Redis unavailable (the circuit breaker
 // opens) and leaves it when a background probe gets an answer (the breaker
-// closes, after reconciliation under FallbackLocal).
+// closes, after reconciliation under FallbackLocal), or when it is closed
+// while degraded (Cause ErrClosed, nothing reconciled).
 type StateChange = config.StateChange
 
 // The fields of StateChange:
 //
 //	Provider     string        // "redisabs", "redissup"
 //	Degraded     bool          // true: entering degraded mode; false: leaving it
-//	Cause        error         // entering: the error that opened the breaker; leaving: nil
+//	Cause        error         // entering: the error that opened the breaker; leaving: nil, or ErrClosed when Close ended the outage
 //	Policy       FailurePolicy // the provider's policy
 //	Duration     time.Duration // leaving: how long the provider was degraded
 //	Reconciled   int           // leaving: keys whose fallback units were written to Redis

@@ -287,6 +287,28 @@ func testMetrics(t *testing.T, client *redis.Client) {
 	if failed != 2 {
 		t.Errorf("%d failed spans, want 2", failed)
 	}
+
+	// Limiters closed while degraded leave degraded mode: the gauge
+	// counts none, and each closing is a state change.
+	for _, l := range []limiter.Limiter{downAbs, downSup} {
+		if err := l.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got = export(t, reader)
+	compare(t, map[string]map[string]int64{"sluice.degraded": got["sluice.degraded"], "sluice.state_changes": got["sluice.state_changes"]},
+		map[string]map[string]int64{
+			"sluice.degraded": {
+				"sluice.provider=redisabs": 0,
+				"sluice.provider=redissup": 0,
+			},
+			"sluice.state_changes": {
+				"sluice.degraded=true,sluice.provider=redisabs":  1,
+				"sluice.degraded=true,sluice.provider=redissup":  1,
+				"sluice.degraded=false,sluice.provider=redisabs": 1,
+				"sluice.degraded=false,sluice.provider=redissup": 1,
+			},
+		})
 }
 
 // compare reports every difference between two exports.

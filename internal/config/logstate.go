@@ -14,6 +14,11 @@ func LogStateChange(ctx context.Context, l *slog.Logger, sc StateChange) {
 			"provider", sc.Provider, "policy", sc.Policy.String(), "cause", sc.Cause)
 		return
 	}
+	if sc.Cause != nil {
+		l.InfoContext(ctx, "sluice: limiter closed while Redis was unavailable",
+			"provider", sc.Provider, "degraded_for", sc.Duration, "cause", sc.Cause)
+		return
+	}
 	l.InfoContext(ctx, "sluice: Redis answers again",
 		"provider", sc.Provider, "degraded_for", sc.Duration,
 		"reconciled", sc.Reconciled, "unreconciled", sc.Unreconciled)

@@ -512,8 +512,13 @@ func (g *Guard) run() {
 		g.notify(config.StateChange{Degraded: true, Cause: g.causeErr()})
 		if !g.probeUntilUp(t) {
 			g.mu.Lock()
+			since := g.since
 			g.running = false
 			g.mu.Unlock()
+			// Closed while degraded: the limiter leaves degraded mode
+			// with it, so that what counts degraded limiters (a gauge)
+			// stops counting this one. Nothing is reconciled.
+			g.notify(config.StateChange{Cause: config.ErrClosed, Duration: time.Since(since)})
 			return
 		}
 		g.mu.Lock()

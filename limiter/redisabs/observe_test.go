@@ -106,7 +106,8 @@ func TestObserverHealthy(t *testing.T) {
 // EventBackendError and a degraded DecisionEvent with the failed call's
 // time; later calls, answered while the breaker is open, ask no backend;
 // the breaker's opening is one EventStateChange; the local fallback's own
-// decisions are not reported as a local provider's.
+// decisions are not reported as a local provider's; Close while degraded
+// leaves degraded mode.
 func TestObserverOutage(t *testing.T) {
 	for _, policy := range []limiter.FailurePolicy{limiter.FallbackLocal, limiter.FailOpen} {
 		t.Run(policy.String(), func(t *testing.T) {
@@ -150,6 +151,23 @@ func TestObserverOutage(t *testing.T) {
 				failed[0].Op != limiter.OpInc || !errors.Is(failed[0].Err, context.DeadlineExceeded) || failed[0].Duration <= 0 ||
 				len(entered) != 1 || !entered[0].State.Degraded || entered[0].State.Provider != limiter.ProviderRedisAbs {
 				t.Errorf("events %+v, want one backend error (timeout, inc) and one state change into degraded mode", es)
+			}
+			// Closed while degraded: it leaves degraded mode (what counts
+			// degraded limiters stops counting it), with ErrClosed as
+			// the cause, before Close returns.
+			if err := l.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case sc := <-changed:
+				if sc.Degraded || !errors.Is(sc.Cause, limiter.ErrClosed) || sc.Duration <= 0 {
+					t.Errorf("state change on Close: %+v, want leaving degraded mode, cause ErrClosed", sc)
+				}
+			default:
+				t.Fatalf("Close returned without leaving degraded mode")
+			}
+			if _, es = rec.snapshot(); len(es) != 3 || es[2].Kind != limiter.EventStateChange || es[2].State.Degraded {
+				t.Errorf("events after Close: %+v, want a third, leaving degraded mode", es)
 			}
 		})
 	}
