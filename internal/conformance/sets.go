@@ -311,6 +311,13 @@ func runSetErrors(t *testing.T, f Factory) {
 	if _, err := sl.IncSet(ctx, "", set, 1); !errors.Is(err, key.ErrInvalid) {
 		t.Errorf("IncSet(empty key) error = %v, want key.ErrInvalid", err)
 	}
+	// Each call's errors name it.
+	if _, err := sl.IsAllowedSet(ctx, "", set); !errors.Is(err, key.ErrInvalid) || !strings.Contains(err.Error(), "is allowed set:") {
+		t.Errorf("IsAllowedSet(empty key) error = %v, want key.ErrInvalid naming the call", err)
+	}
+	if _, err := sl.IncSet(ctx, "", set, 1); err == nil || !strings.Contains(err.Error(), "inc set:") {
+		t.Errorf("IncSet(empty key) error = %v, want one naming the call", err)
+	}
 	if _, err := sl.GetSet(ctx, "", set); !errors.Is(err, key.ErrInvalid) {
 		t.Errorf("GetSet(empty key) error = %v, want key.ErrInvalid", err)
 	}

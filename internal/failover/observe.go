@@ -109,9 +109,9 @@ type timedSet struct {
 	t timing
 }
 
-func (b *timedSet) DecideSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+func (b *timedSet) DecideSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	b.t.asked, b.t.start = true, time.Now()
-	d, err := b.SetBackend.DecideSet(ctx, k, set, n)
+	d, err := b.SetBackend.DecideSet(ctx, op, k, set, n)
 	b.t.took, b.t.err = time.Since(b.t.start), err
 	return d, err
 }

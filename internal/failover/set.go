@@ -16,7 +16,8 @@ type SetBackend interface {
 	// Redis (n = 0 for GetSet and ResetSet).
 	ValidateSet(op, k string, set *limiter.Set, n int64) error
 	// DecideSet is the Redis call of an IncSet (n = 0: IsAllowedSet).
-	DecideSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error)
+	// op names the call in its errors ("inc set", "is allowed set").
+	DecideSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error)
 	// UsageSet is the Redis call of a GetSet.
 	UsageSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error)
 	// UnlinkSet is the Redis call of a ResetSet.
@@ -37,7 +38,7 @@ func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set 
 	if !g.Open() {
 		cctx, cancel := g.Context(ctx)
 		var d limiter.SetDecision
-		d, err = be.DecideSet(cctx, k, set, n)
+		d, err = be.DecideSet(cctx, op, k, set, n)
 		cancel()
 		if err == nil {
 			return d, nil

@@ -47,9 +47,8 @@ func (be *backend) ValidateSet(op, k string, set *limiter.Set, n int64) error {
 }
 
 // DecideSet is the Redis call of an IncSet: abs_set.lua.
-func (be *backend) DecideSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+func (be *backend) DecideSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	l := (*Limiter)(be)
-	op := "inc set"
 	hs, err := l.b.CheckSet(op, k, set, n)
 	if err != nil {
 		return limiter.SetDecision{}, err

@@ -39,8 +39,7 @@ func (l *Limiter) setCall(op, k string, set *limiter.Set, n int64, lb *[window.M
 }
 
 // incSet is IncSet's call to Redis: one sup_set.lua call, after one draw.
-func (l *Limiter) incSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
-	const op = "inc set"
+func (l *Limiter) incSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	var (
 		lb [window.MaxSet]window.Limit
 		rb [window.MaxSet]window.Result
@@ -167,8 +166,8 @@ func (be *backend) ValidateSet(op, k string, set *limiter.Set, n int64) error {
 }
 
 // DecideSet is the Redis call of an IncSet (n = 0: IsAllowedSet).
-func (be *backend) DecideSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
-	return (*Limiter)(be).incSet(ctx, k, set, n)
+func (be *backend) DecideSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	return (*Limiter)(be).incSet(ctx, op, k, set, n)
 }
 
 // UsageSet is the Redis call of a GetSet.
