@@ -5,7 +5,7 @@ FUZZTIME ?= 30s
 
 FUZZSMOKE ?= 10s
 
-.PHONY: test fmt-check vet tidy-check deps-check bench fuzz fuzz-smoke
+.PHONY: test redis-note fmt-check vet tidy-check deps-check bench fuzz fuzz-smoke
 
 # Nested modules with tests that need no network beyond what the core's
 # tests need (a local redis-server, miniredis): vetted and tested with the
@@ -17,11 +17,17 @@ NESTED_TESTED = sluiceotel
 # checks and the cleanup pacing measure latencies on a 2-core machine, and
 # two suites running at once (each with its own redis-servers) pushed their
 # p99s over the bounds in CI runs.
-test: fmt-check vet tidy-check deps-check
+test: fmt-check vet tidy-check deps-check redis-note
 	$(GO) test -race -count=1 -p 1 ./...
 	cd bench && $(GO) test -race -count=1 -run '^TestRateLimitHeadersParse$$' .
 	for m in $(NESTED_TESTED); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
 	$(MAKE) fuzz-smoke
+
+# Without redis-server on PATH the real-Redis tests skip themselves, which
+# go test reports only under -v: say so in one line (CI sets
+# SLUICE_REQUIRE_REDIS=1, under which they fail instead).
+redis-note:
+	@command -v redis-server >/dev/null 2>&1 || echo "make test: redis-server is not on PATH: the real-Redis tests are SKIPPED (miniredis tests still run); install redis-server, or run bash .ci/run"
 
 # A short run of the differential fuzzers (local against miniredis) and of
 # the client-address parser on every test run; `make fuzz` runs every

@@ -28,9 +28,10 @@ const (
 	// hold before a pass trims them. Fewer are left to the provider, whose
 	// next write drops them, or to the key's TTL.
 	DefaultTrimThreshold = 64
-	// MaxTrimThreshold is the largest threshold accepted: a hash of the
-	// largest window accepted holds at most 501 buckets.
-	MaxTrimThreshold = config.MaxBuckets + 1
+	// MaxTrimThreshold is the largest threshold accepted: a hash holds at
+	// most W/B + 1 buckets, and the providers refuse W/B above 500
+	// (limiter.WithBucket).
+	MaxTrimThreshold = 501
 )
 
 // Internal bounds of one pass.

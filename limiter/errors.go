@@ -1,21 +1,38 @@
 package limiter
 
-import "github.com/sluice-go/sluice/internal/config"
+import (
+	"errors"
+
+	"github.com/sluice-go/sluice/internal/config"
+)
 
 // Sentinel errors, matched with errors.Is. Errors returned by providers wrap
 // them with the operation and the offending value.
 var (
 	// ErrInvalidRate: NaN, ±Inf, zero or negative rate, or one so large
 	// that the window's capacity exceeds 2^50 units.
-	ErrInvalidRate = config.ErrInvalidRate
+	ErrInvalidRate = errors.New("sluice: invalid rate")
 	// ErrInvalidConfig: an option outside its documented range.
-	ErrInvalidConfig = config.ErrInvalidConfig
+	ErrInvalidConfig = errors.New("sluice: invalid configuration")
 	// ErrCapacityTooSmall: rate × window admits less than one unit, so every
 	// call would be rejected forever. Widen the window or raise the rate.
-	ErrCapacityTooSmall = config.ErrCapacityTooSmall
+	ErrCapacityTooSmall = errors.New("sluice: capacity below one unit")
 	// ErrInvalidCost: n < 0. Any n ≥ 0 is a valid cost: one larger than
 	// the capacity is refused with Decision.Never set, not an error.
-	ErrInvalidCost = config.ErrInvalidCost
+	ErrInvalidCost = errors.New("sluice: invalid cost")
 	// ErrClosed: the limiter was closed.
-	ErrClosed = config.ErrClosed
+	ErrClosed = errors.New("sluice: limiter closed")
 )
+
+// The internal packages wrap the same sentinel values: the configuration
+// code, which this package imports and so cannot import back, reads them
+// from its own variables, set here before any package that uses a
+// provider is initialised.
+func init() {
+	config.ErrInvalidRate = ErrInvalidRate
+	config.ErrInvalidConfig = ErrInvalidConfig
+	config.ErrCapacityTooSmall = ErrCapacityTooSmall
+	config.ErrInvalidCost = ErrInvalidCost
+	config.ErrClosed = ErrClosed
+	config.ErrUnavailable = ErrUnavailable
+}

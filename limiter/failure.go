@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -13,51 +14,72 @@ import (
 // without asking Redis because Redis was found unavailable: under the
 // FailError policy for every call, and under every policy for Get and Reset,
 // which have no Decision to mark as degraded.
-var ErrUnavailable = config.ErrUnavailable
+var ErrUnavailable = errors.New("sluice: redis unavailable")
 
 // FailurePolicy says what a Redis provider answers to Inc and IsAllowed
 // while Redis is unavailable (see WithFailurePolicy). The zero value is
 // FallbackLocal.
-type FailurePolicy = config.FailurePolicy
+type FailurePolicy int
 
 const (
 	// FallbackLocal decides with an in-process limiter of the same
 	// strategy, window, bucket and rates (package local), exact within the
 	// instance. Units it admits are written to Redis when Redis answers
 	// again. The default.
-	FallbackLocal = config.FallbackLocal
+	FallbackLocal FailurePolicy = iota
 	// FailOpen admits every request (Allowed, Degraded). A request that can
 	// never fit (n > C) is still refused with Never set.
-	FailOpen = config.FailOpen
+	FailOpen
 	// FailClosed refuses every request (Rejected for absolute, Suppressed
 	// with factor 1 for suppressed; Degraded), with RetryAfter set to the
 	// probe interval as a hint.
-	FailClosed = config.FailClosed
+	FailClosed
 	// FailError returns the error, as the providers did before failure
 	// policies existed: the call that found Redis unavailable returns
 	// Redis's error unchanged (wrapped with the package and operation), and
 	// calls made while the breaker is open return ErrUnavailable wrapping
 	// that error, without waiting for a timeout of their own.
-	FailError = config.FailError
+	FailError
 )
 
-// StateChange reports a Redis provider entering or leaving degraded mode,
-// to the hook of WithStateChange. Whatever the policy, a provider enters
-// degraded mode when a call finds Redis unavailable (the circuit breaker
-// opens) and leaves it when a background probe gets an answer (the breaker
-// closes, after reconciliation under FallbackLocal), or when it is closed
-// while degraded (Cause ErrClosed, nothing reconciled).
-type StateChange = config.StateChange
+// String returns the policy's name as written in Go ("FallbackLocal", …),
+// or "FailurePolicy(n)" for a value that is none of them.
+func (p FailurePolicy) String() string { return config.FailurePolicy(p).String() }
 
-// The fields of StateChange:
-//
-//	Provider     string        // "redisabs", "redissup"
-//	Degraded     bool          // true: entering degraded mode; false: leaving it
-//	Cause        error         // entering: the error that opened the breaker; leaving: nil, or ErrClosed when Close ended the outage
-//	Policy       FailurePolicy // the provider's policy
-//	Duration     time.Duration // leaving: how long the provider was degraded
-//	Reconciled   int           // leaving: keys whose fallback units were written to Redis
-//	Unreconciled int           // leaving: keys whose units could not be written (see docs/operations.md)
+// StateChange reports a Redis provider entering or leaving degraded mode,
+// to the hook of WithStateChange and to an Observer (Event.State).
+// Whatever the policy, a provider enters degraded mode when a call finds
+// Redis unavailable (the circuit breaker opens) and leaves it when a
+// background probe gets an answer (the breaker closes, after
+// reconciliation under FallbackLocal), or when it is closed while degraded
+// (Cause ErrClosed, nothing reconciled).
+type StateChange struct {
+	Provider string // "redisabs", "redissup"
+	Degraded bool   // true: entering degraded mode; false: leaving it
+	// Cause, entering: the error that opened the breaker; leaving: nil, or
+	// ErrClosed when Close ended the outage.
+	Cause  error
+	Policy FailurePolicy
+	// Duration, leaving: how long the provider was degraded.
+	Duration time.Duration
+	// Reconciled, leaving: keys whose fallback units were written to Redis.
+	Reconciled int
+	// Unreconciled, leaving: keys whose units could not be written (see
+	// docs/operations.md, Reconciliation).
+	Unreconciled int
+}
+
+// stateChange and internalStateChange convert between StateChange and the
+// configuration's copy of it, which the providers fill.
+func stateChange(sc config.StateChange) StateChange {
+	return StateChange{Provider: sc.Provider, Degraded: sc.Degraded, Cause: sc.Cause, Policy: FailurePolicy(sc.Policy),
+		Duration: sc.Duration, Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled}
+}
+
+func internalStateChange(sc StateChange) config.StateChange {
+	return config.StateChange{Provider: sc.Provider, Degraded: sc.Degraded, Cause: sc.Cause, Policy: config.FailurePolicy(sc.Policy),
+		Duration: sc.Duration, Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled}
+}
 
 // WithTimeout bounds every Redis call of a Redis provider by d on top of
 // the caller's context: a call finds Redis unavailable after d at most.
@@ -91,7 +113,7 @@ func WithTimeout(d time.Duration) Option {
 // every policy and never open the breaker. NOSCRIPT is not a failure: the
 // script is sent again.
 func WithFailurePolicy(p FailurePolicy) Option {
-	return func(c *config.Config) { c.Policy = p }
+	return func(c *config.Config) { c.Policy = config.FailurePolicy(p) }
 }
 
 // WithFallbackInstances scales the FallbackLocal limiter for a fleet of n
@@ -117,7 +139,13 @@ func WithProbeInterval(d time.Duration) Option {
 // probe goroutine, never on a caller's: it may log or export a metric, but
 // while it runs the probe waits, and Close waits for it. Default: none.
 func WithStateChange(fn func(StateChange)) Option {
-	return func(c *config.Config) { c.OnStateChange = fn }
+	return func(c *config.Config) {
+		if fn == nil {
+			c.OnStateChange = nil
+			return
+		}
+		c.OnStateChange = func(sc config.StateChange) { fn(stateChange(sc)) }
+	}
 }
 
 // WithLogger sets a logger for the same transitions as WithStateChange

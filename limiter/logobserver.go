@@ -53,7 +53,7 @@ func (o logObserver) ObserveDecision(ctx context.Context, e DecisionEvent) {
 func (o logObserver) ObserveEvent(ctx context.Context, e Event) {
 	switch e.Kind {
 	case EventStateChange:
-		config.LogStateChange(ctx, o.l, e.State)
+		config.LogStateChange(ctx, o.l, internalStateChange(e.State))
 	case EventBackendError:
 		o.l.LogAttrs(ctx, slog.LevelWarn, "sluice: Redis call failed",
 			slog.String("provider", e.Provider), slog.String("op", e.Op),

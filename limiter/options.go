@@ -10,10 +10,15 @@ import (
 // Option configures a provider. Every provider accepts every option and
 // ignores the ones that do not concern it (the hard-limit factor means
 // nothing to an absolute limiter). A bad value is reported by the provider's
-// constructor as ErrInvalidConfig; options never panic.
-type Option = config.Option
+// constructor as ErrInvalidConfig; options never panic. A nil Option is
+// ignored. Options are built with the With functions of this package.
+type Option func(*settings)
 
-// Clock tells time to a provider. Local and hybrid providers read it on every
+// settings is what options set: the configuration every provider resolves
+// with the defaults documented on each option.
+type settings = config.Config
+
+// Clock tells time to a provider. The local providers read it on every
 // call; Redis providers use Redis TIME unless WithClock is given.
 type Clock interface{ Now() time.Time }
 

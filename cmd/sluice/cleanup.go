@@ -15,7 +15,7 @@ import (
 )
 
 func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("cleanup", "--redis URL [--cluster] [--prefix P] [--window W [--bucket B]] [--dry-run] [--rate N]",
+	fs := newFlagSet("cleanup",
 		"Makes one pass of the cleanup loop over the keys of a prefix (SCAN MATCH <prefix>:{*,\n"+
 			"on every master with --cluster) and prints its report: hashes with no live\n"+
 			"bucket are deleted, keys without a TTL get the one their newest bucket implies,\n"+
@@ -81,11 +81,11 @@ func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	err = client.Ping(pctx).Err()
 	cancel()
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice cleanup: cannot reach %s: %v\n", addr, err)
+		fmt.Fprintln(stderr, plain(fmt.Sprintf("sluice cleanup: cannot reach %s: %v", addr, err)))
 		return exitFailure
 	}
 	if *window == 0 {
-		fmt.Fprintf(stderr, "sluice cleanup: no --window: hashes are neither deleted nor trimmed, only keys without a TTL get one\n")
+		fmt.Fprintln(stderr, "sluice cleanup: no --window: hashes are neither deleted nor trimmed, only keys without a TTL get one")
 	}
 	r, err := cl.Run(ctx)
 	if r.Scanned > 0 || err == nil {
@@ -93,10 +93,10 @@ func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	switch {
 	case errors.Is(err, cleanup.ErrLocked):
-		fmt.Fprintf(stderr, "sluice cleanup: another cleaner holds the lease on prefix %q (key %s:cleanup:lock); try again when it is done\n", *prefix, *prefix)
+		fmt.Fprintln(stderr, plain(fmt.Sprintf("sluice cleanup: another cleaner holds the lease on prefix %q (key %s:cleanup:lock); try again when it is done", *prefix, *prefix)))
 		return exitFailure
 	case err != nil:
-		fmt.Fprintf(stderr, "sluice cleanup: %v\n", err)
+		fmt.Fprintln(stderr, plain(fmt.Sprintf("sluice cleanup: %v", err)))
 		return exitFailure
 	}
 	return exitOK

@@ -28,7 +28,7 @@ func TestCleanupUsage(t *testing.T) {
 		{"bad prefix", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--prefix", "a{b"}, "prefix"},
 		{"bad threshold", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--trim-threshold", "-1"}, "trim threshold"},
 		{"bad url", []string{"cleanup", "--redis", "http://x"}, "--redis"},
-		{"unknown flag", []string{"cleanup", "--bogus"}, "flag provided but not defined"},
+		{"unknown flag", []string{"cleanup", "--bogus"}, "sluice cleanup: unknown flag --bogus\nRun 'sluice cleanup --help' for usage.\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, _, stderr := runArgs(t, tc.args...)

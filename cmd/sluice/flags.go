@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -43,7 +44,7 @@ func demoKeys() []KeySpec {
 }
 
 func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("demo", "[--redis URL] [--duration D]",
+	fs := newFlagSet("demo",
 		"Runs a simulated fleet: 3 application instances share one Redis (an embedded\n"+
 			"miniredis unless --redis is given), 30 clients send bursts of requests for 4\n"+
 			"keys on a free and a pro tier, and the same workload runs against local\n"+
@@ -79,7 +80,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func loadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("load", "[flags]",
+	fs := newFlagSet("load",
 		"Runs the demo's engine with your settings: --instances application instances,\n"+
 			"each with its own limiters (and Redis client), --clients clients sending\n"+
 			"requests for --keys keys through a load balancer that picks an instance at\n"+
@@ -87,7 +88,7 @@ func loadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			"as the demo. Without --redis, Redis providers run on an embedded miniredis.")
 	redisURL := fs.String("redis", "", "use the Redis server at `URL` instead of an embedded one")
 	provider := fs.String("provider", "both", "[local|redis|both] the providers to run")
-	strategy := fs.String("strategy", Absolute, "[absolute|suppressed] the strategy of every provider")
+	strategy := fs.String("strategy", Absolute, "[absolute|suppressed] the strategy of every provider (abs and sup work too)")
 	rateFlag := fs.String("rate", "10/s", "the rate of every key: `N/UNIT` with UNIT s, m, h, d or a duration (100/10s); a bare N is per second")
 	window := fs.Duration("window", 10*time.Second, "sliding window W (whole ms, 1ms to 744h)")
 	bucket := fs.Duration("bucket", 0, "bucket B (whole ms); default W/100, at least 1ms")
@@ -108,16 +109,15 @@ func loadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
 	}
 	var targets []Target
-	switch *strategy {
-	case Absolute, Suppressed:
-	default:
-		return usageError(fs, stderr, "--strategy %q: want absolute or suppressed", *strategy)
+	strat, ok := strategyName(*strategy)
+	if !ok {
+		return usageError(fs, stderr, "--strategy %q: want absolute or suppressed (abs, sup)", *strategy)
 	}
 	switch *provider {
 	case Local, Redis:
-		targets = []Target{{*provider, *strategy}}
+		targets = []Target{{*provider, strat}}
 	case "both":
-		targets = []Target{{Local, *strategy}, {Redis, *strategy}}
+		targets = []Target{{Local, strat}, {Redis, strat}}
 	default:
 		return usageError(fs, stderr, "--provider %q: want local, redis or both", *provider)
 	}
@@ -149,11 +149,17 @@ func loadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if _, err := config.New(cfgOpts...); err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
-	if _, err := limiter.HardCapacity(rate, *window, *hard); err != nil {
-		return usageError(fs, stderr, "--rate %s over --window %v: %v", *rateFlag, *window, err)
+	capacity, err := limiter.Capacity(rate, *window)
+	if err != nil {
+		return capacityError(fs, stderr, *rateFlag, rate, *window, err)
 	}
-	if _, err := limiter.Capacity(rate, *window); err != nil {
-		return usageError(fs, stderr, "--rate %s over --window %v: %v", *rateFlag, *window, err)
+	if _, err := limiter.HardCapacity(rate, *window, *hard); err != nil {
+		return usageError(fs, stderr, "--rate %s over --window %v with --hard-limit %v: %v", *rateFlag, *window, *hard, err)
+	}
+	if *cost > capacity {
+		return usageError(fs, stderr, "--cost %d can never fit: the capacity is %d units per --window %v at --rate %s, "+
+			"so every request would be refused with Never set; lower --cost or raise --rate or --window",
+			*cost, capacity, *window, *rateFlag)
 	}
 	var ks []KeySpec
 	for i := range *keys {
@@ -193,14 +199,16 @@ func workload(ctx context.Context, fs *flag.FlagSet, name string, opts Options, 
 	for _, t := range opts.Targets {
 		needsRedis = needsRedis || t.Backend == Redis
 	}
+	var r *redisTarget
 	if needsRedis && opts.NewRedis == nil {
-		r, err := openRedis(ctx, redisURL)
+		var err error
+		r, err = openRedis(ctx, redisURL)
 		if err != nil {
 			var ue usageErr
 			if errors.As(err, &ue) {
 				return usageError(fs, stderr, "%v", err)
 			}
-			fmt.Fprintf(stderr, "sluice %s: %v\n", name, err)
+			fmt.Fprintln(stderr, plain(fmt.Sprintf("sluice %s: %v", name, err)))
 			return exitFailure
 		}
 		defer r.close()
@@ -214,25 +222,12 @@ func workload(ctx context.Context, fs *flag.FlagSet, name string, opts Options, 
 	}
 	rep, err := Run(ctx, opts, stdout)
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice %s: %v\n", name, err)
+		fmt.Fprintln(stderr, plain(fmt.Sprintf("sluice %s: %v", name, err)))
 		return exitFailure
 	}
 	WriteReport(stdout, rep)
 	if redisURL != "" && needsRedis {
-		strat := "sup"
-		for _, t := range opts.Targets {
-			if t == (Target{Redis, Absolute}) {
-				strat = "abs"
-			}
-		}
-		fmt.Fprintf(stdout, "\nThe run's keys are under prefix %s and expire by themselves W + B after their\n", opts.Prefix)
-		fmt.Fprintf(stdout, "last write (suppressed ones 60 s later: the run passes its own clock). Look at one:\n")
-		bucket := ""
-		if opts.Bucket != 0 {
-			bucket = fmt.Sprintf(" --bucket %v", opts.Bucket)
-		}
-		fmt.Fprintf(stdout, "  sluice inspect --redis %s --prefix %s --strategy %s --window %v%s %s\n",
-			shellURL(redisURL), opts.Prefix, strat, opts.Window, bucket, opts.Keys[0].Name)
+		writeKeysNote(ctx, stdout, r, &opts, redisURL)
 	}
 	status := exitOK
 	if n := rep.Errors(); n > 0 {
@@ -243,7 +238,7 @@ func workload(ctx context.Context, fs *flag.FlagSet, name string, opts Options, 
 				break
 			}
 		}
-		fmt.Fprintf(stderr, "sluice %s: %d decisions failed; first: %s\n", name, n, first)
+		fmt.Fprintln(stderr, plain(fmt.Sprintf("sluice %s: %d decisions failed; first: %s", name, n, first)))
 		status = exitFailure
 	}
 	if v := rep.Violations(); len(v) > 0 {
@@ -251,6 +246,64 @@ func workload(ctx context.Context, fs *flag.FlagSet, name string, opts Options, 
 		status = exitFailure
 	}
 	return status
+}
+
+// writeKeysNote ends a run on a Redis server: it sets the TTL of every key
+// the run wrote to W + B from now, and prints where the keys are, when they
+// expire and an inspect command for one of them. The run passes its own
+// clock to the providers (WithClock), under which every write sets a TTL of
+// W + B plus a minute of slack (docs/data-model.md, Expiry); the run's
+// clock follows real time, so W + B after the run's end is W + B after its
+// last write, the lifetime a key has under Redis TIME.
+func writeKeysNote(ctx context.Context, w io.Writer, r *redisTarget, o *Options, redisURL string) {
+	cfg, err := config.New(o.limiterOptions()...)
+	if err != nil || r == nil {
+		return
+	}
+	life := cfg.Window + cfg.Bucket
+	var names []string
+	strat := ""
+	for _, t := range o.Targets {
+		if t.Backend != Redis {
+			continue
+		}
+		s := key.Absolute
+		if t.Strategy == Suppressed {
+			s = key.Suppressed
+		}
+		if strat == "" {
+			strat = t.Strategy
+		}
+		for _, k := range o.Keys {
+			if n, err := key.Name(o.Prefix, k.Name, s, key.Hash); err == nil {
+				names = append(names, n)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	c := r.newClient()
+	defer c.Close()
+	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, n := range names {
+			p.PExpire(ctx, n, life)
+		}
+		return nil
+	})
+	fmt.Fprintf(w, "\nThe run's keys are under prefix %s. ", o.Prefix)
+	if err != nil {
+		fmt.Fprintf(w, "They expire by themselves W + B + 60 s = %v after\n", life+time.Minute)
+		fmt.Fprintf(w, "their last write (setting a shorter TTL failed: %s). Look at one:\n", plain(err.Error()))
+	} else {
+		fmt.Fprintf(w, "They expire by themselves W + B = %v after the\n", life)
+		fmt.Fprintf(w, "run's last write, at %s. Look at one before then:\n", time.Now().Add(life).UTC().Format("15:04:05 MST"))
+	}
+	bucket := ""
+	if o.Bucket != 0 {
+		bucket = fmt.Sprintf(" --bucket %v", o.Bucket)
+	}
+	fmt.Fprintf(w, "  sluice inspect --redis %s --prefix %s --strategy %s --window %v%s %s\n",
+		shellURL(redisURL), o.Prefix, strat, o.Window, bucket, o.Keys[0].Name)
 }
 
 func writeDemoIntro(w io.Writer, o *Options, where string) {
@@ -284,7 +337,8 @@ func writeLoadIntro(w io.Writer, o *Options, where string) {
 	fmt.Fprintf(w, "Running for %s; Ctrl-C stops early with the report so far.\n\n", fmtSeconds(o.Duration))
 }
 
-// writePolicies lists each tier's rate and capacities.
+// writePolicies lists each key's tier, rate, capacities and offered rate;
+// keys that share all of them share a row.
 func writePolicies(w io.Writer, o *Options) {
 	bucket := o.Bucket
 	if c, err := config.New(o.limiterOptions()...); err == nil {
@@ -297,16 +351,16 @@ func writePolicies(w io.Writer, o *Options) {
 	fmt.Fprintf(w, "Policies (window %v, bucket %v):\n", o.Window, bucket)
 	g := &grid{indent: "  ", align: "llrll"}
 	seen := map[string]bool{}
-	for _, k := range o.Keys {
-		id := k.Tier + " " + k.Rate.String()
-		if seen[id] {
+	same := func(a, b KeySpec) bool { return a.Tier == b.Tier && a.Rate == b.Rate && a.Offered == b.Offered }
+	for i, k := range o.Keys {
+		if seen[k.Name] {
 			continue
 		}
-		seen[id] = true
 		var names []string
-		for _, k2 := range o.Keys {
-			if k2.Tier == k.Tier && k2.Rate == k.Rate {
+		for _, k2 := range o.Keys[i:] {
+			if same(k, k2) {
 				names = append(names, k2.Name)
+				seen[k2.Name] = true
 			}
 		}
 		if len(names) > 3 {
@@ -319,9 +373,54 @@ func writePolicies(w io.Writer, o *Options) {
 			capacity += fmt.Sprintf(" (hard %d)", h)
 		}
 		g.add(strings.Join(names, ", "), k.Tier, fmtRate(k.Rate.PerSecondValue())+"/s", capacity,
-			fmt.Sprintf("offered %s/s", fmtRate(k.Offered*float64(o.Cost))))
+			offered(k, o.Cost))
 	}
 	g.write(w)
+}
+
+// strategyName reads a strategy as the commands accept it: absolute or
+// suppressed, or inspect's short forms abs and sup.
+func strategyName(s string) (string, bool) {
+	switch s {
+	case Absolute, key.Absolute:
+		return Absolute, true
+	case Suppressed, key.Suppressed:
+		return Suppressed, true
+	}
+	return "", false
+}
+
+// capacityError reports a --rate that --window cannot hold: when the
+// capacity is below one unit, it says which flag to raise and how far.
+func capacityError(fs *flag.FlagSet, stderr io.Writer, rateFlag string, rate limiter.Rate, window time.Duration, err error) int {
+	if errors.Is(err, limiter.ErrCapacityTooSmall) {
+		return usageError(fs, stderr, "--rate %s over --window %v: %v; raise --window to %v or more, or --rate",
+			rateFlag, window, err, minWindow(rate))
+	}
+	return usageError(fs, stderr, "--rate %s over --window %v: %v", rateFlag, window, err)
+}
+
+// minWindow is the shortest window, in whole milliseconds, in which rate
+// admits one unit.
+func minWindow(r limiter.Rate) time.Duration {
+	ms := math.Ceil(1000 / r.PerSecondValue())
+	w := time.Duration(ms) * time.Millisecond
+	for i := 0; i < 3; i++ { // Capacity's rounding: step up until it admits one
+		if _, err := limiter.Capacity(r, w); err == nil {
+			break
+		}
+		w += time.Millisecond
+	}
+	return w
+}
+
+// offered describes the traffic offered to k, in units per second.
+func offered(k KeySpec, cost int64) string {
+	s := fmt.Sprintf("offered %s/s", fmtRate(k.Offered*float64(cost)))
+	if k.BurstFactor > 1 && k.BurstLen > 0 {
+		s += fmt.Sprintf(", %g× in bursts", k.BurstFactor)
+	}
+	return s
 }
 
 // runPrefix is a Redis key prefix no other run uses, so reruns against a

@@ -18,13 +18,13 @@ import (
 )
 
 func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("inspect", "--redis URL [--prefix P] [--strategy abs|sup] [--window W [--bucket B]] KEY",
+	fs := newFlagSet("inspect",
 		"Shows what Redis holds for KEY: its buckets, running totals, stored capacity\n"+
 			"and TTL, read with one MULTI of TIME, PTTL and HGETALL. It changes nothing.\n"+
 			"The fields are described in docs/data-model.md.")
 	redisURL := fs.String("redis", "", "the Redis server, as a `URL` (redis://[user:password@]host:port[/db]); required")
 	prefix := fs.String("prefix", config.DefaultPrefix, "the limiter's key `prefix` (WithPrefix)")
-	strategy := fs.String("strategy", "abs", "[abs|sup] the limiter's strategy: absolute or suppressed")
+	strategy := fs.String("strategy", Absolute, "[absolute|suppressed] the limiter's strategy (abs and sup work too)")
 	window := fs.Duration("window", 0, "the limiter's window, to tell live buckets from expired ones (optional)")
 	bucket := fs.Duration("bucket", 0, "the limiter's bucket (WithBucket), with --window; default window/100, at least 1ms")
 	if st, done := parse(fs, args, stdout, stderr); done {
@@ -56,14 +56,12 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		span = cfg.Window + cfg.Bucket
 	}
-	var strat string
-	switch *strategy {
-	case "abs", Absolute:
-		strat = key.Absolute
-	case "sup", Suppressed:
+	strat := key.Absolute
+	switch name, ok := strategyName(*strategy); {
+	case !ok:
+		return usageError(fs, stderr, "--strategy %q: want absolute or suppressed (abs, sup)", *strategy)
+	case name == Suppressed:
 		strat = key.Suppressed
-	default:
-		return usageError(fs, stderr, "--strategy %q: want abs or sup", *strategy)
 	}
 	if err := config.ValidatePrefix(*prefix); err != nil {
 		return usageError(fs, stderr, "--prefix: %v", err)
@@ -79,18 +77,96 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	o.MaxRetries = -1
 	if err := ping(ctx, o); err != nil {
-		fmt.Fprintf(stderr, "sluice inspect: %v\n", err)
+		fmt.Fprintln(stderr, plain(fmt.Sprintf("sluice inspect: %v", err)))
 		return exitFailure
 	}
 	c := redis.NewClient(o)
 	defer c.Close()
 	snap, err := readHash(ctx, c, name)
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice inspect: %s: %v\n", name, err)
+		fmt.Fprintln(stderr, plain(fmt.Sprintf("sluice inspect: %s: %v", name, err)))
 		return exitFailure
+	}
+	if len(snap.fields) == 0 {
+		writeMissing(ctx, stdout, c, k, name, *prefix, strat)
+		return exitOK
 	}
 	writeInspect(stdout, k, name, strat, *window, span, snap)
 	return exitOK
+}
+
+// maxScan bounds the keys the search for a missing key's hashes under other
+// prefixes may read: inspect must stay cheap on a large database.
+const maxScan = 100_000
+
+// writeMissing reports a key with no hash under the prefix and strategy
+// asked for, and what does exist for it: its hash under the other strategy,
+// or its hashes under other prefixes (found with a SCAN bounded by
+// maxScan keys), each with the flags that show it.
+func writeMissing(ctx context.Context, w io.Writer, c *redis.Client, k, name, prefix, strat string) {
+	fmt.Fprintf(w, "%s: no such key (never written, expired W + B after its last write, or reset)\n", name)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var found []key.Parsed
+	other := map[string]string{key.Absolute: key.Suppressed, key.Suppressed: key.Absolute}[strat]
+	if n, err := key.Name(prefix, k, other, key.Hash); err == nil && c.Exists(ctx, n).Val() == 1 {
+		found = append(found, key.Parsed{Prefix: prefix, Key: k, Strategy: other, Suffix: key.Hash})
+	}
+	complete := true
+	if len(found) == 0 {
+		pattern := "*:{" + globEscape(key.Escape(k)) + "}:*"
+		var cursor uint64
+		seen := 0
+		for {
+			keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
+			if err != nil {
+				complete = false
+				break
+			}
+			seen += 1000
+			for _, rk := range keys {
+				p, err := key.Parse(rk)
+				if err == nil && p.Key == k && p.Suffix == key.Hash && p.Limit == "" && len(found) < 5 {
+					found = append(found, p)
+				}
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+			if seen >= maxScan || len(found) >= 5 {
+				complete = false
+				break
+			}
+		}
+	}
+	if len(found) == 0 {
+		if complete {
+			fmt.Fprintf(w, "  No hash of key %q under any prefix or strategy.\n", k)
+		} else {
+			fmt.Fprintf(w, "  No hash of key %q under the other strategy; the search under other prefixes stopped after %d keys.\n", k, maxScan)
+		}
+		return
+	}
+	fmt.Fprintf(w, "  Key %q has hashes elsewhere:\n", k)
+	for _, p := range found {
+		st := Absolute
+		if p.Strategy == key.Suppressed {
+			st = Suppressed
+		}
+		fmt.Fprintf(w, "    --prefix %s --strategy %s\n", p.Prefix, st)
+	}
+}
+
+// globEscape escapes the characters SCAN MATCH gives meaning to.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // snapshot is what inspect read, in one transaction.
@@ -227,10 +303,6 @@ func writeInspect(w io.Writer, k, name, strat string, window, span time.Duration
 	}
 	fmt.Fprintf(w, "  key %q, %s strategy; Redis time %d ms (%s)\n", k, strategyName, s.now,
 		time.UnixMilli(s.now).UTC().Format("2006-01-02 15:04:05.000 MST"))
-	if len(s.fields) == 0 {
-		fmt.Fprintf(w, "  no such key: never written, expired (TTL W + B after its last write), or reset\n")
-		return
-	}
 	switch {
 	case s.pttl >= 0:
 		fmt.Fprintf(w, "  TTL %v (deleted by Redis unless written again)\n", s.pttl)

@@ -6,6 +6,7 @@
 //	sluice inspect --redis URL KEY a key's buckets and totals in Redis, read-only
 //	sluice serve [flags]           an HTTP server behind the middleware, for curl
 //	sluice cleanup --redis URL     one pass of the cleanup loop over a prefix
+//	sluice version                 the version this binary was built from
 //
 // Every command takes --help. Exit status: 0 success, 1 failure (Redis
 // unreachable, decisions that failed, a limit exceeded), 2 bad usage.
@@ -21,6 +22,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -56,16 +59,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 type command struct {
-	name, args, summary string
-	run                 func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+// synopsis is each command's arguments, which both the top-level usage and
+// the command's own --help print.
+var synopsis = map[string]string{
+	"demo":    "[--redis URL] [--duration D] [--seed N]",
+	"load":    "[flags]",
+	"inspect": "--redis URL [--prefix P] [--strategy absolute|suppressed] [--window W [--bucket B]] KEY",
+	"serve":   "[--listen ADDR] [--redis URL] [--rate N/UNIT] [--window D] [--by ip|header:NAME] [--trust CIDRS [--proxy-header NAME]] [--legacy-headers]",
+	"cleanup": "--redis URL [--cluster] [--prefix P] [--window W [--bucket B]] [--dry-run] [--rate N] [--trim-threshold N]",
+	"version": "",
 }
 
 var commands = []command{
-	{"demo", "[--redis URL]", "see it work: a simulated fleet on an embedded Redis (about 10 s)", demoCmd},
-	{"load", "[flags]", "the demo's engine with your own settings, against your own Redis", loadCmd},
-	{"inspect", "--redis URL [--prefix P] [--strategy abs|sup] KEY", "show a key's buckets and totals in Redis, read-only", inspectCmd},
-	{"serve", "[--listen ADDR] [--redis URL] [--rate N/UNIT] [--by ip|header:NAME]", "an HTTP server behind the rate-limit middleware: see 200, 429 and the headers with curl", serveCmd},
-	{"cleanup", "--redis URL [--prefix P] [--window W] [--dry-run] [--rate N]", "one pass of the cleanup loop: delete dead hashes, give TTL-less keys a TTL", cleanupCmd},
+	{"demo", "see it work: a simulated fleet on an embedded Redis (about 10 s)", demoCmd},
+	{"load", "the demo's engine with your own settings, against your own Redis", loadCmd},
+	{"inspect", "show a key's buckets and totals in Redis, read-only", inspectCmd},
+	{"serve", "an HTTP server behind the rate-limit middleware: see 200, 429 and the headers with curl", serveCmd},
+	{"cleanup", "one pass of the cleanup loop: delete dead hashes, give TTL-less keys a TTL", cleanupCmd},
+	{"version", "print the version of sluice (also --version)", versionCmd},
 }
 
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -80,17 +95,23 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			if c := lookup(args[1]); c != nil {
 				return c.run(ctx, []string{"--help"}, stdout, stderr)
 			}
-			fmt.Fprintf(stderr, "sluice help: unknown command %q\n\n", args[1])
-			usage(stderr)
+			fmt.Fprintf(stderr, "sluice help: unknown command %q\n", args[1])
+			fmt.Fprintf(stderr, "Run 'sluice help' for the list of commands.\n")
 			return exitUsage
 		}
 		usage(stdout)
 		return exitOK
+	case "-version", "--version":
+		name = "version"
 	}
 	c := lookup(name)
 	if c == nil {
-		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n", name)
-		usage(stderr)
+		if strings.HasPrefix(name, "-") {
+			fmt.Fprintf(stderr, "sluice: unknown flag %s: flags go after the command\n", name)
+		} else {
+			fmt.Fprintf(stderr, "sluice: unknown command %q\n", name)
+		}
+		fmt.Fprintf(stderr, "Run 'sluice help' for the list of commands.\n")
 		return exitUsage
 	}
 	return c.run(ctx, args[1:], stdout, stderr)
@@ -109,18 +130,19 @@ func usage(w io.Writer) {
 	fmt.Fprintf(w, "sluice: sliding-window rate limiting, in one process or across a fleet that shares Redis.\n\n")
 	fmt.Fprintf(w, "Usage:\n")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  sluice %s %s\n        %s\n", c.name, c.args, c.summary)
+		fmt.Fprintf(w, "  %s\n        %s\n", strings.TrimSpace("sluice "+c.name+" "+synopsis[c.name]), c.summary)
 	}
 	fmt.Fprintf(w, "\nRun 'sluice <command> --help' for the flags of a command.\n")
 	fmt.Fprintf(w, "Exit status: 0 success, 1 failure (Redis unreachable, failed decisions, a limit exceeded), 2 bad usage.\n")
 }
 
-// newFlagSet returns a flag set whose usage lists flags as --name.
-func newFlagSet(name, args, about string) *flag.FlagSet {
+// newFlagSet returns the flag set of the command name, whose usage prints
+// the command's synopsis (from commands), about and its flags as --name.
+func newFlagSet(name, about string) *flag.FlagSet {
 	fs := flag.NewFlagSet("sluice "+name, flag.ContinueOnError)
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintf(w, "Usage: sluice %s %s\n\n%s\n", name, args, about)
+		fmt.Fprintf(w, "Usage: %s\n\n%s\n", strings.TrimSpace("sluice "+name+" "+synopsis[name]), about)
 		printFlags(w, fs)
 	}
 	return fs
@@ -167,7 +189,8 @@ func isZeroDefault(f *flag.Flag) bool {
 
 // parse parses args with fs. It returns done with the exit status when the
 // command must stop here: --help (usage on stdout, status 0) or a bad flag
-// (the error and usage on stderr, status 2).
+// (one line naming the command and the flag, and a hint to --help, on
+// stderr; status 2).
 func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (status int, done bool) {
 	var buf strings.Builder
 	fs.SetOutput(&buf)
@@ -178,17 +201,87 @@ func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (status in
 		io.WriteString(stdout, buf.String())
 		return exitOK, true
 	case err != nil:
-		io.WriteString(stderr, buf.String())
-		return exitUsage, true
+		return usageError(fs, stderr, "%s", flagError(err)), true
 	}
 	return exitOK, false
 }
 
-// usageError reports a bad argument found after parsing: one line and the
-// command's usage on stderr, status 2.
+// flagError rewrites the flag package's error in the command's terms: flags
+// are written --name.
+func flagError(err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		return "unknown flag " + dashes(name)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
+		return dashes(name) + " needs a value"
+	}
+	// invalid value "x" for flag -name: parse error
+	if v, rest, ok := strings.Cut(msg, " for flag "); ok && strings.HasPrefix(v, "invalid ") {
+		name, why, _ := strings.Cut(rest, ": ")
+		return dashes(name) + ": " + strings.TrimPrefix(v, "invalid value ") + " is not valid: " + why
+	}
+	return msg
+}
+
+// dashes writes a flag as --name, however it was typed.
+func dashes(name string) string { return "--" + strings.TrimLeft(name, "-") }
+
+// usageError reports a bad argument: one line naming the command and what
+// is wrong, then a hint to --help, on stderr; status 2.
 func usageError(fs *flag.FlagSet, stderr io.Writer, format string, args ...any) int {
-	fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
-	fs.SetOutput(stderr)
-	fs.Usage()
+	fmt.Fprintln(stderr, plain(fs.Name()+": "+fmt.Sprintf(format, args...)))
+	fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", fs.Name())
 	return exitUsage
+}
+
+// plain drops the "sluice: " that the library's sentinel errors start with
+// from a message that already starts with the command's own prefix
+// ("sluice load: "), which says where it comes from.
+func plain(msg string) string {
+	cmd, rest, ok := strings.Cut(msg, ": ")
+	if !ok {
+		return strings.ReplaceAll(msg, "sluice: ", "")
+	}
+	return cmd + ": " + strings.ReplaceAll(rest, "sluice: ", "")
+}
+
+// versionCmd prints the module's version from the build information: a
+// tagged version when built with go install …@version, else (devel) and the
+// VCS revision when the build recorded one.
+func versionCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("version", "Prints the version of sluice this binary was built from, and the Go version.")
+	if st, done := parse(fs, args, stdout, stderr); done {
+		return st
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+	}
+	fmt.Fprintln(stdout, versionLine())
+	return exitOK
+}
+
+func versionLine() string {
+	version, extra := "(devel)", ""
+	info, ok := debug.ReadBuildInfo()
+	if ok {
+		if v := info.Main.Version; v != "" {
+			version = v
+		}
+		var rev, modified string
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					modified = ", modified"
+				}
+			}
+		}
+		if rev != "" && version == "(devel)" {
+			extra = fmt.Sprintf(" (revision %.12s%s)", rev, modified)
+		}
+	}
+	return fmt.Sprintf("sluice %s%s, %s %s/%s", version, extra, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

@@ -37,7 +37,7 @@ func TestBinary(t *testing.T) {
 	}{
 		{"demo --redis redis://" + deadAddr(t), exitFailure, 1},
 		{"inspect --redis redis://" + deadAddr(t) + " user:1", exitFailure, 1},
-		{"demo --bogus", exitUsage, 0},
+		{"demo --bogus", exitUsage, 2},
 		{"help", exitOK, 0},
 	}
 	for _, tt := range tests {
@@ -86,12 +86,14 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string // in stderr
 	}{
-		{"no command", nil, "Usage:"},
 		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
 		{"help unknown command", []string{"help", "frobnicate"}, `unknown command "frobnicate"`},
-		{"demo unknown flag", []string{"demo", "--bogus"}, "flag provided but not defined: -bogus"},
+		{"flag before command", []string{"--bogus"}, "unknown flag --bogus"},
+		{"demo unknown flag", []string{"demo", "--bogus"}, "unknown flag --bogus"},
+		{"demo unknown short flag", []string{"demo", "-bogus"}, "unknown flag --bogus"},
+		{"demo flag without value", []string{"demo", "--duration"}, "--duration needs a value"},
 		{"demo argument", []string{"demo", "now"}, `unexpected argument "now"`},
-		{"demo bad duration", []string{"demo", "--duration", "soon"}, "invalid value"},
+		{"demo bad duration", []string{"demo", "--duration", "soon"}, `--duration: "soon" is not valid`},
 		{"demo zero duration", []string{"demo", "--duration", "0s"}, "--duration 0s"},
 		{"demo bad url", []string{"demo", "--redis", "http://x"}, "--redis"},
 		{"load provider", []string{"load", "--provider", "memcached"}, `--provider "memcached"`},
@@ -129,8 +131,18 @@ func TestUsageErrors(t *testing.T) {
 			if !strings.Contains(stderr, tt.want) {
 				t.Errorf("run(%q) stderr = %q, want it to contain %q", tt.args, stderr, tt.want)
 			}
-			if !strings.Contains(stderr, "Usage") {
-				t.Errorf("run(%q) stderr has no usage:\n%s", tt.args, stderr)
+			// One line naming the command and what is wrong, then a hint.
+			lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+			cmd := "sluice"
+			if len(tt.args) > 0 && (lookup(tt.args[0]) != nil || tt.args[0] == "help") {
+				cmd += " " + tt.args[0]
+			}
+			if len(lines) != 2 || !strings.HasPrefix(lines[0], cmd+": ") || !strings.HasPrefix(lines[1], "Run '") ||
+				!strings.Contains(lines[1], "help") {
+				t.Errorf("run(%q) stderr = %q, want a line starting %q and a hint to --help", tt.args, stderr, cmd+": ")
+			}
+			if strings.Contains(strings.TrimPrefix(lines[0], cmd+": "), "sluice: ") {
+				t.Errorf("run(%q) stderr %q: a second \"sluice: \" prefix", tt.args, lines[0])
 			}
 		})
 	}
@@ -148,7 +160,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"demo", "--help"}, "Usage: sluice demo"},
 		{[]string{"demo", "-h"}, "--redis URL"},
 		{[]string{"load", "--help"}, "--provider local|redis|both"},
-		{[]string{"inspect", "--help"}, "--strategy abs|sup"},
+		{[]string{"inspect", "--help"}, "--strategy absolute|suppressed"},
+		{[]string{"help", "inspect"}, "[--window W [--bucket B]]"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -348,7 +361,7 @@ func TestLoadThenInspect(t *testing.T) {
 	if st != exitOK {
 		t.Fatalf("load = %d, stderr:\n%s", st, stderr)
 	}
-	hint := "sluice inspect --redis " + url + " --prefix " + prefix + " --strategy sup --window 10s key-0"
+	hint := "sluice inspect --redis " + url + " --prefix " + prefix + " --strategy suppressed --window 10s key-0"
 	if !strings.Contains(stdout, hint) {
 		t.Errorf("load output has no %q:\n%s", hint, stdout)
 	}

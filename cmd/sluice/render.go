@@ -260,9 +260,17 @@ func writeLocalAbsolute(w io.Writer, r *Report, p *ProviderReport, span string) 
 	} else {
 		fmt.Fprintf(w, "  %d keys over capacity on an instance. ", over)
 	}
-	fmt.Fprintf(w, "But the fleet as a whole admitted up to %.2f × capacity:\n", worst)
-	fmt.Fprintf(w, "  with local limiters, %d instances can admit up to %d × capacity together.\n", r.Instances, r.Instances)
-	fmt.Fprintf(w, "  That is why a shared Redis exists.\n")
+	switch {
+	case r.Instances == 1:
+		fmt.Fprintf(w, "With one instance, the fleet is that instance.\n")
+	case worst > 1:
+		fmt.Fprintf(w, "But the fleet as a whole admitted up to %.2f × capacity:\n", worst)
+		fmt.Fprintf(w, "  with local limiters, %d instances can admit up to %d × capacity together.\n", r.Instances, r.Instances)
+		fmt.Fprintf(w, "  That is why a shared Redis exists.\n")
+	default:
+		fmt.Fprintf(w, "The fleet as a whole stayed within capacity in this run,\n")
+		fmt.Fprintf(w, "  but nothing bounds it: with local limiters, %d instances can admit up to %d × capacity together.\n", r.Instances, r.Instances)
+	}
 }
 
 func writeSuppressed(w io.Writer, r *Report, p *ProviderReport, span string) {

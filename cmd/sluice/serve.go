@@ -17,7 +17,7 @@ import (
 )
 
 func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("serve", "[--listen ADDR] [--redis URL] [--rate N/UNIT] [--window D] [--by ip|header:NAME]",
+	fs := newFlagSet("serve",
 		"Serves HTTP behind the sluice middleware (package httplimit) on the Redis\n"+
 			"absolute limiter: an embedded miniredis unless --redis is given, so it needs\n"+
 			"no server. Every request is keyed (--by), counted, and answered 200 or 429\n"+
@@ -44,7 +44,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	capacity, err := limiter.Capacity(rate, *window)
 	if err != nil {
-		return usageError(fs, stderr, "--rate %s over --window %v: %v", *rateFlag, *window, err)
+		return capacityError(fs, stderr, *rateFlag, rate, *window, err)
 	}
 	var keyFn httplimit.KeyFunc
 	switch name, ok := strings.CutPrefix(*by, "header:"); {
@@ -73,7 +73,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if errors.As(err, &ue) {
 			return usageError(fs, stderr, "%v", err)
 		}
-		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		fmt.Fprintln(stderr, plain(fmt.Sprintf("sluice serve: %v", err)))
 		return exitFailure
 	}
 	defer r.close()
@@ -95,7 +95,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		fmt.Fprintln(stderr, plain(fmt.Sprintf("sluice serve: %v", err)))
 		return exitFailure
 	}
 	out := &lockedWriter{w: stdout}
@@ -116,14 +116,14 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	go func() { done <- srv.Serve(ln) }()
 	select {
 	case err := <-done:
-		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		fmt.Fprintln(stderr, plain(fmt.Sprintf("sluice serve: %v", err)))
 		return exitFailure
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		fmt.Fprintf(stderr, "sluice serve: shutdown: %v\n", err)
+		fmt.Fprintln(stderr, plain(fmt.Sprintf("sluice serve: shutdown: %v", err)))
 		return exitFailure
 	}
 	<-done

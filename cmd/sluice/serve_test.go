@@ -21,7 +21,7 @@ func TestServeUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"serve", "--rate", "fast"}, "--rate"},
-		{[]string{"serve", "--rate", "1/day", "--window", "1s"}, "capacity below one unit"},
+		{[]string{"serve", "--rate", "1/day", "--window", "1s"}, "capacity below one unit: 1/day over 1s is 1.15741e-05 units; raise --window to 24h0m0s or more"},
 		{[]string{"serve", "--by", "cookie"}, `--by "cookie"`},
 		{[]string{"serve", "--by", "header:"}, `--by "header:"`},
 		{[]string{"serve", "--trust", "10.0.0.0/33"}, "--trust"},
@@ -31,8 +31,9 @@ func TestServeUsageErrors(t *testing.T) {
 		{[]string{"serve", "now"}, `unexpected argument "now"`},
 	} {
 		st, stdout, stderr := runArgs(t, tt.args...)
-		if st != exitUsage || stdout != "" || !strings.Contains(stderr, tt.want) || !strings.Contains(stderr, "Usage") {
-			t.Errorf("run(%q) = %d, stdout %q, stderr %q; want %d and %q with the usage", tt.args, st, stdout, stderr, exitUsage, tt.want)
+		if st != exitUsage || stdout != "" || !strings.Contains(firstLine(stderr), tt.want) ||
+			!strings.HasPrefix(stderr, "sluice serve: ") || !strings.HasSuffix(stderr, "\nRun 'sluice serve --help' for usage.\n") {
+			t.Errorf("run(%q) = %d, stdout %q, stderr %q; want %d, %q and a hint to --help", tt.args, st, stdout, stderr, exitUsage, tt.want)
 		}
 	}
 }

@@ -14,7 +14,11 @@ import (
 	"unicode"
 )
 
-// Sentinel errors. Package limiter re-exports them under the same names.
+// Sentinel errors. Package limiter declares the exported ones under the
+// same names and, in its init, sets these variables to its values, so
+// errors.Is matches either; the values here serve this package's own tests,
+// which run without package limiter. Nothing may copy them into a variable
+// of its own during package initialisation.
 var (
 	ErrInvalidRate      = errors.New("sluice: invalid rate")
 	ErrInvalidConfig    = errors.New("sluice: invalid configuration")
@@ -151,14 +155,17 @@ type Config struct {
 }
 
 // Option changes a Config. Options that receive bad values record an error
-// that New reports, so a chain of options never panics.
+// that New reports, so a chain of options never panics. limiter.Option has
+// the same underlying type: a function over *Config.
 type Option func(*Config)
 
 // Fail records a configuration error found while applying an option.
 func (c *Config) Fail(err error) { c.errs = append(c.errs, err) }
 
-// New applies opts over the defaults and validates the result.
-func New(opts ...Option) (Config, error) {
+// New applies opts over the defaults and validates the result. It takes
+// limiter.Option values as well as Option ones (and function literals):
+// any type whose underlying type is func(*Config).
+func New[O ~func(*Config)](opts ...O) (Config, error) {
 	c := Config{
 		Window:            DefaultWindow,
 		HardLimitFactor:   DefaultHardLimitFactor,

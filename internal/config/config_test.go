@@ -9,7 +9,7 @@ import (
 // must agree with time.Now (the system clock is not stepped during a test)
 // and never go backwards.
 func TestDefaultClockFollowsWallClock(t *testing.T) {
-	c, err := New()
+	c, err := New[Option]()
 	if err != nil {
 		t.Fatal(err)
 	}

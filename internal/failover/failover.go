@@ -152,7 +152,7 @@ type Client interface {
 // for concurrent use. Set it up with Init; the zero value is not usable.
 type Guard struct {
 	cfg      *config.Config
-	opts     []config.Option
+	opts     []limiter.Option
 	pkg      string
 	strategy string
 	refused  limiter.Outcome
@@ -190,7 +190,7 @@ type Guard struct {
 // local fallback. probe asks Redis one question that needs a write; recon
 // writes fallback units back. Init starts nothing: the probe goroutine
 // exists only while the breaker is open.
-func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, opts []config.Option,
+func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, opts []limiter.Option,
 	probe func(ctx context.Context) error, recon Reconciler) {
 	g.cfg, g.opts, g.pkg, g.strategy, g.client = cfg, opts, pkg, strategy, client
 	// The fallback's decisions are reported by the guard, as the
@@ -571,7 +571,7 @@ func (g *Guard) notify(sc config.StateChange) {
 		config.LogStateChange(context.Background(), l, sc)
 	}
 	if obs := g.observer(); obs != nil {
-		obs.ObserveEvent(context.Background(), limiter.Event{Kind: limiter.EventStateChange, Provider: sc.Provider, State: sc})
+		obs.ObserveEvent(context.Background(), limiter.Event{Kind: limiter.EventStateChange, Provider: sc.Provider, State: publicState(sc)})
 	}
 	if fn := g.cfg.OnStateChange; fn != nil {
 		fn(sc)

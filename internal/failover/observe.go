@@ -167,3 +167,10 @@ func (g *Guard) observeErr(ctx context.Context, op string, err error) {
 			ErrorClass: class, Err: err})
 	}
 }
+
+// publicState is sc as package limiter exports it.
+func publicState(sc config.StateChange) limiter.StateChange {
+	return limiter.StateChange{Provider: sc.Provider, Degraded: sc.Degraded, Cause: sc.Cause,
+		Policy: limiter.FailurePolicy(sc.Policy), Duration: sc.Duration,
+		Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
+	"github.com/sluice-go/sluice/limiter"
 )
 
 // Base is what both Redis providers hold: the client, the resolved
@@ -30,7 +31,7 @@ type Base struct {
 // Init checks the client, resolves opts and fills b. A nil client
 // (including a typed nil such as (*redis.Client)(nil), which would panic on
 // the first call) or a bad option is ErrInvalidConfig.
-func (b *Base) Init(pkg, strategy string, client Client, opts []config.Option) error {
+func (b *Base) Init(pkg, strategy string, client Client, opts []limiter.Option) error {
 	if isNil(client) {
 		return fmt.Errorf("%s: %w: nil client", pkg, config.ErrInvalidConfig)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/conformance"
+	"github.com/sluice-go/sluice/internal/doccheck"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/redisabs"
@@ -137,16 +138,18 @@ const memoryKeys, memoryCalls = 10_000, 5
 // TestMemoryPerKey measures, on a private real redis-server, the INFO
 // memory delta (used_memory) per key of 10,000 keys under a 10-per-minute
 // policy with 5 requests each, and the mean MEMORY USAGE of one key. The
-// figures go into docs/data-model.md:
+// figures are in the memory tables of docs/data-model.md and
+// docs/operations.md, which doccheck.CheckMemory compares with them:
 //
 //	go test -run TestMemoryPerKey -v ./limiter/redisabs/
 func TestMemoryPerKey(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		gap  time.Duration // between a key's requests
+		doc  string        // the workload's row in the docs' memory tables
 	}{
-		{"one bucket", 0},             // the 5 requests coalesce
-		{"five buckets", time.Second}, // each request opens a bucket
+		{"one bucket", 0, doccheck.OneBucket},               // the 5 requests coalesce
+		{"five buckets", time.Second, doccheck.FiveBuckets}, // each request opens a bucket
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -198,13 +201,17 @@ func TestMemoryPerKey(t *testing.T) {
 			if n := c.DBSize(ctx).Val(); n != memoryKeys {
 				t.Fatalf("DBSIZE = %d, want %d", n, memoryKeys)
 			}
-			var usage int64
+			var usage, fields int64
 			for i := 0; i < memoryKeys; i += 100 {
-				usage += c.MemoryUsage(ctx, hashOf(t, prefix, "user:"+strconv.Itoa(i)), 0).Val()
+				h := hashOf(t, prefix, "user:"+strconv.Itoa(i))
+				usage += c.MemoryUsage(ctx, h, 0).Val()
+				fields += c.HLen(ctx, h).Val()
 			}
 			perKey := float64(after-before) / memoryKeys
-			t.Logf("%s: used_memory %d → %d: %.0f bytes per key (INFO memory delta); MEMORY USAGE %d bytes per hash",
-				tc.name, before, after, perKey, usage/(memoryKeys/100))
+			t.Logf("%s: used_memory %d → %d: %.0f bytes per key (INFO memory delta); MEMORY USAGE %d bytes, %.1f fields per hash",
+				tc.name, before, after, perKey, usage/(memoryKeys/100), float64(fields)/(memoryKeys/100))
+			doccheck.CheckMemory(t, c, doccheck.Memory{Strategy: "absolute", Workload: tc.doc,
+				PerKey: perKey, Usage: usage / (memoryKeys / 100), Fields: float64(fields) / (memoryKeys / 100)})
 			if perKey > 350 {
 				t.Errorf("%.0f bytes per key, above the 350-byte target", perKey)
 			}

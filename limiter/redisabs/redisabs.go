@@ -3,6 +3,8 @@ package redisabs
 import (
 	"context"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisx"
@@ -13,9 +15,16 @@ import (
 )
 
 // Client is the part of a go-redis client the limiter calls: script
-// execution (EVALSHA, EVAL) and UNLINK. *redis.Client, *redis.ClusterClient,
-// *redis.Ring and the failover clients satisfy it.
-type Client = redisx.Client
+// execution (EVALSHA, EVAL, SCRIPT LOAD, SCRIPT EXISTS) and UNLINK.
+// *redis.Client, *redis.ClusterClient, *redis.Ring and the failover clients
+// of go-redis v9 satisfy it.
+type Client interface {
+	redis.Scripter
+	Unlink(ctx context.Context, keys ...string) *redis.IntCmd
+}
+
+// Every Client is one for the shared provider code.
+var _ redisx.Client = Client(nil)
 
 // Limiter is the absolute limiter on Redis: a request is admitted while the
 // key's sliding window, shared by every process that uses the same Redis

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/conformance"
+	"github.com/sluice-go/sluice/internal/doccheck"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/redissup"
@@ -19,7 +20,8 @@ import (
 // TestMemoryPerKey measures, on a private real redis-server, the INFO
 // memory delta (used_memory) per key of 10,000 keys under a 10-per-minute
 // policy (W = 1 min, B = 600 ms), and the mean MEMORY USAGE of one hash.
-// The figures are in docs/data-model.md:
+// The figures are in the memory tables of docs/data-model.md and
+// docs/operations.md, which doccheck.CheckMemory compares with them:
 //
 //	go test -run TestMemoryPerKey -v ./limiter/redissup/
 func TestMemoryPerKey(t *testing.T) {
@@ -30,10 +32,11 @@ func TestMemoryPerKey(t *testing.T) {
 		gap    time.Duration // between a key's requests
 		factor float64
 		budget float64 // bytes per key, 0 for none
+		doc    string  // the workload's row in the docs' memory tables
 	}{
-		{"5 requests, one bucket", 5, 0, 1, 350},
-		{"5 requests, five buckets", 5, time.Second, 1, 350},
-		{"20 requests 1 s apart, F = 1.5 (suppressed)", 20, time.Second, 1.5, 0},
+		{"5 requests, one bucket", 5, 0, 1, 350, doccheck.OneBucket},
+		{"5 requests, five buckets", 5, time.Second, 1, 350, doccheck.FiveBuckets},
+		{"20 requests 1 s apart, F = 1.5 (suppressed)", 20, time.Second, 1.5, 0, doccheck.Suppressed20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -95,6 +98,8 @@ func TestMemoryPerKey(t *testing.T) {
 			u := mustGet(t, l, "user:0")
 			t.Logf("%s: used_memory %d → %d: %.0f bytes per key; MEMORY USAGE %d bytes, %.1f fields per hash; user:0 %+v",
 				tc.name, before, after, perKey, usage/(keys/100), float64(fields)/(keys/100), u)
+			doccheck.CheckMemory(t, c, doccheck.Memory{Strategy: "suppressed", Workload: tc.doc,
+				PerKey: perKey, Usage: usage / (keys / 100), Fields: float64(fields) / (keys / 100)})
 			if tc.budget > 0 && perKey > tc.budget {
 				t.Errorf("%.0f bytes per key, above the %.0f-byte target", perKey, tc.budget)
 			}

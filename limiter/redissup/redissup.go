@@ -3,6 +3,8 @@ package redissup
 import (
 	"context"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisx"
@@ -12,10 +14,17 @@ import (
 	"github.com/sluice-go/sluice/scripts"
 )
 
-// Client is what the limiter calls: script evaluation and UNLINK.
+// Client is the part of a go-redis client the limiter calls: script
+// execution (EVALSHA, EVAL, SCRIPT LOAD, SCRIPT EXISTS) and UNLINK.
 // *redis.Client, *redis.ClusterClient, *redis.Ring and the failover clients
 // of go-redis v9 satisfy it.
-type Client = redisx.Client
+type Client interface {
+	redis.Scripter
+	Unlink(ctx context.Context, keys ...string) *redis.IntCmd
+}
+
+// Every Client is one for the shared provider code.
+var _ redisx.Client = Client(nil)
 
 // Limiter is the suppressed strategy on Redis. It is safe for concurrent
 // use; build it with New (the zero value is not usable). It holds no
