@@ -11,8 +11,14 @@
 --          key's latest Inc is used, and a key with no live bucket is
 --          allowed with every number 0 (ARGV[5] must then be 0)
 -- ARGV[5]  n, the cost; 0 is a peek for one unit that writes nothing
--- ARGV[6]  the PEXPIRE of every write in ms: W + B (longer only when the
---          caller sends its own clock in ARGV[1], see internal/redisx.TTLMs)
+-- ARGV[6]  the PEXPIRE in ms: W + B (longer only when the caller sends its
+--          own clock in ARGV[1], see internal/redisx.TTLMs). It is set by a
+--          write that opens a bucket (a new key included); a write that
+--          keeps the newest bucket (a join, or a refusal that stores the
+--          capacity or deletes dead buckets) skips it, since the TTL set
+--          when that bucket opened already ends W + B after its start,
+--          when it dies. Under the caller's clock every write sets it: that
+--          clock may stand still while Redis counts the TTL in real time.
 -- ARGV[4] and ARGV[5] are stored as sent, so they must be plain decimals
 -- (as go-redis sends an int64).
 --
@@ -179,7 +185,7 @@ local allowed = (not never) and used + cost <= c
 
 -- Writes: only for n > 0, never for a peek or IsAllowed.
 if n > 0 then
-  local wrote = false
+  local wrote, opened = false, false
   if stale then
     redis.call('DEL', h)
     wrote = true
@@ -194,7 +200,7 @@ if n > 0 then
     if not live then
       local s0 = fmt('%d', now)
       redis.call('HSET', h, 'm', ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ARGV[5])
-      newest, live = now, true
+      newest, live, opened = now, true, true
     elseif now - newest < b then
       -- Join the newest bucket.
       redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', ARGV[4], used, ofield, ns, ncount + n))
@@ -204,7 +210,7 @@ if n > 0 then
       local closed = -ncount
       if ncount < 2097152 and now - newest < P then closed = ncount * P + (now - newest) end
       redis.call('HSET', h, ns, fmt('%d', closed), 'm', fmt('%s %d %s %d %s', ARGV[4], used, ofield, now, ARGV[5]))
-      newest = now
+      newest, opened = now, true
     end
     wrote = true
   elseif live and (dead or moved) then
@@ -212,7 +218,8 @@ if n > 0 then
     redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', ARGV[4], used, ofield, ns, ncount))
     wrote = true
   end
-  if wrote and live then
+  -- The key dies with its newest bucket: W + B after that bucket opened.
+  if opened or wrote and live and ARGV[1] ~= '' then
     redis.call('PEXPIRE', h, ARGV[6])
   end
 end

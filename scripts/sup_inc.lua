@@ -14,8 +14,13 @@
 -- ARGV[7]  the suppression cache period in ms; 0 computes the factor on
 --          every call
 -- ARGV[8]  the call's random draw in ppm, in [0, 999999]
--- ARGV[9]  the PEXPIRE of every write in ms: W + B (longer only when the
---          caller sends its own clock in ARGV[1], see limiter/redissup)
+-- ARGV[9]  the PEXPIRE in ms: W + B (longer only when the caller sends its
+--          own clock in ARGV[1], see limiter/redissup). A write that opens
+--          a bucket (a new key included) sets it; a join of the newest
+--          bucket skips it, since the TTL set when that bucket opened ends
+--          W + B after its start, when it dies. Under the caller's clock
+--          every write sets it: that clock may stand still while Redis
+--          counts the TTL in real time.
 --
 -- Reply: an integer r >= 0 when admitted at or below the soft capacity
 --         (outcome allowed, factor 0) with fewer than 2^21 units
@@ -39,7 +44,13 @@
 -- "f" and "ft" exist from a key's first call on (an earlier layout's hash
 -- may lack them: absent reads as 0). The newest bucket stays in "n", "nc",
 -- "nd" until a newer one opens, so joining it writes a few front fields
--- (docs/data-model.md). The script never calls math.random: the draw is an
+-- (docs/data-model.md). "r", when present, is the RetryAfter cursor:
+-- "<rs> <rb> <ra> <rl> <ro>", a live bucket start rs, the accepted units of
+-- the live buckets older than it (rb), its own accepted units (ra) and
+-- link (rl; both 0 while it was the newest bucket), valid only while the
+-- oldest stored bucket starts at ro. A refused call answers from it
+-- without reading buckets when the bucket it needs is rs, and moves it
+-- forward otherwise; see retryAfter. The script never calls math.random: the draw is an
 -- argument. ARGV[4], ARGV[5] and ARGV[6] are stored as sent, so they must be
 -- plain decimals (as go-redis sends an int64). A meta field that is not a
 -- number fails the call with a script error.
@@ -102,6 +113,9 @@ end
 -- A missing or broken link, or more dead buckets (one HGETALL costs less
 -- than that many HMGETs), leaves the call to scan below (linked false).
 local linked, gone = true, nil -- gone: the fields of dead buckets
+-- deadAcc: the accepted units of the dead buckets the links walked past
+-- (to move the RetryAfter cursor's rb along); x0: "x" as stored.
+local deadAcc, x0 = 0, declined
 if live and now - oldest >= sp then
   expired, gone = true, {}
   local f, walked = m[3], 0
@@ -114,9 +128,11 @@ if live and now - oldest >= sp then
     local link = off and off % P
     if not off or off < P or link < 1 then linked = false break end
     used = used - (off - link) / P
+    deadAcc = deadAcc + (off - link) / P
     gone[#gone + 1] = f
     if v[2] then
       declined = declined - v[2]
+      deadAcc = deadAcc - v[2]
       gone[#gone + 1] = df
     end
     oldest = oldest + link
@@ -126,6 +142,34 @@ if live and now - oldest >= sp then
   if linked and (oldest > newest or oldest == newest and (used ~= ncount or declined ~= ndec)) then
     linked = false
   end
+end
+
+-- The RetryAfter cursor "r" (see the header), read at most once and only
+-- when needed: by a refusal's RetryAfter, or by a write that expires
+-- buckets, which moves its rb along. It can exist only while some live
+-- bucket holds declined units (a refusal wrote it, and its rs is no older
+-- than the bucket that refusal joined), so a key whose "x" was 0 has none
+-- and pays no read. It is used only if its ro is the stored "o" (no other
+-- writer moved the oldest bucket since) and the links expired the dead
+-- buckets, and only while rs is live. rc: nil before the read, false for
+-- none, else {rs, rb, ra, rl} with rb less the dead buckets' accepted
+-- units; rraw: the stored string. rput: the cursor a RetryAfter ended on.
+local rc, rraw, rput
+local function cursor()
+  if rc == nil then
+    rc = false
+    if x0 > 0 and linked and live then
+      rraw = redis.call('HGET', h, 'r')
+      if rraw then
+        local a, b, c, d, e = string.match(rraw, '^(%-?%d+) (%d+) (%d+) (%d+) (%-?%d+)$')
+        if a and e == m[3] then
+          local rs, rb = a + 0, b - deadAcc
+          if rs >= oldest and rs <= newest and rb >= 0 then rc = {rs, rb, c + 0, d + 0} end
+        end
+      end
+    end
+  end
+  return rc
 end
 
 local cost = math.max(n, 1)
@@ -235,19 +279,44 @@ if not linked or used - declined + cost > soft then
     return math.min(math.max(ppm, 0), PPM), true
   end
 
-  -- retryAfter walks the buckets oldest first until the accepted units
-  -- still live after a bucket expires, plus cost, fit in cap.
+  -- retryAfter returns when enough accepted units will have expired for
+  -- cost to fit: the start + W + B of the first live bucket, oldest
+  -- first, at which the accepted units of it and the older ones reach
+  -- target = min(held + cost - cap, held) (window.State.RetryAfter's walk:
+  -- held - freed + cost <= cap or freed >= held). On a key without a scan
+  -- it starts from the cursor "r" when the answer is not before it, else
+  -- from the oldest bucket, and steps forward along the links, one HMGET
+  -- per bucket it does not know, for up to 8 buckets; then it scans.
+  -- Under sustained overload the answer only moves forward (target grows
+  -- with each admission, and an expiry lowers target and rb alike), so a
+  -- refused call usually answers from the cursor without a read, and
+  -- steps once per bucket. It leaves the cursor it ends on in rput.
   retryAfter = function(held, cap)
     if not live then return 0 end
+    local target = math.min(held + cost - cap, held)
+    if target <= 0 then return 0 end
     if not k then
-      -- Fast path: the oldest bucket alone frees enough.
-      local acc = ncount - ndec
-      if oldest ~= newest then
-        local v = redis.call('HMGET', h, fmt('%d', oldest), 'd' .. fmt('%d', oldest))
-        acc = countOf(tonumber(v[1]) or 0) - (tonumber(v[2]) or 0)
-      end
-      if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
-        return oldest + sp - now
+      local c = cursor()
+      local rs, rb, ra, rl = oldest, 0, nil, nil
+      if c and c[2] < target then rs, rb, ra, rl = c[1], c[2], c[3], c[4] end
+      for _ = 1, 8 do
+        if rs == newest then
+          ra, rl = ncount - ndec, 0
+        elseif not ra or rl == 0 then -- not known: read the bucket
+          local f = fmt('%d', rs)
+          local v = redis.call('HMGET', h, f, 'd' .. f)
+          local off = tonumber(v[1])
+          if not off or off < P or off % P < 1 then break end -- no link: scan
+          rl = off % P
+          ra = (off - rl) / P - (tonumber(v[2]) or 0)
+        end
+        if target <= rb + ra then
+          rput = {rs, rb, ra, rl}
+          return rs + sp - now
+        end
+        if rs == newest then break end -- the totals disagree with the buckets: scan
+        rs, rb, ra, rl = rs + rl, rb + ra, nil, nil
+        if rs > newest then break end
       end
       scan() -- skips the dead buckets a peek leaves stored
     end
@@ -256,7 +325,12 @@ if not linked or used - declined + cost > soft then
       local u = bo[i] - bd[i]
       if u ~= 0 then
         freed = freed + u
-        if held - freed + cost <= cap or freed >= held then return bs[i] + sp - now end
+        if freed >= target then
+          local rl = 0
+          if i < k then rl = bs[i + 1] - bs[i] end
+          rput = {bs[i], freed - u, u, rl}
+          return bs[i] + sp - now
+        end
       end
     end
     return 0
@@ -268,6 +342,8 @@ end
 if not linked then
   gone, used, declined = scan()
   oldest = bs[1]
+  -- The cursor cannot follow a scan: a refusal below sets a new one.
+  if x0 > 0 then gone[#gone + 1] = 'r' end
 end
 if write and gone then
   for i = 1, #gone, 1000 do
@@ -289,9 +365,15 @@ else
   allowed = draw >= f
 end
 
+-- RetryAfter, before the record: a refusal records only declined units,
+-- so the accepted units it reads are those after the call too.
+local retry = 0
+if not allowed and not never then retry = retryAfter(used - declined, soft) end
+
 -- Record: join the newest bucket when now - newest < B, else open one at
 -- now (no field of that name can exist: every start is <= newest < now).
 if write then
+  local pn, pacc = newest, ncount - ndec -- the newest bucket before the call
   -- rec: the units recorded; a refusal records them all as declined, at
   -- most MAXD - declined of them and at least one, so that the totals stay
   -- exact integers (window.MaxDeclined).
@@ -375,15 +457,35 @@ if write then
     elseif not live then
       meta[#meta + 1], meta[#meta + 2], meta[#meta + 3], meta[#meta + 4] = 'f', '0', 'ft', '0'
     end
+    -- The cursor a RetryAfter ended on, or the stored one with rb moved
+    -- past the buckets that died, against the new oldest start. Its
+    -- bucket's ra and rl are 0 while it is the newest (it may still
+    -- grow) and set when this call closes it.
+    local cur = rput
+    if not cur and expired and linked then cur = cursor() end
+    if cur then
+      local rs, rb, ra, rl = cur[1], cur[2], cur[3], cur[4]
+      if rs == newest then
+        ra, rl = 0, 0
+      elseif rs == pn then
+        ra, rl = pacc, newest - pn
+      end
+      local r = fmt('%d %d %d %d %d', rs, rb, ra, rl, oldest)
+      if r ~= rraw then
+        meta[#meta + 1] = 'r'
+        meta[#meta + 1] = r
+      end
+    elseif rraw then
+      redis.call('HDEL', h, 'r') -- its bucket died, or another writer moved "o"
+    end
     redis.call('HSET', h, unpack(meta))
   end
+  -- The key dies with its newest bucket: W + B after that bucket opened.
+  if not joins or ARGV[1] ~= '' then redis.call('PEXPIRE', h, ttl) end
   live = true
-  redis.call('PEXPIRE', h, ttl)
 end
 
 local accepted = used - declined
-local retry = 0
-if not allowed and not never then retry = retryAfter(accepted, soft) end
 local reset = 0
 if live then reset = newest + sp - now end
 local remaining = math.max(soft - accepted, 0)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -149,9 +150,30 @@ func TestErrorsMatchLocal(t *testing.T) {
 	}
 }
 
-// TestTTL checks on miniredis, whose TTLs run on the fake clock, that every
-// Inc leaves the hash with 0 < PTTL ≤ W + B and that W + B of silence
-// leaves nothing behind.
+// newestStart reads the start (Unix ms) of the newest bucket from the meta
+// field of hash h, "<c> <u> <o> <n> <nc>".
+func newestStart(t *testing.T, c redis.Cmdable, h string) int64 {
+	t.Helper()
+	m, err := c.HGet(ctx, h, "m").Result()
+	if err != nil {
+		t.Fatalf("HGET %s m: %v", h, err)
+	}
+	f := strings.Fields(m)
+	if len(f) != 5 {
+		t.Fatalf("HGET %s m = %q, want five numbers", h, m)
+	}
+	n, err := strconv.ParseInt(f[3], 10, 64)
+	if err != nil {
+		t.Fatalf("HGET %s m = %q: %v", h, m, err)
+	}
+	return n
+}
+
+// TestTTL checks on miniredis, whose TTLs run on the fake clock, the expiry
+// rule of docs/data-model.md: only a write that opens a bucket sets the
+// TTL, so after every call the hash expires exactly W + B after its newest
+// bucket opened (when that bucket dies, never before), its PTTL is in
+// (0, W + B], and W + B after the last admitted unit nothing is left.
 func TestTTL(t *testing.T) {
 	const w, b = time.Second, 100 * time.Millisecond
 	mr, c, clk := miniAt(t)
@@ -162,34 +184,75 @@ func TestTTL(t *testing.T) {
 	}
 	h := hashOf(t, prefix, "k")
 	rng := rand.New(rand.NewPCG(7, 7))
+	var lastAdmitted time.Time
+	joins, opens := 0, 0
 	for i := 0; i < 500; i++ {
 		clk.Advance(time.Duration(rng.IntN(300)) * time.Millisecond)
 		rate := limiter.PerSecond(float64(1 + rng.IntN(12)))
 		n := int64(rng.IntN(4))
-		mustInc(t, l, "k", rate, n)
+		var before int64
+		if mr.Exists(h) {
+			before = newestStart(t, c, h)
+		}
+		if d := mustInc(t, l, "k", rate, n); d.Allowed && n > 0 {
+			lastAdmitted = clk.Now()
+			if newestStart(t, c, h) == before {
+				joins++
+			} else {
+				opens++
+			}
+		}
 		if !mr.Exists(h) {
 			continue // a refused call or peek on an absent key
 		}
-		if ttl := mr.TTL(h); ttl <= 0 || ttl > w+b {
+		now := clk.Now()
+		ttl := mr.TTL(h)
+		if ttl <= 0 || ttl > w+b {
 			t.Fatalf("step %d: after Inc(k, %v, %d) PTTL = %v, want in (0, %v]", i, rate, n, ttl, w+b)
 		}
+		dies := time.UnixMilli(newestStart(t, c, h)).Add(w + b)
+		if want := dies.Sub(now); ttl != want {
+			t.Fatalf("step %d: after Inc(k, %v, %d) PTTL = %v, want %v: W + B after the newest bucket opened", i, rate, n, ttl, want)
+		}
+		if end := lastAdmitted.Add(w + b).Sub(now); ttl > end {
+			t.Fatalf("step %d: PTTL = %v, past W + B after the last admitted unit (%v)", i, ttl, end)
+		}
 	}
+	if joins == 0 || opens == 0 {
+		t.Fatalf("%d joins and %d opens: the trace must have both", joins, opens)
+	}
+	// A last admission that joins the newest bucket: the hash goes W + B
+	// after that bucket opened, before W + B after the admission.
+	clk.Advance(w + b)
 	mustInc(t, l, "k", limiter.PerSecond(1000), 1)
-	clk.Advance(w + b - time.Millisecond)
+	opened := clk.Now()
+	clk.Advance(b / 2)
+	if d := mustInc(t, l, "k", limiter.PerSecond(1000), 1); !d.Allowed {
+		t.Fatalf("Inc(k) refused: %+v", d)
+	}
+	if got := newestStart(t, c, h); got != opened.UnixMilli() {
+		t.Fatalf("newest bucket %d, want the join of %d", got, opened.UnixMilli())
+	}
+	if ttl := mr.TTL(h); ttl != w+b-b/2 {
+		t.Fatalf("after a join PTTL = %v, want %v", ttl, w+b-b/2)
+	}
+	clk.Advance(w + b - b/2 - time.Millisecond)
 	if !mr.Exists(h) {
-		t.Fatalf("hash gone %v after the last write, before W + B", w+b-time.Millisecond)
+		t.Fatal("hash gone while its newest bucket is live")
 	}
 	clk.Advance(time.Millisecond)
 	if mr.Exists(h) {
-		t.Fatalf("hash still there W + B after the last write (PTTL %v)", mr.TTL(h))
+		t.Fatalf("hash still there W + B after its newest bucket opened (PTTL %v)", mr.TTL(h))
 	}
 	if keys := mr.Keys(); len(keys) != 0 {
 		t.Fatalf("keys left after W + B of silence: %q", keys)
 	}
 }
 
-// TestTTLRealRedis checks expiry on a real server with its own clock and a
-// short window: the hash disappears W + B after the last write.
+// TestTTLRealRedis checks the same rule on a real server with its own clock
+// and a short window, under calls that both join and open buckets: after
+// every call 0 < PTTL ≤ W + B and the hash lives at least until its newest
+// bucket dies, and W + B after the last admitted unit it is gone.
 func TestTTLRealRedis(t *testing.T) {
 	const w, b = 200 * time.Millisecond, 20 * time.Millisecond
 	c := realClient(t).(*redis.Client)
@@ -199,35 +262,39 @@ func TestTTLRealRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := hashOf(t, prefix, "k")
-	for i := 0; i < 3; i++ {
-		if d := mustInc(t, l, "k", limiter.PerSecond(100), 1); !d.Allowed {
+	rng := rand.New(rand.NewPCG(5, 5))
+	starts := map[int64]bool{}
+	var written time.Time
+	for i := 0; i < 40; i++ {
+		time.Sleep(time.Duration(rng.IntN(15)) * time.Millisecond)
+		if d := mustInc(t, l, "k", limiter.PerSecond(1000), 1); !d.Allowed {
 			t.Fatalf("Inc %d refused: %+v", i, d)
 		}
+		written = time.Now()
 		pttl, err := c.PTTL(ctx, h).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pttl <= 0 || pttl > w+b {
-			t.Fatalf("after Inc %d PTTL = %v, want in (0, %v]", i, pttl, w+b)
-		}
-	}
-	written := time.Now()
-	if u := mustGet(t, l, "k"); u.Used != 3 {
-		t.Fatalf("Get(k) = %+v, want Used 3", u)
-	}
-	deadline := written.Add(w + b + 2*time.Second)
-	for {
-		n, err := c.Exists(ctx, h).Result()
+		now, err := c.Time(ctx).Result() // read after PTTL: now is no earlier than its instant
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
-			break
+		n := newestStart(t, c, h)
+		starts[n] = true
+		if pttl <= 0 || pttl > w+b {
+			t.Fatalf("after Inc %d PTTL = %v, want in (0, %v]", i, pttl, w+b)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("hash still present %v after the last write", time.Since(written))
+		// 2 ms: TIME and the script's expiry instant may round apart.
+		if live := time.UnixMilli(n).Add(w + b).Sub(now); pttl < live-2*time.Millisecond {
+			t.Fatalf("after Inc %d PTTL = %v, but the newest bucket is live %v more", i, pttl, live)
 		}
-		time.Sleep(10 * time.Millisecond)
+	}
+	if len(starts) < 2 || len(starts) == 40 {
+		t.Fatalf("%d buckets for 40 calls: the trace must both join and open", len(starts))
+	}
+	time.Sleep(time.Until(written.Add(w + b + time.Millisecond)))
+	if n, err := c.Exists(ctx, h).Result(); err != nil || n != 0 {
+		t.Fatalf("EXISTS %s W + B after the last admitted unit = %d, %v; want 0", h, n, err)
 	}
 	if u := mustGet(t, l, "k"); u != (limiter.Usage{}) {
 		t.Fatalf("Get(k) after expiry = %+v, want zero", u)

@@ -215,11 +215,14 @@ func TestHashLayout(t *testing.T) {
 	if d := mustInc(t, l, "k", rate, 6); d.Allowed {
 		t.Fatalf("Inc(k, 6) = %s, want refused", conformance.Format(d))
 	}
+	// Its RetryAfter needs 12 + 6 - 10 = 8 accepted units to expire: t0's
+	// bucket frees 10, so the cursor "r" rests on it (rb 0, ra 10, its
+	// link 100, valid while the oldest bucket is t0's).
 	check("Inc 6 refused", map[string]string{ms(t0): closed(10, 100), "n": ms(t1), "nc": "8", "nd": "6", "u": "18", "x": "6",
-		"o": ms(t0), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
+		"o": ms(t0), "c": "10", "hc": "15", "f": "0", "ft": ms(t1), "r": ms(t0) + " 0 10 100 " + ms(t0)})
 
 	// t0's bucket dies W + B after it opened: the write deletes it and
-	// recomputes the totals.
+	// recomputes the totals, and the cursor, which rested on it.
 	clk.Advance(1000 * time.Millisecond)
 	t2 := t0 + 1100
 	mustInc(t, l, "k", rate, 1)
@@ -340,9 +343,11 @@ func keysUnder(t testing.TB, c *redis.Client, prefix string) []string {
 	return keys
 }
 
-// TestTTL checks on miniredis, whose TTLs follow the fake clock, that every
-// write leaves every key with 0 < PTTL ≤ W + B and that W + B of silence
-// leaves nothing behind.
+// TestTTL checks on miniredis, whose TTLs follow the fake clock, the
+// expiry rule of docs/data-model.md: only a write that opens a bucket sets
+// the TTL, so every key expires exactly W + B after its newest bucket
+// opened (when that bucket dies, never before), with 0 < PTTL ≤ W + B, and
+// W + B of silence leaves nothing behind.
 func TestTTL(t *testing.T) {
 	const w, b = time.Second, 100 * time.Millisecond
 	mr, c, clk := miniAt(t)
@@ -356,8 +361,16 @@ func TestTTL(t *testing.T) {
 		k := keys[rng.IntN(len(keys))]
 		mustInc(t, l, k, limiter.PerSecond(10), int64(rng.IntN(4)))
 		for _, rk := range mr.Keys() {
-			if ttl := mr.TTL(rk); ttl <= 0 || ttl > w+b {
+			ttl := mr.TTL(rk)
+			if ttl <= 0 || ttl > w+b {
 				t.Fatalf("step %d: TTL(%s) = %v, want in (0, %v]", i, rk, ttl, w+b)
+			}
+			n, err := strconv.ParseInt(mr.HGet(rk, "n"), 10, 64)
+			if err != nil {
+				t.Fatalf("step %d: HGET %s n: %v", i, rk, err)
+			}
+			if want := time.UnixMilli(n).Add(w + b).Sub(clk.Now()); ttl != want {
+				t.Fatalf("step %d: TTL(%s) = %v, want %v: W + B after the newest bucket opened", i, rk, ttl, want)
 			}
 		}
 	}
@@ -639,3 +652,54 @@ func TestSteadyTrafficFollowsLinks(t *testing.T) {
 
 // bigCost is a cost far above any capacity the tests use.
 const bigCost = int64(1) << 40
+
+// TestOverloadedRetryAfterReadsNoHash is the regression test of a refused
+// call's RetryAfter reading the whole hash whenever the oldest bucket alone
+// did not free enough (48–53 µs of Redis time a call on an overloaded hot
+// key): the cursor "r" answers most refusals without a read and moves one
+// bucket at a time. A key offered 10× its soft capacity for three windows
+// is checked against the local provider call for call (RetryAfter
+// included), and must read its hash whole (HGETALL) on very few calls.
+func TestOverloadedRetryAfterReadsNoHash(t *testing.T) {
+	c := redistest.Counted(t)
+	clk := conformance.NewClock()
+	opts := []limiter.Option{limiter.WithWindow(time.Second), limiter.WithBucket(10 * time.Millisecond),
+		limiter.WithHardLimitFactor(1.5)}
+	prefix := redistest.Prefix(t)
+	// One identically seeded random source per provider: the same draws.
+	lr := newLimiter(t, c, with(opts, limiter.WithPrefix(prefix), limiter.WithClock(clk),
+		limiter.WithRandom(conformance.NewRand(11)))...)
+	ll := localFactory(t, clk, with(opts, limiter.WithRandom(conformance.NewRand(11)))...)
+	defer ll.Close(ctx)
+	rate := limiter.PerSecond(100) // S = 100, H = 150: offered 1,000/s
+	const calls = 3000             // 3 s, one call a millisecond
+	refused := 0
+	for i := 0; i < calls; i++ {
+		clk.Advance(time.Millisecond)
+		dr := mustInc(t, lr, "k", rate, 1)
+		dl := mustInc(t, ll, "k", rate, 1)
+		if dr != dl {
+			t.Fatalf("call %d: Inc = %s from Redis, %s from local", i, conformance.Format(dr), conformance.Format(dl))
+		}
+		if !dr.Allowed {
+			refused++
+			if dr.RetryAfter <= 0 {
+				t.Fatalf("call %d: refused with RetryAfter %v", i, dr.RetryAfter)
+			}
+		}
+	}
+	if refused < calls/2 {
+		t.Fatalf("%d of %d calls refused: the key is not overloaded", refused, calls)
+	}
+	t.Logf("%d calls, %d refused: %d HGETALL, %d HMGET, %d HGET", calls, refused, redistest.CommandCalls(t, c, "hgetall"),
+		redistest.CommandCalls(t, c, "hmget"), redistest.CommandCalls(t, c, "hget"))
+	// Before the cursor, most refusals read the whole hash.
+	if n := redistest.CommandCalls(t, c, "hgetall"); n > calls/100 {
+		t.Errorf("HGETALL ran %d times in %d calls (%d refused), want at most %d", n, calls, refused, calls/100)
+	}
+	// Reads beside every call's HMGET of the meta fields: one per dead
+	// bucket (about 200) and a few per bucket the cursor steps on.
+	if n := redistest.CommandCalls(t, c, "hmget") - calls; n > calls/2 {
+		t.Errorf("%d HMGETs of buckets in %d calls, want at most %d", n, calls, calls/2)
+	}
+}
