@@ -48,9 +48,9 @@ import (
 //	*redis.Client        one lane
 //	*redis.ClusterClient one lane per master, found by the key's slot
 
-// Batcher batches the script calls of one provider. The zero value and a
-// nil *Batcher run every call alone. Its methods are safe for concurrent
-// use.
+// Batcher batches the script calls of one provider. Build it with
+// NewBatcher; the zero value is not usable. Its methods are safe for
+// concurrent use.
 type Batcher struct {
 	client  Client
 	max     int
@@ -237,7 +237,7 @@ func (ln *lane) send(batch []*call) {
 	for i, c := range batch {
 		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
-	pipe.Exec(ctx) // errors are read per command
+	_, failed := pipe.Exec(ctx)
 	var again redis.Pipeliner
 	for i, c := range batch {
 		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
@@ -248,13 +248,26 @@ func (ln *lane) send(batch []*call) {
 		}
 	}
 	if again != nil {
-		again.Exec(ctx)
+		if _, err := again.Exec(ctx); err != nil {
+			failed = err
+		}
 	}
 	for i, c := range batch {
 		v, err := cmds[i].Result()
+		if err == nil && v == nil {
+			// Never sent or never answered: go-redis leaves such a
+			// command without its error when the connection fails and
+			// it has no retry left; Exec returned it.
+			err = failed
+			if err == nil {
+				err = errNoReply
+			}
+		}
 		c.done <- reply{v: v, err: err, alone: ln.b.cluster != nil && needsCluster(err)}
 	}
 }
+
+var errNoReply = errors.New("redis: no reply in the pipeline")
 
 // batchContext is the context of a pipeline: without cancellation, with
 // the first call's values and the latest deadline of the calls (none when
