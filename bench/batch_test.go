@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -15,31 +17,44 @@ import (
 
 // batchContenders are both sluice strategies with batching (the default)
 // and without (WithBatching(0)), and redis_rate, which sends every call
-// alone.
+// alone. The sluice ones get WithTimeout(5 s), the shared client's
+// ReadTimeout: the client has no ContextTimeoutEnabled, so an unbatched
+// call is bounded by ReadTimeout whatever WithTimeout says, while a call
+// waiting for a batch honours its deadline; the same bound for both keeps
+// a stall of the loaded machine from opening one breaker and not the
+// other. A degraded decision (the breaker open) fails the benchmark
+// instead of counting as a fast one.
 var batchContenders = []contender{
-	contenders[0], // redisabs, batched
-	{"redisabs-alone", func(c *redis.Client, p policy, clk limiter.Clock) (incFunc, error) {
-		l, err := redisabs.New(c, append(clockOpts(clk), limiter.WithBatching(0))...)
+	sluiceContender("redisabs", false, limiter.WithTimeout(5*time.Second)),
+	sluiceContender("redisabs-alone", false, limiter.WithTimeout(5*time.Second), limiter.WithBatching(0)),
+	sluiceContender("redissup", true, limiter.WithTimeout(5*time.Second)),
+	sluiceContender("redissup-alone", true, limiter.WithTimeout(5*time.Second), limiter.WithBatching(0)),
+	contenders[2], // redis_rate
+}
+
+var errDegraded = errors.New("degraded decision: the limiter's breaker is open")
+
+func sluiceContender(name string, sup bool, opts ...limiter.Option) contender {
+	return contender{name, func(c *redis.Client, p policy, clk limiter.Clock) (incFunc, error) {
+		o := append(clockOpts(clk), opts...)
+		var l limiter.Limiter
+		var err error
+		if sup {
+			l, err = redissup.New(c, append(o, limiter.WithHardLimitFactor(hardLimitFactor))...)
+		} else {
+			l, err = redisabs.New(c, o...)
+		}
 		if err != nil {
 			return nil, err
 		}
 		return func(ctx context.Context, k string) (bool, error) {
 			d, err := l.Inc(ctx, k, p.rate, 1)
-			return d.Allowed, err
-		}, nil
-	}},
-	contenders[1], // redissup, batched
-	{"redissup-alone", func(c *redis.Client, p policy, clk limiter.Clock) (incFunc, error) {
-		l, err := redissup.New(c, append(clockOpts(clk), limiter.WithHardLimitFactor(hardLimitFactor), limiter.WithBatching(0))...)
-		if err != nil {
-			return nil, err
-		}
-		return func(ctx context.Context, k string) (bool, error) {
-			d, err := l.Inc(ctx, k, p.rate, 1)
+			if err == nil && d.Degraded {
+				err = errDegraded
+			}
 			return d.Allowed && d.Outcome == limiter.Allowed, err
 		}, nil
-	}},
-	contenders[2], // redis_rate
+	}}
 }
 
 // wire counts what the shared client sends: commands, and round trips (a

@@ -3,7 +3,6 @@ package redisx
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,10 +36,12 @@ import (
 // the batch: the calls that got one are sent again as one pipeline of
 // EVAL, which loads the script, as redis.Script.Run does for a single
 // call. On a cluster the lanes are the slots' masters, and a pipeline goes
-// straight to the node's client: a reply that needs the cluster client's
-// routing (MOVED or ASK during resharding, TRYAGAIN, CLUSTERDOWN) or a
-// connection error sends that call again alone through the cluster client,
-// on its caller's goroutine and within its caller's context.
+// straight to the node's client: a reply that says the script did not run
+// there and needs the cluster client's routing (MOVED or ASK during
+// resharding, TRYAGAIN, CLUSTERDOWN) sends that call again alone through
+// the cluster client, on its caller's goroutine and within its caller's
+// context, which is then exactly the call an unbatched provider makes. A
+// connection error is returned as it is: the script may have run.
 
 // batchedClients are the clients whose calls are batched; any other
 // client's calls run alone.
@@ -287,24 +288,19 @@ func batchContext(batch []*call) (context.Context, context.CancelFunc) {
 }
 
 // needsCluster reports whether a call that failed in a pipeline to a
-// cluster node must be sent again through the cluster client: the slot
-// moved (MOVED, ASK), the cluster is changing (TRYAGAIN, CLUSTERDOWN), or
-// the node's connection failed (the cluster client may find the slot's new
-// master).
+// cluster node must be sent again through the cluster client: the reply
+// says the script did not run on this node and the cluster client's
+// routing would send it elsewhere or again (MOVED and ASK during
+// resharding, TRYAGAIN and CLUSTERDOWN while the slot map changes). A
+// connection error is not sent again: the script may have run, and this
+// package never re-sends a call that may have counted.
 func needsCluster(err error) bool {
-	if err == nil {
-		return false
-	}
 	for _, p := range [...]string{"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"} {
 		if redis.HasErrorPrefix(err, p) {
 			return true
 		}
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return false
-	}
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, redis.ErrClosed)
+	return false
 }
 
 func (b *Batcher) started() {

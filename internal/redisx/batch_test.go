@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -496,7 +498,8 @@ func TestNeedsCluster(t *testing.T) {
 		{redisErr("ERR Error running script"), false},
 		{redisErr("NOSCRIPT No matching script"), false},
 		{context.DeadlineExceeded, false},
-		{redis.ErrClosed, true},
+		{redis.ErrClosed, false},
+		{io.EOF, false}, // the script may have run: never sent again
 	} {
 		if got := needsCluster(c.err); got != c.want {
 			t.Errorf("needsCluster(%v) = %v, want %v", c.err, got, c.want)
@@ -508,3 +511,148 @@ type redisErr string
 
 func (e redisErr) Error() string { return string(e) }
 func (redisErr) RedisError()     {}
+
+// TestBatchMovedSlot: a slot moves to another master while the cluster
+// client still routes it to the old one. The batch sends its calls to the
+// old master, which answers MOVED; each is sent again alone through the
+// cluster client, which follows the redirection, and runs exactly once.
+func TestBatchMovedSlot(t *testing.T) {
+	c := redistest.Cluster(t)
+	ctx := context.Background()
+	p := redistest.Prefix(t)
+	moved := p + ":{moved}"
+	src, err := c.MasterForKey(ctx, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot, err := c.ClusterKeySlot(ctx, moved).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stay string // a key of the same master in another slot
+	for i := 0; stay == ""; i++ {
+		k := fmt.Sprintf("%s:{stay%d}", p, i)
+		n, err := c.MasterForKey(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _ := c.ClusterKeySlot(ctx, k).Result(); n == src && s != slot {
+			stay = k
+		}
+	}
+	admins := map[string]*redis.Client{}
+	var dst string
+	for _, addr := range redistest.ClusterMasters(t) {
+		a := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { a.Close() })
+		admins[addr] = a
+		if addr != src.Options().Addr && dst == "" {
+			dst = addr
+		}
+	}
+	if v, err := incr.Run(ctx, c, []string{moved}, 100).Int64(); err != nil || v != 100 {
+		t.Fatalf("INCRBY %s = %d, %v", moved, v, err)
+	}
+	moveSlot(t, admins, slot, src.Options().Addr, dst)
+	t.Cleanup(func() { moveSlot(t, admins, slot, dst, src.Options().Addr) })
+
+	var movedReplies atomic.Int64
+	src.AddHook(movedCounter{&movedReplies})
+	g := newGate()
+	c.AddHook(g)
+	b := NewBatcher(c, 16)
+	ln := b.lane(ctx, []string{moved})
+	if ln == nil || ln.node != src {
+		t.Fatalf("lane(%q) = %v, want the old master's: the cluster client must not know of the move yet", moved, ln)
+	}
+	g.holdCall.Store(true)
+	first := goRun(ctx, b, stay)
+	waitHeld(t, g)
+	const n = 6
+	outs := make([]<-chan result, n)
+	for i := range outs {
+		outs[i] = goRun(ctx, b, moved)
+	}
+	waitQueued(t, ln, n)
+	close(g.release)
+	if r := <-first; r.err != nil {
+		t.Fatalf("the first call = %v, %v", r.v, r.err)
+	}
+	seen := map[int64]bool{}
+	for i, out := range outs {
+		r := <-out
+		v, ok := r.v.(int64)
+		if r.err != nil || !ok || v <= 100 || v > 100+n || seen[v] {
+			t.Errorf("call %d = %v, %v; want a distinct count in [101, %d]", i, r.v, r.err, 100+n)
+		}
+		seen[v] = true
+	}
+	if v, err := admins[dst].Get(ctx, moved).Int64(); err != nil || v != 100+n {
+		t.Errorf("GET %s on the new master = %d, %v; want %d: each call exactly once", moved, v, err, 100+n)
+	}
+	if movedReplies.Load() == 0 {
+		t.Error("the old master answered no MOVED: the batch did not go through the stale lane")
+	}
+}
+
+// movedCounter counts the MOVED replies of a node's pipelines.
+type movedCounter struct{ n *atomic.Int64 }
+
+func (m movedCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (m movedCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (m movedCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if redis.HasErrorPrefix(c.Err(), "MOVED") {
+				m.n.Add(1)
+			}
+		}
+		return err
+	}
+}
+
+// moveSlot moves slot and its keys from master from to master to, as
+// redis-cli --cluster reshard does: IMPORTING, MIGRATING, MIGRATE of each
+// key, then SETSLOT NODE on every master.
+func moveSlot(t *testing.T, admins map[string]*redis.Client, slot int64, from, to string) {
+	t.Helper()
+	ctx := context.Background()
+	id := func(addr string) string {
+		s, err := admins[addr].Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			t.Fatalf("CLUSTER MYID on %s: %v", addr, err)
+		}
+		return s
+	}
+	fromID, toID := id(from), id(to)
+	must := func(addr string, args ...any) {
+		if err := admins[addr].Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%v on %s: %v", args, addr, err)
+		}
+	}
+	must(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID)
+	must(from, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID)
+	host, port, _ := strings.Cut(to, ":")
+	for {
+		keys, err := admins[from].ClusterGetKeysInSlot(ctx, int(slot), 100).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		for _, k := range keys {
+			if err := admins[from].Migrate(ctx, host, port, k, 0, 5*time.Second).Err(); err != nil {
+				t.Fatalf("MIGRATE %s: %v", k, err)
+			}
+		}
+	}
+	must(to, "CLUSTER", "SETSLOT", slot, "NODE", toID)
+	must(from, "CLUSTER", "SETSLOT", slot, "NODE", toID)
+	for addr := range admins {
+		if addr != to && addr != from {
+			must(addr, "CLUSTER", "SETSLOT", slot, "NODE", toID)
+		}
+	}
+}
