@@ -55,7 +55,12 @@ const (
 	DefaultPrefix           = "sluice"
 	DefaultTimeout          = 250 * time.Millisecond
 	DefaultProbeInterval    = 200 * time.Millisecond
-	MaxTimeout              = time.Hour
+	// DefaultBatch is the largest batch of concurrent script calls a
+	// Redis provider sends as one pipeline (limiter.WithBatching).
+	DefaultBatch = 128
+	// MaxBatch is the largest batch limiter.WithBatching accepts.
+	MaxBatch   = 1024
+	MaxTimeout = time.Hour
 )
 
 // FailurePolicy says what a Redis provider answers when Redis is
@@ -145,6 +150,9 @@ type Config struct {
 	// is an any because package limiter, which defines the interface,
 	// imports this one; providers assert it once when they are built.
 	Observer any
+	// Batch is the largest number of concurrent script calls to one Redis
+	// node sent as one pipeline; 0 or 1 sends every call alone.
+	Batch int
 
 	// WindowMs and BucketMs are Window and Bucket in whole milliseconds.
 	WindowMs, BucketMs int64
@@ -176,6 +184,7 @@ func New[O ~func(*Config)](opts ...O) (Config, error) {
 		Timeout:           DefaultTimeout,
 		FallbackInstances: 1,
 		ProbeInterval:     DefaultProbeInterval,
+		Batch:             DefaultBatch,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -251,6 +260,9 @@ func (c *Config) validate() error {
 	}
 	if c.ProbeInterval < time.Millisecond || c.ProbeInterval > time.Minute {
 		return invalid("probe interval %v outside [1ms, 1m]", c.ProbeInterval)
+	}
+	if c.Batch < 0 || c.Batch > MaxBatch {
+		return invalid("batch size %d outside [0, %d]", c.Batch, MaxBatch)
 	}
 	c.WindowMs = w.Milliseconds()
 	c.BucketMs = b.Milliseconds()

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"sync/atomic"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
@@ -23,8 +25,9 @@ type Base struct {
 	// Cfg.CacheMs boxed once, for the argument list of every script call
 	// (boxing an int64 of 256 or more allocates).
 	W, B, TTL, Cache any
-	pkg              string // "redisabs", "redissup": the prefix of every error
-	strat            string // key.Absolute or key.Suppressed
+	batch            *Batcher // nil: every call alone
+	pkg              string   // "redisabs", "redissup": the prefix of every error
+	strat            string   // key.Absolute or key.Suppressed
 	closed           atomic.Bool
 }
 
@@ -41,7 +44,18 @@ func (b *Base) Init(pkg, strategy string, client Client, opts []limiter.Option) 
 	}
 	b.Client, b.Cfg, b.pkg, b.strat = client, cfg, pkg, strategy
 	b.W, b.B, b.TTL, b.Cache = cfg.WindowMs, cfg.BucketMs, TTLMs(&cfg), cfg.CacheMs
+	b.batch = NewBatcher(client, cfg.Batch)
 	return nil
+}
+
+// Run runs a script of the provider over keys with args and returns its
+// reply: batched with concurrent calls to the same node (see Batcher),
+// unless batching is off or the client is one that is not batched.
+func (b *Base) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
+	if b.batch == nil {
+		return script.Run(ctx, b.Client, keys, args...).Result()
+	}
+	return b.batch.Run(ctx, script, keys, args...)
 }
 
 func isNil(c Client) bool {
@@ -86,8 +100,12 @@ func (b *Base) Reset(ctx context.Context, k string) error {
 }
 
 // Close makes later calls return ErrClosed. The client belongs to the
-// caller and stays open; there is nothing to wait for.
+// caller and stays open.
 func (b *Base) Close() { b.closed.Store(true) }
+
+// Wait waits, after Close, for the batching goroutines to end (they end
+// once the calls made before Close are answered), or until ctx is done.
+func (b *Base) Wait(ctx context.Context) error { return b.batch.Wait(ctx) }
 
 var errReply = errors.New("malformed script reply")
 

@@ -51,6 +51,25 @@
 // abs_get.lua, Reset is one UNLINK. IsAllowed, Get and a peek write
 // nothing, not even the deletion of dead buckets they see.
 //
+// # Batching
+//
+// Calls that arrive while a round trip of this limiter to the same Redis
+// node is in flight are sent together, as one pipeline of EVALSHA, when
+// that round trip ends (limiter.WithBatching sets the cap, 128 by
+// default; 0 or 1 turns it off). A call that finds no round trip in flight
+// is sent at once, alone: there is no timer, and a lone caller pays nothing
+// (one uncontended mutex). Each call keeps its own context and timeout: a
+// caller whose context ends while it waits returns the context's error at
+// once, and its call is not sent if it was not yet taken into a pipeline.
+// NOSCRIPT inside a pipeline sends those calls again as EVAL; on a
+// *redis.ClusterClient the pipelines go per master, and a call answered
+// MOVED, ASK, TRYAGAIN or CLUSTERDOWN (it did not run) is sent again alone
+// through the cluster client. A *redis.Ring, or any other client, sends
+// every call alone. Batching changes the round trips only: each call is
+// still one atomic script run, and Consistency below holds unchanged.
+// docs/operations.md (Batching) has the details, docs/benchmarks.md the
+// figures.
+//
 // # Consistency
 //
 // A script runs atomically on the Redis server that owns the key, so
@@ -82,7 +101,10 @@
 // guesses.
 //
 // This package never retries. A call that timed out may or may not have
-// been counted, and sending it again could count it twice. go-redis itself
+// been counted, and sending it again could count it twice. The one
+// call sent twice is batching's on a cluster: a call whose pipeline reply
+// says it did not run (MOVED, ASK, TRYAGAIN, CLUSTERDOWN) goes again
+// through the cluster client, as an unbatched call would have gone. go-redis itself
 // does retry: in v9.18, *redis.Client (MaxRetries, default 3) and
 // *redis.Ring (MaxRetries, default 3) re-send an EVALSHA after a read or
 // write timeout, an EOF on the connection, a pool timeout, and the errors

@@ -110,10 +110,16 @@ func (l *Limiter) Reset(ctx context.Context, k string) error {
 }
 
 // Close marks the limiter closed: later calls return ErrClosed. It stops
-// the background probe, if Redis is down, and the local fallback, waiting
-// for them until ctx is done (then it returns ctx's error). It does not
-// close the client, which belongs to the caller. Closing twice is harmless.
+// the background probe, if Redis is down, and the local fallback, and
+// waits for them and for the batching goroutines (which end once the calls
+// made before Close are answered) until ctx is done (then it returns ctx's
+// error). It does not close the client, which belongs to the caller.
+// Closing twice is harmless.
 func (l *Limiter) Close(ctx context.Context) error {
 	l.b.Close()
-	return l.g.Close(ctx)
+	err := l.g.Close(ctx)
+	if werr := l.b.Wait(ctx); err == nil {
+		err = werr
+	}
+	return err
 }

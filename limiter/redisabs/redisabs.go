@@ -83,8 +83,8 @@ func (l *Limiter) isAllowed(ctx context.Context, k string) (limiter.Decision, er
 
 // decide runs abs_inc.lua; c = 0 asks for the stored capacity.
 func (l *Limiter) decide(ctx context.Context, op, h string, c, n int64) (limiter.Decision, error) {
-	v, err := scripts.AbsInc.Run(ctx, l.b.Client, []string{h},
-		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL).Result()
+	v, err := l.b.Run(ctx, scripts.AbsInc, []string{h},
+		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL)
 	if err != nil {
 		return limiter.Decision{}, l.b.Errorf(op, err)
 	}
@@ -101,7 +101,7 @@ func (l *Limiter) get(ctx context.Context, k string) (limiter.Usage, error) {
 	if err != nil {
 		return limiter.Usage{}, err
 	}
-	v, err := scripts.AbsGet.Run(ctx, l.b.Client, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B).Result()
+	v, err := l.b.Run(ctx, scripts.AbsGet, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B)
 	if err != nil {
 		return limiter.Usage{}, l.b.Errorf("get", err)
 	}

@@ -67,7 +67,7 @@ func (be *backend) DecideSet(ctx context.Context, op, k string, set *limiter.Set
 	for i := range ls {
 		args = append(args, ls[i].P.W, ls[i].P.B, ls[i].Soft, redisx.SetTTL(&l.b.Cfg, &ls[i]))
 	}
-	v, err := scripts.AbsSet.Run(ctx, l.b.Client, hs, args...).Result()
+	v, err := l.b.Run(ctx, scripts.AbsSet, hs, args...)
 	if err != nil {
 		return limiter.SetDecision{}, l.b.Errorf(op, err)
 	}
@@ -107,7 +107,7 @@ func (be *backend) UsageSet(ctx context.Context, k string, set *limiter.Set) ([]
 		x := set.At(i)
 		args = append(args, x.Window.Milliseconds(), x.Bucket.Milliseconds())
 	}
-	v, err := scripts.AbsGet.Run(ctx, l.b.Client, hs, args...).Result()
+	v, err := l.b.Run(ctx, scripts.AbsGet, hs, args...)
 	if err != nil {
 		return nil, l.b.Errorf("get set", err)
 	}

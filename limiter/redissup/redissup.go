@@ -79,8 +79,8 @@ func (l *Limiter) inc(ctx context.Context, k string, rate limiter.Rate, n int64)
 		return limiter.Decision{}, l.b.Errorf("inc", err)
 	}
 	draw := window.DrawPPM(l.b.Cfg.Rand())
-	v, err := scripts.SupInc.Run(ctx, l.b.Client, []string{h},
-		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, window.RecordedCost(n, hard), l.b.Cache, draw, l.b.TTL).Result()
+	v, err := l.b.Run(ctx, scripts.SupInc, []string{h},
+		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, window.RecordedCost(n, hard), l.b.Cache, draw, l.b.TTL)
 	if err != nil {
 		return limiter.Decision{}, l.b.Errorf("inc", err)
 	}
@@ -97,8 +97,8 @@ func (l *Limiter) isAllowed(ctx context.Context, k string) (limiter.Decision, er
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	v, err := scripts.SupAllowed.Run(ctx, l.b.Client, []string{h},
-		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.Cache, l.b.B).Result()
+	v, err := l.b.Run(ctx, scripts.SupAllowed, []string{h},
+		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.Cache, l.b.B)
 	if err != nil {
 		return limiter.Decision{}, l.b.Errorf("is allowed", err)
 	}
@@ -115,7 +115,7 @@ func (l *Limiter) get(ctx context.Context, k string) (limiter.Usage, error) {
 	if err != nil {
 		return limiter.Usage{}, err
 	}
-	v, err := scripts.SupGet.Run(ctx, l.b.Client, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B).Result()
+	v, err := l.b.Run(ctx, scripts.SupGet, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B)
 	if err != nil {
 		return limiter.Usage{}, l.b.Errorf("get", err)
 	}

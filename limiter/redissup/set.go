@@ -55,7 +55,7 @@ func (l *Limiter) incSet(ctx context.Context, op, k string, set *limiter.Set, n 
 		p := &ls[i]
 		args = append(args, p.P.W, p.P.B, p.Soft, p.Hard, window.RecordedCost(n, p.Hard), redisx.SetTTL(&l.b.Cfg, p))
 	}
-	v, err := scripts.SupSet.Run(ctx, l.b.Client, keys, args...).Result()
+	v, err := l.b.Run(ctx, scripts.SupSet, keys, args...)
 	if err != nil {
 		return limiter.SetDecision{}, l.b.Errorf(op, err)
 	}
@@ -129,7 +129,7 @@ func (l *Limiter) getSet(ctx context.Context, k string, set *limiter.Set) ([]lim
 	for i := range ls {
 		args = append(args, ls[i].P.W, ls[i].P.B)
 	}
-	v, err := scripts.SupSetGet.Run(ctx, l.b.Client, keys, args...).Result()
+	v, err := l.b.Run(ctx, scripts.SupSetGet, keys, args...)
 	if err != nil {
 		return nil, l.b.Errorf(op, err)
 	}

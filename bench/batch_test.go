@@ -1,0 +1,122 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/redisabs"
+	"github.com/sluice-go/sluice/limiter/redissup"
+)
+
+// batchContenders are both sluice strategies with batching (the default)
+// and without (WithBatching(0)), and redis_rate, which sends every call
+// alone. The sluice ones get WithTimeout(5 s), the shared client's
+// ReadTimeout: the client has no ContextTimeoutEnabled, so an unbatched
+// call is bounded by ReadTimeout whatever WithTimeout says, while a call
+// waiting for a batch honours its deadline; the same bound for both keeps
+// a stall of the loaded machine from opening one breaker and not the
+// other. A degraded decision (the breaker open) fails the benchmark
+// instead of counting as a fast one.
+var batchContenders = []contender{
+	sluiceContender("redisabs", false, limiter.WithTimeout(5*time.Second)),
+	sluiceContender("redisabs-alone", false, limiter.WithTimeout(5*time.Second), limiter.WithBatching(0)),
+	sluiceContender("redissup", true, limiter.WithTimeout(5*time.Second)),
+	sluiceContender("redissup-alone", true, limiter.WithTimeout(5*time.Second), limiter.WithBatching(0)),
+	contenders[2], // redis_rate
+}
+
+var errDegraded = errors.New("degraded decision: the limiter's breaker is open")
+
+func sluiceContender(name string, sup bool, opts ...limiter.Option) contender {
+	return contender{name, func(c *redis.Client, p policy, clk limiter.Clock) (incFunc, error) {
+		o := append(clockOpts(clk), opts...)
+		var l limiter.Limiter
+		var err error
+		if sup {
+			l, err = redissup.New(c, append(o, limiter.WithHardLimitFactor(hardLimitFactor))...)
+		} else {
+			l, err = redisabs.New(c, o...)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, k string) (bool, error) {
+			d, err := l.Inc(ctx, k, p.rate, 1)
+			if err == nil && d.Degraded {
+				err = errDegraded
+			}
+			return d.Allowed && d.Outcome == limiter.Allowed, err
+		}, nil
+	}}
+}
+
+// wire counts what the shared client sends: commands, and round trips (a
+// single command or a pipeline is one).
+type wire struct{ cmds, trips atomic.Int64 }
+
+func (w *wire) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (w *wire) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		w.cmds.Add(1)
+		w.trips.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (w *wire) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		w.cmds.Add(int64(len(cmds)))
+		w.trips.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+var (
+	wireOnce  atomic.Bool
+	wireCount = &wire{}
+)
+
+// BenchmarkBatching measures admitted decisions per second with and
+// without batching of concurrent calls, beside redis_rate, at 1 to 256
+// goroutines over 10,000 keys and on one hot key, on the run's one
+// redis-server. Besides measure's metrics it reports the commands and the
+// round trips the client sent per 1,000 decisions (docs/benchmarks.md,
+// Redis throughput: batching):
+//
+//	go test -run '^$' -bench Batching -benchtime 2s -count 3 | tee batch.txt
+//	go run golang.org/x/perf/cmd/benchstat@latest -col /impl batch.txt
+func BenchmarkBatching(b *testing.B) {
+	c := requireServer(b)
+	if wireOnce.CompareAndSwap(false, true) {
+		c.AddHook(wireCount)
+	}
+	for _, w := range workloads[:2] { // hot, 10k
+		b.Run("load="+w.name, func(b *testing.B) {
+			for _, g := range []int{1, 2, 8, 64, 256} {
+				b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
+					for _, ct := range batchContenders {
+						inc, err := prepare(c, ct, w)
+						if err != nil {
+							b.Fatalf("%s: %v", ct.name, err)
+						}
+						b.Run("impl="+ct.name, func(b *testing.B) {
+							cmds0, trips0 := wireCount.cmds.Load(), wireCount.trips.Load()
+							measure(b, c, w, g, inc)
+							k := 1000 / float64(b.N)
+							b.ReportMetric(float64(wireCount.cmds.Load()-cmds0)*k, "cmds/1k")
+							b.ReportMetric(float64(wireCount.trips.Load()-trips0)*k, "trips/1k")
+						})
+					}
+				})
+			}
+		})
+	}
+}

@@ -1,0 +1,344 @@
+package redisx
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Batching of concurrent script calls (docs/operations.md, Batching).
+//
+// Each Redis node has a lane. A call that finds its lane idle marks it busy
+// and runs at once on the caller's goroutine, exactly as an unbatched call:
+// a lone caller never waits for a timer or another goroutine. A call that
+// finds the lane busy (a round trip to the node is in flight) joins the
+// lane's queue and waits. When the round trip in flight ends, whoever ran
+// it hands the queue to one flusher goroutine, which sends up to max queued
+// calls as one pipeline of EVALSHA, answers each caller, and repeats until
+// the queue is empty; then the lane is idle again. So calls that arrive
+// during a round trip share the next one, and the batch size follows the
+// load: 1 for a lone caller, up to the number of waiting goroutines (capped
+// at max) under contention.
+//
+// A waiting caller leaves as soon as its context is done, with the
+// context's error. If its call was not yet taken into a pipeline it is
+// never sent; if it was, the pipeline runs on without it. The pipeline has
+// a context of its own, without cancellation, carrying the first caller's
+// values and the latest deadline of its callers (none when one of them has
+// none: the client's socket timeouts bound it then), so that no caller's
+// cancellation or early deadline fails the others.
+//
+// NOSCRIPT replies (after SCRIPT FLUSH or a restart) are answered within
+// the batch: the calls that got one are sent again as one pipeline of
+// EVAL, which loads the script, as redis.Script.Run does for a single
+// call. On a cluster the lanes are the slots' masters, and a pipeline goes
+// straight to the node's client: a reply that says the script did not run
+// there and needs the cluster client's routing (MOVED or ASK during
+// resharding, TRYAGAIN, CLUSTERDOWN) sends that call again alone through
+// the cluster client, on its caller's goroutine and within its caller's
+// context, which is then exactly the call an unbatched provider makes. A
+// connection error is returned as it is: the script may have run.
+
+// batchedClients are the clients whose calls are batched; any other
+// client's calls run alone.
+//
+//	*redis.Client        one lane
+//	*redis.ClusterClient one lane per master, found by the key's slot
+
+// Batcher batches the script calls of one provider. Build it with
+// NewBatcher; the zero value is not usable. Its methods are safe for
+// concurrent use.
+type Batcher struct {
+	client  Client
+	max     int
+	single  *lane                // the lane of a *redis.Client
+	cluster *redis.ClusterClient // nil unless the client is one
+	lanes   sync.Map             // *redis.Client (a master) → *lane
+
+	mu       sync.Mutex // guards what follows
+	flushers int
+	idle     []chan struct{} // closed when flushers falls to 0
+}
+
+// NewBatcher returns a Batcher for client with batches of at most max
+// calls, or nil (every call alone) when max ≤ 1 or client is neither a
+// *redis.Client nor a *redis.ClusterClient.
+func NewBatcher(client Client, max int) *Batcher {
+	if max <= 1 {
+		return nil
+	}
+	b := &Batcher{client: client, max: max}
+	switch c := client.(type) {
+	case *redis.Client:
+		b.single = &lane{b: b, node: c}
+	case *redis.ClusterClient:
+		b.cluster = c
+	default:
+		return nil
+	}
+	return b
+}
+
+// lane is one node's queue.
+type lane struct {
+	b    *Batcher
+	node *redis.Client // where pipelines go
+	mu   sync.Mutex
+	busy bool // a round trip is in flight, or a flusher is running
+	q    []*call
+}
+
+// call is one queued script call.
+type call struct {
+	ctx    context.Context
+	script *redis.Script
+	keys   []string
+	args   []any
+	state  atomic.Int32 // queued, taken, abandoned
+	done   chan reply   // capacity 1: the one reply never blocks the flusher
+}
+
+const (
+	queued int32 = iota
+	taken
+	abandoned
+)
+
+type reply struct {
+	v     any
+	err   error
+	alone bool // send the call again alone, through the cluster client
+}
+
+var calls = sync.Pool{New: func() any { return &call{done: make(chan reply, 1)} }}
+
+// Run runs script over keys with args, batched with the calls to the same
+// node that wait meanwhile, and returns its reply.
+func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
+	ln := b.lane(ctx, keys)
+	if ln == nil {
+		return script.Run(ctx, b.client, keys, args...).Result()
+	}
+	ln.mu.Lock()
+	if !ln.busy {
+		ln.busy = true
+		ln.mu.Unlock()
+		v, err := script.Run(ctx, b.client, keys, args...).Result()
+		ln.release()
+		return v, err
+	}
+	if err := ctx.Err(); err != nil {
+		ln.mu.Unlock()
+		return nil, err
+	}
+	c := calls.Get().(*call)
+	c.ctx, c.script, c.keys, c.args = ctx, script, keys, args
+	c.state.Store(queued)
+	ln.q = append(ln.q, c)
+	ln.mu.Unlock()
+	select {
+	case r := <-c.done:
+		c.ctx, c.script, c.keys, c.args = nil, nil, nil, nil
+		calls.Put(c)
+		if r.alone {
+			return script.Run(ctx, b.client, keys, args...).Result()
+		}
+		return r.v, r.err
+	case <-ctx.Done():
+		// Not put back: a flusher that took it will still reply to it.
+		c.state.CompareAndSwap(queued, abandoned)
+		return nil, ctx.Err()
+	}
+}
+
+// lane returns the lane of the node that serves keys, or nil when the call
+// must run alone.
+func (b *Batcher) lane(ctx context.Context, keys []string) *lane {
+	if b.single != nil {
+		return b.single
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	node, err := b.cluster.MasterForKey(ctx, keys[0])
+	if err != nil || node == nil {
+		return nil // the cluster client's own path reports it
+	}
+	if ln, ok := b.lanes.Load(node); ok {
+		return ln.(*lane)
+	}
+	ln, _ := b.lanes.LoadOrStore(node, &lane{b: b, node: node})
+	return ln.(*lane)
+}
+
+// release ends a round trip of ln: the lane goes idle, or a flusher takes
+// the calls that queued meanwhile.
+func (ln *lane) release() {
+	ln.mu.Lock()
+	if len(ln.q) == 0 {
+		ln.busy = false
+		ln.mu.Unlock()
+		return
+	}
+	ln.b.started()
+	ln.mu.Unlock()
+	go ln.flush()
+}
+
+// flush sends the queue, max calls per pipeline, until it is empty.
+func (ln *lane) flush() {
+	defer ln.b.ended()
+	batch := make([]*call, 0, ln.b.max)
+	for {
+		batch = batch[:0]
+		ln.mu.Lock()
+		n := 0
+		for _, c := range ln.q {
+			if len(batch) == ln.b.max {
+				break
+			}
+			n++
+			if c.state.CompareAndSwap(queued, taken) {
+				batch = append(batch, c)
+			}
+		}
+		rest := copy(ln.q, ln.q[n:])
+		clear(ln.q[rest:])
+		ln.q = ln.q[:rest]
+		if len(batch) == 0 && rest == 0 {
+			ln.busy = false
+			ln.mu.Unlock()
+			return
+		}
+		ln.mu.Unlock()
+		if len(batch) > 0 {
+			ln.send(batch)
+		}
+	}
+}
+
+// send runs batch as one round trip and replies to every call in it.
+func (ln *lane) send(batch []*call) {
+	if len(batch) == 1 {
+		// A pipeline of one is a call: send it as one, with its caller's
+		// context and through the provider's client.
+		c := batch[0]
+		v, err := c.script.Run(c.ctx, ln.b.client, c.keys, c.args...).Result()
+		c.done <- reply{v: v, err: err}
+		return
+	}
+	ctx, cancel := batchContext(batch)
+	defer cancel()
+	cmds := make([]*redis.Cmd, len(batch))
+	pipe := ln.node.Pipeline()
+	for i, c := range batch {
+		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	_, failed := pipe.Exec(ctx)
+	var again redis.Pipeliner
+	for i, c := range batch {
+		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+			if again == nil {
+				again = ln.node.Pipeline()
+			}
+			cmds[i] = c.script.Eval(ctx, again, c.keys, c.args...)
+		}
+	}
+	if again != nil {
+		if _, err := again.Exec(ctx); err != nil {
+			failed = err
+		}
+	}
+	for i, c := range batch {
+		v, err := cmds[i].Result()
+		if err == nil && v == nil {
+			// Never sent or never answered: go-redis leaves such a
+			// command without its error when the connection fails and
+			// it has no retry left; Exec returned it.
+			err = failed
+			if err == nil {
+				err = errNoReply
+			}
+		}
+		c.done <- reply{v: v, err: err, alone: ln.b.cluster != nil && needsCluster(err)}
+	}
+}
+
+var errNoReply = errors.New("redis: no reply in the pipeline")
+
+// batchContext is the context of a pipeline: without cancellation, with
+// the first call's values and the latest deadline of the calls (none when
+// one of them has none).
+func batchContext(batch []*call) (context.Context, context.CancelFunc) {
+	var last time.Time
+	for _, c := range batch {
+		dl, ok := c.ctx.Deadline()
+		if !ok {
+			return context.WithoutCancel(batch[0].ctx), func() {}
+		}
+		if dl.After(last) {
+			last = dl
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), last)
+}
+
+// needsCluster reports whether a call that failed in a pipeline to a
+// cluster node must be sent again through the cluster client: the reply
+// says the script did not run on this node and the cluster client's
+// routing would send it elsewhere or again (MOVED and ASK during
+// resharding, TRYAGAIN and CLUSTERDOWN while the slot map changes). A
+// connection error is not sent again: the script may have run, and this
+// package never re-sends a call that may have counted.
+func needsCluster(err error) bool {
+	for _, p := range [...]string{"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *Batcher) started() {
+	b.mu.Lock()
+	b.flushers++
+	b.mu.Unlock()
+}
+
+func (b *Batcher) ended() {
+	b.mu.Lock()
+	if b.flushers--; b.flushers == 0 {
+		for _, ch := range b.idle {
+			close(ch)
+		}
+		b.idle = nil
+	}
+	b.mu.Unlock()
+}
+
+// Wait waits until no flusher runs, or ctx is done (then it returns ctx's
+// error). Flushers end by themselves once their queue is empty; a provider
+// calls Wait from Close, after new calls are refused.
+func (b *Batcher) Wait(ctx context.Context) error {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	if b.flushers == 0 {
+		b.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	b.idle = append(b.idle, ch)
+	b.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
