@@ -65,6 +65,9 @@ type Options struct {
 	Seed uint64
 	// Prefix is the Redis key prefix of the run.
 	Prefix string
+	// RedisTimeout bounds each call of a Redis provider (limiter.WithTimeout);
+	// 0 keeps the library's default.
+	RedisTimeout time.Duration
 	// NewRedis returns a new client to the shared Redis; Run calls it once
 	// per instance when a target is on Redis, and closes the clients.
 	NewRedis func() *redis.Client
@@ -262,6 +265,9 @@ func newEngine(opts Options, out io.Writer) (*engine, error) {
 			var c *redis.Client
 			if t.Backend == Redis {
 				c = e.clients[i]
+				if opts.RedisTimeout > 0 {
+					lopts = append(lopts, limiter.WithTimeout(opts.RedisTimeout))
+				}
 			}
 			l, err := newLimiter(t, c, lopts)
 			if err != nil {
@@ -478,6 +484,9 @@ func (e *engine) count(p *provider, kt *keyTrack, r result) {
 	kt.offeredUnits.Add(n)
 	for _, c := range []*counts{&p.counts, &kt.counts} {
 		c.offered.Add(1)
+		if r.err == nil && r.d.Degraded {
+			c.degraded.Add(1)
+		}
 		switch {
 		case r.err != nil:
 			c.errors.Add(1)

@@ -352,3 +352,51 @@ func TestLiveTable(t *testing.T) {
 		t.Errorf("second frame = %q, want the cursor moved up 3 lines and each line erased", second)
 	}
 }
+
+// TestDegradedCounted: decisions the failure policy makes without Redis
+// (here a Redis that goes away early in the run) are counted as degraded,
+// not as errors, and the report says the fleet-wide bound does not cover
+// them, also in a violation it prints. (The demo once over-admitted on a
+// slow embedded miniredis without saying why: its calls had timed out
+// into the local fallback.)
+func TestDegradedCounted(t *testing.T) {
+	t.Parallel()
+	mr, _ := redistest.Mini(t)
+	addr := mr.Addr()
+	// Redis goes away 100 ms into the run, after the warm-up.
+	time.AfterFunc(100*time.Millisecond, mr.Close)
+	o := Options{
+		Targets:         []Target{{Redis, Absolute}},
+		Keys:            []KeySpec{{Name: "k", Tier: "free", Rate: limiter.PerSecond(20), Offered: 200}},
+		Instances:       3,
+		Clients:         3,
+		Duration:        600 * time.Millisecond,
+		Window:          500 * time.Millisecond,
+		HardLimitFactor: 2,
+		Cost:            1,
+		Seed:            1,
+		Prefix:          redistest.Prefix(t),
+		RedisTimeout:    50 * time.Millisecond,
+		NewRedis:        func() *redis.Client { return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1}) },
+		Tick:            time.Hour,
+	}
+	var out bytes.Buffer
+	rep, err := Run(context.Background(), o, &out)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	c := rep.Providers[0].Counts
+	if c.Degraded < c.Offered/2 || c.Errors != 0 {
+		t.Fatalf("counts %+v, want most decisions degraded and none an error", c)
+	}
+	out.Reset()
+	WriteReport(&out, rep)
+	if want := fmt.Sprintf("redis absolute: %d decisions came from the local fallback", c.Degraded); !strings.Contains(out.String(), want) {
+		t.Errorf("report has no %q:\n%s", want, out.String())
+	}
+	// Three instances' fallbacks each admit up to the capacity.
+	v := rep.Violations()
+	if len(v) != 1 || !strings.Contains(v[0], "came from the local fallback") {
+		t.Errorf("Violations() = %q, want one naming the fallback", v)
+	}
+}

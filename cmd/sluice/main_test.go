@@ -267,6 +267,9 @@ func TestDemoReport(t *testing.T) {
 	if st != exitOK {
 		t.Fatalf("demo = %d, stderr:\n%s\nstdout:\n%s", st, stderr, stdout)
 	}
+	if strings.Contains(stdout, "came from the local fallback") {
+		t.Errorf("demo decisions came from the local fallback, not the embedded Redis:\n%s", stdout)
+	}
 	rows := reportRows(t, stdout, "redis absolute: ")
 	if len(rows) != len(demoKeys()) {
 		t.Fatalf("redis absolute section has %d rows, want %d:\n%s", len(rows), len(demoKeys()), stdout)

@@ -16,11 +16,15 @@ type counts struct {
 	rejected   atomic.Int64 // refused by the absolute strategy
 	suppressed atomic.Int64 // refused by the suppressed strategy
 	errors     atomic.Int64 // calls that returned an error
+	degraded   atomic.Int64 // decisions not from Redis (Decision.Degraded)
 }
 
 // Counts is a snapshot of counts.
 type Counts struct {
 	Offered, Allowed, Rejected, Suppressed, Errors int64
+	// Degraded counts the decisions, among the others, that the failure
+	// policy made without Redis (the local fallback).
+	Degraded int64
 }
 
 func (c *counts) snapshot() Counts {
@@ -30,6 +34,7 @@ func (c *counts) snapshot() Counts {
 		Rejected:   c.rejected.Load(),
 		Suppressed: c.suppressed.Load(),
 		Errors:     c.errors.Load(),
+		Degraded:   c.degraded.Load(),
 	}
 }
 
@@ -41,6 +46,7 @@ func (c Counts) Sub(o Counts) Counts {
 		Rejected:   c.Rejected - o.Rejected,
 		Suppressed: c.Suppressed - o.Suppressed,
 		Errors:     c.Errors - o.Errors,
+		Degraded:   c.Degraded - o.Degraded,
 	}
 }
 

@@ -178,6 +178,11 @@ func WriteReport(w io.Writer, r *Report) {
 		if p.FirstError != nil {
 			fmt.Fprintf(w, "  %v: first error: %v\n", p.Target, p.FirstError)
 		}
+		if n := p.Counts.Degraded; n > 0 {
+			fmt.Fprintf(w, "  %v: %d decisions came from the local fallback, not Redis (Redis failed or\n"+
+				"  did not answer within the timeout); each instance counts those alone, so the\n"+
+				"  fleet-wide bound does not hold for them (docs/operations.md, When Redis fails).\n", p.Target, n)
+		}
 	}
 
 	span := r.Window.String()

@@ -91,8 +91,12 @@ func (r *Report) Violations() []string {
 		for j := range p.Keys {
 			k := &p.Keys[j]
 			if got, bound := p.Most(k), p.Bound(k); got > bound {
-				v = append(v, fmt.Sprintf("%v: key %q admitted %d units %s in a window of %v, more than %d",
-					p.Target, k.Key, got, p.Scope(), r.Window, bound))
+				why := ""
+				if p.Counts.Degraded > 0 {
+					why = fmt.Sprintf(" (%d decisions of the run came from the local fallback)", p.Counts.Degraded)
+				}
+				v = append(v, fmt.Sprintf("%v: key %q admitted %d units %s in a window of %v, more than %d%s",
+					p.Target, k.Key, got, p.Scope(), r.Window, bound, why))
 			}
 		}
 	}
