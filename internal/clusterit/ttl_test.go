@@ -31,11 +31,14 @@ var ttlRate = limiter.Every(10, ttlWindow)
 
 // ttlScript is what the workload does to key i, in two rounds ttlBucket
 // apart, under both strategies. present says whether the key's hashes must
-// exist after the workload; each of those is written in round 2 (the
-// absolute strategy writes nothing on a refusal that changes nothing).
+// exist after the workload; each of those opens a bucket in round 2,
+// except the absolute hash of a script with absFull, refused in round 2:
+// its newest bucket is round 1's. A key's TTL runs from its newest
+// bucket (W + B after it opened), not from its last write.
 type ttlScript struct {
 	name    string
 	present bool
+	absFull bool
 	rounds  [2]func(t *testing.T, l limiter.Limiter, k string)
 }
 
@@ -67,7 +70,7 @@ func reset(t *testing.T, l limiter.Limiter, k string) {
 }
 
 var ttlScripts = []ttlScript{
-	{"coalesce", true, [2]func(*testing.T, limiter.Limiter, string){
+	{"coalesce", true, false, [2]func(*testing.T, limiter.Limiter, string){
 		func(t *testing.T, l limiter.Limiter, k string) {
 			inc(t, l, k, ttlRate, 1)
 			inc(t, l, k, ttlRate, 1)
@@ -75,7 +78,7 @@ var ttlScripts = []ttlScript{
 		},
 		func(t *testing.T, l limiter.Limiter, k string) { inc(t, l, k, ttlRate, 2); read(t, l, k) },
 	}},
-	{"costs", true, [2]func(*testing.T, limiter.Limiter, string){
+	{"costs", true, false, [2]func(*testing.T, limiter.Limiter, string){
 		func(t *testing.T, l limiter.Limiter, k string) {
 			inc(t, l, k, ttlRate, 5)
 			inc(t, l, k, ttlRate, 0)
@@ -83,7 +86,7 @@ var ttlScripts = []ttlScript{
 		},
 		func(t *testing.T, l limiter.Limiter, k string) { inc(t, l, k, ttlRate, 3); read(t, l, k) },
 	}},
-	{"overflow", true, [2]func(*testing.T, limiter.Limiter, string){
+	{"overflow", true, true, [2]func(*testing.T, limiter.Limiter, string){
 		func(t *testing.T, l limiter.Limiter, k string) {
 			for i := 0; i < 4; i++ {
 				inc(t, l, k, ttlRate, 4) // two admitted, two refused
@@ -95,15 +98,15 @@ var ttlScripts = []ttlScript{
 			read(t, l, k)
 		},
 	}},
-	{"reset", false, [2]func(*testing.T, limiter.Limiter, string){
+	{"reset", false, false, [2]func(*testing.T, limiter.Limiter, string){
 		func(t *testing.T, l limiter.Limiter, k string) { inc(t, l, k, ttlRate, 2); reset(t, l, k) },
 		func(t *testing.T, l limiter.Limiter, k string) { read(t, l, k); reset(t, l, k) },
 	}},
-	{"readonly", false, [2]func(*testing.T, limiter.Limiter, string){
+	{"readonly", false, false, [2]func(*testing.T, limiter.Limiter, string){
 		func(t *testing.T, l limiter.Limiter, k string) { read(t, l, k) },
 		func(t *testing.T, l limiter.Limiter, k string) { read(t, l, k) },
 	}},
-	{"reset-reuse", true, [2]func(*testing.T, limiter.Limiter, string){
+	{"reset-reuse", true, false, [2]func(*testing.T, limiter.Limiter, string){
 		func(t *testing.T, l limiter.Limiter, k string) { inc(t, l, k, ttlRate, 9); reset(t, l, k) },
 		func(t *testing.T, l limiter.Limiter, k string) { inc(t, l, k, ttlRate, 1); read(t, l, k) },
 	}},
@@ -131,18 +134,24 @@ func TestEverythingExpires(t *testing.T) {
 			for i, s := range strategies {
 				ls[i] = s.limiter(t, c, opts...)
 			}
-			want := make(map[string]int) // hash that must exist → its key's index
+			want := make(map[string]int)   // hash that must exist → its key's index
+			newest := make(map[string]int) // hash → the round that opened its newest bucket
 			for i := 0; i < ttlKeys; i++ {
-				if ttlScripts[i%len(ttlScripts)].present {
+				sc := ttlScripts[i%len(ttlScripts)]
+				if sc.present {
 					for _, s := range strategies {
-						want[hashName(t, prefix, userKey(i), s.name)] = i
+						h := hashName(t, prefix, userKey(i), s.name)
+						want[h], newest[h] = i, 1
+						if sc.absFull && s.name == key.Absolute {
+							newest[h] = 0
+						}
 					}
 				}
 			}
 
-			// Every key whose hashes remain is written again in round 2,
-			// so its hashes expire no earlier than W + B after lastRound[i].
-			lastRound := make([]time.Time, ttlKeys)
+			// A hash expires no earlier than W + B after the start of
+			// the round that opened its newest bucket, roundStart[r][i].
+			roundStart := [2][]time.Time{make([]time.Time, ttlKeys), make([]time.Time, ttlKeys)}
 			start := time.Now()
 			for round := 0; round < 2; round++ {
 				if round > 0 {
@@ -153,7 +162,7 @@ func TestEverythingExpires(t *testing.T) {
 					wg.Add(1)
 					go func(i int) {
 						defer wg.Done()
-						lastRound[i] = time.Now()
+						roundStart[round][i] = time.Now()
 						for _, l := range ls {
 							ttlScripts[i%len(ttlScripts)].rounds[round](t, l, userKey(i))
 						}
@@ -177,17 +186,17 @@ func TestEverythingExpires(t *testing.T) {
 					continue
 				}
 				// PTTL was read before scanned, so it is at least
-				// lastRound[i] + W + B - scanned (less 2 ms of rounding).
-				least := limit - scanned.Sub(lastRound[i]) - 2*time.Millisecond
+				// roundStart + W + B - scanned (less 2 ms of rounding).
+				least := limit - scanned.Sub(roundStart[newest[name]][i]) - 2*time.Millisecond
 				if ttl <= 0 || ttl > limit || ttl < least {
 					t.Errorf("PTTL %q = %v, want in [%v, %v]", name, ttl, max(least, 1), limit)
 				}
 			}
 			for name, i := range want {
 				// Missing is an error unless it may have expired already.
-				if _, ok := found[name]; !ok && scanned.Before(lastRound[i].Add(limit)) {
-					t.Errorf("%q is missing %v after its last write, want it until W + B = %v",
-						name, scanned.Sub(lastRound[i]), limit)
+				if _, ok := found[name]; !ok && scanned.Before(roundStart[newest[name]][i].Add(limit)) {
+					t.Errorf("%q is missing %v after its newest bucket opened, want it until W + B = %v",
+						name, scanned.Sub(roundStart[newest[name]][i]), limit)
 				}
 			}
 

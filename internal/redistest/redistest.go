@@ -213,3 +213,24 @@ func CommandCalls(t testing.TB, c *redis.Client, cmd string) int {
 	}
 	return n
 }
+
+// UsedMemory returns INFO memory's used_memory of c's server: the
+// difference of two readings is what the writes in between cost, the
+// clients' buffers included (so a test keeps its connections alike between
+// the readings).
+func UsedMemory(t testing.TB, c *redis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "memory").Result()
+	if err != nil {
+		t.Fatalf("INFO memory: %v", err)
+	}
+	m := regexp.MustCompile(`(?m)^used_memory:(\d+)`).FindStringSubmatch(info)
+	if m == nil {
+		t.Fatalf("no used_memory in INFO memory")
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		t.Fatalf("INFO memory: used_memory %q: %v", m[1], err)
+	}
+	return n
+}
