@@ -423,7 +423,16 @@ if write then
     end
     newest, ncount, ndec = start, rec, dec
   end
-  local mv = fmt('%d %d %d %d %d %d', used, declined, oldest, newest, ncount, ndec)
+  -- "m": the stored strings where the values did not change (a join keeps
+  -- o and n, an admission x and nd), formatting costs more than copying.
+  local mv
+  if not joins or expired then
+    mv = fmt('%d %d %d %d %d %d', used, declined, oldest, newest, ncount, ndec)
+  elseif dec == 0 then
+    mv = fmt('%d %s %s %s %d %s', used, xs, os, ns, ncount, nds)
+  else
+    mv = fmt('%d %d %s %s %d %d', used, declined, os, ns, ncount, ndec)
+  end
   if moved or writef then
     -- "k": the latest capacities, the factor cached (0 0: none).
     local kf, kft = fs, fts
