@@ -170,11 +170,13 @@ func viewOf(strategy string, f map[string]string) hashView {
 		}
 		v.used, v.oldest, v.newest, v.ncount = num(parts[1]), num(parts[2]), num(parts[3]), num(parts[4])
 	} else {
-		if f["n"] == "" || f["nc"] == "" || f["o"] == "" {
+		// "m" = "<u> <x> <o> <n> <nc> <nd>"
+		parts := strings.Fields(f["m"])
+		if len(parts) != 6 {
 			return v
 		}
-		v.newest, v.ncount, v.ndec = num(f["n"]), num(f["nc"]), num(f["nd"])
-		v.used, v.declined, v.oldest = num(f["u"]), num(f["x"]), num(f["o"])
+		v.used, v.declined, v.oldest = num(parts[0]), num(parts[1]), num(parts[2])
+		v.newest, v.ncount, v.ndec = num(parts[3]), num(parts[4]), num(parts[5])
 	}
 	v.ok = true
 	for name, val := range f {

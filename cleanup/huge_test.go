@@ -65,7 +65,7 @@ func hugeHash(t testing.TB, c *redis.Client, strategy, name string, now int64, d
 	if strategy == key.Absolute {
 		c.HSet(ctx, name, "m", fmt.Sprintf("1000000 %d %d %d 3", u, starts[0], newest))
 	} else {
-		c.HSet(ctx, name, "n", newest, "nc", 3, "nd", 0, "u", u, "x", x, "o", starts[0], "c", 1000000, "hc", 1000000, "f", 0, "ft", 0)
+		c.HSet(ctx, name, "m", fmt.Sprintf("%d %d %d %d 3 0", u, x, starts[0], newest), "k", "1000000 1000000 0 0")
 	}
 	c.Expire(ctx, name, time.Hour)
 }

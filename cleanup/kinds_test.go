@@ -85,7 +85,7 @@ func TestKinds(t *testing.T) {
 		prefix + ":{old}:abs:h":     cleanup.UnknownLayout, // an earlier layout: no "m"
 		prefix + ":{str}:sup:h":     cleanup.UnknownLayout, // a string
 		prefix + ":{bad}:abs:h":     cleanup.UnknownLayout, // "m" unreadable
-		prefix + ":{nonc}:sup:h":    cleanup.UnknownLayout, // no "nc"
+		prefix + ":{nonc}:sup:h":    cleanup.UnknownLayout, // an earlier layout: no "m"
 		prefix + ":{k}":             cleanup.Foreign,
 		prefix + ":{k}:abs:h:Upper": cleanup.Foreign,
 		prefix + ":{k}:abs:h:x:y":   cleanup.Foreign,

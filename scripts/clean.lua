@@ -20,8 +20,9 @@
 --          one limit of a set, <prefix>:{<escaped key>}:<strategy>:h:<limit>
 --          (the same layout)
 -- ARGV[1]  now in ms, or an empty string to read Redis TIME
--- ARGV[2]  the layout: "abs" (one meta field "m") or "sup" (meta fields
---          n, nc, nd, u, x, o, ...); docs/data-model.md
+-- ARGV[2]  the layout: "abs" (one meta field "m", "<c> <u> <o> <n> <nc>")
+--          or "sup" ("m" = "<u> <x> <o> <n> <nc> <nd>" beside "k");
+--          docs/data-model.md
 -- ARGV[3]  the span W + B in ms
 -- ARGV[4]  1 when ARGV[3] is at least the key's own W + B: the hash may be
 --          deleted and trimmed; 0 when the window is unknown and ARGV[3] is
@@ -80,22 +81,21 @@ local typ = redis.call('TYPE', h)['ok']
 if typ == 'none' then return {0, 0, 0, 0} end
 if typ ~= 'hash' then return {3, 0, 0, 0} end
 
--- The meta values. abs: c, u, o, n, nc packed in "m" (strings as stored);
--- sup: the fields of the same names plus x (declined) and nd.
-local cs, us, os, ns, ncs, m
+-- The meta values, packed in "m" (strings as stored). abs: c, u, o, n,
+-- nc; sup: u, x (declined), o, n, nc, nd (its "k", capacities and cached
+-- factor, is no concern of the cleanup).
+local cs, us, xs, os, ns, ncs, nds
 local used, declined, oldest, newest, ncount, ndec
+local mv = redis.call('HGET', h, 'm')
 if abs then
-  local mv = redis.call('HGET', h, 'm')
   if mv then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
-  if not ns then return {3, 0, 0, 0} end
-  used, oldest, newest, ncount, declined, ndec = us + 0, os + 0, ns + 0, ncs + 0, 0, 0
-else
-  m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'nc', 'nd')
-  used, declined, oldest = tonumber(m[1] or '0'), tonumber(m[2] or '0'), tonumber(m[3])
-  newest, ncount, ndec = tonumber(m[4]), tonumber(m[5]), tonumber(m[6] or '0')
-  if not (used and declined and oldest and newest and ncount and ndec) then return {3, 0, 0, 0} end
-  ns = m[4]
+  nds = '0'
+  xs = '0'
+elseif mv then
+  us, xs, os, ns, ncs, nds = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$')
 end
+if not ns then return {3, 0, 0, 0} end
+used, declined, oldest, newest, ncount, ndec = us + 0, xs + 0, os + 0, ns + 0, ncs + 0, nds + 0
 
 -- No live bucket: the key is absent to every call of its provider.
 if now - newest >= sp then
@@ -146,13 +146,15 @@ local function del(fields)
 end
 
 -- store writes the totals after dead buckets were removed, as the
--- provider's expiry writes them: abs "m" with the new u and o (c, n and nc
--- as stored); sup u, x and o.
+-- provider's expiry writes them: "m" with the new u (and, sup, x) and o,
+-- the newest bucket as stored. A suppressed hash's RetryAfter cursor "r"
+-- holds the oldest start it was computed against, so it is ignored (and
+-- dropped by the next write) once o moves.
 local function store(u, x, o)
   if abs then
     redis.call('HSET', h, 'm', fmt('%s %d %d %s %s', cs, u, o, ns, ncs))
   else
-    redis.call('HSET', h, 'u', fmt('%d', u), 'x', fmt('%d', x), 'o', fmt('%d', o))
+    redis.call('HSET', h, 'm', fmt('%d %d %d %s %s %s', u, x, o, ns, ncs, nds))
   end
 end
 
@@ -207,7 +209,7 @@ end
 local limit = step
 if hlen <= SCANMAX then limit = 8 end
 local gone, n, linked = {}, 0, true
-local u, x, o, of = used, declined, oldest, os or m[3]
+local u, x, o, of = used, declined, oldest, os
 while now - o >= sp do
   if n >= limit then break end
   local off, dv

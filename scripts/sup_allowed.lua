@@ -33,18 +33,19 @@ end
 
 local function fmt(v) return string.format('%d', v) end
 
-local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'f', 'ft', 'c', 'hc', 'nc', 'nd')
-local newest = num(m[4])
-local ncount, ndec = num(m[9]), num(m[10]) or 0
-if newest == nil or ncount == nil or not m[3] or now - newest >= sp then
+-- "m" = "<u> <x> <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft>" (sup_inc.lua).
+local mk = redis.call('HMGET', h, 'm', 'k')
+local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts
+if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
+if mk[2] then cs, hcs, fs, fts = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)$') end
+local newest = num(ns)
+if newest == nil or cs == nil or now - newest >= sp then
   return {0, 0, 0}
 end
-local used = num(m[1]) or 0
-local declined = num(m[2]) or 0
-local oldest = num(m[3])
-local fppm, fat = num(m[5]), num(m[6])
-local soft = num(m[7]) or 0
-local hard = num(m[8]) or 0
+local ncount, ndec = ncs + 0, nds + 0
+local used, declined, oldest = us + 0, xs + 0, os + 0
+local fppm, fat = fs + 0, fts + 0
+local soft, hard = cs + 0, hcs + 0
 local P = 4294967296
 -- After a scan (k set), the live buckets oldest first, in parallel arrays:
 -- starts, offered units and declined units.

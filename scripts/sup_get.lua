@@ -17,23 +17,25 @@ end
 local w = tonumber(ARGV[2])
 local sp = w + tonumber(ARGV[3]) -- a bucket is live while now - start < W + B
 
-local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'c', 'nc', 'nd')
-local nc = m[6] and tonumber(m[6])
-if not m[4] or not nc or not m[3] or now - tonumber(m[4]) >= sp then
+-- "m" = "<u> <x> <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft>" (sup_inc.lua).
+local mk = redis.call('HMGET', h, 'm', 'k')
+local us, xs, os, ns, ncs, nds, cs
+if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
+if mk[2] then cs = string.match(mk[2], '^(%d+) %d+ %d+ %-?%d+$') end
+if not ns or not cs or now - ns >= sp then
   return {0, 0, 0}
 end
-local used = tonumber(m[1] or 0)
-local declined = tonumber(m[2] or 0)
+local used, declined = us + 0, xs + 0
 local P = 4294967296
 
-if now - tonumber(m[3]) >= sp then
+if now - os >= sp then
   -- Expired buckets are still stored: count only the live ones, starting
-  -- with the newest ("nc", "nd"), which is live, in one pass over the hash
+  -- with the newest (nc, nd in "m"), which is live, in one pass over the hash
   -- (at most 2 (W/B + 1) bucket fields: docs/algorithms.md, Bounded work).
   -- A closed bucket's value is offered * 2^32 + link or -offered (see
   -- sup_inc.lua; a plain count is an earlier layout's); "d<start>" holds
   -- its declined units and lives and dies with it.
-  used, declined = nc, tonumber(m[7] or 0)
+  used, declined = ncs + 0, nds + 0
   local all = redis.call('HGETALL', h)
   for i = 1, #all, 2 do
     local f = all[i]
@@ -53,4 +55,4 @@ if now - tonumber(m[3]) >= sp then
     end
   end
 end
-return {used - declined, declined, tonumber(m[5] or 0)}
+return {used - declined, declined, cs + 0}

@@ -32,28 +32,31 @@
 --         allowed and never are 0 or 1 (internal/redisx.Decision reads
 --         all three).
 --
--- Hash fields: "n" the newest bucket's start, "nc" the units offered in
--- it and "nd" those declined; "<start>" an older bucket starting at
--- <start> ms: the units offered in it and the link to the next bucket,
--- offered * 2^32 + (next start - start), or -offered when offered >= 2^21
--- (no link; a plain count is an earlier layout's); "d<start>" the units
--- declined in it (only when > 0); "u" the sum of all bucket counts
--- (observed), "x" the sum of the declined counts, "o" the oldest bucket
--- start, "c" and "hc" the soft and hard capacities of the latest Inc, "f"
--- the cached factor in ppm computed at "ft" ms (ft 0: none cached). "x",
--- "f" and "ft" exist from a key's first call on (an earlier layout's hash
--- may lack them: absent reads as 0). The newest bucket stays in "n", "nc",
--- "nd" until a newer one opens, so joining it writes a few front fields
--- (docs/data-model.md). "r", when present, is the RetryAfter cursor:
--- "<rs> <rb> <ra> <rl> <ro>", a live bucket start rs, the accepted units of
--- the live buckets older than it (rb), its own accepted units (ra) and
--- link (rl; both 0 while it was the newest bucket), valid only while the
--- oldest stored bucket starts at ro. A refused call answers from it
--- without reading buckets when the bucket it needs is rs, and moves it
--- forward otherwise; see retryAfter. The script never calls math.random: the draw is an
--- argument. ARGV[4], ARGV[5] and ARGV[6] are stored as sent, so they must be
--- plain decimals (as go-redis sends an int64). A meta field that is not a
--- number fails the call with a script error.
+-- Hash fields (docs/data-model.md): two meta fields of decimals separated
+-- by spaces, "m" = "<u> <x> <o> <n> <nc> <nd>" (u the sum of all bucket
+-- counts, observed; x the sum of the declined counts; o the oldest bucket
+-- start; n the newest bucket's start, nc the units offered in it and nd
+-- those declined) and "k" = "<c> <hc> <f> <ft>" (the soft and hard
+-- capacities of the latest Inc, the cached factor in ppm computed at ft
+-- ms; ft 0: none cached); "<start>" an older bucket starting at <start>
+-- ms: the units offered in it and the link to the next bucket, offered *
+-- 2^32 + (next start - start), or -offered when offered >= 2^21 (no link;
+-- a plain count is an earlier layout's); "d<start>" the units declined in
+-- it (only when > 0). The newest bucket stays in "m" until a newer one
+-- opens, so joining it (nearly every call on a busy key, refusals
+-- included) rewrites "m" alone; "k" changes only with the rate or the
+-- cached factor. A hash without both (an earlier layout) or with one that
+-- does not read as its decimals is absent, and a write replaces it whole.
+-- "r", when present, is the RetryAfter cursor: "<rs> <rb> <ra> <rl> <ro>",
+-- a live bucket start rs, the accepted units of the live buckets older
+-- than it (rb), its own accepted units (ra) and link (rl; both 0 while it
+-- was the newest bucket), valid only while the oldest stored bucket starts
+-- at ro. A refused call answers from it without reading buckets when the
+-- bucket it needs is rs, and moves it forward otherwise; see retryAfter.
+-- The script never calls math.random: the draw is an argument. ARGV[4] and
+-- ARGV[5] are stored as sent, so they must be plain decimals (as go-redis
+-- sends an int64). A bucket value that is not a number fails the call with
+-- a script error.
 --
 -- Cost: as in abs_inc.lua, numbers are parsed once (x + 0), only computed
 -- numbers are formatted, and the common call (a key below its soft
@@ -81,19 +84,22 @@ local cache, draw, ttl = ARGV[7] + 0, ARGV[8] + 0, ARGV[9]
 local write = n > 0
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
 
-local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'f', 'ft', 'nc', 'nd', 'c', 'hc')
-local used, declined, oldest, newest, ncount, ndec = 0, 0, nil, nil, nil, 0
-if m[1] then used = m[1] + 0 end
-if m[2] then declined = m[2] + 0 end
-if m[3] then oldest = m[3] + 0 end
-if m[4] then newest = m[4] + 0 end
-if m[7] then ncount = m[7] + 0 end
-if m[8] then ndec = m[8] + 0 end
+-- The meta fields, as stored (strings): "m" = "<u> <x> <o> <n> <nc> <nd>",
+-- "k" = "<c> <hc> <f> <ft>". A hash without both (an earlier layout, or
+-- damaged) is absent.
+local mk = redis.call('HMGET', h, 'm', 'k')
+local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts
+if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
+if mk[2] then cs, hcs, fs, fts = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)$') end
+local used, declined, oldest, newest, ncount, ndec = 0, 0, nil, nil, 0, 0
+local live = false
+if ns and cs then
+  newest = ns + 0
+  live = now - newest < sp
+end
+if live then used, declined, oldest, ncount, ndec = us + 0, xs + 0, os + 0, ncs + 0, nds + 0 end
 -- the capacities to store differ from the stored ones
-local moved = m[9] ~= ARGV[4] or m[10] ~= ARGV[5]
-local hasx = m[2] and true or false
--- Without "nc" (damaged, or written by an earlier layout) the hash is absent.
-local live = newest ~= nil and ncount ~= nil and oldest ~= nil and now - newest < sp
+local moved = cs ~= ARGV[4] or hcs ~= ARGV[5]
 local P = 4294967296 -- 2^32: a closed bucket's value is offered * P + link
 local expired = false -- dead buckets were found: "o" (and "x") must be rewritten
 -- After a scan (k set), the live buckets oldest first, in parallel arrays:
@@ -102,9 +108,11 @@ local k, bs, bo, bd
 
 -- A key without a live bucket is absent: its capacities and cached factor
 -- are forgotten.
+-- A write replaces the hash whole: what it holds is dead, damaged or of an
+-- earlier layout, whose bucket fields must not be read as this one's.
 if not live then
-  if write and newest ~= nil then redis.call('DEL', h) end
-  used, declined, oldest, newest, hasx, moved = 0, 0, nil, nil, false, true
+  if write then redis.call('DEL', h) end
+  used, declined, oldest, newest, moved = 0, 0, nil, nil, true
   ncount, ndec = 0, 0
 end
 
@@ -118,7 +126,7 @@ local linked, gone = true, nil -- gone: the fields of dead buckets
 local deadAcc, x0 = 0, declined
 if live and now - oldest >= sp then
   expired, gone = true, {}
-  local f, walked = m[3], 0
+  local f, walked = os, 0
   while now - oldest >= sp do
     if walked >= 8 then linked = false break end
     walked = walked + 1
@@ -162,7 +170,7 @@ local function cursor()
       rraw = redis.call('HGET', h, 'r')
       if rraw then
         local a, b, c, d, e = string.match(rraw, '^(%-?%d+) (%d+) (%d+) (%d+) (%-?%d+)$')
-        if a and e == m[3] then
+        if a and e == os then
           local rs, rb = a + 0, b - deadAcc
           if rs >= oldest and rs <= newest and rb >= 0 then rc = {rs, rb, c + 0, d + 0} end
         end
@@ -255,8 +263,8 @@ if not linked or used - declined + cost > soft then
   -- R ms, in doubles in the same order as window.State.Factor, rounded to
   -- the nearest ppm and clamped to [0, PPM].
   factor = function()
-    if live and cache > 0 and m[5] and m[6] then
-      local fppm, fat = m[5] + 0, m[6] + 0
+    if live and cache > 0 then
+      local fppm, fat = fs + 0, fts + 0
       if fat > 0 and now - fat < cache then return fppm, false end -- ft 0: none
     end
     local r = math.min(w, 1000)
@@ -395,68 +403,48 @@ if write then
   end
   used = used + rec
   declined = declined + dec
-  -- "x", "f" and "ft" are written from a key's first call on, 0 included,
-  -- so that the HMGET of every call finds them at the front of the hash:
-  -- a field that is absent costs a walk of the whole listpack.
-  local writex = dec > 0 or expired or not hasx
   local writef = computed and cache > 0
-  if joins and dec == 0 and not (expired or moved or writex or writef) then
-    -- The common call: two front fields, no table.
-    ncount = ncount + rec
-    redis.call('HSET', h, 'nc', fmt('%d', ncount), 'u', fmt('%d', used))
+  -- args: the HSET, made only when the call writes more than "m".
+  local args
+  if joins then
+    ncount, ndec = ncount + rec, ndec + dec
   else
-    local meta
-    if joins then
-      ncount, ndec = ncount + rec, ndec + dec
-      meta = {'nc', fmt('%d', ncount), 'u', fmt('%d', used)}
-      if dec > 0 then
-        meta[#meta + 1] = 'nd'
-        meta[#meta + 1] = fmt('%d', ndec)
-      end
-      if expired then
-        meta[#meta + 1] = 'o'
-        meta[#meta + 1] = fmt('%d', oldest)
-      end
+    args = {}
+    if live then
+      -- The newest bucket so far becomes ordinary fields: its offered
+      -- units with the link to the new bucket, its declined units as
+      -- read.
+      local closed = -ncount
+      if ncount < 2097152 and start - newest < P then closed = ncount * P + (start - newest) end
+      args[1], args[2] = ns, fmt('%d', closed)
+      if ndec > 0 then args[3], args[4] = 'd' .. ns, nds end
     else
-      meta = {'n', fmt('%d', start), 'nc', fmt('%d', rec), 'nd', fmt('%d', dec), 'u', fmt('%d', used)}
-      if live then
-        -- The newest bucket so far becomes ordinary fields: its offered
-        -- units with the link to the new bucket, its declined units as
-        -- read.
-        local closed = -ncount
-        if ncount < 2097152 and start - newest < P then closed = ncount * P + (start - newest) end
-        meta[#meta + 1] = m[4]
-        meta[#meta + 1] = fmt('%d', closed)
-        if ndec > 0 then
-          meta[#meta + 1] = 'd' .. m[4]
-          meta[#meta + 1] = m[8]
-        end
-      end
-      if not live or expired then
-        if not live then oldest = start end
-        meta[#meta + 1] = 'o'
-        meta[#meta + 1] = fmt('%d', oldest)
-      end
-      newest, ncount, ndec = start, rec, dec
+      oldest = start
     end
-    if moved then
-      meta[#meta + 1] = 'c'
-      meta[#meta + 1] = ARGV[4]
-      meta[#meta + 1] = 'hc'
-      meta[#meta + 1] = ARGV[5]
-    end
-    if writex then
-      meta[#meta + 1] = 'x'
-      meta[#meta + 1] = fmt('%d', declined)
-    end
+    newest, ncount, ndec = start, rec, dec
+  end
+  -- "m": the stored strings where the values did not change (a join keeps
+  -- o and n, an admission x and nd), formatting costs more than copying.
+  local mv
+  if not joins or expired then
+    mv = fmt('%d %d %d %d %d %d', used, declined, oldest, newest, ncount, ndec)
+  elseif dec == 0 then
+    mv = fmt('%d %s %s %s %d %s', used, xs, os, ns, ncount, nds)
+  else
+    mv = fmt('%d %d %s %s %d %d', used, declined, os, ns, ncount, ndec)
+  end
+  if moved or writef then
+    -- "k": the latest capacities, the factor cached (0 0: none).
+    local kf, kft = fs, fts
     if writef then
-      meta[#meta + 1] = 'f'
-      meta[#meta + 1] = fmt('%d', f)
-      meta[#meta + 1] = 'ft'
-      meta[#meta + 1] = fmt('%d', now)
+      kf, kft = fmt('%d', f), fmt('%d', now)
     elseif not live then
-      meta[#meta + 1], meta[#meta + 2], meta[#meta + 3], meta[#meta + 4] = 'f', '0', 'ft', '0'
+      kf, kft = '0', '0'
     end
+    args = args or {}
+    args[#args + 1], args[#args + 2] = 'k', ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. kf .. ' ' .. kft
+  end
+  if dec > 0 or expired then
     -- The cursor a RetryAfter ended on, or the stored one with rb moved
     -- past the buckets that died, against the new oldest start. Its
     -- bucket's ra and rl are 0 while it is the newest (it may still
@@ -472,13 +460,19 @@ if write then
       end
       local r = fmt('%d %d %d %d %d', rs, rb, ra, rl, oldest)
       if r ~= rraw then
-        meta[#meta + 1] = 'r'
-        meta[#meta + 1] = r
+        args = args or {}
+        args[#args + 1], args[#args + 2] = 'r', r
       end
     elseif rraw then
       redis.call('HDEL', h, 'r') -- its bucket died, or another writer moved "o"
     end
-    redis.call('HSET', h, unpack(meta))
+  end
+  if args then
+    -- "m" first: on a new key it leads the listpack, where the HMGET of
+    -- every call finds it soonest.
+    redis.call('HSET', h, 'm', mv, unpack(args))
+  else
+    redis.call('HSET', h, 'm', mv) -- the common call: one field
   end
   -- The key dies with its newest bucket: W + B after that bucket opened.
   if not joins or ARGV[1] ~= '' then redis.call('PEXPIRE', h, ttl) end

@@ -148,26 +148,30 @@ local function load(i, write)
   local h = KEYS[i]
   local w, b, sarg, harg = ARGV[a] + 0, ARGV[a + 1] + 0, ARGV[a + 2], ARGV[a + 3]
   local sp = w + b
-  local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'f', 'ft', 'nc', 'nd', 'c', 'hc')
-  local used, declined, oldest, newest, ncount, ndec = 0, 0, nil, nil, nil, 0
-  if m[1] then used = m[1] + 0 end
-  if m[2] then declined = m[2] + 0 end
-  if m[3] then oldest = m[3] + 0 end
-  if m[4] then newest = m[4] + 0 end
-  if m[7] then ncount = m[7] + 0 end
-  if m[8] then ndec = m[8] + 0 end
+  -- The meta fields as stored (strings), as in sup_inc.lua: "m" = "<u> <x>
+  -- <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft>"; a hash without both
+  -- reads as absent.
+  local mk = redis.call('HMGET', h, 'm', 'k')
+  local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts
+  if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
+  if mk[2] then cs, hcs, fs, fts = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)$') end
+  local used, declined, oldest, newest, ncount, ndec = 0, 0, nil, nil, 0, 0
+  local live = false
+  if ns and cs then
+    newest = ns + 0
+    live = now - newest < sp
+  end
+  if live then used, declined, oldest, ncount, ndec = us + 0, xs + 0, os + 0, ncs + 0, nds + 0 end
   -- the capacities to store differ from the stored ones
-  local moved = m[9] ~= sarg or m[10] ~= harg
-  local hasx = m[2] and true or false
-  -- Without "nc" (damaged, or written by an earlier layout) the hash is absent.
-  local live = newest ~= nil and ncount ~= nil and oldest ~= nil and now - newest < sp
+  local moved = cs ~= sarg or hcs ~= harg
   local expired = false -- dead buckets were found: "o" (and "x") must be rewritten
 
   -- A hash without a live bucket is absent: its capacities and cached
-  -- factor are forgotten.
+  -- factor are forgotten. A write replaces it whole: what it holds is
+  -- dead, damaged or of an earlier layout.
   if not live then
-    if write and newest ~= nil then redis.call('DEL', h) end
-    used, declined, oldest, newest, hasx, moved = 0, 0, nil, nil, false, true
+    if write then redis.call('DEL', h) end
+    used, declined, oldest, newest, moved = 0, 0, nil, nil, true
     ncount, ndec = 0, 0
   end
 
@@ -178,7 +182,7 @@ local function load(i, write)
   local linked, gone = true, nil -- gone: the fields of dead buckets
   if live and now - oldest >= sp then
     expired, gone = true, {}
-    local f, walked = m[3], 0
+    local f, walked = os, 0
     while now - oldest >= sp do
       if walked >= 8 then linked = false break end
       walked = walked + 1
@@ -204,9 +208,9 @@ local function load(i, write)
   -- One constructor with every field the functions below use (false or
   -- 0 until set), so that the table is sized once.
   local L = {h = h, w = w, b = b, sp = sp, sarg = sarg, harg = harg, soft = sarg + 0, hard = harg + 0,
-    n = ARGV[a + 4] + 0, ttl = ARGV[a + 5], m = m,
+    n = ARGV[a + 4] + 0, ttl = ARGV[a + 5], ns = ns, nds = nds, fs = fs, fts = fts,
     used = used, declined = declined, oldest = oldest or 0, newest = newest or 0, ncount = ncount, ndec = ndec,
-    moved = moved, hasx = hasx, live = live, expired = expired,
+    moved = moved, live = live, expired = expired,
     k = false, bs = false, bo = false, bd = false, cost = 0, never = false, outcome = 0, f = 0, computed = false}
 
   -- Expire by a scan where the links could not.
@@ -228,9 +232,8 @@ end
 -- doubles in the same order as window.State.Factor, rounded to the nearest
 -- ppm and clamped to [0, PPM].
 local function factor(L)
-  local m = L.m
-  if L.live and cache > 0 and m[5] and m[6] then
-    local fppm, fat = m[5] + 0, m[6] + 0
+  if L.live and cache > 0 then
+    local fppm, fat = L.fs + 0, L.fts + 0
     if fat > 0 and now - fat < cache then return fppm, false end -- ft 0: none
   end
   local w = L.w
@@ -290,7 +293,7 @@ end
 -- PEXPIRE: join the newest bucket when now - newest < B, else open one at
 -- now (no field of that name can exist: every start is <= newest < now).
 local function record(L, allowed)
-  local h, n, m = L.h, L.n, L.m
+  local h, n = L.h, L.n
   local live, newest, ncount, ndec = L.live, L.newest, L.ncount, L.ndec
   local rec, dec = n, 0
   if not allowed then
@@ -313,69 +316,42 @@ local function record(L, allowed)
   local used = L.used + rec
   local declined = L.declined + dec
   L.used, L.declined = used, declined
-  -- "x", "f" and "ft" are written from a hash's first call on, 0
-  -- included, so that the HMGET of every call finds them at the front.
-  local expired, moved = L.expired, L.moved
-  local writex = dec > 0 or expired or not L.hasx
   local writef = L.computed and cache > 0
-  if joins and dec == 0 and not (expired or moved or writex or writef) then
-    -- The common call: two front fields, no table.
-    L.ncount = ncount + rec
-    redis.call('HSET', h, 'nc', fmt('%d', L.ncount), 'u', fmt('%d', used))
+  -- args: the HSET, made only when the call writes more than "m".
+  local args
+  if joins then
+    L.ncount, L.ndec = ncount + rec, ndec + dec
   else
-    local meta
-    if joins then
-      L.ncount, L.ndec = ncount + rec, ndec + dec
-      meta = {'nc', fmt('%d', L.ncount), 'u', fmt('%d', used)}
-      if dec > 0 then
-        meta[#meta + 1] = 'nd'
-        meta[#meta + 1] = fmt('%d', L.ndec)
-      end
-      if expired then
-        meta[#meta + 1] = 'o'
-        meta[#meta + 1] = fmt('%d', L.oldest)
-      end
+    args = {}
+    if live then
+      -- The newest bucket so far becomes ordinary fields: its offered
+      -- units with the link to the new bucket, its declined units as
+      -- read.
+      local closed = -ncount
+      if ncount < 2097152 and start - newest < P then closed = ncount * P + (start - newest) end
+      args[1], args[2] = L.ns, fmt('%d', closed)
+      if ndec > 0 then args[3], args[4] = 'd' .. L.ns, L.nds end
     else
-      meta = {'n', fmt('%d', start), 'nc', fmt('%d', rec), 'nd', fmt('%d', dec), 'u', fmt('%d', used)}
-      if live then
-        -- The newest bucket so far becomes ordinary fields: its offered
-        -- units with the link to the new bucket, its declined units as
-        -- read.
-        local closed = -ncount
-        if ncount < 2097152 and start - newest < P then closed = ncount * P + (start - newest) end
-        meta[#meta + 1] = m[4]
-        meta[#meta + 1] = fmt('%d', closed)
-        if ndec > 0 then
-          meta[#meta + 1] = 'd' .. m[4]
-          meta[#meta + 1] = m[8]
-        end
-      end
-      if not live or expired then
-        if not live then L.oldest = start end
-        meta[#meta + 1] = 'o'
-        meta[#meta + 1] = fmt('%d', L.oldest)
-      end
-      L.newest, L.ncount, L.ndec = start, rec, dec
+      L.oldest = start
     end
-    if moved then
-      meta[#meta + 1] = 'c'
-      meta[#meta + 1] = L.sarg
-      meta[#meta + 1] = 'hc'
-      meta[#meta + 1] = L.harg
-    end
-    if writex then
-      meta[#meta + 1] = 'x'
-      meta[#meta + 1] = fmt('%d', declined)
-    end
+    L.newest, L.ncount, L.ndec = start, rec, dec
+  end
+  local mv = fmt('%d %d %d %d %d %d', used, declined, L.oldest, L.newest, L.ncount, L.ndec)
+  if L.moved or writef then
+    -- "k": the latest capacities, the factor cached (0 0: none).
+    local kf, kft = L.fs, L.fts
     if writef then
-      meta[#meta + 1] = 'f'
-      meta[#meta + 1] = fmt('%d', L.f)
-      meta[#meta + 1] = 'ft'
-      meta[#meta + 1] = fmt('%d', now)
+      kf, kft = fmt('%d', L.f), fmt('%d', now)
     elseif not live then
-      meta[#meta + 1], meta[#meta + 2], meta[#meta + 3], meta[#meta + 4] = 'f', '0', 'ft', '0'
+      kf, kft = '0', '0'
     end
-    redis.call('HSET', h, unpack(meta))
+    args = args or {}
+    args[#args + 1], args[#args + 2] = 'k', L.sarg .. ' ' .. L.harg .. ' ' .. kf .. ' ' .. kft
+  end
+  if args then
+    redis.call('HSET', h, 'm', mv, unpack(args))
+  else
+    redis.call('HSET', h, 'm', mv) -- the common call: one field
   end
   L.live = true
   redis.call('PEXPIRE', h, L.ttl)

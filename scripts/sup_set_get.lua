@@ -26,19 +26,21 @@ local P = 4294967296
 -- the hash h at window w and bucket b.
 local function usage(h, w, b)
   local sp = w + b -- a bucket is live while now - start < W + B
-  local m = redis.call('HMGET', h, 'u', 'x', 'o', 'n', 'c', 'nc', 'nd')
-  local nc = m[6] and tonumber(m[6])
-  if not m[4] or not nc or not m[3] or now - tonumber(m[4]) >= sp then
+  -- "m" = "<u> <x> <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft>" (sup_inc.lua).
+  local mk = redis.call('HMGET', h, 'm', 'k')
+  local us, xs, os, ns, ncs, nds, cs
+  if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
+  if mk[2] then cs = string.match(mk[2], '^(%d+) %d+ %d+ %-?%d+$') end
+  if not ns or not cs or now - ns >= sp then
     return 0, 0, 0
   end
-  local used = tonumber(m[1] or 0)
-  local declined = tonumber(m[2] or 0)
-  if now - tonumber(m[3]) >= sp then
+  local used, declined = us + 0, xs + 0
+  if now - os >= sp then
     -- Expired buckets are still stored: count only the live ones, starting
-    -- with the newest ("nc", "nd"), which is live, in one pass over the
+    -- with the newest (nc, nd in "m"), which is live, in one pass over the
     -- hash (at most 2 (W/B + 1) bucket fields: docs/algorithms.md, Bounded
     -- work).
-    used, declined = nc, tonumber(m[7] or 0)
+    used, declined = ncs + 0, nds + 0
     local all = redis.call('HGETALL', h)
     for i = 1, #all, 2 do
       local f = all[i]
@@ -58,7 +60,7 @@ local function usage(h, w, b)
       end
     end
   end
-  return used - declined, declined, tonumber(m[5] or 0)
+  return used - declined, declined, cs + 0
 end
 
 local reply = {}

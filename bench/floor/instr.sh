@@ -19,7 +19,10 @@
 # measured, when the window is full and every other call finds its oldest
 # bucket dead (floor/seq). All pass the clock as an argument, so none calls
 # TIME; "TIME" rows read Redis TIME over 50 keys and 20 measured rounds,
-# which under valgrind's slowdown mixes joins with some opens.
+# which under valgrind's slowdown mixes joins with some opens. "steady,
+# overloaded" is the steady traffic at S = 10, H = 15: after the first
+# units every call is refused above H and computes its RetryAfter, whose
+# answer lies past the oldest bucket.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:-}
@@ -59,6 +62,7 @@ count() { # script mode keyfmt args [keys rounds measured] → instructions per 
 
 ABS='NOW 60000 600 1000 1 60600'
 SUP='NOW 60000 600 1000 1500 1 100 500000 60600'
+SUPO='NOW 60000 600 10 15 1 100 500000 60600'
 AK='sluice:{user:%d}:abs:h'
 SK='sluice:{user:%d}:sup:h'
 rows=(
@@ -70,6 +74,7 @@ rows=(
 	"sup_inc.lua, open|../scripts/sup_inc.lua|open|$SK|$SUP"
 	"abs_inc.lua, steady|../scripts/abs_inc.lua|steady|$AK|$ABS"
 	"sup_inc.lua, steady|../scripts/sup_inc.lua|steady|$SK|$SUP"
+	"sup_inc.lua, steady, overloaded|../scripts/sup_inc.lua|steady|$SK|$SUPO"
 )
 if [[ -n $rev ]]; then
 	rows+=(
@@ -79,6 +84,7 @@ if [[ -n $rev ]]; then
 		"sup_inc.lua at $rev, open|$tmp/sup_inc_rev.lua|open|$SK|$SUP"
 		"abs_inc.lua at $rev, steady|$tmp/abs_inc_rev.lua|steady|$AK|$ABS"
 		"sup_inc.lua at $rev, steady|$tmp/sup_inc_rev.lua|steady|$SK|$SUP"
+		"sup_inc.lua at $rev, steady, overloaded|$tmp/sup_inc_rev.lua|steady|$SK|$SUPO"
 	)
 fi
 

@@ -202,11 +202,17 @@ type bucket struct {
 // hashState is a limiter hash taken apart (docs/data-model.md).
 type hashState struct {
 	buckets []bucket          // oldest first
-	meta    map[string]int64  // c, u, o, n, nc, nd, hc, x, f, ft
+	meta    map[string]int64  // c, u, o, n, nc; suppressed also x, nd, hc, f, ft
+	cursor  []int64           // suppressed "r": rs, rb, ra, rl, ro; nil for none
 	other   map[string]string // fields this version does not know
 }
 
-var metaFields = []string{"c", "hc", "u", "x", "o", "n", "nc", "nd", "f", "ft"}
+// The packed meta fields (docs/data-model.md): the names of their values.
+var (
+	absMeta = []string{"c", "u", "o", "n", "nc"}       // absolute "m"
+	supMeta = []string{"u", "x", "o", "n", "nc", "nd"} // suppressed "m"
+	supRate = []string{"c", "hc", "f", "ft"}           // suppressed "k"
+)
 
 // parseInts reads want space-separated decimal integers.
 func parseInts(s string, want int) ([]int64, bool) {
@@ -236,16 +242,28 @@ func parseHash(fields map[string]string) hashState {
 		}
 		return b
 	}
-	known := map[string]bool{}
-	for _, m := range metaFields {
-		known[m] = true
+	unpack := func(v string, names []string) bool {
+		ns, ok := parseInts(v, len(names))
+		for i, name := range names {
+			if ok {
+				h.meta[name] = ns[i]
+			}
+		}
+		return ok
 	}
 	for f, v := range fields {
-		if f == "m" { // absolute: "<c> <u> <o> <n> <nc>" in one field
+		switch f {
+		case "m": // absolute "<c> <u> <o> <n> <nc>", suppressed "<u> <x> <o> <n> <nc> <nd>"
+			if unpack(v, absMeta) || unpack(v, supMeta) {
+				continue
+			}
+		case "k": // suppressed "<c> <hc> <f> <ft>"
+			if unpack(v, supRate) {
+				continue
+			}
+		case "r": // suppressed RetryAfter cursor "<rs> <rb> <ra> <rl> <ro>"
 			if ns, ok := parseInts(v, 5); ok {
-				for i, name := range []string{"c", "u", "o", "n", "nc"} {
-					h.meta[name] = ns[i]
-				}
+				h.cursor = ns
 				continue
 			}
 		}
@@ -259,13 +277,11 @@ func parseHash(fields map[string]string) hashState {
 		case len(f) > 1 && f[0] == 'd' && isDigits(f[1:]):
 			s, _ := strconv.ParseInt(f[1:], 10, 64)
 			get(s).declined = n
-		case known[f]:
-			h.meta[f] = n
 		default:
 			h.other[f] = v
 		}
 	}
-	// The newest bucket lives in "n", "nc" and (suppressed) "nd".
+	// The newest bucket lives in the meta values n, nc and (suppressed) nd.
 	if n, ok := h.meta["n"]; ok {
 		if nc, ok := h.meta["nc"]; ok {
 			get(n).count += nc
@@ -349,6 +365,9 @@ func writeInspect(w io.Writer, k, name, strat string, window, span time.Duration
 	}
 	if v, ok := h.meta["ft"]; ok {
 		meta("ft", "factor computed at", ago(v)+" ago")
+	}
+	if r := h.cursor; r != nil {
+		g.add("r", "RetryAfter cursor", itoa(r[0]), fmt.Sprintf("%d accepted before it, %d in it; valid while o = %d", r[1], r[2], r[4]))
 	}
 	g.write(w)
 	for f, v := range h.other {

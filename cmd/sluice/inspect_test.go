@@ -174,19 +174,25 @@ func TestInspectWrongType(t *testing.T) {
 
 func TestParseHash(t *testing.T) {
 	t.Parallel()
+	// A suppressed hash: the newest bucket (200) in "m", an older one as a
+	// field with its declined count, the cursor, fields of an earlier
+	// layout ("n") and foreign ones.
 	h := parseHash(map[string]string{
-		"200": "4", "100": "3", "d200": "1", "c": "50", "hc": "75", "u": "7", "x": "1",
-		"o": "100", "n": "200", "f": "250000", "ft": "190", "zz": "9", "c2": "x",
+		"100": "12884901988", "d100": "1", "m": "8 2 100 200 5 1", "k": "50 75 250000 190",
+		"r": "100 0 2 100 100", "n": "200", "zz": "9", "c2": "x",
 	})
-	want := []bucket{{start: 100, count: 3}, {start: 200, count: 4, declined: 1}}
+	want := []bucket{{start: 100, count: 3, declined: 1}, {start: 200, count: 5, declined: 1}}
 	if !reflect.DeepEqual(h.buckets, want) {
 		t.Errorf("buckets = %+v, want %+v", h.buckets, want)
 	}
-	wantMeta := map[string]int64{"c": 50, "hc": 75, "u": 7, "x": 1, "o": 100, "n": 200, "f": 250000, "ft": 190}
+	wantMeta := map[string]int64{"c": 50, "hc": 75, "u": 8, "x": 2, "o": 100, "n": 200, "nc": 5, "nd": 1, "f": 250000, "ft": 190}
 	if !reflect.DeepEqual(h.meta, wantMeta) {
 		t.Errorf("meta = %v, want %v", h.meta, wantMeta)
 	}
-	if !reflect.DeepEqual(h.other, map[string]string{"zz": "9", "c2": "x"}) {
+	if !reflect.DeepEqual(h.cursor, []int64{100, 0, 2, 100, 100}) {
+		t.Errorf("cursor = %v", h.cursor)
+	}
+	if !reflect.DeepEqual(h.other, map[string]string{"n": "200", "zz": "9", "c2": "x"}) {
 		t.Errorf("other = %v", h.other)
 	}
 }

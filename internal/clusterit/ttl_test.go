@@ -3,6 +3,8 @@ package clusterit_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,14 +33,11 @@ var ttlRate = limiter.Every(10, ttlWindow)
 
 // ttlScript is what the workload does to key i, in two rounds ttlBucket
 // apart, under both strategies. present says whether the key's hashes must
-// exist after the workload; each of those opens a bucket in round 2,
-// except the absolute hash of a script with absFull, refused in round 2:
-// its newest bucket is round 1's. A key's TTL runs from its newest
-// bucket (W + B after it opened), not from its last write.
+// exist after the workload; each of those is written in round 2 (the
+// absolute strategy writes nothing on a refusal that changes nothing).
 type ttlScript struct {
 	name    string
 	present bool
-	absFull bool
 	rounds  [2]func(t *testing.T, l limiter.Limiter, k string)
 }
 
@@ -70,7 +69,7 @@ func reset(t *testing.T, l limiter.Limiter, k string) {
 }
 
 var ttlScripts = []ttlScript{
-	{"coalesce", true, false, [2]func(*testing.T, limiter.Limiter, string){
+	{"coalesce", true, [2]func(*testing.T, limiter.Limiter, string){
 		func(t *testing.T, l limiter.Limiter, k string) {
 			inc(t, l, k, ttlRate, 1)
 			inc(t, l, k, ttlRate, 1)
@@ -78,7 +77,7 @@ var ttlScripts = []ttlScript{
 		},
 		func(t *testing.T, l limiter.Limiter, k string) { inc(t, l, k, ttlRate, 2); read(t, l, k) },
 	}},
-	{"costs", true, false, [2]func(*testing.T, limiter.Limiter, string){
+	{"costs", true, [2]func(*testing.T, limiter.Limiter, string){
 		func(t *testing.T, l limiter.Limiter, k string) {
 			inc(t, l, k, ttlRate, 5)
 			inc(t, l, k, ttlRate, 0)
@@ -86,7 +85,7 @@ var ttlScripts = []ttlScript{
 		},
 		func(t *testing.T, l limiter.Limiter, k string) { inc(t, l, k, ttlRate, 3); read(t, l, k) },
 	}},
-	{"overflow", true, true, [2]func(*testing.T, limiter.Limiter, string){
+	{"overflow", true, [2]func(*testing.T, limiter.Limiter, string){
 		func(t *testing.T, l limiter.Limiter, k string) {
 			for i := 0; i < 4; i++ {
 				inc(t, l, k, ttlRate, 4) // two admitted, two refused
@@ -98,15 +97,15 @@ var ttlScripts = []ttlScript{
 			read(t, l, k)
 		},
 	}},
-	{"reset", false, false, [2]func(*testing.T, limiter.Limiter, string){
+	{"reset", false, [2]func(*testing.T, limiter.Limiter, string){
 		func(t *testing.T, l limiter.Limiter, k string) { inc(t, l, k, ttlRate, 2); reset(t, l, k) },
 		func(t *testing.T, l limiter.Limiter, k string) { read(t, l, k); reset(t, l, k) },
 	}},
-	{"readonly", false, false, [2]func(*testing.T, limiter.Limiter, string){
+	{"readonly", false, [2]func(*testing.T, limiter.Limiter, string){
 		func(t *testing.T, l limiter.Limiter, k string) { read(t, l, k) },
 		func(t *testing.T, l limiter.Limiter, k string) { read(t, l, k) },
 	}},
-	{"reset-reuse", true, false, [2]func(*testing.T, limiter.Limiter, string){
+	{"reset-reuse", true, [2]func(*testing.T, limiter.Limiter, string){
 		func(t *testing.T, l limiter.Limiter, k string) { inc(t, l, k, ttlRate, 9); reset(t, l, k) },
 		func(t *testing.T, l limiter.Limiter, k string) { inc(t, l, k, ttlRate, 1); read(t, l, k) },
 	}},
@@ -116,8 +115,10 @@ var ttlScripts = []ttlScript{
 // Inc with several costs, peeks, IsAllowed, Get, Reset) in two rounds B
 // apart, with W = 600 ms and B = 60 ms. Then it checks on every node that
 // exactly the expected hashes exist, each with 0 < PTTL ≤ W + B and no
-// less than what its last write set; and that W + B after the last call
-// nothing under the test's prefix is left on any node.
+// less than its newest bucket has to live (a write that opens a bucket
+// sets W + B, a join keeps it: docs/data-model.md, Expiry); and that
+// W + B after the last call nothing under the test's prefix is left on
+// any node.
 func TestEverythingExpires(t *testing.T) {
 	t.Parallel()
 	for _, b := range backends {
@@ -134,24 +135,18 @@ func TestEverythingExpires(t *testing.T) {
 			for i, s := range strategies {
 				ls[i] = s.limiter(t, c, opts...)
 			}
-			want := make(map[string]int)   // hash that must exist → its key's index
-			newest := make(map[string]int) // hash → the round that opened its newest bucket
+			want := make(map[string]int) // hash that must exist → its key's index
 			for i := 0; i < ttlKeys; i++ {
-				sc := ttlScripts[i%len(ttlScripts)]
-				if sc.present {
+				if ttlScripts[i%len(ttlScripts)].present {
 					for _, s := range strategies {
-						h := hashName(t, prefix, userKey(i), s.name)
-						want[h], newest[h] = i, 1
-						if sc.absFull && s.name == key.Absolute {
-							newest[h] = 0
-						}
+						want[hashName(t, prefix, userKey(i), s.name)] = i
 					}
 				}
 			}
 
-			// A hash expires no earlier than W + B after the start of
-			// the round that opened its newest bucket, roundStart[r][i].
-			roundStart := [2][]time.Time{make([]time.Time, ttlKeys), make([]time.Time, ttlKeys)}
+			// Every key whose hashes remain is written in round 1, so its
+			// newest bucket opened no earlier than firstRound[i].
+			firstRound := make([]time.Time, ttlKeys)
 			start := time.Now()
 			for round := 0; round < 2; round++ {
 				if round > 0 {
@@ -162,7 +157,9 @@ func TestEverythingExpires(t *testing.T) {
 					wg.Add(1)
 					go func(i int) {
 						defer wg.Done()
-						roundStart[round][i] = time.Now()
+						if round == 0 {
+							firstRound[i] = time.Now()
+						}
 						for _, l := range ls {
 							ttlScripts[i%len(ttlScripts)].rounds[round](t, l, userKey(i))
 						}
@@ -179,24 +176,29 @@ func TestEverythingExpires(t *testing.T) {
 			found := pttls(t, each, key.Pattern(prefix))
 			scanned := time.Now()
 			t.Logf("workload %v, then %d hashes with a TTL", end.Sub(start), len(found))
-			for name, ttl := range found {
-				i, ok := want[name]
-				if !ok {
+			for name, e := range found {
+				if _, ok := want[name]; !ok {
 					t.Errorf("%q exists, want no hash for it", name)
 					continue
 				}
-				// PTTL was read before scanned, so it is at least
-				// roundStart + W + B - scanned (less 2 ms of rounding).
-				least := limit - scanned.Sub(roundStart[newest[name]][i]) - 2*time.Millisecond
-				if ttl <= 0 || ttl > limit || ttl < least {
-					t.Errorf("PTTL %q = %v, want in [%v, %v]", name, ttl, max(least, 1), limit)
+				if e.newest == 0 {
+					t.Errorf("%q: no newest bucket in its meta field", name)
+					continue
+				}
+				// The newest bucket (n in "m") is live until n + W + B;
+				// TIME was read after PTTL, so PTTL is at least that
+				// less TIME (less 2 ms of rounding).
+				least := time.Duration(e.newest-e.now)*time.Millisecond + limit - 2*time.Millisecond
+				if e.ttl <= 0 || e.ttl > limit || e.ttl < least {
+					t.Errorf("PTTL %q = %v, want in [%v, %v]: its newest bucket opened %v before",
+						name, e.ttl, max(least, 1), limit, time.Duration(e.now-e.newest)*time.Millisecond)
 				}
 			}
 			for name, i := range want {
 				// Missing is an error unless it may have expired already.
-				if _, ok := found[name]; !ok && scanned.Before(roundStart[newest[name]][i].Add(limit)) {
-					t.Errorf("%q is missing %v after its newest bucket opened, want it until W + B = %v",
-						name, scanned.Sub(roundStart[newest[name]][i]), limit)
+				if _, ok := found[name]; !ok && scanned.Before(firstRound[i].Add(limit)) {
+					t.Errorf("%q is missing %v after its first write, want it until W + B = %v",
+						name, scanned.Sub(firstRound[i]), limit)
 				}
 			}
 
@@ -226,13 +228,22 @@ func userKey(i int) string {
 	return fmt.Sprintf("u:%d:%s", i, ttlScripts[i%len(ttlScripts)].name)
 }
 
-// pttls returns the PTTL of every key matching pattern on every node. A key
-// without an expiry reports -1 ns, as redis.DurationCmd does; a key that
-// expired between SCAN and PTTL is left out.
-func pttls(t *testing.T, each nodes, pattern string) map[string]time.Duration {
+// expiry is what pttls reads of one key: its PTTL, the start of its
+// newest bucket (n in the meta field "m", 0 when unreadable) and the
+// node's TIME read after both, in ms.
+type expiry struct {
+	ttl         time.Duration
+	newest, now int64
+}
+
+// pttls returns the PTTL of every key matching pattern on every node, with
+// its newest bucket's start and the node's time. A key without an expiry
+// reports -1 ns, as redis.DurationCmd does; a key that expired between
+// SCAN and PTTL is left out.
+func pttls(t *testing.T, each nodes, pattern string) map[string]expiry {
 	t.Helper()
 	var mu sync.Mutex
-	out := make(map[string]time.Duration)
+	out := make(map[string]expiry)
 	err := each(ctx, func(ctx context.Context, c *redis.Client) error {
 		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
 		var keys []string
@@ -242,21 +253,33 @@ func pttls(t *testing.T, each nodes, pattern string) map[string]time.Duration {
 		if err := iter.Err(); err != nil {
 			return err
 		}
+		var tm *redis.TimeCmd
 		cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, k := range keys {
 				p.PTTL(ctx, k)
+				p.HGet(ctx, k, "m")
 			}
+			tm = p.Time(ctx)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
+		now := tm.Val().UnixMilli()
 		mu.Lock()
 		defer mu.Unlock()
-		for i, cmd := range cmds {
-			if d := cmd.(*redis.DurationCmd).Val(); d != -2 { // -2: gone since SCAN
-				out[keys[i]] = d
+		for i, k := range keys {
+			d := cmds[2*i].(*redis.DurationCmd).Val()
+			if d == -2 { // gone since SCAN
+				continue
 			}
+			// "m" holds n fourth in both layouts (abs "<c> <u> <o> <n> <nc>",
+			// sup "<u> <x> <o> <n> <nc> <nd>").
+			var newest int64
+			if f := strings.Fields(cmds[2*i+1].(*redis.StringCmd).Val()); len(f) >= 5 {
+				newest, _ = strconv.ParseInt(f[3], 10, 64)
+			}
+			out[k] = expiry{ttl: d, newest: newest, now: now}
 		}
 		return nil
 	})

@@ -76,16 +76,22 @@
 //
 // The state of a key is one Redis hash, <prefix>:{<escaped key>}:sup:h:
 // one field per bucket ("<start ms>" → observed), one per bucket with
-// refusals ("d<start ms>" → declined), and meta fields: "u" and "x" the
-// running observed and declined totals, "o" and "n" the oldest and newest
-// bucket starts, "c" and "hc" the stored capacities, "f" and "ft" the
-// cached factor and when it was computed. docs/data-model.md describes
-// them. The running totals make the common call O(1), and each closed
-// bucket's value links it to the next, so an expired bucket costs one more
-// read to drop; only when a refusal's RetryAfter needs more than the
-// oldest bucket, or when W > 1 s and the factor needs the last second, does
-// the script read the whole hash, a cost proportional to W/B. Every write
-// sets the hash's expiry to W + B, so an idle key disappears by itself.
+// refusals ("d<start ms>" → declined), and two meta fields of packed
+// decimals: "m", the running observed and declined totals, the oldest and
+// newest bucket starts and the newest bucket's counts, and "k", the stored
+// capacities and the cached factor with the time it was computed.
+// docs/data-model.md describes them. The running totals make the common
+// call one read and one write of "m", and each closed bucket's value links
+// it to the next, so an expired bucket costs one more read to drop. A
+// refusal's RetryAfter starts from a cursor kept in a field "r" (the
+// bucket where the last refusal's answer was found), so a key under
+// sustained overload answers most refusals without reading a bucket; the
+// script reads the whole hash, a cost proportional to W/B, only when the
+// cursor is missing and the walk from the oldest bucket is long, or when
+// W > 1 s and the factor needs the last second. A write that opens a
+// bucket sets the hash's expiry to W + B (a join keeps the TTL set when
+// its bucket opened, which ends when that bucket dies), so an idle key
+// disappears by itself.
 // Every offered unit is a write, refused ones too: their count drives the
 // factor.
 //

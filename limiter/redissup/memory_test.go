@@ -98,6 +98,7 @@ func TestMemoryPerKey(t *testing.T) {
 				usage += c.MemoryUsage(ctx, h, 0).Val()
 				fields += c.HLen(ctx, h).Val()
 			}
+			u := mustGet(t, l, "user:0")
 			// The baseline is read right after the figure, with the data
 			// flushed: the connections and their buffers are as they were
 			// at the figure, where a reading before the run saw them as
@@ -107,7 +108,6 @@ func TestMemoryPerKey(t *testing.T) {
 			}
 			empty := redistest.UsedMemory(t, c)
 			perKey := float64(after-empty) / keys
-			u := mustGet(t, l, "user:0")
 			t.Logf("%s: used_memory %d flushed, %d full: %.0f bytes per key; MEMORY USAGE %d bytes, %.1f fields per hash; user:0 %+v",
 				tc.name, empty, after, perKey, usage/(keys/100), float64(fields)/(keys/100), u)
 			doccheck.CheckMemory(t, c, doccheck.Memory{Strategy: "suppressed", Workload: tc.doc,

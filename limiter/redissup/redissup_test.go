@@ -165,10 +165,11 @@ func TestErrorsMatchLocal(t *testing.T) {
 	}
 }
 
-// TestHashLayout pins the fields of docs/data-model.md step by step:
-// the newest bucket in n/nc/nd and older buckets as fields, declined
-// counts, totals, oldest, capacities, the cached factor, the deletion of
-// dead buckets and of a dead key.
+// TestHashLayout pins the fields of docs/data-model.md step by step: the
+// meta fields "m" (totals, oldest start, the newest bucket) and "k"
+// (capacities, cached factor), older buckets as fields, declined counts,
+// the RetryAfter cursor "r", the deletion of dead buckets and of a dead
+// key.
 func TestHashLayout(t *testing.T) {
 	const w, b = time.Second, 100 * time.Millisecond
 	mr, c, clk := miniAt(t)
@@ -178,11 +179,13 @@ func TestHashLayout(t *testing.T) {
 	h := hashOf(t, prefix, "k")
 	rate := limiter.PerSecond(10) // S = 10, H = 15
 	t0 := conformance.Start.UnixMilli()
+	// meta is "m": u x o n nc nd.
+	meta := func(u, x, o, n, nc, nd int64) string { return fmt.Sprint(u, x, o, n, nc, nd) }
 	ms := func(v int64) string { return strconv.FormatInt(v, 10) }
 	// A closed bucket's value: the units offered in it, and the link to the
 	// next bucket's start.
 	closed := func(offered, link int64) string { return strconv.FormatInt(offered<<32+link, 10) }
-	check := func(step string, want map[string]string) {
+	check := func(step string, want map[string]string, ttl time.Duration) {
 		t.Helper()
 		got, err := c.HGetAll(ctx, h).Result()
 		if err != nil {
@@ -191,14 +194,13 @@ func TestHashLayout(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s: HGETALL =\n\t%v\nwant\t%v", step, got, want)
 		}
-		if len(want) > 0 && mr.TTL(h) != w+b {
-			t.Errorf("%s: TTL = %v, want %v", step, mr.TTL(h), w+b)
+		if len(want) > 0 && mr.TTL(h) != ttl {
+			t.Errorf("%s: TTL = %v, want %v", step, mr.TTL(h), ttl)
 		}
 	}
 
 	mustInc(t, l, "k", rate, 10)
-	check("Inc 10", map[string]string{"n": ms(t0), "nc": "10", "nd": "0", "u": "10", "x": "0", "o": ms(t0), "c": "10", "hc": "15",
-		"f": "0", "ft": "0"})
+	check("Inc 10", map[string]string{"m": meta(10, 0, t0, t0, 10, 0), "k": "10 15 0 0"}, w+b)
 
 	// Between soft and hard: the factor (0: 10 observed over 1 s at 10/s)
 	// is computed and cached with its time.
@@ -207,42 +209,40 @@ func TestHashLayout(t *testing.T) {
 	if d := mustInc(t, l, "k", rate, 2); !d.Allowed || d.Outcome != limiter.Suppressed {
 		t.Fatalf("Inc(k, 2) = %s, want suppressed and admitted", conformance.Format(d))
 	}
-	check("Inc 2", map[string]string{ms(t0): closed(10, 100), "n": ms(t1), "nc": "2", "nd": "0", "u": "12", "x": "0", "o": ms(t0),
-		"c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
+	check("Inc 2", map[string]string{"m": meta(12, 0, t0, t1, 2, 0), "k": "10 15 0 " + ms(t1), ms(t0): closed(10, 100)}, w+b)
 
 	// Beyond hard: refused, counted as observed and declined in the same
-	// bucket.
+	// bucket. Its RetryAfter needs 12 + 6 - 10 = 8 accepted units to
+	// expire: t0's bucket frees 10, so the cursor "r" rests on it (rb 0, ra
+	// 10, its link 100, valid while the oldest bucket is t0's). A join
+	// leaves the TTL set when t1's bucket opened.
+	clk.Advance(50 * time.Millisecond)
 	if d := mustInc(t, l, "k", rate, 6); d.Allowed {
 		t.Fatalf("Inc(k, 6) = %s, want refused", conformance.Format(d))
 	}
-	// Its RetryAfter needs 12 + 6 - 10 = 8 accepted units to expire: t0's
-	// bucket frees 10, so the cursor "r" rests on it (rb 0, ra 10, its
-	// link 100, valid while the oldest bucket is t0's).
-	check("Inc 6 refused", map[string]string{ms(t0): closed(10, 100), "n": ms(t1), "nc": "8", "nd": "6", "u": "18", "x": "6",
-		"o": ms(t0), "c": "10", "hc": "15", "f": "0", "ft": ms(t1), "r": ms(t0) + " 0 10 100 " + ms(t0)})
+	check("Inc 6 refused", map[string]string{"m": meta(18, 6, t0, t1, 8, 6), "k": "10 15 0 " + ms(t1), ms(t0): closed(10, 100),
+		"r": ms(t0) + " 0 10 100 " + ms(t0)}, w+b-50*time.Millisecond)
 
 	// t0's bucket dies W + B after it opened: the write deletes it and
 	// recomputes the totals, and the cursor, which rested on it.
-	clk.Advance(1000 * time.Millisecond)
+	clk.Advance(950 * time.Millisecond)
 	t2 := t0 + 1100
 	mustInc(t, l, "k", rate, 1)
-	check("oldest bucket dead", map[string]string{ms(t1): closed(8, 1000), "d" + ms(t1): "6", "n": ms(t2), "nc": "1", "nd": "0",
-		"u": "9", "x": "6", "o": ms(t1), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
+	check("oldest bucket dead", map[string]string{"m": meta(9, 6, t1, t2, 1, 0), "k": "10 15 0 " + ms(t1),
+		ms(t1): closed(8, 1000), "d" + ms(t1): "6"}, w+b)
 
 	// t1's bucket dies with its declined units: "x" drops to 0.
 	clk.Advance(100 * time.Millisecond)
 	t3 := t0 + 1200
 	mustInc(t, l, "k", rate, 1)
-	check("declined bucket dead", map[string]string{ms(t2): closed(1, 100), "n": ms(t3), "nc": "1", "nd": "0", "u": "2", "x": "0",
-		"o": ms(t2), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
+	check("declined bucket dead", map[string]string{"m": meta(2, 0, t2, t3, 1, 0), "k": "10 15 0 " + ms(t1),
+		ms(t2): closed(1, 100)}, w+b)
 
 	// A peek writes nothing; the latest rate is stored.
 	mustInc(t, l, "k", limiter.PerSecond(20), 0)
-	check("peek", map[string]string{ms(t2): closed(1, 100), "n": ms(t3), "nc": "1", "nd": "0", "u": "2", "x": "0",
-		"o": ms(t2), "c": "10", "hc": "15", "f": "0", "ft": ms(t1)})
+	check("peek", map[string]string{"m": meta(2, 0, t2, t3, 1, 0), "k": "10 15 0 " + ms(t1), ms(t2): closed(1, 100)}, w+b)
 	mustInc(t, l, "k", limiter.PerSecond(20), 1)
-	check("new rate", map[string]string{ms(t2): closed(1, 100), "n": ms(t3), "nc": "2", "nd": "0", "u": "3", "x": "0",
-		"o": ms(t2), "c": "20", "hc": "30", "f": "0", "ft": ms(t1)})
+	check("new rate", map[string]string{"m": meta(3, 0, t2, t3, 2, 0), "k": "20 30 0 " + ms(t1), ms(t2): closed(1, 100)}, w+b)
 }
 
 // TestDeadKeyStartsAfresh checks on real Redis, where the hash outlives the
@@ -263,8 +263,8 @@ func TestDeadKeyStartsAfresh(t *testing.T) {
 	if d := mustInc(t, l, "k", rate, 1); d.Allowed || d.SuppressionFactor != 0.52381 {
 		t.Fatalf("Inc(k, 1) = %s, want refused at factor 0.52381", conformance.Format(d))
 	}
-	if f := c.HGet(ctx, h, "f").Val(); f != "523810" {
-		t.Fatalf("cached factor = %q, want 523810", f)
+	if k := c.HGet(ctx, h, "k").Val(); !strings.HasPrefix(k, "10 20 523810 ") {
+		t.Fatalf("k = %q, want the cached factor 523810", k)
 	}
 	clk.Advance(time.Second + 10*time.Millisecond) // W + B (B = W/100)
 	if d, err := l.IsAllowed(ctx, "k"); err != nil || d != (limiter.Decision{Outcome: limiter.Allowed, Allowed: true}) {
@@ -278,7 +278,7 @@ func TestDeadKeyStartsAfresh(t *testing.T) {
 		t.Fatalf("Inc(k, 12) on a dead key = %s, want admitted with factor 0", conformance.Format(d))
 	}
 	now := strconv.FormatInt(clk.Now().UnixMilli(), 10)
-	want := map[string]string{"n": now, "nc": "12", "nd": "0", "u": "12", "x": "0", "o": now, "c": "10", "hc": "20", "f": "0", "ft": now}
+	want := map[string]string{"m": "12 0 " + now + " " + now + " 12 0", "k": "10 20 0 " + now}
 	if got := c.HGetAll(ctx, h).Val(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("HGETALL = %v, want %v", got, want)
 	}
@@ -365,9 +365,14 @@ func TestTTL(t *testing.T) {
 			if ttl <= 0 || ttl > w+b {
 				t.Fatalf("step %d: TTL(%s) = %v, want in (0, %v]", i, rk, ttl, w+b)
 			}
-			n, err := strconv.ParseInt(mr.HGet(rk, "n"), 10, 64)
+			// "m" is "<u> <x> <o> <n> <nc> <nd>".
+			meta := strings.Fields(mr.HGet(rk, "m"))
+			if len(meta) != 6 {
+				t.Fatalf("step %d: HGET %s m = %q, want six numbers", i, rk, mr.HGet(rk, "m"))
+			}
+			n, err := strconv.ParseInt(meta[3], 10, 64)
 			if err != nil {
-				t.Fatalf("step %d: HGET %s n: %v", i, rk, err)
+				t.Fatalf("step %d: HGET %s m: %v", i, rk, err)
 			}
 			if want := time.UnixMilli(n).Add(w + b).Sub(clk.Now()); ttl != want {
 				t.Fatalf("step %d: TTL(%s) = %v, want %v: W + B after the newest bucket opened", i, rk, ttl, want)
@@ -597,8 +602,10 @@ func TestManyBuckets(t *testing.T) {
 	}
 }
 
-// TestEarlierLayoutIsAbsent: a hash written before the newest bucket moved
-// into "n"/"nc"/"nd" (no "nc") reads as absent and the next Inc replaces it.
+// TestEarlierLayoutIsAbsent: a hash written before the meta fields were
+// packed into "m" and "k" (separate fields n, nc, nd, u, ...) reads as
+// absent, and the next Inc replaces it whole: its bucket fields, which
+// have this layout's format, must not be counted.
 func TestEarlierLayoutIsAbsent(t *testing.T) {
 	mr, c, clk := miniAt(t)
 	prefix := redistest.Prefix(t)
@@ -606,7 +613,8 @@ func TestEarlierLayoutIsAbsent(t *testing.T) {
 		limiter.WithBucket(100*time.Millisecond), limiter.WithHardLimitFactor(1.5))
 	h := hashOf(t, prefix, "k")
 	now := strconv.FormatInt(clk.Now().UnixMilli(), 10)
-	mr.HSet(h, now, "9", "d"+now, "2", "u", "9", "x", "2", "o", now, "n", now, "c", "10", "hc", "15")
+	mr.HSet(h, now, "9", "d"+now, "2", "u", "9", "x", "2", "o", now, "n", now, "nc", "0", "nd", "0", "c", "10", "hc", "15",
+		"f", "0", "ft", "0")
 	if d, err := l.IsAllowed(ctx, "k"); err != nil || d != (limiter.Decision{Outcome: limiter.Allowed, Allowed: true}) {
 		t.Fatalf("IsAllowed on an earlier-layout hash = %s, %v; want an unknown key", conformance.Format(d), err)
 	}
@@ -616,7 +624,7 @@ func TestEarlierLayoutIsAbsent(t *testing.T) {
 	if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); !d.Allowed || d.Remaining != 9 {
 		t.Fatalf("Inc on an earlier-layout hash = %s, want allowed with 9 remaining", conformance.Format(d))
 	}
-	want := map[string]string{"n": now, "nc": "1", "nd": "0", "u": "1", "x": "0", "o": now, "c": "10", "hc": "15", "f": "0", "ft": "0"}
+	want := map[string]string{"m": "1 0 " + now + " " + now + " 1 0", "k": "10 15 0 0"}
 	if got := c.HGetAll(ctx, h).Val(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("HGETALL = %v, want %v", got, want)
 	}
