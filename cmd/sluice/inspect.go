@@ -203,6 +203,7 @@ type bucket struct {
 type hashState struct {
 	buckets []bucket          // oldest first
 	meta    map[string]int64  // c, u, o, n, nc, nd, hc, x, f, ft
+	cursor  string            // suppressed: the RetryAfter cursor "r", raw
 	other   map[string]string // fields this version does not know
 }
 
@@ -241,6 +242,10 @@ func parseHash(fields map[string]string) hashState {
 		known[m] = true
 	}
 	for f, v := range fields {
+		if f == "r" { // suppressed: "<rs> <rb> <ra> <rl> <ro>", the RetryAfter cursor
+			h.cursor = v
+			continue
+		}
 		if f == "m" { // absolute: "<c> <u> <o> <n> <nc>" in one field
 			if ns, ok := parseInts(v, 5); ok {
 				for i, name := range []string{"c", "u", "o", "n", "nc"} {
@@ -349,6 +354,9 @@ func writeInspect(w io.Writer, k, name, strat string, window, span time.Duration
 	}
 	if v, ok := h.meta["ft"]; ok {
 		meta("ft", "factor computed at", ago(v)+" ago")
+	}
+	if h.cursor != "" {
+		g.add("r", "RetryAfter cursor", h.cursor, "rs rb ra rl ro (docs/data-model.md)")
 	}
 	g.write(w)
 	for f, v := range h.other {

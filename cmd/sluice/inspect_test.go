@@ -177,6 +177,7 @@ func TestParseHash(t *testing.T) {
 	h := parseHash(map[string]string{
 		"200": "4", "100": "3", "d200": "1", "c": "50", "hc": "75", "u": "7", "x": "1",
 		"o": "100", "n": "200", "f": "250000", "ft": "190", "zz": "9", "c2": "x",
+		"r": "100 0 3 100 100",
 	})
 	want := []bucket{{start: 100, count: 3}, {start: 200, count: 4, declined: 1}}
 	if !reflect.DeepEqual(h.buckets, want) {
@@ -185,6 +186,9 @@ func TestParseHash(t *testing.T) {
 	wantMeta := map[string]int64{"c": 50, "hc": 75, "u": 7, "x": 1, "o": 100, "n": 200, "f": 250000, "ft": 190}
 	if !reflect.DeepEqual(h.meta, wantMeta) {
 		t.Errorf("meta = %v, want %v", h.meta, wantMeta)
+	}
+	if h.cursor != "100 0 3 100 100" {
+		t.Errorf("cursor = %q, want the raw r field", h.cursor)
 	}
 	if !reflect.DeepEqual(h.other, map[string]string{"zz": "9", "c2": "x"}) {
 		t.Errorf("other = %v", h.other)
