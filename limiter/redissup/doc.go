@@ -84,8 +84,10 @@
 // bucket's value links it to the next, so an expired bucket costs one more
 // read to drop; only when a refusal's RetryAfter needs more than the
 // oldest bucket, or when W > 1 s and the factor needs the last second, does
-// the script read the whole hash, a cost proportional to W/B. Every write
-// sets the hash's expiry to W + B, so an idle key disappears by itself.
+// the script read the whole hash, a cost proportional to W/B. A write that
+// opens a bucket sets the hash's expiry to W + B, which ends when that
+// newest bucket dies, so an idle key disappears by itself
+// (docs/data-model.md, Expiry).
 // Every offered unit is a write, refused ones too: their count drives the
 // factor.
 //
