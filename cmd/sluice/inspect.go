@@ -104,7 +104,7 @@ const maxScan = 100_000
 // or its hashes under other prefixes (found with a SCAN bounded by
 // maxScan keys), each with the flags that show it.
 func writeMissing(ctx context.Context, w io.Writer, c *redis.Client, k, name, prefix, strat string) {
-	fmt.Fprintf(w, "%s: no such key (never written, expired W + B after its last write, or reset)\n", name)
+	fmt.Fprintf(w, "%s: no such key (never written, expired, or reset)\n", name)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var found []key.Parsed

@@ -196,13 +196,13 @@ func TestInspectMissingKeyElsewhere(t *testing.T) {
 		want  string
 	}{
 		{[]string{"--prefix", prefix, "--strategy", "abs", "user:7"},
-			name(prefix, key.Absolute) + ": no such key (never written, expired W + B after its last write, or reset)",
+			name(prefix, key.Absolute) + ": no such key (never written, expired, or reset)",
 			"    --prefix " + prefix + " --strategy suppressed"},
 		{[]string{"user:7"}, // the default prefix
-			name("sluice", key.Absolute) + ": no such key (never written, expired W + B after its last write, or reset)",
+			name("sluice", key.Absolute) + ": no such key (never written, expired, or reset)",
 			"    --prefix " + prefix + " --strategy suppressed"},
 		{[]string{"--prefix", prefix, "user:8"},
-			name(prefix, key.Absolute, "user:8") + ": no such key (never written, expired W + B after its last write, or reset)",
+			name(prefix, key.Absolute, "user:8") + ": no such key (never written, expired, or reset)",
 			`  No hash of key "user:8" under any prefix or strategy.`},
 		{[]string{"--prefix", prefix, "--strategy", "sup", "user:7"}, name(prefix, key.Suppressed), "  key \"user:7\", suppressed strategy"},
 		{[]string{"--prefix", prefix, "--strategy", "suppressed", "user:7"}, name(prefix, key.Suppressed), "  key \"user:7\", suppressed strategy"},

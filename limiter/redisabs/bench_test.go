@@ -136,7 +136,8 @@ func BenchmarkFullWindow(b *testing.B) {
 const memoryKeys, memoryCalls = 10_000, 5
 
 // TestMemoryPerKey measures, on a private real redis-server, the INFO
-// memory delta (used_memory) per key of 10,000 keys under a 10-per-minute
+// memory delta (used_memory at the end of the run less used_memory right
+// after a FLUSHALL that follows) per key of 10,000 keys under a 10-per-minute
 // policy with 5 requests each, and the mean MEMORY USAGE of one key. The
 // figures are in the memory tables of docs/data-model.md and
 // docs/operations.md, which doccheck.CheckMemory compares with them:

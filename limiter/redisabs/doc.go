@@ -40,12 +40,13 @@
 // and the newest bucket's count; docs/data-model.md describes it field by
 // field. The running total makes the common call O(1): the script reads
 // the meta field and writes it back (with the closed bucket when a new one
-// opens) and sets the expiry. Each closed bucket's value links it to the
+// opens). Each closed bucket's value links it to the
 // next, so a bucket that has expired costs one more read to drop, however
 // many buckets the key holds; the whole hash is read only for a RetryAfter
 // that the oldest bucket cannot answer, or for data an earlier layout
-// wrote. Every write sets the hash's expiry to W + B, so an idle key
-// disappears by itself.
+// wrote. A write that opens a bucket sets the hash's expiry to W + B, which
+// ends when that newest bucket dies, so an idle key disappears by itself
+// (docs/data-model.md, Expiry).
 //
 // Each call is one script call: Inc and IsAllowed run abs_inc.lua, Get runs
 // abs_get.lua, Reset is one UNLINK. IsAllowed, Get and a peek write
