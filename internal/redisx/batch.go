@@ -49,8 +49,8 @@ import (
 // flight to one node before calls wait to be batched. With 1, two
 // goroutines would take turns: each waits for the other's round trip
 // where without batching both would be in flight at once, and on the
-// benchmark machine that cost two callers a fifth to a half of their
-// throughput (docs/benchmarks.md, Redis throughput: batching). With 2,
+// benchmark machine that cost two callers 17 to 56 % of their throughput
+// (docs/benchmarks.md, Redis throughput: batching). With 2,
 // one or two callers run exactly as without batching, and under
 // contention two pipelines alternate, one on the wire while the other's
 // replies are read.
