@@ -157,7 +157,8 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithBatching sets the largest number of concurrent script calls of a
 // Redis provider to one Redis node that are sent together, as one pipeline.
-// Default 128. 0 or 1 sends every call alone, as one round trip.
+// Default 128. 0 or 1 sends every call alone, as one round trip. n must be
+// between 0 and 1,024; New returns ErrInvalidConfig beyond.
 //
 // A provider keeps at most two round trips of its scripts in flight per
 // node. A call that finds fewer is sent at once, alone: one or two callers
