@@ -50,17 +50,10 @@ import (
 // goroutines would take turns: each waits for the other's round trip
 // where without batching both would be in flight at once, and on the
 // benchmark machine that cost two callers 17 to 56 % of their throughput
-// (docs/benchmarks.md, Redis throughput: batching). With 2,
-// one or two callers run exactly as without batching, and under
-// contention two pipelines alternate, one on the wire while the other's
-// replies are read.
+// (docs/benchmarks.md, Redis throughput: batching). With 2, one or two
+// callers run exactly as without batching, and under contention two
+// pipelines alternate.
 const Inflight = 2
-
-// batchedClients are the clients whose calls are batched; any other
-// client's calls run alone.
-//
-//	*redis.Client        one lane
-//	*redis.ClusterClient one lane per master, found by the key's slot
 
 // Batcher batches the script calls of one provider. Build it with
 // NewBatcher; the zero value is not usable. Its methods are safe for
@@ -80,7 +73,8 @@ type Batcher struct {
 
 // NewBatcher returns a Batcher for client with batches of at most max
 // calls, or nil (every call alone) when max ≤ 1 or client is neither a
-// *redis.Client nor a *redis.ClusterClient.
+// *redis.Client (one lane) nor a *redis.ClusterClient (one lane per
+// master, found from the first key's slot).
 func NewBatcher(client Client, max int) *Batcher {
 	if max <= 1 {
 		return nil
