@@ -120,3 +120,52 @@ func BenchmarkBatching(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBatchingLone times a lone caller's Inc with batching (the
+// default) and without, alternating call by call on the same keys, so that
+// the noise of a shared machine falls on both alike: batched-ns/op and
+// alone-ns/op are the mean latencies, and batched/alone their ratio.
+//
+//	go test -run '^$' -bench BatchingLone -benchtime 20000x -count 5
+func BenchmarkBatchingLone(b *testing.B) {
+	c := requireServer(b)
+	for _, w := range workloads[:2] { // hot, 10k
+		for _, strat := range []string{"redisabs", "redissup"} {
+			b.Run("load="+w.name+"/impl="+strat, func(b *testing.B) {
+				var incs [2]incFunc
+				for _, ct := range batchContenders {
+					j := -1
+					switch ct.name {
+					case strat:
+						j = 0
+					case strat + "-alone":
+						j = 1
+					}
+					if j >= 0 {
+						inc, err := prepare(c, ct, w)
+						if err != nil {
+							b.Fatalf("%s: %v", ct.name, err)
+						}
+						incs[j] = inc
+					}
+				}
+				var ns [2]time.Duration
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					k := w.keys[i%len(w.keys)]
+					for o := 0; o < 2; o++ {
+						j := (o + i) % 2 // who goes first alternates
+						start := time.Now()
+						if ok, err := incs[j](ctx, k); err != nil || !ok {
+							b.Fatalf("Inc(%q) = %v, %v", k, ok, err)
+						}
+						ns[j] += time.Since(start)
+					}
+				}
+				b.ReportMetric(float64(ns[0].Nanoseconds())/float64(b.N), "batched-ns/op")
+				b.ReportMetric(float64(ns[1].Nanoseconds())/float64(b.N), "alone-ns/op")
+				b.ReportMetric(float64(ns[0])/float64(ns[1]), "batched/alone")
+			})
+		}
+	}
+}

@@ -42,6 +42,14 @@
 // a background probe finds Redis back. Decisions the policy made have
 // Decision.Degraded set.
 //
+// # Batching
+//
+// The Redis providers send the script calls that arrive while two round
+// trips to the same Redis node are in flight together, as one pipeline
+// (WithBatching sets the cap, 128 by default; 0 or 1 sends every call
+// alone). One or two concurrent callers never wait for a batch; under many
+// concurrent callers one round trip carries many decisions.
+//
 // # Metrics, traces and logs
 //
 // WithObserver registers an Observer that every provider calls once per

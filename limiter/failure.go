@@ -157,20 +157,22 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithBatching sets the largest number of concurrent script calls of a
 // Redis provider to one Redis node that are sent together, as one pipeline.
-// Default 128. 0 or 1 sends every call alone, as one round trip.
+// Default 128. 0 or 1 sends every call alone, as one round trip. n must be
+// between 0 and 1,024; New returns ErrInvalidConfig beyond.
 //
-// A call that finds no round trip of the provider in flight to its node is
-// sent at once, alone: a lone caller waits for nothing. Calls that arrive
-// while a round trip is in flight wait for it to end and are then sent
-// together, up to n per pipeline; so the batch size follows the load, and
-// under many concurrent callers one round trip carries many decisions.
-// Each caller keeps its context and WithTimeout: one whose context ends
-// while it waits returns the context's error at once and its call is not
-// sent (or, if already sent, goes on without it). Batching applies to
-// *redis.Client (one pipeline at a time per client) and
-// *redis.ClusterClient (one per master; a call whose slot moved is sent
-// again alone through the cluster client); calls through other clients
-// always go alone. See docs/operations.md, Batching.
+// A provider keeps at most two round trips of its scripts in flight per
+// node. A call that finds fewer is sent at once, alone: one or two callers
+// wait for nothing. Calls that arrive while two are in flight wait for one
+// of them to end and are then sent together, up to n per pipeline; so the
+// batch size follows the load, and under many concurrent callers one round
+// trip carries many decisions. Each caller keeps its context and
+// WithTimeout: one whose context ends while it waits returns the context's
+// error at once and its call is not sent (or, if already sent, goes on
+// without it); a waiting caller honours its deadline even on a client
+// without ContextTimeoutEnabled. Batching applies to *redis.Client and
+// *redis.ClusterClient (per master; a call whose slot moved is sent again
+// alone through the cluster client); calls through other clients always go
+// alone. See docs/operations.md, Batching.
 func WithBatching(n int) Option {
 	return func(c *config.Config) { c.Batch = n }
 }

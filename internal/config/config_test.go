@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -43,5 +44,24 @@ func TestNowMsUsesAGivenClock(t *testing.T) {
 	}
 	if got, want := c.NowMs(), at.UnixMilli(); got != want {
 		t.Fatalf("NowMs = %d, want %d", got, want)
+	}
+}
+
+// TestBatchBounds: the batch cap defaults to DefaultBatch and accepts 0 to
+// MaxBatch; beyond is ErrInvalidConfig.
+func TestBatchBounds(t *testing.T) {
+	c, err := New[Option]()
+	if err != nil || c.Batch != DefaultBatch {
+		t.Fatalf("New() Batch = %d, %v; want %d", c.Batch, err, DefaultBatch)
+	}
+	for _, n := range []int{0, 1, MaxBatch} {
+		if c, err := New(func(c *Config) { c.Batch = n }); err != nil || c.Batch != n {
+			t.Errorf("Batch %d: %d, %v; want accepted", n, c.Batch, err)
+		}
+	}
+	for _, n := range []int{-1, MaxBatch + 1} {
+		if _, err := New(func(c *Config) { c.Batch = n }); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("Batch %d: %v; want ErrInvalidConfig", n, err)
+		}
 	}
 }

@@ -12,17 +12,19 @@ import (
 
 // Batching of concurrent script calls (docs/operations.md, Batching).
 //
-// Each Redis node has a lane. A call that finds its lane idle marks it busy
-// and runs at once on the caller's goroutine, exactly as an unbatched call:
-// a lone caller never waits for a timer or another goroutine. A call that
-// finds the lane busy (a round trip to the node is in flight) joins the
-// lane's queue and waits. When the round trip in flight ends, whoever ran
-// it hands the queue to one flusher goroutine, which sends up to max queued
-// calls as one pipeline of EVALSHA, answers each caller, and repeats until
-// the queue is empty; then the lane is idle again. So calls that arrive
-// during a round trip share the next one, and the batch size follows the
-// load: 1 for a lone caller, up to the number of waiting goroutines (capped
-// at max) under contention.
+// Each Redis node has a lane, with at most Inflight round trips of the
+// provider's scripts in flight at a time. A call that finds fewer takes
+// one and runs at once on the caller's goroutine, exactly as an unbatched
+// call: a lone caller, or two callers, never wait for a timer or another
+// goroutine. A call that finds Inflight round trips in flight joins the
+// lane's queue and waits. When a round trip ends with calls queued, whoever
+// ran it hands its place to a flusher goroutine, which sends up to max
+// queued calls as one pipeline of EVALSHA, answers each caller, and repeats
+// until the queue is empty; then the place is free again. So calls that
+// arrive while the node is busy share the next round trip, and the batch
+// size follows the load: 1 below Inflight concurrent callers, up to about
+// the number of waiting goroutines / Inflight (capped at max) under
+// contention.
 //
 // A waiting caller leaves as soon as its context is done, with the
 // context's error. If its call was not yet taken into a pipeline it is
@@ -43,21 +45,26 @@ import (
 // context, which is then exactly the call an unbatched provider makes. A
 // connection error is returned as it is: the script may have run.
 
-// batchedClients are the clients whose calls are batched; any other
-// client's calls run alone.
-//
-//	*redis.Client        one lane
-//	*redis.ClusterClient one lane per master, found by the key's slot
+// Inflight is how many round trips of one provider's scripts may be in
+// flight to one node before calls wait to be batched. With 1, two
+// goroutines would take turns: each waits for the other's round trip
+// where without batching both would be in flight at once, and on the
+// benchmark machine that cost two callers 17 to 56 % of their throughput
+// (docs/benchmarks.md, Redis throughput: batching). With 2, one or two
+// callers run exactly as without batching, and under contention two
+// pipelines alternate.
+const Inflight = 2
 
 // Batcher batches the script calls of one provider. Build it with
 // NewBatcher; the zero value is not usable. Its methods are safe for
 // concurrent use.
 type Batcher struct {
-	client  Client
-	max     int
-	single  *lane                // the lane of a *redis.Client
-	cluster *redis.ClusterClient // nil unless the client is one
-	lanes   sync.Map             // *redis.Client (a master) → *lane
+	client   Client
+	max      int
+	inflight int                  // Inflight; tests lower it
+	single   *lane                // the lane of a *redis.Client
+	cluster  *redis.ClusterClient // nil unless the client is one
+	lanes    sync.Map             // *redis.Client (a master) → *lane
 
 	mu       sync.Mutex // guards what follows
 	flushers int
@@ -66,12 +73,13 @@ type Batcher struct {
 
 // NewBatcher returns a Batcher for client with batches of at most max
 // calls, or nil (every call alone) when max ≤ 1 or client is neither a
-// *redis.Client nor a *redis.ClusterClient.
+// *redis.Client (one lane) nor a *redis.ClusterClient (one lane per
+// master, found from the first key's slot).
 func NewBatcher(client Client, max int) *Batcher {
 	if max <= 1 {
 		return nil
 	}
-	b := &Batcher{client: client, max: max}
+	b := &Batcher{client: client, max: max, inflight: Inflight}
 	switch c := client.(type) {
 	case *redis.Client:
 		b.single = &lane{b: b, node: c}
@@ -88,7 +96,7 @@ type lane struct {
 	b    *Batcher
 	node *redis.Client // where pipelines go
 	mu   sync.Mutex
-	busy bool // a round trip is in flight, or a flusher is running
+	busy int // round trips in flight or flushers running, ≤ inflight
 	q    []*call
 }
 
@@ -124,8 +132,8 @@ func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, 
 		return script.Run(ctx, b.client, keys, args...).Result()
 	}
 	ln.mu.Lock()
-	if !ln.busy {
-		ln.busy = true
+	if ln.busy < ln.b.inflight {
+		ln.busy++
 		ln.mu.Unlock()
 		v, err := script.Run(ctx, b.client, keys, args...).Result()
 		ln.release()
@@ -175,12 +183,12 @@ func (b *Batcher) lane(ctx context.Context, keys []string) *lane {
 	return ln.(*lane)
 }
 
-// release ends a round trip of ln: the lane goes idle, or a flusher takes
-// the calls that queued meanwhile.
+// release ends a round trip of ln: its place is freed, or a flusher takes
+// it for the calls that queued meanwhile.
 func (ln *lane) release() {
 	ln.mu.Lock()
 	if len(ln.q) == 0 {
-		ln.busy = false
+		ln.busy--
 		ln.mu.Unlock()
 		return
 	}
@@ -210,7 +218,7 @@ func (ln *lane) flush() {
 		clear(ln.q[rest:])
 		ln.q = ln.q[:rest]
 		if len(batch) == 0 && rest == 0 {
-			ln.busy = false
+			ln.busy--
 			ln.mu.Unlock()
 			return
 		}

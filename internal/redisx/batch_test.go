@@ -159,6 +159,7 @@ func TestBatchLoneCaller(t *testing.T) {
 func TestBatchCollectsWaitingCalls(t *testing.T) {
 	c, g := gatedClient(t)
 	b := NewBatcher(c, 4)
+	b.inflight = 1 // one round trip in flight: the next call queues
 	p := redistest.Prefix(t)
 	g.holdCall.Store(true)
 	first := goRun(context.Background(), b, p+":first")
@@ -190,6 +191,35 @@ func TestBatchCollectsWaitingCalls(t *testing.T) {
 	}
 }
 
+// TestBatchTwoInFlight: with the default Inflight, two calls run at once,
+// each alone, and only a third one waits.
+func TestBatchTwoInFlight(t *testing.T) {
+	c, g := gatedClient(t)
+	b := NewBatcher(c, 8)
+	if b.inflight != 2 {
+		t.Fatalf("inflight = %d, want Inflight = 2", b.inflight)
+	}
+	p := redistest.Prefix(t)
+	var outs []<-chan result
+	for i := 0; i < 2; i++ {
+		g.holdCall.Store(true)
+		outs = append(outs, goRun(context.Background(), b, p+":k"))
+		waitHeld(t, g) // held on the wire, not queued
+	}
+	waitQueued(t, b.single, 0)
+	outs = append(outs, goRun(context.Background(), b, p+":k"))
+	waitQueued(t, b.single, 1)
+	close(g.release)
+	for i, out := range outs {
+		if r := <-out; r.err != nil {
+			t.Errorf("call %d = %v, %v", i, r.v, r.err)
+		}
+	}
+	if v, err := c.Get(context.Background(), p+":k").Int64(); err != nil || v != 3 {
+		t.Errorf("the key counts %d, %v; want 3", v, err)
+	}
+}
+
 // TestBatchNoScript: a SCRIPT FLUSH between the calls' queueing and their
 // pipeline makes every EVALSHA of the batch fail with NOSCRIPT; the batch
 // sends them again as EVAL, and each call runs exactly once.
@@ -197,6 +227,7 @@ func TestBatchNoScript(t *testing.T) {
 	c, g := gatedClient(t)
 	admin := redistest.Real(t).Client(t)
 	b := NewBatcher(c, 16)
+	b.inflight = 1 // one round trip in flight: the next call queues
 	p := redistest.Prefix(t)
 	if err := incr.Load(context.Background(), c).Err(); err != nil {
 		t.Fatal(err)
@@ -244,6 +275,7 @@ func TestBatchNoScript(t *testing.T) {
 func TestBatchCancelledWhileQueued(t *testing.T) {
 	c, g := gatedClient(t)
 	b := NewBatcher(c, 16)
+	b.inflight = 1 // one round trip in flight: the next call queues
 	p := redistest.Prefix(t)
 	g.holdCall.Store(true)
 	first := goRun(context.Background(), b, p+":first")
@@ -283,6 +315,7 @@ func TestBatchCancelledWhileQueued(t *testing.T) {
 func TestBatchCancelledInFlight(t *testing.T) {
 	c, g := gatedClient(t)
 	b := NewBatcher(c, 16)
+	b.inflight = 1 // one round trip in flight: the next call queues
 	p := redistest.Prefix(t)
 	g.holdCall.Store(true)
 	first := goRun(context.Background(), b, p+":first")
@@ -337,6 +370,7 @@ func testBatchServerFails(t *testing.T, kill bool) {
 	g := newGate()
 	c.AddHook(g)
 	b := NewBatcher(c, 16)
+	b.inflight = 1 // one round trip in flight: the next call queues
 	g.holdCall.Store(true)
 	first := goRun(context.Background(), b, "first")
 	waitHeld(t, g)
@@ -561,6 +595,7 @@ func TestBatchMovedSlot(t *testing.T) {
 	g := newGate()
 	c.AddHook(g)
 	b := NewBatcher(c, 16)
+	b.inflight = 1 // one round trip in flight: the next call queues
 	ln := b.lane(ctx, []string{moved})
 	if ln == nil || ln.node != src {
 		t.Fatalf("lane(%q) = %v, want the old master's: the cluster client must not know of the move yet", moved, ln)

@@ -117,12 +117,13 @@
 //
 // # Batching
 //
-// Calls that arrive while a round trip of this limiter to the same Redis
-// node is in flight are sent together, as one pipeline of EVALSHA, when
-// that round trip ends (limiter.WithBatching sets the cap, 128 by
-// default; 0 or 1 turns it off). A call that finds no round trip in flight
-// is sent at once, alone: there is no timer, and a lone caller pays nothing
-// (one uncontended mutex). Each call keeps its own context and timeout: a
+// Calls that arrive while two round trips of this limiter to the same
+// Redis node are in flight are sent together, as one pipeline of EVALSHA,
+// when one of them ends (limiter.WithBatching sets the cap, 128 by
+// default; 0 or 1 turns it off). A call that finds fewer in flight is sent
+// at once, alone: there is no timer, and one or two callers pay nothing
+// (one uncontended mutex). Two and not one, because with one, two
+// goroutines would take turns instead of overlapping their round trips. Each call keeps its own context and timeout: a
 // caller whose context ends while it waits returns the context's error at
 // once, and its call is not sent if it was not yet taken into a pipeline.
 // NOSCRIPT inside a pipeline sends those calls again as EVAL; on a
