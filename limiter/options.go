@@ -62,7 +62,7 @@ func WithSuppressionCache(d time.Duration) Option {
 
 // WithClock sets the time source. Default: the wall clock, read once at
 // start and advanced by the monotonic clock (it never steps backwards when
-// the system clock is set; see docs/algorithms.md, Time). Local and hybrid
+// the system clock is set; see docs/algorithms.md, Time). The local
 // providers read it for every decision. Redis providers
 // normally use the Redis server's TIME so every instance shares one clock;
 // given WithClock they send this clock's reading to the script instead,
