@@ -15,8 +15,8 @@ import (
 	"github.com/sluice-go/sluice/limiter/redissup"
 )
 
-// batchContenders are both sluice strategies with batching (the default)
-// and without (WithBatching(0)), and redis_rate, which sends every call
+// batchContenders are both sluice strategies with batching
+// (WithBatching(128)) and without (the default), and redis_rate, which sends every call
 // alone. The sluice ones get WithTimeout(5 s), the shared client's
 // ReadTimeout: the client has no ContextTimeoutEnabled, so an unbatched
 // call is bounded by ReadTimeout whatever WithTimeout says, while a call
@@ -25,9 +25,9 @@ import (
 // other. A degraded decision (the breaker open) fails the benchmark
 // instead of counting as a fast one.
 var batchContenders = []contender{
-	sluiceContender("redisabs", false, limiter.WithTimeout(5*time.Second)),
+	sluiceContender("redisabs", false, limiter.WithTimeout(5*time.Second), limiter.WithBatching(128)),
 	sluiceContender("redisabs-alone", false, limiter.WithTimeout(5*time.Second), limiter.WithBatching(0)),
-	sluiceContender("redissup", true, limiter.WithTimeout(5*time.Second)),
+	sluiceContender("redissup", true, limiter.WithTimeout(5*time.Second), limiter.WithBatching(128)),
 	sluiceContender("redissup-alone", true, limiter.WithTimeout(5*time.Second), limiter.WithBatching(0)),
 	contenders[2], // redis_rate
 }

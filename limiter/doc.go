@@ -44,11 +44,11 @@
 //
 // # Batching
 //
-// The Redis providers send the script calls that arrive while two round
-// trips to the same Redis node are in flight together, as one pipeline
-// (WithBatching sets the cap, 128 by default; 0 or 1 sends every call
-// alone). One or two concurrent callers never wait for a batch; under many
-// concurrent callers one round trip carries many decisions.
+// With WithBatching(n), the Redis providers send the script calls that
+// arrive while two round trips to the same Redis node are in flight
+// together, as one pipeline of at most n. One or two concurrent callers
+// never wait for a batch; under many concurrent callers one round trip
+// carries many decisions. It is off by default (see WithBatching for why).
 //
 // # Metrics, traces and logs
 //

@@ -157,8 +157,16 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithBatching sets the largest number of concurrent script calls of a
 // Redis provider to one Redis node that are sent together, as one pipeline.
-// Default 128. 0 or 1 sends every call alone, as one round trip. n must be
-// between 0 and 1,024; New returns ErrInvalidConfig beyond.
+// Default 0: every call alone, as one round trip (so does 1). 128 is a good
+// cap where many goroutines share a limiter. n must be between 0 and
+// 1,024; New returns ErrInvalidConfig beyond.
+//
+// Batching is off by default because it did not win everywhere measured:
+// from 64 concurrent callers up it sends a fiftieth of the round trips and
+// won every benchmark, but at 8 it lost some, at 1 or 2 it ties (it takes
+// the unbatched path), a batched answer waits for the pipeline's slowest
+// reply, and a pipeline of worst-case calls holds the server for their sum
+// (docs/benchmarks.md, Redis throughput: batching).
 //
 // A provider keeps at most two round trips of its scripts in flight per
 // node. A call that finds fewer is sent at once, alone: one or two callers

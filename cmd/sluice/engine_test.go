@@ -363,8 +363,9 @@ func TestDegradedCounted(t *testing.T) {
 	t.Parallel()
 	mr, _ := redistest.Mini(t)
 	addr := mr.Addr()
-	// Redis goes away 100 ms into the run, after the warm-up.
-	time.AfterFunc(100*time.Millisecond, mr.Close)
+	// Redis goes away with the run's first decision, after the warm-up.
+	var once sync.Once
+	gone := func(Event) { once.Do(func() { go mr.Close() }) }
 	o := Options{
 		Targets:         []Target{{Redis, Absolute}},
 		Keys:            []KeySpec{{Name: "k", Tier: "free", Rate: limiter.PerSecond(20), Offered: 200}},
@@ -379,6 +380,7 @@ func TestDegradedCounted(t *testing.T) {
 		RedisTimeout:    50 * time.Millisecond,
 		NewRedis:        func() *redis.Client { return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1}) },
 		Tick:            time.Hour,
+		Record:          gone,
 	}
 	var out bytes.Buffer
 	rep, err := Run(context.Background(), o, &out)

@@ -30,7 +30,7 @@ func (p *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 }
 
 // TestBatchingExact: 64 goroutines on one key and on eight, with batching
-// (the default) and without, on real Redis, miniredis and the cluster:
+// and without (the default), on real Redis, miniredis and the cluster:
 // each key admits exactly its capacity, Get agrees with the decisions, and
 // on real Redis the batched limiter did send pipelines.
 func TestBatchingExact(t *testing.T) {

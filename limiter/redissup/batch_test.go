@@ -30,7 +30,7 @@ func (p *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 }
 
 // TestBatchingExact: 64 goroutines on one key and on eight, with batching
-// (the default) and without, on real Redis, miniredis and the cluster: Get
+// and without (the default), on real Redis, miniredis and the cluster: Get
 // counts exactly the units the decisions admitted (suppressed admissions
 // included), never more than the capacity (F = 1), and on real Redis the
 // batched limiter did send pipelines.
