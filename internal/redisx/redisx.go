@@ -52,13 +52,15 @@ func Int64s(v any, want int) ([]int64, error) {
 // Redis TIME.
 const ClockSlackMs = 60_000
 
-// TTLMs is the PEXPIRE every write sets: W + B, so that an idle key leaves
-// Redis by itself as soon as its newest bucket is dead. Given WithClock the
-// script's clock is not the one Redis counts TTLs by: a test's fake clock
-// may stand still while real time runs, and a TTL of W + B real
-// milliseconds would delete state the given clock still calls live. Such
-// keys get a minute of slack; decisions follow the given clock either way,
-// since the scripts ignore dead buckets whatever the TTL.
+// TTLMs is the PEXPIRE a write that opens a bucket sets: W + B, so that an
+// idle key leaves Redis by itself as soon as its newest bucket is dead (a
+// join of the newest bucket keeps the TTL set when it opened). Given
+// WithClock, every write sets it, with a minute of slack: the script's
+// clock is not the one Redis counts TTLs by, a test's fake clock may stand
+// still while real time runs, and a TTL of W + B real milliseconds would
+// delete state the given clock still calls live. Decisions follow the
+// given clock either way, since the scripts ignore dead buckets whatever
+// the TTL.
 func TTLMs(cfg *config.Config) int64 {
 	ttl := cfg.WindowMs + cfg.BucketMs
 	if cfg.ClockSet {
