@@ -1,0 +1,101 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// pipelines counts the pipelines of more than one script call a client
+// sends.
+type pipelines struct{ n atomic.Int64 }
+
+func (p *pipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (p *pipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (p *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 1 && (cmds[0].Name() == "evalsha" || cmds[0].Name() == "eval") {
+			p.n.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// BatchingCapacity is the capacity per minute of RunBatching's keys.
+const BatchingCapacity = 300
+
+// RunBatching runs 64 goroutines of Inc on one key and on eight, with
+// limiter.WithBatching(128) and without (the default), on real Redis,
+// miniredis and the 3-master cluster. For every key, Get's Used must equal
+// the units the decisions admitted, and want(admitted, offered) must hold
+// (the strategy's own bound: exactly min(capacity, offered) for the
+// absolute one). No decision may be degraded, and on real Redis the
+// batched limiter must have sent pipelines and the unbatched one none.
+func RunBatching(t *testing.T, newLimiter func(t testing.TB, c redis.UniversalClient, opts ...limiter.Option) limiter.Limiter,
+	want func(admitted, offered int64) error) {
+	clients := map[string]func(t testing.TB) (redis.UniversalClient, *pipelines){
+		"Real": func(t testing.TB) (redis.UniversalClient, *pipelines) {
+			c := redistest.Real(t).Client(t)
+			p := &pipelines{}
+			c.AddHook(p)
+			return c, p
+		},
+		"Mini":    func(t testing.TB) (redis.UniversalClient, *pipelines) { _, c := redistest.Mini(t); return c, nil },
+		"Cluster": func(t testing.TB) (redis.UniversalClient, *pipelines) { return redistest.Cluster(t), nil },
+	}
+	for name, client := range clients {
+		for _, batch := range []int{0, 128} {
+			t.Run(fmt.Sprintf("%s/batch=%d", name, batch), func(t *testing.T) {
+				c, pipes := client(t)
+				l := newLimiter(t, c, limiter.WithBatching(batch), limiter.WithPrefix(redistest.Prefix(t)))
+				const goroutines, calls = 64, 40
+				rate := limiter.PerMinute(BatchingCapacity)
+				for _, keys := range []int{1, 8} {
+					var admitted [8]atomic.Int64
+					var wg sync.WaitGroup
+					for g := 0; g < goroutines; g++ {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							for i := 0; i < calls; i++ {
+								k := (g + i) % keys
+								d, err := l.Inc(context.Background(), fmt.Sprintf("keys%d:%d", keys, k), rate, 1)
+								if err != nil || d.Degraded {
+									t.Errorf("Inc = %+v, %v", d, err)
+									return
+								}
+								if d.Allowed {
+									admitted[k].Add(1)
+								}
+							}
+						}()
+					}
+					wg.Wait()
+					for k := 0; k < keys; k++ {
+						u, err := l.Get(context.Background(), fmt.Sprintf("keys%d:%d", keys, k))
+						got := admitted[k].Load()
+						if err != nil || u.Used != got {
+							t.Errorf("%d keys, key %d: admitted %d, Get = %+v, %v; want Used = admitted", keys, k, got, u, err)
+						}
+						if err := want(got, int64(goroutines*calls/keys)); err != nil {
+							t.Errorf("%d keys, key %d: %v", keys, k, err)
+						}
+					}
+				}
+				if pipes != nil && batch > 1 && pipes.n.Load() == 0 {
+					t.Error("64 goroutines sent no pipeline: nothing was batched")
+				}
+				if pipes != nil && batch == 0 && pipes.n.Load() != 0 {
+					t.Errorf("WithBatching(0) sent %d pipelines, want none", pipes.n.Load())
+				}
+			})
+		}
+	}
+}
