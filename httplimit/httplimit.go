@@ -50,9 +50,15 @@ type DenyFunc func(w http.ResponseWriter, r *http.Request, res *Result)
 // limiter.ErrUnavailable or is Redis's error). No rate-limit header is set.
 type ErrorFunc func(w http.ResponseWriter, r *http.Request, err error)
 
-// DefaultDeny writes 429 Too Many Requests in plain text.
-func DefaultDeny(w http.ResponseWriter, _ *http.Request, _ *Result) {
-	http.Error(w, http.StatusText(http.StatusTooManyRequests), http.StatusTooManyRequests)
+// DefaultDeny writes 429 Too Many Requests in plain text, or 413 Content
+// Too Large for a request whose cost is above a limit's capacity
+// (Decision.Never): no wait admits it, so it is not a retry.
+func DefaultDeny(w http.ResponseWriter, _ *http.Request, res *Result) {
+	status := http.StatusTooManyRequests
+	if res != nil && res.Never {
+		status = http.StatusRequestEntityTooLarge
+	}
+	http.Error(w, http.StatusText(status), status)
 }
 
 // DefaultError writes a *KeyError's status and reason in plain text, and

@@ -161,13 +161,17 @@ func wantT(d limiter.Decision) int64 {
 }
 
 // checkResponse compares a response with the decision the limiter made
-// for it: 429 exactly when refused, Retry-After = ceil(RetryAfter), the
-// RateLimit headers as the decision says.
+// for it: 429 exactly when refused (413 when the request can never fit),
+// Retry-After = ceil(RetryAfter), the RateLimit headers as the decision
+// says.
 func checkResponse(t *testing.T, i int, resp response, d limiter.Decision, name string, q int64, w int64) {
 	t.Helper()
 	wantStatus := http.StatusOK
 	if !d.Allowed {
 		wantStatus = http.StatusTooManyRequests
+	}
+	if d.Never {
+		wantStatus = http.StatusRequestEntityTooLarge
 	}
 	if resp.status != wantStatus {
 		t.Fatalf("request %d: status %d, want %d (decision %+v)", i, resp.status, wantStatus, d)
@@ -320,7 +324,7 @@ func TestLegacyHeaders(t *testing.T) {
 	}
 }
 
-// TestNeverFits: a request larger than the capacity gets 429 without
+// TestNeverFits: a request larger than the capacity gets 413 without
 // Retry-After (no wait makes it fit).
 func TestNeverFits(t *testing.T) {
 	rec := &recorder{Limiter: newLocal(t, conformance.NewClock(), time.Minute)}
