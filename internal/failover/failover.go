@@ -524,8 +524,16 @@ func (g *Guard) run() {
 		g.mu.Lock()
 		since := g.since
 		g.mu.Unlock()
+		// The fallback's units reach Redis before Redis decides again:
+		// one pass while the breaker is still open (the fallback goes on
+		// answering), then, once it is closed, a pass for what the
+		// fallback admitted during the first. (Closing first let Redis
+		// admit, during the whole write-back, into a window that did not
+		// yet hold those units.)
+		done, lost := g.reconcile(false)
 		g.open.Store(false)
-		done, lost := g.reconcile()
+		d2, l2 := g.reconcile(true)
+		done, lost = done+d2, lost+l2
 		g.notify(config.StateChange{Duration: time.Since(since), Reconciled: done, Unreconciled: lost})
 		g.mu.Lock()
 		if !g.open.Load() || g.closed {
@@ -581,9 +589,11 @@ func (g *Guard) notify(sc config.StateChange) {
 type pipeliner interface{ Pipeline() redis.Pipeliner }
 
 // reconcile writes the units the fallback admitted for keys whose window
-// is still live, in one pass of pipelines of reconcileBatch keys. It
-// returns the keys written and the keys whose units could not be written.
-func (g *Guard) reconcile() (done, lost int) {
+// is still live (since the last pass), in one pass of pipelines of
+// reconcileBatch keys. It returns the keys written and the keys whose
+// units could not be written. closed says the breaker was closed for the
+// pass: one that finds it open again stops.
+func (g *Guard) reconcile(closed bool) (done, lost int) {
 	g.pmu.Lock()
 	pend, dropped := g.pending, g.dropped
 	g.pending, g.dropped = make(map[string]*Pending), 0
@@ -631,7 +641,7 @@ func (g *Guard) reconcile() (done, lost int) {
 		done += ok
 		lost += n - ok
 		items = items[n:]
-		if g.stopCtx.Err() != nil || g.open.Load() {
+		if g.stopCtx.Err() != nil || closed && g.open.Load() {
 			lost += len(items)
 			break
 		}
