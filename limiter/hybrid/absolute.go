@@ -1,0 +1,773 @@
+package hybrid
+
+import (
+	"context"
+	"hash/maphash"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/failover"
+	"github.com/sluice-go/sluice/internal/redisx"
+	"github.com/sluice-go/sluice/internal/window"
+	"github.com/sluice-go/sluice/key"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/scripts"
+)
+
+// Client is the part of a go-redis client the limiter calls: script
+// execution (EVALSHA, EVAL) and UNLINK, like redisabs.Client. When the
+// client also has Pipeline (*redis.Client, *redis.ClusterClient,
+// *redis.Ring do), the background sync sends each tick's calls in
+// pipelines, which a cluster client splits per node.
+type Client = redisx.Client
+
+// Tuning of the sync. These bound the work of one tick.
+const (
+	// maxVisits is the most tracked keys one tick looks at; the others
+	// wait for the next tick, in order.
+	maxVisits = 16_384
+	// maxCalls is the most Redis calls (releases and renewals) one tick
+	// makes.
+	maxCalls = 4_096
+	// pipeBatch is the most calls in one pipeline.
+	pipeBatch = 512
+	// idleTicks is how many ticks without a call and without a lease a
+	// key stays in memory.
+	idleTicks = 2
+)
+
+const shardCount = 64
+
+// Absolute is the absolute limiter with leases: it answers from memory
+// against units reserved in Redis, and never lets the instances that share
+// a Redis and a prefix (hybrid or redisabs) admit more than the capacity in
+// any window. It is safe for concurrent use. Build it with NewAbsolute and
+// Close it to give back the units it holds; the zero value is not usable.
+type Absolute struct {
+	b        redisx.Base
+	g        failover.Guard
+	closed   atomic.Bool
+	seed     maphash.Seed
+	shards   [shardCount]shard
+	interval time.Duration
+	maxLease int64
+
+	tmu     sync.Mutex // guards tracked and fresh
+	tracked []*entry   // every key in memory, in visiting order
+	fresh   []*entry   // keys added since the last tick
+
+	stop, done chan struct{}
+	closeOnce  sync.Once
+}
+
+var _ limiter.Limiter = (*Absolute)(nil)
+
+type shard struct {
+	mu sync.RWMutex
+	m  map[string]*entry
+}
+
+// entry is one key's local state: its lease, its cached refusal and its
+// rate. Fields after mu are guarded by it.
+type entry struct {
+	key, hash string
+	// fetch is held (one token) by the one Redis call for this key at a
+	// time: a lease request of an Inc or the sync's release or renewal.
+	fetch chan struct{}
+
+	mu   sync.Mutex
+	gone bool  // removed from the map: look the key up again
+	c    int64 // the capacity of the lease (and of the cache)
+
+	// The lease: left units, usable while now < until (local ms), held in
+	// the bucket that started at start (script clock).
+	start, until, left int64
+	// room is what Redis reported left at the grant; resetAt (local ms) is
+	// when the lease's bucket dies.
+	room, resetAt int64
+
+	// A cached refusal of refN units: refused until refUntil (local ms).
+	refN, refUntil, refReset, refRemaining int64
+
+	used    int64   // units admitted since the last tick
+	est     float64 // units admitted per tick, smoothed
+	want    int64   // the next lease's size
+	dry     bool    // the lease ran out between two ticks
+	idle    int     // ticks without a call
+	pending bool    // the tick holds a call for it
+}
+
+// NewAbsolute returns an absolute limiter that leases units from Redis
+// through client. It reads the options redisabs.New reads (WithWindow,
+// WithBucket, WithPrefix, WithClock, WithTimeout, WithFailurePolicy and the
+// other failure options) and WithSyncInterval and WithMaxLease. It starts
+// the background sync goroutine, which Close stops; it makes no call to
+// Redis until the first Inc. A nil client is ErrInvalidConfig.
+func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
+	l := &Absolute{seed: maphash.MakeSeed(), stop: make(chan struct{}), done: make(chan struct{})}
+	if err := l.b.Init("hybrid", key.Absolute, client, opts); err != nil {
+		return nil, err
+	}
+	cfg := &l.b.Cfg
+	l.interval = cfg.SyncInterval
+	if l.interval <= 0 {
+		l.interval = DefaultSyncInterval
+	}
+	l.maxLease = cfg.MaxLease
+	if l.maxLease <= 0 {
+		l.maxLease = math.MaxInt64
+	}
+	for i := range l.shards {
+		l.shards[i].m = make(map[string]*entry)
+	}
+	l.g.Init("hybrid", key.Absolute, client, cfg, opts, failover.Probe(client, cfg), failover.Reconciler{
+		Script: scripts.AbsInc,
+		Queue: func(ctx context.Context, pipe redis.Scripter, p *failover.Pending, n int64) *redis.Cmd {
+			c, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
+			return scripts.AbsInc.EvalSha(ctx, pipe, []string{p.Hash}, redisx.NowArg(cfg), l.b.W, l.b.B, c, n, l.b.TTL)
+		},
+		More: func(cmd *redis.Cmd, p *failover.Pending, n int64) int64 {
+			c, _ := limiter.Capacity(p.Rate, cfg.Window)
+			r, err := redisx.Decision(cmd.Val(), c, window.OutcomeAllowed, window.OutcomeRejected)
+			if err != nil || r.Allowed || r.Never {
+				return 0
+			}
+			return min(r.Remaining, n)
+		},
+	})
+	go l.loop()
+	return l, nil
+}
+
+func (l *Absolute) now() int64 { return l.b.Cfg.NowMs() }
+
+func (l *Absolute) errorf(op string, err error) error { return l.b.Errorf(op, err) }
+
+func (l *Absolute) shardOf(k string) *shard {
+	return &l.shards[maphash.String(l.seed, k)%shardCount]
+}
+
+// lookup returns k's entry, or nil.
+func (l *Absolute) lookup(k string) *entry {
+	s := l.shardOf(k)
+	s.mu.RLock()
+	e := s.m[k]
+	s.mu.RUnlock()
+	return e
+}
+
+// entryFor returns k's entry, creating it (which validates the key).
+func (l *Absolute) entryFor(op, k string) (*entry, error) {
+	if e := l.lookup(k); e != nil {
+		return e, nil
+	}
+	h, err := l.b.Check(op, k)
+	if err != nil {
+		return nil, err
+	}
+	s := l.shardOf(k)
+	s.mu.Lock()
+	e := s.m[k]
+	if e == nil {
+		e = &entry{key: k, hash: h, fetch: make(chan struct{}, 1), want: 1}
+		s.m[k] = e
+		l.tmu.Lock()
+		l.fresh = append(l.fresh, e)
+		l.tmu.Unlock()
+	}
+	s.mu.Unlock()
+	return e, nil
+}
+
+// local answers an Inc of n units at capacity c from e's lease or cached
+// refusal, with e.mu held; ok false: Redis must be asked.
+func (e *entry) local(c, n, now int64) (d limiter.Decision, ok bool) {
+	if e.c != c || e.gone {
+		return d, false
+	}
+	if now < e.until && e.left >= n {
+		e.left -= n
+		e.used += n
+		e.idle = 0
+		return limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: c,
+			Remaining: e.room + e.left, ResetAfter: msDur(e.resetAt - now)}, true
+	}
+	if n == e.refN && now < e.refUntil {
+		e.idle = 0
+		return limiter.Decision{Outcome: limiter.Rejected, Limit: c, Remaining: e.refRemaining,
+			RetryAfter: msDur(e.refUntil - now), ResetAfter: msDur(e.refReset - now)}, true
+	}
+	return d, false
+}
+
+func msDur(ms int64) time.Duration {
+	if ms <= 0 {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// Inc admits n units of key at rate if they fit in the window, all or
+// nothing. While the key holds a lease with n units left, the answer comes
+// from memory; otherwise one Redis call releases what is left of the old
+// lease, decides for n and, when admitted, reserves a new lease beside
+// them. A refusal asks Redis once and is then answered from memory for the
+// same n until the RetryAfter Redis gave has passed. n = 0 decides for one
+// unit and records nothing; n above the capacity is refused with Never set.
+// The Decision's Remaining and ResetAfter come from the latest Redis reply
+// (see the package documentation). When Redis is unavailable, leases keep
+// serving until they run out or expire; then the failure policy answers
+// (limiter.WithFailurePolicy), with Degraded set.
+func (l *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
+	if l.closed.Load() {
+		return limiter.Decision{}, l.errorf("inc", config.ErrClosed)
+	}
+	if err := config.CheckCost(n); err != nil {
+		return limiter.Decision{}, l.errorf("inc", err)
+	}
+	c, err := limiter.Capacity(rate, l.b.Cfg.Window)
+	if err != nil {
+		return limiter.Decision{}, l.errorf("inc", err)
+	}
+	if n >= 1 && n <= c {
+		if e := l.lookup(k); e != nil {
+			now := l.now()
+			e.mu.Lock()
+			d, ok := e.local(c, n, now)
+			e.mu.Unlock()
+			if ok {
+				return d, nil
+			}
+		}
+	}
+	return l.g.Decide(ctx, (*backend)(l), "inc", k, rate, n, false)
+}
+
+// IsAllowed reports whether one more unit of key would be admitted now:
+// from memory while this instance holds a lease with a unit left, else
+// from Redis at the capacity stored by the key's latest Inc (a key with no
+// live state is allowed, with Limit 0). It writes nothing.
+func (l *Absolute) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
+	if l.closed.Load() {
+		return limiter.Decision{}, l.errorf("is allowed", config.ErrClosed)
+	}
+	if e := l.lookup(k); e != nil {
+		now := l.now()
+		e.mu.Lock()
+		if !e.gone && now < e.until && e.left >= 1 {
+			d := limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: e.c,
+				Remaining: e.room + e.left, ResetAfter: msDur(e.resetAt - now)}
+			e.mu.Unlock()
+			return d, nil
+		}
+		e.mu.Unlock()
+	}
+	return l.g.Decide(ctx, (*backend)(l), "is allowed", k, limiter.Rate{}, 0, true)
+}
+
+// Get returns key's usage in Redis: the units admitted by every instance,
+// plus the unused units of other instances' leases (this instance's own
+// unused lease is left out), and the stored capacity. Redis failures are
+// errors, as for redisabs.
+func (l *Absolute) Get(ctx context.Context, k string) (limiter.Usage, error) {
+	if l.closed.Load() {
+		return limiter.Usage{}, l.errorf("get", config.ErrClosed)
+	}
+	return l.g.Get(ctx, (*backend)(l), &l.b, k)
+}
+
+// Reset forgets key: it drops this instance's lease and cached refusal,
+// UNLINKs the key's hash and drops what the local fallback holds for it.
+// Other instances' leases of the key stay theirs until they expire.
+func (l *Absolute) Reset(ctx context.Context, k string) error {
+	if l.closed.Load() {
+		return l.errorf("reset", config.ErrClosed)
+	}
+	if e := l.lookup(k); e != nil {
+		e.mu.Lock()
+		e.left, e.until, e.refUntil = 0, 0, 0
+		e.mu.Unlock()
+	}
+	return l.g.Reset(ctx, &l.b, k)
+}
+
+// Close stops the sync, gives back the unused units of every lease and
+// marks the limiter closed: later calls return ErrClosed. The units used
+// stay counted where they are, so after Close a Get on Redis reports the
+// units this instance admitted. It waits for the sync and the failure
+// policy's probe until ctx is done (then it returns ctx's error; leases not
+// given back expire with their buckets). It does not close the client.
+// Closing twice is harmless.
+func (l *Absolute) Close(ctx context.Context) error {
+	var err error
+	l.closeOnce.Do(func() {
+		l.closed.Store(true)
+		l.b.Close()
+		close(l.stop)
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			err = ctx.Err()
+			return
+		}
+		if !l.g.Open() {
+			l.tick(ctx, true)
+		}
+		err = l.g.Close(ctx)
+	})
+	return err
+}
+
+// backend is the Absolute as its Guard sees it (failover.Backend).
+type backend Absolute
+
+// Validate checks an Inc (or, with peek, an IsAllowed) for the policy.
+func (be *backend) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*failover.Call, error) {
+	l := (*Absolute)(be)
+	h, err := l.b.Check(op, k)
+	if err != nil {
+		return nil, err
+	}
+	if peek {
+		return &failover.Call{Op: op, Key: k, Hash: h, Peek: true}, nil
+	}
+	if err := config.CheckCost(n); err != nil {
+		return nil, l.errorf(op, err)
+	}
+	c, err := limiter.Capacity(rate, l.b.Cfg.Window)
+	if err != nil {
+		return nil, l.errorf(op, err)
+	}
+	return &failover.Call{Op: op, Key: k, Hash: h, Rate: rate, N: n, C: c, Hard: c}, nil
+}
+
+// Decide is the Redis call of an Inc or, with peek, an IsAllowed.
+func (be *backend) Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
+	l := (*Absolute)(be)
+	if peek {
+		return l.plain(ctx, "is allowed", k, 0, 0)
+	}
+	c, err := limiter.Capacity(rate, l.b.Cfg.Window)
+	if err != nil {
+		return limiter.Decision{}, l.errorf("inc", err)
+	}
+	if n == 0 || n > c {
+		// A peek or a request that can never fit: no lease is involved.
+		return l.plain(ctx, "inc", k, c, min(n, c+1))
+	}
+	return l.lease(ctx, k, rate, c, n)
+}
+
+// Usage is the Redis call of a Get.
+func (be *backend) Usage(ctx context.Context, k string) (limiter.Usage, error) {
+	l := (*Absolute)(be)
+	h, err := l.b.Check("get", k)
+	if err != nil {
+		return limiter.Usage{}, err
+	}
+	v, err := scripts.AbsGet.Run(ctx, l.b.Client, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B).Result()
+	if err != nil {
+		return limiter.Usage{}, l.errorf("get", err)
+	}
+	x, err := redisx.Int64s(v, 2)
+	if err != nil {
+		return limiter.Usage{}, l.errorf("get", err)
+	}
+	used := x[0]
+	if e := l.lookup(k); e != nil {
+		now := l.now()
+		e.mu.Lock()
+		if now < e.until {
+			used = max(0, used-e.left)
+		}
+		e.mu.Unlock()
+	}
+	return limiter.Usage{Used: used, Limit: x[1]}, nil
+}
+
+// plain is one abs_inc.lua call without a lease, as redisabs makes it.
+func (l *Absolute) plain(ctx context.Context, op, k string, c, n int64) (limiter.Decision, error) {
+	h, err := l.b.Check(op, k)
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	v, err := scripts.AbsInc.Run(ctx, l.b.Client, []string{h},
+		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL).Result()
+	if err != nil {
+		return limiter.Decision{}, l.errorf(op, err)
+	}
+	r, err := redisx.Decision(v, c, window.OutcomeAllowed, window.OutcomeRejected)
+	if err != nil {
+		return limiter.Decision{}, l.errorf(op, err)
+	}
+	return r.Decision(), nil
+}
+
+// lease decides an Inc of n units (1 ≤ n ≤ c) that memory could not
+// answer: one Redis call, made by one caller per key at a time, releases
+// what is left of the key's lease and decides for n, reserving a new lease
+// when admitted.
+func (l *Absolute) lease(ctx context.Context, k string, rate limiter.Rate, c, n int64) (limiter.Decision, error) {
+	for {
+		e, err := l.entryFor("inc", k)
+		if err != nil {
+			return limiter.Decision{}, err
+		}
+		select {
+		case e.fetch <- struct{}{}:
+		case <-ctx.Done():
+			return limiter.Decision{}, l.errorf("inc", ctx.Err())
+		}
+		d, retry, err := l.leaseLocked(ctx, e, rate, c, n)
+		<-e.fetch
+		if !retry {
+			return d, err
+		}
+	}
+}
+
+// leaseLocked is lease with e.fetch held; retry: e left the map, start
+// again.
+func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate, c, n int64) (limiter.Decision, bool, error) {
+	now := l.now()
+	e.mu.Lock()
+	if e.gone {
+		e.mu.Unlock()
+		return limiter.Decision{}, true, nil
+	}
+	// Another caller may have brought a lease while this one waited.
+	if d, ok := e.local(c, n, now); ok {
+		e.mu.Unlock()
+		return d, false, nil
+	}
+	relStart, rel := e.start, e.left
+	switch {
+	case e.c != c:
+		e.want, e.est, e.dry = 1, 0, false // a new rate: size afresh
+	case e.left < n && e.until != 0:
+		// Busy enough to run out between two ticks: double the next
+		// lease now rather than call Redis for every unit until then.
+		e.dry = true
+		e.want = min(2*e.want, c, l.maxLease)
+	}
+	e.left, e.until, e.refUntil = 0, 0, 0
+	want := min(max(n, e.want), c, max(n, l.maxLease))
+	e.mu.Unlock()
+
+	send := l.now()
+	v, err := scripts.AbsInc.Run(ctx, l.b.Client, []string{e.hash},
+		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL, want, relStart, rel).Result()
+	if err != nil {
+		// The release may not have happened: those units stay counted
+		// until their bucket dies, which only admits less.
+		return limiter.Decision{}, false, l.errorf("inc", err)
+	}
+	if g, ok := leaseReply(v); ok {
+		e.mu.Lock()
+		e.install(l, c, send, g)
+		e.left -= n
+		e.used += n
+		e.idle = 0
+		d := limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: c,
+			Remaining: e.room + e.left, ResetAfter: msDur(g.reset)}
+		e.mu.Unlock()
+		return d, false, nil
+	}
+	r, err := redisx.Decision(v, c, window.OutcomeAllowed, window.OutcomeRejected)
+	if err != nil {
+		return limiter.Decision{}, false, l.errorf("inc", err)
+	}
+	if !r.Allowed && !r.Never && r.RetryAfter > 0 {
+		e.mu.Lock()
+		e.c = c
+		e.refN, e.refUntil, e.refReset, e.refRemaining = n, send+r.RetryAfter, send+r.ResetAfter, r.Remaining
+		e.idle = 0
+		e.mu.Unlock()
+	}
+	return r.Decision(), false, nil
+}
+
+// grant is a lease reply: {g, start, now, remaining, reset}.
+type grant struct{ units, start, now, room, reset int64 }
+
+func leaseReply(v any) (grant, bool) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 5 {
+		return grant{}, false
+	}
+	var x [5]int64
+	for i, a := range arr {
+		n, ok := a.(int64)
+		if !ok {
+			return grant{}, false
+		}
+		x[i] = n
+	}
+	if x[0] < 1 {
+		return grant{}, false
+	}
+	return grant{x[0], x[1], x[2], x[3], x[4]}, true
+}
+
+// install makes g e's lease, with e.mu held; send is the local time at
+// which the call was sent. The lease may be used until its bucket stops
+// taking units, start + B on the script's clock: every unit admitted
+// before then counts until start + W + B, at least W after its admission.
+// The script ran at or after send, so send + (start + B − now) is no later
+// than that instant on the local clock.
+func (e *entry) install(l *Absolute, c, send int64, g grant) {
+	e.c = c
+	e.start = g.start
+	e.until = send + (g.start + l.b.Cfg.BucketMs - g.now)
+	e.left = g.units
+	e.room = g.room
+	e.resetAt = send + g.reset
+	e.refUntil = 0
+}
+
+// loop runs the sync every interval until Close.
+func (l *Absolute) loop() {
+	defer close(l.done)
+	t := time.NewTicker(l.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			if !l.g.Open() {
+				ctx, cancel := context.WithTimeout(context.Background(), l.syncTimeout())
+				l.tick(ctx, false)
+				cancel()
+			} else {
+				l.tick(nil, false) // memory only: no Redis call while it is down
+			}
+		}
+	}
+}
+
+func (l *Absolute) syncTimeout() time.Duration {
+	if t := l.b.Cfg.Timeout; t > 0 {
+		return t
+	}
+	return time.Second
+}
+
+// syncCall is one key's call of a tick.
+type syncCall struct {
+	e             *entry
+	c, need, want int64
+	relStart, rel int64
+	cmd           *redis.Cmd
+}
+
+// tick visits the keys in memory, at most maxVisits of them: it updates
+// each one's rate, forgets idle ones, and gives back or renews the leases
+// that need it, in pipelined batches of at most maxCalls calls. closing
+// gives back every lease and renews none; ctx nil makes no Redis call.
+func (l *Absolute) tick(ctx context.Context, closing bool) {
+	l.tmu.Lock()
+	l.tracked = append(l.tracked, l.fresh...)
+	l.fresh = nil
+	all := l.tracked
+	l.tmu.Unlock()
+
+	visit := all
+	if !closing && len(visit) > maxVisits {
+		visit = visit[:maxVisits]
+	}
+	now := l.now()
+	keep := make([]*entry, 0, len(all))
+	var calls []syncCall
+	for _, e := range visit {
+		if ctx != nil && len(calls) >= maxCalls && !closing {
+			keep = append(keep, e)
+			continue
+		}
+		if closing {
+			select {
+			case e.fetch <- struct{}{}:
+			case <-ctx.Done():
+				continue
+			}
+		} else {
+			select {
+			case e.fetch <- struct{}{}:
+			default: // a caller is asking Redis for it now
+				keep = append(keep, e)
+				continue
+			}
+		}
+		call, stay := l.visit(e, now, closing, ctx != nil)
+		if call != nil {
+			calls = append(calls, *call) // e.fetch stays held until the reply
+		} else {
+			<-e.fetch
+		}
+		if stay {
+			keep = append(keep, e)
+		}
+	}
+	l.tmu.Lock()
+	rest := all[len(visit):]
+	// keys added meanwhile are in l.fresh; rotate: the unvisited first
+	l.tracked = append(append(make([]*entry, 0, len(rest)+len(keep)), rest...), keep...)
+	l.tmu.Unlock()
+
+	if len(calls) > 0 {
+		l.send(ctx, calls)
+	}
+}
+
+// visit looks at one key for a tick, with e.fetch held. It returns the
+// Redis call to make for it, if any, and whether the key stays in memory.
+func (l *Absolute) visit(e *entry, now int64, closing, redisOK bool) (*syncCall, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	used := e.used
+	e.used = 0
+	e.est = (e.est + float64(used)) / 2
+	// About two sync intervals' worth at the key's rate; more after a
+	// lease ran dry between ticks, to catch up with a rate that grows.
+	w := int64(math.Ceil(2 * e.est))
+	if e.dry {
+		w = max(w, 2*e.want)
+	}
+	e.dry = false
+	e.want = min(max(w, 1), max(e.c, 1), l.maxLease)
+	if used == 0 {
+		e.idle++
+	}
+	valid := now < e.until
+	switch {
+	case !redisOK:
+		// nothing to send
+	case closing || used == 0:
+		// Idle since the last tick, or closing: give the rest back (the
+		// script skips a bucket that has died).
+		if e.left > 0 {
+			call := &syncCall{e: e, c: e.c, relStart: e.start, rel: e.left}
+			e.left, e.until = 0, 0
+			return call, true
+		}
+	case !valid || e.left*2 < used:
+		// Busy and out (or nearly out) of lease before the next tick:
+		// give the rest back and renew in the same call.
+		call := &syncCall{e: e, c: e.c, need: 1, want: e.want}
+		if valid && e.left > 0 {
+			call.relStart, call.rel = e.start, e.left
+		}
+		e.left, e.until = 0, 0
+		return call, true
+	}
+	if closing {
+		return nil, false
+	}
+	if e.idle >= idleTicks && e.left == 0 && now >= e.refUntil {
+		l.forget(e)
+		return nil, false
+	}
+	return nil, true
+}
+
+// forget removes e from the map, with e.mu held.
+func (l *Absolute) forget(e *entry) {
+	e.gone = true
+	s := l.shardOf(e.key)
+	s.mu.Lock()
+	if s.m[e.key] == e {
+		delete(s.m, e.key)
+	}
+	s.mu.Unlock()
+}
+
+// pipeliner is a client that can pipeline.
+type pipeliner interface{ Pipeline() redis.Pipeliner }
+
+// send makes a tick's calls, pipelineBatch at a time, installs the
+// renewed leases and lets go of every key's fetch token.
+func (l *Absolute) send(ctx context.Context, calls []syncCall) {
+	defer func() {
+		for i := range calls {
+			<-calls[i].e.fetch
+		}
+	}()
+	for rest := calls; len(rest) > 0; {
+		n := min(len(rest), pipeBatch)
+		l.sendBatch(ctx, rest[:n])
+		rest = rest[n:]
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func (l *Absolute) sendBatch(ctx context.Context, batch []syncCall) {
+	cfg := &l.b.Cfg
+	for round := 0; round < 2; round++ {
+		var pipe redis.Pipeliner
+		var sc redis.Scripter = l.b.Client
+		if pl, ok := l.b.Client.(pipeliner); ok {
+			pipe = pl.Pipeline()
+			sc = pipe
+		}
+		send := l.now()
+		for i := range batch {
+			s := &batch[i]
+			if s.cmd != nil && !isNoScript(s.cmd.Err()) {
+				continue
+			}
+			args := []any{redisx.NowArg(cfg), l.b.W, l.b.B, s.c, s.need, l.b.TTL, s.want, s.relStart, s.rel}
+			if pipe == nil {
+				s.cmd = scripts.AbsInc.Run(ctx, sc, []string{s.e.hash}, args...)
+			} else {
+				s.cmd = scripts.AbsInc.EvalSha(ctx, sc, []string{s.e.hash}, args...)
+			}
+		}
+		if pipe != nil {
+			pipe.Exec(ctx) // errors are read per command
+		}
+		missing := false
+		for i := range batch {
+			s := &batch[i]
+			err := s.cmd.Err()
+			if isNoScript(err) {
+				missing = true
+				continue
+			}
+			if err != nil {
+				if ctx.Err() == nil && failover.Unavailable(err) {
+					l.g.FailedErr(ctx, "sync", err)
+				}
+				continue
+			}
+			if s.need == 0 {
+				continue
+			}
+			if g, ok := leaseReply(s.cmd.Val()); ok {
+				e := s.e
+				e.mu.Lock()
+				if !e.gone && e.c == s.c {
+					// the call reserved need + extra units: all of it is
+					// the lease (nothing was admitted by the sync)
+					e.install(l, s.c, send, g)
+				}
+				e.mu.Unlock()
+			}
+		}
+		if !missing || ctx.Err() != nil {
+			return
+		}
+		scripts.AbsInc.Load(ctx, l.b.Client)
+	}
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
