@@ -383,7 +383,9 @@ func (be *backend) Usage(ctx context.Context, k string) (limiter.Usage, error) {
 	if e := l.lookup(k); e != nil {
 		now := l.now()
 		e.mu.Lock()
-		if now < e.until {
+		// The unused units count in Redis until the lease's bucket dies,
+		// W after the lease stopped serving, unless released before.
+		if e.left > 0 && now < e.until+l.b.Cfg.WindowMs {
 			used = max(0, used-e.left)
 		}
 		e.mu.Unlock()

@@ -72,3 +72,7 @@ func TestConformanceLeaseOne(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) { conformance.RunAbsolute(t, b.f) })
 	}
 }
+
+func TestConformanceLeased(t *testing.T) {
+	conformance.RunAbsolute(t, onReal())
+}
