@@ -38,8 +38,8 @@ const (
 	// pipeBatch is the most calls in one pipeline.
 	pipeBatch = 512
 	// idleTicks is how many ticks without a call and without a lease a
-	// key stays in memory.
-	idleTicks = 2
+	// key stays in memory (with its lease size).
+	idleTicks = 20
 )
 
 const shardCount = 64
@@ -98,9 +98,8 @@ type entry struct {
 	used    int64   // units admitted since the last tick
 	est     float64 // units admitted per tick, smoothed
 	want    int64   // the next lease's size
-	dry     bool    // the lease ran out between two ticks
+	granted int64   // the units of the current lease
 	idle    int     // ticks without a call
-	pending bool    // the tick holds a call for it
 }
 
 // NewAbsolute returns an absolute limiter that leases units from Redis
@@ -451,13 +450,11 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 	relStart, rel := e.start, e.left
 	switch {
 	case e.c != c:
-		e.want, e.est, e.dry = 1, 0, false // a new rate: size afresh
-	case e.left < n && e.until != 0:
-		// Busy enough to run out between two ticks: double the next
-		// lease now rather than call Redis for every unit until then.
-		e.dry = true
-		e.want = min(2*e.want, c, l.maxLease)
+		e.want, e.est = 1, 0 // a new rate: size afresh
+	case e.granted > 0:
+		e.resize(e.granted-e.left, c, l.maxLease)
 	}
+	e.granted = 0
 	e.left, e.until, e.refUntil = 0, 0, 0
 	want := min(max(n, e.want), c, max(n, l.maxLease))
 	e.mu.Unlock()
@@ -528,6 +525,7 @@ func (e *entry) install(l *Absolute, c, send int64, g grant) {
 	e.start = g.start
 	e.until = send + (g.start + l.b.Cfg.BucketMs - g.now)
 	e.left = g.units
+	e.granted = g.units
 	e.room = g.room
 	e.resetAt = send + g.reset
 	e.refUntil = 0
@@ -561,18 +559,23 @@ func (l *Absolute) syncTimeout() time.Duration {
 	return time.Second
 }
 
-// syncCall is one key's call of a tick.
-type syncCall struct {
-	e             *entry
-	c, need, want int64
-	relStart, rel int64
-	cmd           *redis.Cmd
+// release is one key's call of a tick: give back rel unused units of the
+// lease held in the bucket that started at start.
+type release struct {
+	hash       string
+	c          int64
+	start, rel int64
+	cmd        *redis.Cmd
 }
 
 // tick visits the keys in memory, at most maxVisits of them: it updates
-// each one's rate, forgets idle ones, and gives back or renews the leases
-// that need it, in pipelined batches of at most maxCalls calls. closing
-// gives back every lease and renews none; ctx nil makes no Redis call.
+// each one's rate and lease size, forgets the idle ones, and gives back the
+// unused units of leases whose key was idle since the last tick or whose
+// lease has expired, in pipelines of pipeBatch calls, at most maxCalls
+// calls a tick. Renewals are left to the next Inc that finds no lease, so
+// a tick never makes a caller wait. closing gives back every lease, first
+// waiting (until ctx is done) for each key's Redis call in flight; ctx nil
+// makes no Redis call.
 func (l *Absolute) tick(ctx context.Context, closing bool) {
 	l.tmu.Lock()
 	l.tracked = append(l.tracked, l.fresh...)
@@ -586,31 +589,26 @@ func (l *Absolute) tick(ctx context.Context, closing bool) {
 	}
 	now := l.now()
 	keep := make([]*entry, 0, len(all))
-	var calls []syncCall
+	var calls []release
 	for _, e := range visit {
-		if ctx != nil && len(calls) >= maxCalls && !closing {
+		if ctx != nil && !closing && len(calls) >= maxCalls {
 			keep = append(keep, e)
 			continue
 		}
+		held := false
 		if closing {
 			select {
 			case e.fetch <- struct{}{}:
+				held = true
 			case <-ctx.Done():
-				continue
-			}
-		} else {
-			select {
-			case e.fetch <- struct{}{}:
-			default: // a caller is asking Redis for it now
-				keep = append(keep, e)
-				continue
 			}
 		}
 		call, stay := l.visit(e, now, closing, ctx != nil)
-		if call != nil {
-			calls = append(calls, *call) // e.fetch stays held until the reply
-		} else {
+		if held {
 			<-e.fetch
+		}
+		if call != nil {
+			calls = append(calls, *call)
 		}
 		if stay {
 			keep = append(keep, e)
@@ -618,18 +616,20 @@ func (l *Absolute) tick(ctx context.Context, closing bool) {
 	}
 	l.tmu.Lock()
 	rest := all[len(visit):]
-	// keys added meanwhile are in l.fresh; rotate: the unvisited first
+	// keys added meanwhile are in l.fresh; the unvisited go first
 	l.tracked = append(append(make([]*entry, 0, len(rest)+len(keep)), rest...), keep...)
 	l.tmu.Unlock()
 
-	if len(calls) > 0 {
-		l.send(ctx, calls)
+	for len(calls) > 0 && ctx.Err() == nil {
+		n := min(len(calls), pipeBatch)
+		l.sendBatch(ctx, calls[:n])
+		calls = calls[n:]
 	}
 }
 
-// visit looks at one key for a tick, with e.fetch held. It returns the
-// Redis call to make for it, if any, and whether the key stays in memory.
-func (l *Absolute) visit(e *entry, now int64, closing, redisOK bool) (*syncCall, bool) {
+// visit looks at one key for a tick. It returns the release to send for
+// it, if any, and whether the key stays in memory.
+func (l *Absolute) visit(e *entry, now int64, closing, redisOK bool) (*release, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	used := e.used
@@ -637,45 +637,39 @@ func (l *Absolute) visit(e *entry, now int64, closing, redisOK bool) (*syncCall,
 	e.est = (e.est + float64(used)) / 2
 	// About two sync intervals' worth at the key's rate; more after a
 	// lease ran dry between ticks, to catch up with a rate that grows.
-	w := int64(math.Ceil(2 * e.est))
-	if e.dry {
-		w = max(w, 2*e.want)
-	}
-	e.dry = false
-	e.want = min(max(w, 1), max(e.c, 1), l.maxLease)
+	e.want = min(max(int64(math.Ceil(2*e.est)), e.want, 1), max(e.c, 1), l.maxLease)
 	if used == 0 {
 		e.idle++
 	}
-	valid := now < e.until
-	switch {
-	case !redisOK:
-		// nothing to send
-	case closing || used == 0:
-		// Idle since the last tick, or closing: give the rest back (the
-		// script skips a bucket that has died).
-		if e.left > 0 {
-			call := &syncCall{e: e, c: e.c, relStart: e.start, rel: e.left}
-			e.left, e.until = 0, 0
-			return call, true
-		}
-	case !valid || e.left*2 < used:
-		// Busy and out (or nearly out) of lease before the next tick:
-		// give the rest back and renew in the same call.
-		call := &syncCall{e: e, c: e.c, need: 1, want: e.want}
-		if valid && e.left > 0 {
-			call.relStart, call.rel = e.start, e.left
-		}
-		e.left, e.until = 0, 0
-		return call, true
+	var call *release
+	if redisOK && e.left > 0 && (closing || used == 0 || now >= e.until) {
+		// Idle since the last tick, expired, or closing: give the rest
+		// back (the script skips a bucket that has died).
+		call = &release{hash: e.hash, c: e.c, start: e.start, rel: e.left}
+		e.resize(e.granted-e.left, e.c, l.maxLease)
+		e.left, e.until, e.granted = 0, 0, 0
 	}
 	if closing {
-		return nil, false
+		return call, false
 	}
 	if e.idle >= idleTicks && e.left == 0 && now >= e.refUntil {
 		l.forget(e)
-		return nil, false
+		return call, false
 	}
-	return nil, true
+	return call, true
+}
+
+// resize sets the next lease's size from how the last one went, with e.mu
+// held: a lease used up doubles it (the key is busier than its size; the
+// tick's rate estimate alone would take many ticks to catch up with a
+// closed loop of callers), one given back with units unused brings it down
+// to twice what was used, at least 1.
+func (e *entry) resize(used, c, most int64) {
+	if used >= e.granted {
+		e.want = min(2*max(e.want, e.granted), c, most)
+	} else {
+		e.want = max(min(e.want, 2*used), 1)
+	}
 }
 
 // forget removes e from the map, with e.mu held.
@@ -692,25 +686,10 @@ func (l *Absolute) forget(e *entry) {
 // pipeliner is a client that can pipeline.
 type pipeliner interface{ Pipeline() redis.Pipeliner }
 
-// send makes a tick's calls, pipelineBatch at a time, installs the
-// renewed leases and lets go of every key's fetch token.
-func (l *Absolute) send(ctx context.Context, calls []syncCall) {
-	defer func() {
-		for i := range calls {
-			<-calls[i].e.fetch
-		}
-	}()
-	for rest := calls; len(rest) > 0; {
-		n := min(len(rest), pipeBatch)
-		l.sendBatch(ctx, rest[:n])
-		rest = rest[n:]
-		if ctx.Err() != nil {
-			return
-		}
-	}
-}
-
-func (l *Absolute) sendBatch(ctx context.Context, batch []syncCall) {
+// sendBatch sends one pipeline of releases (each a call of abs_inc.lua
+// that decides nothing: n = 0), and once more the ones Redis did not find
+// the script for, after loading it.
+func (l *Absolute) sendBatch(ctx context.Context, batch []release) {
 	cfg := &l.b.Cfg
 	for round := 0; round < 2; round++ {
 		var pipe redis.Pipeliner
@@ -719,17 +698,16 @@ func (l *Absolute) sendBatch(ctx context.Context, batch []syncCall) {
 			pipe = pl.Pipeline()
 			sc = pipe
 		}
-		send := l.now()
 		for i := range batch {
 			s := &batch[i]
 			if s.cmd != nil && !isNoScript(s.cmd.Err()) {
 				continue
 			}
-			args := []any{redisx.NowArg(cfg), l.b.W, l.b.B, s.c, s.need, l.b.TTL, s.want, s.relStart, s.rel}
+			args := []any{redisx.NowArg(cfg), l.b.W, l.b.B, s.c, 0, l.b.TTL, 0, s.start, s.rel}
 			if pipe == nil {
-				s.cmd = scripts.AbsInc.Run(ctx, sc, []string{s.e.hash}, args...)
+				s.cmd = scripts.AbsInc.Run(ctx, sc, []string{s.hash}, args...)
 			} else {
-				s.cmd = scripts.AbsInc.EvalSha(ctx, sc, []string{s.e.hash}, args...)
+				s.cmd = scripts.AbsInc.EvalSha(ctx, sc, []string{s.hash}, args...)
 			}
 		}
 		if pipe != nil {
@@ -737,30 +715,13 @@ func (l *Absolute) sendBatch(ctx context.Context, batch []syncCall) {
 		}
 		missing := false
 		for i := range batch {
-			s := &batch[i]
-			err := s.cmd.Err()
-			if isNoScript(err) {
+			err := batch[i].cmd.Err()
+			switch {
+			case isNoScript(err):
 				missing = true
-				continue
-			}
-			if err != nil {
-				if ctx.Err() == nil && failover.Unavailable(err) {
-					l.g.FailedErr(ctx, "sync", err)
-				}
-				continue
-			}
-			if s.need == 0 {
-				continue
-			}
-			if g, ok := leaseReply(s.cmd.Val()); ok {
-				e := s.e
-				e.mu.Lock()
-				if !e.gone && e.c == s.c {
-					// the call reserved need + extra units: all of it is
-					// the lease (nothing was admitted by the sync)
-					e.install(l, s.c, send, g)
-				}
-				e.mu.Unlock()
+			case err != nil && ctx.Err() == nil && failover.Unavailable(err):
+				// Those units stay counted until their bucket dies.
+				l.g.FailedErr(ctx, "sync", err)
 			}
 		}
 		if !missing || ctx.Err() != nil {
