@@ -37,6 +37,9 @@ const (
 	maxCalls = 4_096
 	// pipeBatch is the most calls in one pipeline.
 	pipeBatch = 512
+	// renewWithin × (B + sync interval) is how recently a key must have
+	// been used for the tick to renew its expiring lease.
+	renewWithin = 4
 	// idleTicks is how many ticks without a call and without a lease a
 	// key stays in memory (with its lease size).
 	idleTicks = 20
@@ -64,6 +67,10 @@ type Absolute struct {
 
 	stop, done chan struct{}
 	closeOnce  sync.Once
+
+	// Redis calls by kind, for tests and benchmarks: an Inc's lease
+	// request, a tick's renewal, a tick's release.
+	fetches, renewals, releases atomic.Int64
 }
 
 var _ limiter.Limiter = (*Absolute)(nil)
@@ -99,7 +106,12 @@ type entry struct {
 	est     float64 // units admitted per tick, smoothed
 	want    int64   // the next lease's size
 	granted int64   // the units of the current lease
-	idle    int     // ticks without a call
+	gen     int64   // leases installed so far
+	lastUse int64   // local ms of the latest local decision or lease
+	// pend are unused units of replaced leases, for the next tick to give
+	// back: (bucket start, units) pairs.
+	pend []int64
+	idle int // ticks without a call
 }
 
 // NewAbsolute returns an absolute limiter that leases units from Redis
@@ -194,6 +206,7 @@ func (e *entry) local(c, n, now int64) (d limiter.Decision, ok bool) {
 		e.left -= n
 		e.used += n
 		e.idle = 0
+		e.lastUse = now
 		return limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: c,
 			Remaining: e.room + e.left, ResetAfter: msDur(e.resetAt - now)}, true
 	}
@@ -460,6 +473,7 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 	e.mu.Unlock()
 
 	send := l.now()
+	l.fetches.Add(1)
 	v, err := scripts.AbsInc.Run(ctx, l.b.Client, []string{e.hash},
 		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL, want, relStart, rel).Result()
 	if err != nil {
@@ -473,6 +487,7 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 		e.left -= n
 		e.used += n
 		e.idle = 0
+		e.lastUse = send
 		d := limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: c,
 			Remaining: e.room + e.left, ResetAfter: msDur(g.reset)}
 		e.mu.Unlock()
@@ -529,6 +544,7 @@ func (e *entry) install(l *Absolute, c, send int64, g grant) {
 	e.room = g.room
 	e.resetAt = send + g.reset
 	e.refUntil = 0
+	e.gen++
 }
 
 // loop runs the sync every interval until Close.
@@ -559,23 +575,28 @@ func (l *Absolute) syncTimeout() time.Duration {
 	return time.Second
 }
 
-// release is one key's call of a tick: give back rel unused units of the
-// lease held in the bucket that started at start.
-type release struct {
-	hash       string
+// syncCall is one key's call of a tick: give back rel unused units held
+// in the bucket that started at start, and, when want > 0, reserve a new
+// lease of up to want units (at least one) for the lease of generation
+// gen.
+type syncCall struct {
+	e          *entry
 	c          int64
 	start, rel int64
+	want, gen  int64
 	cmd        *redis.Cmd
 }
 
-// tick visits the keys in memory, at most maxVisits of them: it updates
-// each one's rate and lease size, forgets the idle ones, and gives back the
-// unused units of leases whose key was idle since the last tick or whose
-// lease has expired, in pipelines of pipeBatch calls, at most maxCalls
-// calls a tick. Renewals are left to the next Inc that finds no lease, so
-// a tick never makes a caller wait. closing gives back every lease, first
-// waiting (until ctx is done) for each key's Redis call in flight; ctx nil
-// makes no Redis call.
+// tick visits the keys in memory, at most maxVisits of them, and makes at
+// most maxCalls Redis calls, in pipelines of pipeBatch: it updates each
+// key's rate and lease size, forgets the idle ones, gives back unused
+// units, and renews the leases of keys in use that would expire before
+// the next tick, so that their callers keep answering from memory. The
+// old lease keeps serving until the new one is installed; what is left of
+// it is given back by the next tick. A tick never makes a caller wait.
+// closing gives back every lease and renews none, first waiting (until ctx
+// is done) for each key's Redis call in flight; ctx nil makes no Redis
+// call.
 func (l *Absolute) tick(ctx context.Context, closing bool) {
 	l.tmu.Lock()
 	l.tracked = append(l.tracked, l.fresh...)
@@ -589,7 +610,7 @@ func (l *Absolute) tick(ctx context.Context, closing bool) {
 	}
 	now := l.now()
 	keep := make([]*entry, 0, len(all))
-	var calls []release
+	var calls []syncCall
 	for _, e := range visit {
 		if ctx != nil && !closing && len(calls) >= maxCalls {
 			keep = append(keep, e)
@@ -603,12 +624,10 @@ func (l *Absolute) tick(ctx context.Context, closing bool) {
 			case <-ctx.Done():
 			}
 		}
-		call, stay := l.visit(e, now, closing, ctx != nil)
+		var stay bool
+		calls, stay = l.visit(calls, e, now, closing, ctx != nil)
 		if held {
 			<-e.fetch
-		}
-		if call != nil {
-			calls = append(calls, *call)
 		}
 		if stay {
 			keep = append(keep, e)
@@ -627,36 +646,90 @@ func (l *Absolute) tick(ctx context.Context, closing bool) {
 	}
 }
 
-// visit looks at one key for a tick. It returns the release to send for
-// it, if any, and whether the key stays in memory.
-func (l *Absolute) visit(e *entry, now int64, closing, redisOK bool) (*release, bool) {
+// visit looks at one key for a tick and appends its calls, if any. It
+// reports whether the key stays in memory.
+func (l *Absolute) visit(calls []syncCall, e *entry, now int64, closing, redisOK bool) ([]syncCall, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	used := e.used
 	e.used = 0
 	e.est = (e.est + float64(used)) / 2
-	// About two sync intervals' worth at the key's rate; more after a
-	// lease ran dry between ticks, to catch up with a rate that grows.
+	// About two sync intervals' worth at the key's rate, or what the
+	// last leases showed (resize), whichever is more.
 	e.want = min(max(int64(math.Ceil(2*e.est)), e.want, 1), max(e.c, 1), l.maxLease)
 	if used == 0 {
 		e.idle++
 	}
-	var call *release
-	if redisOK && e.left > 0 && (closing || used == 0 || now >= e.until) {
-		// Idle since the last tick, expired, or closing: give the rest
-		// back (the script skips a bucket that has died).
-		call = &release{hash: e.hash, c: e.c, start: e.start, rel: e.left}
+	if !redisOK {
+		return calls, !closing
+	}
+	for i := 0; i+1 < len(e.pend); i += 2 {
+		calls = append(calls, syncCall{e: e, c: e.c, start: e.pend[i], rel: e.pend[i+1]})
+	}
+	e.pend = e.pend[:0]
+	full := e.room < e.c/4 // the key was nearly full at the grant
+	expired := now >= e.until
+	recent := now-e.lastUse < renewWithin*(l.b.Cfg.BucketMs+l.interval.Milliseconds())
+	switch {
+	case closing:
+		if e.left > 0 {
+			calls = append(calls, syncCall{e: e, c: e.c, start: e.start, rel: e.left})
+			e.left, e.until, e.granted = 0, 0, 0
+		}
+	case e.c > 0 && recent && now+l.interval.Milliseconds() >= e.until && !(full && used == 0):
+		// In use lately and expiring before the next tick: renew. A
+		// lease still valid keeps serving until the reply installs the
+		// new one (if no Inc brought one meanwhile); an expired one is
+		// given back in the same call.
+		call := syncCall{e: e, c: e.c, want: e.want}
+		if expired {
+			if e.left > 0 {
+				call.start, call.rel = e.start, e.left
+				e.resize(e.granted-e.left, e.c, l.maxLease)
+			}
+			e.left, e.until, e.granted = 0, 0, 0
+			call.want = e.want
+		}
+		call.gen = e.gen
+		calls = append(calls, call)
+	case e.left > 0 && used == 0 && (expired || full):
+		// Idle since the last tick, and the lease has expired or the key
+		// was nearly full at the grant (others may be waiting for those
+		// units): give the rest back (the script skips a bucket that has
+		// died). A lease of an idle key with room to spare is kept until
+		// it expires.
+		calls = append(calls, syncCall{e: e, c: e.c, start: e.start, rel: e.left})
 		e.resize(e.granted-e.left, e.c, l.maxLease)
 		e.left, e.until, e.granted = 0, 0, 0
 	}
 	if closing {
-		return call, false
+		return calls, false
 	}
-	if e.idle >= idleTicks && e.left == 0 && now >= e.refUntil {
+	if e.idle >= idleTicks && e.left == 0 && len(e.pend) == 0 && now >= e.refUntil {
 		l.forget(e)
-		return call, false
+		return calls, false
 	}
-	return call, true
+	return calls, true
+}
+
+// renewed installs a renewal's grant g, sent at send, for the lease of
+// generation gen. When an Inc installed a lease meanwhile, or the capacity
+// changed, the grant is given back by the next tick instead; otherwise the
+// old lease's unused units are.
+func (e *entry) renewed(l *Absolute, c, gen, send int64, g grant) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.gone || e.gen != gen || e.c != c {
+		if !e.gone {
+			e.pend = append(e.pend, g.start, g.units)
+		}
+		return
+	}
+	if e.left > 0 {
+		e.pend = append(e.pend, e.start, e.left)
+		e.resize(e.granted-e.left, c, l.maxLease)
+	}
+	e.install(l, c, send, g)
 }
 
 // resize sets the next lease's size from how the last one went, with e.mu
@@ -686,10 +759,11 @@ func (l *Absolute) forget(e *entry) {
 // pipeliner is a client that can pipeline.
 type pipeliner interface{ Pipeline() redis.Pipeliner }
 
-// sendBatch sends one pipeline of releases (each a call of abs_inc.lua
-// that decides nothing: n = 0), and once more the ones Redis did not find
-// the script for, after loading it.
-func (l *Absolute) sendBatch(ctx context.Context, batch []release) {
+// sendBatch sends one pipeline of a tick's calls of abs_inc.lua (a
+// release decides nothing: n = 0; a renewal asks for one unit and a lease
+// of want), and once more the ones Redis did not find the script for,
+// after loading it.
+func (l *Absolute) sendBatch(ctx context.Context, batch []syncCall) {
 	cfg := &l.b.Cfg
 	for round := 0; round < 2; round++ {
 		var pipe redis.Pipeliner
@@ -698,16 +772,24 @@ func (l *Absolute) sendBatch(ctx context.Context, batch []release) {
 			pipe = pl.Pipeline()
 			sc = pipe
 		}
+		send := l.now()
 		for i := range batch {
 			s := &batch[i]
 			if s.cmd != nil && !isNoScript(s.cmd.Err()) {
 				continue
 			}
-			args := []any{redisx.NowArg(cfg), l.b.W, l.b.B, s.c, 0, l.b.TTL, 0, s.start, s.rel}
-			if pipe == nil {
-				s.cmd = scripts.AbsInc.Run(ctx, sc, []string{s.hash}, args...)
+			n := int64(0)
+			if s.want > 0 {
+				n = 1
+				l.renewals.Add(1)
 			} else {
-				s.cmd = scripts.AbsInc.EvalSha(ctx, sc, []string{s.hash}, args...)
+				l.releases.Add(1)
+			}
+			args := []any{redisx.NowArg(cfg), l.b.W, l.b.B, s.c, n, l.b.TTL, s.want, s.start, s.rel}
+			if pipe == nil {
+				s.cmd = scripts.AbsInc.Run(ctx, sc, []string{s.e.hash}, args...)
+			} else {
+				s.cmd = scripts.AbsInc.EvalSha(ctx, sc, []string{s.e.hash}, args...)
 			}
 		}
 		if pipe != nil {
@@ -715,13 +797,20 @@ func (l *Absolute) sendBatch(ctx context.Context, batch []release) {
 		}
 		missing := false
 		for i := range batch {
-			err := batch[i].cmd.Err()
+			s := &batch[i]
+			err := s.cmd.Err()
 			switch {
 			case isNoScript(err):
 				missing = true
-			case err != nil && ctx.Err() == nil && failover.Unavailable(err):
-				// Those units stay counted until their bucket dies.
-				l.g.FailedErr(ctx, "sync", err)
+			case err != nil:
+				// Unreleased units stay counted until their bucket dies.
+				if ctx.Err() == nil && failover.Unavailable(err) {
+					l.g.FailedErr(ctx, "sync", err)
+				}
+			case s.want > 0:
+				if g, ok := leaseReply(s.cmd.Val()); ok {
+					s.e.renewed(l, s.c, s.gen, send, g)
+				}
 			}
 		}
 		if !missing || ctx.Err() != nil {
