@@ -676,8 +676,9 @@ func (l *Absolute) visit(calls []syncCall, e *entry, now int64, closing, redisOK
 			calls = append(calls, syncCall{e: e, c: e.c, start: e.start, rel: e.left})
 			e.left, e.until, e.granted = 0, 0, 0
 		}
-	case e.c > 0 && recent && now+l.interval.Milliseconds() >= e.until && !(full && used == 0):
-		// In use lately and expiring before the next tick: renew. A
+	case e.until > 0 && recent && now+l.interval.Milliseconds() >= e.until && !(full && used == 0):
+		// Holding a lease (not refused at its last request), in use
+		// lately, and expiring before the next tick: renew. A
 		// lease still valid keeps serving until the reply installs the
 		// new one (if no Inc brought one meanwhile); an expired one is
 		// given back in the same call.
