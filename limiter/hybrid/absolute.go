@@ -34,7 +34,7 @@ const (
 	maxVisits = 16_384
 	// maxCalls is the most Redis calls (releases and renewals) one tick
 	// makes.
-	maxCalls = 4_096
+	maxCalls = 1_024
 	// pipeBatch is the most calls in one pipeline.
 	pipeBatch = 512
 	// renewWithin × (B + sync interval) is how recently a key must have
@@ -71,6 +71,7 @@ type Absolute struct {
 	// Redis calls by kind, for tests and benchmarks: an Inc's lease
 	// request, a tick's renewal, a tick's release.
 	fetches, renewals, releases atomic.Int64
+	syncErrs                    atomic.Int64 // failed calls of ticks
 }
 
 var _ limiter.Limiter = (*Absolute)(nil)
@@ -107,6 +108,8 @@ type entry struct {
 	want    int64   // the next lease's size
 	granted int64   // the units of the current lease
 	gen     int64   // leases installed so far
+	hits    int64   // decisions the current lease answered from memory
+	renews  int     // renewals sent and not yet answered
 	lastUse int64   // local ms of the latest local decision or lease
 	// pend are unused units of replaced leases, for the next tick to give
 	// back: (bucket start, units) pairs.
@@ -205,6 +208,7 @@ func (e *entry) local(c, n, now int64) (d limiter.Decision, ok bool) {
 	if now < e.until && e.left >= n {
 		e.left -= n
 		e.used += n
+		e.hits++
 		e.idle = 0
 		e.lastUse = now
 		return limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: c,
@@ -535,7 +539,14 @@ func leaseReply(v any) (grant, bool) {
 // before then counts until start + W + B, at least W after its admission.
 // The script ran at or after send, so send + (start + B − now) is no later
 // than that instant on the local clock.
+//
+// A lease still held (a renewal answered while an Inc's request was in
+// flight) is replaced: its unused units go to pend, for the next tick to
+// give back.
 func (e *entry) install(l *Absolute, c, send int64, g grant) {
+	if e.left > 0 {
+		e.pend = append(e.pend, e.start, e.left)
+	}
 	e.c = c
 	e.start = g.start
 	e.until = send + (g.start + l.b.Cfg.BucketMs - g.now)
@@ -545,6 +556,7 @@ func (e *entry) install(l *Absolute, c, send int64, g grant) {
 	e.resetAt = send + g.reset
 	e.refUntil = 0
 	e.gen++
+	e.hits = 0
 }
 
 // loop runs the sync every interval until Close.
@@ -676,9 +688,11 @@ func (l *Absolute) visit(calls []syncCall, e *entry, now int64, closing, redisOK
 			calls = append(calls, syncCall{e: e, c: e.c, start: e.start, rel: e.left})
 			e.left, e.until, e.granted = 0, 0, 0
 		}
-	case e.until > 0 && recent && now+l.interval.Milliseconds() >= e.until && !(full && used == 0):
-		// Holding a lease (not refused at its last request), in use
-		// lately, and expiring before the next tick: renew. A
+	case e.until > 0 && e.hits > 0 && recent && (e.left == 0 || now+l.interval.Milliseconds() >= e.until) && !(full && used == 0):
+		// Holding a lease (not refused at its last request) that answered
+		// from memory, in use lately, and used up or expiring before the
+		// next tick: renew. (A key called less often than its leases live
+		// gains nothing from renewals, and is left to its Incs.) A
 		// lease still valid keeps serving until the reply installs the
 		// new one (if no Inc brought one meanwhile); an expired one is
 		// given back in the same call.
@@ -692,6 +706,7 @@ func (l *Absolute) visit(calls []syncCall, e *entry, now int64, closing, redisOK
 			call.want = e.want
 		}
 		call.gen = e.gen
+		e.renews++
 		calls = append(calls, call)
 	case e.left > 0 && used == 0 && (expired || full):
 		// Idle since the last tick, and the lease has expired or the key
@@ -706,7 +721,7 @@ func (l *Absolute) visit(calls []syncCall, e *entry, now int64, closing, redisOK
 	if closing {
 		return calls, false
 	}
-	if e.idle >= idleTicks && e.left == 0 && len(e.pend) == 0 && now >= e.refUntil {
+	if e.idle >= idleTicks && e.left == 0 && len(e.pend) == 0 && e.renews == 0 && now >= e.refUntil {
 		l.forget(e)
 		return calls, false
 	}
@@ -721,16 +736,15 @@ func (e *entry) renewed(l *Absolute, c, gen, send int64, g grant) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.gone || e.gen != gen || e.c != c {
-		if !e.gone {
-			e.pend = append(e.pend, g.start, g.units)
-		}
+		// (e cannot leave the map with a renewal in flight, but its
+		// units must never be lost: pend keeps them for the next tick)
+		e.pend = append(e.pend, g.start, g.units)
 		return
 	}
 	if e.left > 0 {
-		e.pend = append(e.pend, e.start, e.left)
 		e.resize(e.granted-e.left, c, l.maxLease)
 	}
-	e.install(l, c, send, g)
+	e.install(l, c, send, g) // pends the old lease's unused units
 }
 
 // resize sets the next lease's size from how the last one went, with e.mu
@@ -804,6 +818,7 @@ func (l *Absolute) sendBatch(ctx context.Context, batch []syncCall) {
 			case isNoScript(err):
 				missing = true
 			case err != nil:
+				l.syncErrs.Add(1)
 				// Unreleased units stay counted until their bucket dies.
 				if ctx.Err() == nil && failover.Unavailable(err) {
 					l.g.FailedErr(ctx, "sync", err)
@@ -812,6 +827,11 @@ func (l *Absolute) sendBatch(ctx context.Context, batch []syncCall) {
 				if g, ok := leaseReply(s.cmd.Val()); ok {
 					s.e.renewed(l, s.c, s.gen, send, g)
 				}
+			}
+			if s.want > 0 && !isNoScript(err) {
+				s.e.mu.Lock()
+				s.e.renews--
+				s.e.mu.Unlock()
 			}
 		}
 		if !missing || ctx.Err() != nil {

@@ -5,3 +5,6 @@ package hybrid
 func (l *Absolute) Calls() (fetches, renewals, releases int64) {
 	return l.fetches.Load(), l.renewals.Load(), l.releases.Load()
 }
+
+// SyncErrors returns the calls of ticks that failed.
+func (l *Absolute) SyncErrors() int64 { return l.syncErrs.Load() }
