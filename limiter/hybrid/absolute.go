@@ -100,8 +100,9 @@ type entry struct {
 	// when the lease's bucket dies.
 	room, resetAt int64
 
-	// A cached refusal of refN units: refused until refUntil (local ms).
-	refN, refUntil, refReset, refRemaining int64
+	// A cached refusal of refN units: answered from memory until refUntil
+	// (local ms), with a RetryAfter counting down to refRetry.
+	refN, refUntil, refRetry, refReset, refRemaining int64
 
 	used    int64   // units admitted since the last tick
 	est     float64 // units admitted per tick, smoothed
@@ -217,7 +218,7 @@ func (e *entry) local(c, n, now int64) (d limiter.Decision, ok bool) {
 	if n == e.refN && now < e.refUntil {
 		e.idle = 0
 		return limiter.Decision{Outcome: limiter.Rejected, Limit: c, Remaining: e.refRemaining,
-			RetryAfter: msDur(e.refUntil - now), ResetAfter: msDur(e.refReset - now)}, true
+			RetryAfter: msDur(e.refRetry - now), ResetAfter: msDur(e.refReset - now)}, true
 	}
 	return d, false
 }
@@ -504,7 +505,11 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 	if !r.Allowed && !r.Never && r.RetryAfter > 0 {
 		e.mu.Lock()
 		e.c = c
-		e.refN, e.refUntil, e.refReset, e.refRemaining = n, send+r.RetryAfter, send+r.ResetAfter, r.Remaining
+		// Answered from memory for one sync interval at most: units that
+		// other instances give back (unused leases, which Redis' exact
+		// RetryAfter cannot foresee) are seen within a tick.
+		e.refN, e.refRetry, e.refReset, e.refRemaining = n, send+r.RetryAfter, send+r.ResetAfter, r.Remaining
+		e.refUntil = min(e.refRetry, send+l.interval.Milliseconds())
 		e.idle = 0
 		e.mu.Unlock()
 	}
