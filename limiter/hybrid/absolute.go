@@ -21,11 +21,18 @@ import (
 )
 
 // Client is the part of a go-redis client the limiter calls: script
-// execution (EVALSHA, EVAL) and UNLINK, like redisabs.Client. When the
-// client also has Pipeline (*redis.Client, *redis.ClusterClient,
-// *redis.Ring do), the background sync sends each tick's calls in
-// pipelines, which a cluster client splits per node.
-type Client = redisx.Client
+// execution (EVALSHA, EVAL, SCRIPT LOAD, SCRIPT EXISTS) and UNLINK, as
+// redisabs.Client. *redis.Client, *redis.ClusterClient, *redis.Ring and
+// the failover clients of go-redis v9 satisfy it. When the client also has
+// Pipeline (all of those do), the background sync sends each tick's calls
+// in pipelines, which a cluster client splits per node.
+type Client interface {
+	redis.Scripter
+	Unlink(ctx context.Context, keys ...string) *redis.IntCmd
+}
+
+// Every Client is one for the shared provider code.
+var _ redisx.Client = Client(nil)
 
 // Tuning of the sync. These bound the work of one tick.
 const (
