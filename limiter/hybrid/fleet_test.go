@@ -204,11 +204,12 @@ func TestZeroOvershoot(t *testing.T) {
 	}{
 		{"Hot", fleetRun{keys: 1, capacity: 1000, hybrids: 3, goroutines: 64, window: time.Second, windows: 10}},
 		{"HotWithRedisabs", fleetRun{keys: 1, capacity: 1000, hybrids: 3, redisabs: 1, goroutines: 64, window: time.Second, windows: 10}},
-		// Across 10,000 keys a fleet on a loaded two-core machine offers a
-		// few thousand calls a second: a capacity of 2 per 2 s keeps the
-		// keys saturated.
-		{"10k", fleetRun{keys: 10_000, capacity: 2, hybrids: 3, goroutines: 64, window: 2 * time.Second, windows: 10}},
-		{"10kWithRedisabs", fleetRun{keys: 10_000, capacity: 2, hybrids: 3, redisabs: 1, goroutines: 64, window: 2 * time.Second, windows: 10}},
+		// Across 10,000 keys a fleet on a loaded two-core machine makes a
+		// few thousand calls a second (most of them Redis calls: see
+		// docs/benchmarks.md, Hybrid provider): a capacity of 1 per 4 s
+		// keeps most keys offered more than they may take.
+		{"10k", fleetRun{keys: 10_000, capacity: 1, hybrids: 3, goroutines: 64, window: 4 * time.Second, windows: 10}},
+		{"10kWithRedisabs", fleetRun{keys: 10_000, capacity: 1, hybrids: 3, redisabs: 1, goroutines: 64, window: 4 * time.Second, windows: 10}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			all, from, calls := tc.run.run(t)
