@@ -344,6 +344,9 @@ func (l *Absolute) Close(ctx context.Context) error {
 			l.tick(ctx, true)
 		}
 		err = l.g.Close(ctx)
+		if werr := l.b.Wait(ctx); err == nil {
+			err = werr
+		}
 	})
 	return err
 }
@@ -423,8 +426,8 @@ func (l *Absolute) plain(ctx context.Context, op, k string, c, n int64) (limiter
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	v, err := scripts.AbsInc.Run(ctx, l.b.Client, []string{h},
-		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL).Result()
+	v, err := l.b.Run(ctx, scripts.AbsInc, []string{h},
+		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL)
 	if err != nil {
 		return limiter.Decision{}, l.errorf(op, err)
 	}
@@ -486,8 +489,8 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 
 	send := l.now()
 	l.fetches.Add(1)
-	v, err := scripts.AbsInc.Run(ctx, l.b.Client, []string{e.hash},
-		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL, want, relStart, rel).Result()
+	v, err := l.b.Run(ctx, scripts.AbsInc, []string{e.hash},
+		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL, want, relStart, rel)
 	if err != nil {
 		// The release may not have happened: those units stay counted
 		// until their bucket dies, which only admits less.
