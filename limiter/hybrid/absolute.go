@@ -833,11 +833,12 @@ func (l *Absolute) sendBatch(ctx context.Context, batch []syncCall) {
 			case isNoScript(err):
 				missing = true
 			case err != nil:
+				// Unreleased units stay counted until their bucket dies,
+				// and a renewal that failed leaves the key to its next Inc.
+				// The breaker is left to the callers' own calls: a tick's
+				// failure (a pooled connection that died with a restarted
+				// server, say) must not send them to the policy.
 				l.syncErrs.Add(1)
-				// Unreleased units stay counted until their bucket dies.
-				if ctx.Err() == nil && failover.Unavailable(err) {
-					l.g.FailedErr(ctx, "sync", err)
-				}
 			case s.want > 0:
 				if g, ok := leaseReply(s.cmd.Val()); ok {
 					s.e.renewed(l, s.c, s.gen, send, g)
