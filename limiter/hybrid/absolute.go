@@ -34,7 +34,9 @@ type Client interface {
 // Every Client is one for the shared provider code.
 var _ redisx.Client = Client(nil)
 
-// Tuning of the sync. These bound the work of one tick.
+// Tuning of the sync. These bound the work of one tick: a tick visits at
+// most maxVisits keys and makes at most maxCalls calls of abs_inc.lua, in
+// pipelines of pipeBatch, whatever the number of keys in memory.
 const (
 	// maxVisits is the most tracked keys one tick looks at; the others
 	// wait for the next tick, in order.
@@ -92,8 +94,10 @@ type shard struct {
 // rate. Fields after mu are guarded by it.
 type entry struct {
 	key, hash string
-	// fetch is held (one token) by the one Redis call for this key at a
-	// time: a lease request of an Inc or the sync's release or renewal.
+	// fetch is held (one token) by the one lease request of an Inc in
+	// flight for this key, and by Close while it gives the key's lease
+	// back. Ticks do not take it: their renewals are installed only if no
+	// Inc brought a lease meanwhile (gen).
 	fetch chan struct{}
 
 	mu   sync.Mutex
