@@ -19,6 +19,17 @@
 --          when that bucket opened already ends W + B after its start,
 --          when it dies. Under the caller's clock every write sets it: that
 --          clock may stand still while Redis counts the TTL in real time.
+-- ARGV[7]  optional, the hybrid provider's lease (docs/algorithms.md, Hybrid
+--          leases): the most units to reserve. An admission of n (ARGV[5])
+--          then records g units, n <= g <= ARGV[7], at most a quarter of
+--          the room left (rounded up) beyond n, and answers
+--          {g, start of the bucket that holds them, now, remaining, reset}.
+-- ARGV[8]  optional, with ARGV[9]: the start (ms) of the bucket an earlier
+-- ARGV[9]  lease reserved its units in, and the units of it left unused.
+--          They are taken out of that bucket and of the total first, if the
+--          bucket is still stored and live; a closed bucket left with no
+--          unit is stored as a plain 0 (no link). ARGV[5] = 0 with a release
+--          only releases.
 -- ARGV[4] and ARGV[5] are stored as sent, so they must be plain decimals
 -- (as go-redis sends an int64).
 --
@@ -76,6 +87,50 @@ end
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
 
 local P = 4294967296 -- 2^32: a closed bucket's value is count * P + link
+
+-- A lease's release (ARGV[8], ARGV[9]): give back the unused units.
+if ARGV[9] and ARGV[9] ~= '0' then
+  local rel = ARGV[9] + 0
+  local rv = redis.call('HGET', h, 'm')
+  local rc, ru, ro, rn, rnc
+  if rv then rc, ru, ro, rn, rnc = string.match(rv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
+  local rs = ARGV[8] + 0
+  if rn and now - rn < sp and now - rs < sp and rs >= ro + 0 then
+    local back = 0
+    if rs == rn + 0 then
+      back = math.min(rel, rnc + 0)
+      rnc = rnc - back
+    elseif rs < rn + 0 then
+      local v = redis.call('HGET', h, ARGV[8])
+      if v then
+        v = v + 0
+        local cnt, link = v, -1
+        if v >= P then
+          link = v % P
+          cnt = (v - link) / P
+        elseif v < 0 then
+          cnt = -v
+        end
+        back = math.min(rel, cnt)
+        cnt = cnt - back
+        if cnt == 0 then
+          v = 0
+        elseif link >= 0 then
+          v = cnt * P + link
+        elseif v < 0 then
+          v = -cnt
+        else
+          v = cnt
+        end
+        redis.call('HSET', h, ARGV[8], fmt('%d', v))
+      end
+    end
+    if back > 0 then
+      redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', rc, ru - back, ro, rn, rnc))
+    end
+  end
+end
+
 local mv = redis.call('HGET', h, 'm')
 -- cs, us, os, ns, ncs: the meta values as stored (strings)
 local cs, us, os, ns, ncs
@@ -183,6 +238,18 @@ end
 
 local allowed = (not never) and used + cost <= c
 
+-- A lease reserves g units where a call would record n.
+local lease = ARGV[7]
+local ns5 = ARGV[5]
+if lease and allowed and n > 0 then
+  local room = c - used - n
+  local g = math.min(lease + 0, n + math.floor((room + 3) / 4))
+  if g > n then
+    n = g
+    ns5 = fmt('%d', g)
+  end
+end
+
 -- Writes: only for n > 0, never for a peek or IsAllowed.
 if n > 0 then
   local wrote, opened = false, false
@@ -199,7 +266,7 @@ if n > 0 then
     used = used + n
     if not live then
       local s0 = fmt('%d', now)
-      redis.call('HSET', h, 'm', ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ARGV[5])
+      redis.call('HSET', h, 'm', ARGV[4] .. ' ' .. ns5 .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ns5)
       newest, live, opened = now, true, true
     elseif now - newest < b then
       -- Join the newest bucket.
@@ -207,9 +274,10 @@ if n > 0 then
     else
       -- Open a bucket: the newest one becomes an ordinary field, its value
       -- the count with the link to now.
+      -- (a count of 0, left by a lease's release, is a plain 0)
       local closed = -ncount
-      if ncount < 2097152 and now - newest < P then closed = ncount * P + (now - newest) end
-      redis.call('HSET', h, ns, fmt('%d', closed), 'm', fmt('%s %d %s %d %s', ARGV[4], used, ofield, now, ARGV[5]))
+      if ncount > 0 and ncount < 2097152 and now - newest < P then closed = ncount * P + (now - newest) end
+      redis.call('HSET', h, ns, fmt('%d', closed), 'm', fmt('%s %d %s %d %s', ARGV[4], used, ofield, now, ns5))
       newest, opened = now, true
     end
     wrote = true
@@ -229,6 +297,7 @@ if live then reset = newest + sp - now end
 
 if allowed then
   local remaining = c - used
+  if lease and n > 0 then return {n, newest, now, remaining, reset} end
   if ARGV[4] ~= '0' and remaining < 2097152 and reset < P then
     return remaining * 4294967296 + reset
   end

@@ -139,6 +139,11 @@ type Config struct {
 	// option sets it: it is for the provider's own tests, which must see
 	// the background loop work without waiting a second per tick.
 	SweepEvery time.Duration
+	// SyncInterval is the hybrid provider's lease sync period (0: its
+	// default of 50 ms), and MaxLease the most units one lease reserves
+	// (0: no bound but the capacity). Set by package hybrid's options.
+	SyncInterval time.Duration
+	MaxLease     int64
 
 	// Failure handling of the Redis providers (limiter.WithTimeout and
 	// friends).

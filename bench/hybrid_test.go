@@ -1,0 +1,161 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/hybrid"
+	"github.com/sluice-go/sluice/limiter/redisabs"
+)
+
+// BenchmarkHybrid compares the hybrid absolute provider with redisabs and
+// redis_rate at 64 goroutines, on the hot and 10k workloads of
+// BenchmarkInc, on the run's one redis-server, contenders interleaved per
+// round:
+//
+//	go test -run '^$' -bench Hybrid -benchtime 3s -count 3 | tee hybrid.txt
+//
+// The sluice contenders get WithTimeout(5 s), the shared client's bound,
+// so that a loaded machine does not send them to the failure policy.
+// Besides ns/op and ops/s it reports the script calls the contender sent
+// per 1,000 decisions (EVALSHA and EVAL: the round trips, pipelined or
+// not) and the Redis commands they ran per 1,000 decisions (every line
+// of INFO commandstats, the commands scripts call included). Decisions
+// are not required to be admissions: at hybrid speed the 10k workload's
+// keys (1,000 per minute each) fill up, and refusals are decisions too.
+func BenchmarkHybrid(b *testing.B) {
+	c := requireServer(b)
+	const g = 64
+	for _, w := range workloads[:2] {
+		b.Run("load="+w.name, func(b *testing.B) {
+			names := []string{"redisabs", "redis_rate", "hybrid"}
+			if w.name == "10k" {
+				// the same with leases that live up to 6 s (docs/benchmarks.md,
+				// Hybrid provider, explains why it matters here)
+				names = append(names, "hybrid-bucket=W/10")
+			}
+			for _, name := range names {
+				b.Run("impl="+name, func(b *testing.B) {
+					if err := c.FlushAll(ctx).Err(); err != nil {
+						b.Fatal(err)
+					}
+					inc, closeFn, err := buildHybridContender(c, name, w.policy)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer closeFn()
+					// warm: every key once, every connection open
+					if _, err := parallel(poolSize, max(len(w.keys), 2000), func(i int) (bool, error) {
+						return inc(ctx, w.keys[i%len(w.keys)])
+					}); err != nil {
+						b.Fatal(err)
+					}
+					measureDecisions(b, w, g, inc)
+				})
+			}
+		})
+	}
+}
+
+// buildHybridContender returns the call of one contender and what closes
+// it.
+func buildHybridContender(c *redis.Client, name string, p policy) (incFunc, func(), error) {
+	switch name {
+	case "redisabs":
+		l, err := redisabs.New(c, limiter.WithTimeout(5*time.Second))
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(ctx context.Context, k string) (bool, error) {
+			d, err := l.Inc(ctx, k, p.rate, 1)
+			return d.Allowed, err
+		}, func() { l.Close(ctx) }, nil
+	case "redis_rate":
+		l := redis_rate.NewLimiter(c)
+		return func(ctx context.Context, k string) (bool, error) {
+			r, err := l.Allow(ctx, k, p.limit)
+			if err != nil {
+				return false, err
+			}
+			return r.Allowed == 1, nil
+		}, func() {}, nil
+	case "hybrid", "hybrid-bucket=W/10":
+		opts := []limiter.Option{limiter.WithTimeout(5 * time.Second)}
+		if name != "hybrid" {
+			opts = append(opts, limiter.WithBucket(window/10))
+		}
+		l, err := hybrid.NewAbsolute(c, opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(ctx context.Context, k string) (bool, error) {
+			d, err := l.Inc(ctx, k, p.rate, 1)
+			return d.Allowed, err
+		}, func() { l.Close(ctx) }, nil
+	}
+	return nil, nil, fmt.Errorf("no contender %q", name)
+}
+
+// measureDecisions is the timed body of BenchmarkHybrid: b.N calls of inc
+// from g goroutines over w's keys.
+func measureDecisions(b *testing.B, w workload, g int, inc incFunc) {
+	if err := stats.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	refused, err := parallel(g, b.N, func(i int) (bool, error) {
+		return inc(ctx, w.keys[i%len(w.keys)])
+	})
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	scriptCalls, commands, err := commandTotals(stats)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := float64(b.N)
+	b.ReportMetric(n/b.Elapsed().Seconds(), "ops/s")
+	b.ReportMetric(float64(scriptCalls)*1000/n, "calls/1k")
+	b.ReportMetric(float64(commands)*1000/n, "cmds/1k")
+	b.ReportMetric(float64(refused)*100/n, "%refused")
+}
+
+// commandTotals sums INFO commandstats: the script calls clients sent
+// (EVALSHA, EVAL) and every command run, less the INFO and CONFIG of the
+// statistics client.
+func commandTotals(c *redis.Client) (scriptCalls, commands int64, err error) {
+	s, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(s, "\n") {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		cmd := strings.TrimPrefix(name, "cmdstat_")
+		if cmd == "info" || strings.HasPrefix(cmd, "config") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+		k, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %q: %w", name, v, err)
+		}
+		commands += k
+		if cmd == "evalsha" || cmd == "eval" {
+			scriptCalls += k
+		}
+	}
+	return scriptCalls, commands, nil
+}

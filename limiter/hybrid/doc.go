@@ -1,0 +1,58 @@
+// Package hybrid is sluice's leased limiter: it answers from memory, at
+// nearly the local provider's speed, and keeps each key's sliding window
+// in Redis, so that the instances sharing a Redis and a prefix never admit
+// more than the capacity in any window between them.
+//
+//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", MaxRetries: -1})
+//	l, err := hybrid.NewAbsolute(client, limiter.WithWindow(time.Minute))
+//	...
+//	defer l.Close(ctx) // gives back the units it holds
+//	d, err := l.Inc(ctx, "user:42", limiter.PerMinute(100), 1)
+//
+// # Algorithm
+//
+// The window is the absolute strategy's, in the hash redisabs uses
+// (docs/data-model.md), so hybrid and redisabs instances may share keys.
+// An Inc that finds no usable lease makes one call of scripts/abs_inc.lua,
+// which decides for its n units exactly as redisabs would and, when it
+// admits, reserves a few more units in the same bucket: the lease. Later
+// calls take units from the lease in memory while the bucket that holds
+// them is still open (less than B after its start), so every unit counts
+// in Redis for at least W after it was admitted, as a Redis admission
+// does, and no commit is ever needed for the window guarantee. Unused
+// units are given back to their bucket: by the next lease request of the
+// key, or by the background sync (every WithSyncInterval, default 50 ms),
+// which also renews the expiring leases of busy keys in pipelined batches,
+// and by Close. Lease sizes follow each key's local rate; near its
+// capacity a key gets leases of one unit, then one Redis call per
+// decision. A refusal asks Redis once and is repeated from memory, for the
+// same n, until the RetryAfter Redis gave has passed.
+// docs/algorithms.md, "Hybrid leases", has the protocol, the proof of the
+// guarantee, and where and by how much it under-admits.
+//
+// # Decisions
+//
+// Admissions and refusals are never looser than redisabs'. Remaining and
+// ResetAfter of an answer from memory date from the latest Redis reply;
+// Get counts other instances' unused leases as used; a cached refusal's
+// RetryAfter may be longer than needed when another instance gives units
+// back. WithMaxLease(1) makes every admission a Redis decision.
+//
+// # Failure modes
+//
+// The failure policy is redisabs' (limiter.WithFailurePolicy, WithTimeout
+// and the breaker; docs/operations.md): a lease keeps serving while its
+// bucket is open and it has units, whatever Redis' state, and then the
+// policy answers, with Degraded set. Units an instance leased and never
+// gave back (a crash, a lost connection) stay counted until their bucket
+// dies, at most W + B: the fleet admits less meanwhile, never more.
+//
+// # Concurrency
+//
+// An Absolute is safe for concurrent use: one mutex per key guards its
+// lease, and one Redis call per key is in flight at a time. Its sync
+// goroutine runs from NewAbsolute to Close.
+//
+// Only the absolute strategy is built; the suppressed one (NewSuppressed)
+// is not yet.
+package hybrid

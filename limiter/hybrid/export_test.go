@@ -1,0 +1,10 @@
+package hybrid
+
+// Calls returns the Redis calls l made so far: Inc lease requests, tick
+// renewals and tick releases.
+func (l *Absolute) Calls() (fetches, renewals, releases int64) {
+	return l.fetches.Load(), l.renewals.Load(), l.releases.Load()
+}
+
+// SyncErrors returns the calls of ticks that failed.
+func (l *Absolute) SyncErrors() int64 { return l.syncErrs.Load() }

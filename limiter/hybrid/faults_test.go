@@ -1,0 +1,29 @@
+package hybrid_test
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/faults"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/hybrid"
+)
+
+func newFaultLimiter(t *testing.T, c *redis.Client, opts ...limiter.Option) limiter.Limiter {
+	t.Helper()
+	l, err := hybrid.NewAbsolute(c, opts...)
+	if err != nil {
+		t.Fatalf("hybrid.NewAbsolute: %v", err)
+	}
+	return l
+}
+
+// TestFaultMatrix: each failure of the Redis providers' fault matrix under
+// 16 goroutines of Inc load on real Redis (docs/operations.md, When Redis
+// fails).
+func TestFaultMatrix(t *testing.T) { faults.RunMatrix(t, newFaultLimiter) }
+
+// TestFailurePolicies: each policy during an outage, bad input, and
+// reconciliation of the fallback's units, alone and in a fleet of three.
+func TestFailurePolicies(t *testing.T) { faults.RunPolicies(t, "hybrid", newFaultLimiter) }

@@ -1,0 +1,46 @@
+package hybrid
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// DefaultSyncInterval is the period of the background sync when
+// WithSyncInterval is not given.
+const DefaultSyncInterval = 50 * time.Millisecond
+
+// WithSyncInterval sets how often the background sync visits the keys
+// touched since its last visit: it gives back the unused units of leases
+// that are idle or about to expire, and renews the leases of busy keys,
+// one pipelined batch per tick. Default 50 ms (DefaultSyncInterval). It
+// must be positive; shorter intervals return unused units sooner (less
+// under-admission for the rest of the fleet) at the price of more Redis
+// calls. Other providers ignore it.
+func WithSyncInterval(d time.Duration) limiter.Option {
+	return func(c *config.Config) {
+		if d <= 0 {
+			c.Fail(fmt.Errorf("%w: sync interval %v must be positive", limiter.ErrInvalidConfig, d))
+			return
+		}
+		c.SyncInterval = d
+	}
+}
+
+// WithMaxLease bounds the units one lease reserves. Default: no bound but
+// the key's capacity (the lease size adapts to the key's rate, see the
+// package documentation). 1 makes every admission beyond a lease's first
+// unit ask Redis: the provider then decides as redisabs does, call for
+// call (for tests and for keys whose RetryAfter and Remaining must be
+// exact). It must be at least 1. Other providers ignore it.
+func WithMaxLease(n int64) limiter.Option {
+	return func(c *config.Config) {
+		if n < 1 {
+			c.Fail(fmt.Errorf("%w: max lease %d must be at least 1", limiter.ErrInvalidConfig, n))
+			return
+		}
+		c.MaxLease = n
+	}
+}
