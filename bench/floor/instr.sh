@@ -18,11 +18,12 @@
 # one; "steady": 200 keys called every 300 ms for 78 s, the last 40 rounds
 # measured, when the window is full and every other call finds its oldest
 # bucket dead (floor/seq). All pass the clock as an argument, so none calls
-# TIME; "TIME" rows read Redis TIME over 50 keys and 20 measured rounds,
+# TIME; "TIME" rows read Redis TIME (an empty ARGV[1], which floor/seq
+# sends for EMPTY) over 50 keys and 20 measured rounds,
 # which under valgrind's slowdown mixes joins with some opens. "steady,
-# overloaded" is the steady traffic at S = 10, H = 15: after the first
-# units every call is refused above H and computes its RetryAfter, whose
-# answer lies past the oldest bucket.
+# overloaded" is the steady traffic at S = 10, H = 15 with the factor
+# cached for an hour: after the first units every call is refused by the
+# draw against the cached factor and computes its RetryAfter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:-}
@@ -62,7 +63,7 @@ count() { # script mode keyfmt args [keys rounds measured] → instructions per 
 
 ABS='NOW 60000 600 1000 1 60600'
 SUP='NOW 60000 600 1000 1500 1 100 500000 60600'
-SUPO='NOW 60000 600 10 15 1 100 500000 60600'
+SUPO='NOW 60000 600 10 15 1 3600000 500000 60600'
 AK='sluice:{user:%d}:abs:h'
 SK='sluice:{user:%d}:sup:h'
 rows=(
@@ -100,9 +101,12 @@ for r in "${rows[@]}"; do
 		echo "| $name | $(count "$file" "$mode" "$keyfmt" "$args") |"
 	fi
 done
-T='0 60000 600 1000 1 60600'
+T='EMPTY 60000 600 1000 1 60600' # EMPTY: an empty ARGV[1], the script reads TIME
 echo "| redis_rate, TIME, 50 keys | $(count "$tmp/redis_rate.lua" join rate:user:%d '1000 1000 60 1' 50 21) |"
 echo "| abs_inc.lua, TIME, 50 keys | $(count ../scripts/abs_inc.lua join "$AK" "$T" 50 21) |"
+TS='EMPTY 60000 600 1000 1500 1 100 500000 60600'
+echo "| sup_inc.lua, TIME, 50 keys | $(count ../scripts/sup_inc.lua join "$SK" "$TS" 50 21) |"
 if [[ -n $rev ]]; then
 	echo "| abs_inc.lua at $rev, TIME, 50 keys | $(count "$tmp/abs_inc_rev.lua" join "$AK" "$T" 50 21) |"
+	echo "| sup_inc.lua at $rev, TIME, 50 keys | $(count "$tmp/sup_inc_rev.lua" join "$SK" "$TS" 50 21) |"
 fi
