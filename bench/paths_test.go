@@ -121,8 +121,8 @@ var pathContenders = []struct {
 // time, the figure docs/benchmarks.md compares), the server's CPU µs per
 // call and the share of calls refused:
 //
-//	go test -run '^$' -bench Paths -benchtime 20000x -count 3 | tee paths.txt
-//	go run golang.org/x/perf/cmd/benchstat@latest -col /impl paths.txt
+//	go test -run '^$' -bench Paths -benchtime 20000x -count 3 | tee testdata/paths.txt
+//	go run golang.org/x/perf/cmd/benchstat@latest -col /impl testdata/paths.txt
 func BenchmarkPaths(b *testing.B) {
 	c := requireServer(b)
 	for _, p := range pathLoads {

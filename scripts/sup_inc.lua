@@ -458,10 +458,14 @@ if write then
       elseif rs == pn then
         ra, rl = pacc, newest - pn
       end
-      local r = fmt('%d %d %d %d %d', rs, rb, ra, rl, oldest)
-      if r ~= rraw then
-        args = args or {}
-        args[#args + 1], args[#args + 2] = 'r', r
+      -- Unchanged (the same numbers as read, against the same oldest
+      -- start): nothing to write, and nothing to format.
+      if not (rc and not expired and rs == rc[1] and rb == rc[2] and ra == rc[3] and rl == rc[4]) then
+        local r = fmt('%d %d %d %d %d', rs, rb, ra, rl, oldest)
+        if r ~= rraw then
+          args = args or {}
+          args[#args + 1], args[#args + 2] = 'r', r
+        end
       end
     elseif rraw then
       redis.call('HDEL', h, 'r') -- its bucket died, or another writer moved "o"

@@ -34,7 +34,7 @@ func main() {
 	first := flag.Int("first", 1, "first round to print")
 	last := flag.Int("last", 4, "last round to print")
 	keyFmt := flag.String("key", "k:%d", "the key, with %d for its number")
-	args := flag.String("args", "", "ARGV, space-separated; NOW is replaced by the round's instant in ms")
+	args := flag.String("args", "", "ARGV, space-separated; NOW is replaced by the round's instant in ms, EMPTY by an empty string (the scripts then read Redis TIME)")
 	flag.Parse()
 	if *sha == "" || (*mode != "join" && *mode != "open" && *mode != "steady") {
 		flag.Usage()
@@ -52,6 +52,11 @@ func main() {
 			now += int64(r-1) * *step
 		}
 		argv := strings.Fields(strings.ReplaceAll(*args, "NOW", strconv.FormatInt(now, 10)))
+		for i, a := range argv {
+			if a == "EMPTY" { // an empty argument: the scripts read Redis TIME
+				argv[i] = ""
+			}
+		}
 		if r < *first {
 			continue
 		}
