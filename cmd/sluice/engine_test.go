@@ -83,6 +83,9 @@ func TestSaturatedCounts(t *testing.T) {
 				Seed:            7,
 				Prefix:          prefix,
 				NewRedis:        func() *redis.Client { return redis.NewClient(ro) },
+				// The counts are Redis's: no call may time out into the
+				// local fallback on a loaded machine.
+				RedisTimeout: embeddedTimeout,
 			}
 			var out bytes.Buffer
 			rep, err := Run(context.Background(), o, &out)
@@ -174,6 +177,7 @@ func TestReportMatchesEvents(t *testing.T) {
 		Seed:            3,
 		Prefix:          redistest.Prefix(t),
 		NewRedis:        func() *redis.Client { return redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1}) },
+		RedisTimeout:    embeddedTimeout, // decisions from Redis only, as the events are checked against it
 		Record:          rec.record,
 		Tick:            300 * time.Millisecond,
 	}
