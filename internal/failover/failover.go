@@ -46,6 +46,7 @@ import (
 
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redisx"
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/local"
@@ -746,5 +747,30 @@ func Probe(client redis.Scripter, cfg *config.Config) func(ctx context.Context) 
 	return func(ctx context.Context) error {
 		return scripts.AbsInc.Run(ctx, client, []string{h},
 			redisx.NowArg(cfg), w, b, config.MaxCapacity, 1, ttl).Err()
+	}
+}
+
+// AbsoluteReconciler is the Reconciler of an absolute provider whose
+// script calls carry b's arguments: the units are recorded at Redis TIME
+// with the capacity of the key's latest rate, like an Inc of that many
+// units (abs_inc.lua), and when the key has less room than that (another
+// instance wrote meanwhile) the room that is left is filled instead, since
+// the script is all or nothing.
+func AbsoluteReconciler(b *redisx.Base) Reconciler {
+	cfg := &b.Cfg
+	return Reconciler{
+		Script: scripts.AbsInc,
+		Queue: func(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd {
+			c, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
+			return scripts.AbsInc.EvalSha(ctx, pipe, []string{p.Hash}, redisx.NowArg(cfg), b.W, b.B, c, n, b.TTL)
+		},
+		More: func(cmd *redis.Cmd, p *Pending, n int64) int64 {
+			c, _ := limiter.Capacity(p.Rate, cfg.Window)
+			r, err := redisx.Decision(cmd.Val(), c, window.OutcomeAllowed, window.OutcomeRejected)
+			if err != nil || r.Allowed || r.Never {
+				return 0
+			}
+			return min(r.Remaining, n)
+		},
 	}
 }

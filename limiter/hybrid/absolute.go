@@ -152,21 +152,7 @@ func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]*entry)
 	}
-	l.g.Init("hybrid", key.Absolute, client, cfg, opts, failover.Probe(client, cfg), failover.Reconciler{
-		Script: scripts.AbsInc,
-		Queue: func(ctx context.Context, pipe redis.Scripter, p *failover.Pending, n int64) *redis.Cmd {
-			c, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
-			return scripts.AbsInc.EvalSha(ctx, pipe, []string{p.Hash}, redisx.NowArg(cfg), l.b.W, l.b.B, c, n, l.b.TTL)
-		},
-		More: func(cmd *redis.Cmd, p *failover.Pending, n int64) int64 {
-			c, _ := limiter.Capacity(p.Rate, cfg.Window)
-			r, err := redisx.Decision(cmd.Val(), c, window.OutcomeAllowed, window.OutcomeRejected)
-			if err != nil || r.Allowed || r.Never {
-				return 0
-			}
-			return min(r.Remaining, n)
-		},
-	})
+	l.g.Init("hybrid", key.Absolute, client, cfg, opts, failover.Probe(client, cfg), failover.AbsoluteReconciler(&l.b))
 	go l.loop()
 	return l, nil
 }

@@ -3,39 +3,16 @@ package redisabs
 import (
 	"context"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/failover"
-	"github.com/sluice-go/sluice/internal/redisx"
-	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
-	"github.com/sluice-go/sluice/scripts"
 )
 
 // initGuard sets up the failure policy, breaker and fallback.
 func (l *Limiter) initGuard(client Client, opts []limiter.Option) {
 	cfg := &l.b.Cfg
-	l.g.Init("redisabs", key.Absolute, client, cfg, opts, failover.Probe(client, cfg), failover.Reconciler{
-		Script: scripts.AbsInc,
-		// The units are recorded at Redis TIME with the capacity of the
-		// key's latest rate, like an Inc of that many units.
-		Queue: func(ctx context.Context, pipe redis.Scripter, p *failover.Pending, n int64) *redis.Cmd {
-			c, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
-			return scripts.AbsInc.EvalSha(ctx, pipe, []string{p.Hash}, redisx.NowArg(cfg), l.b.W, l.b.B, c, n, l.b.TTL)
-		},
-		// All or nothing: when the key has less room than n (another
-		// instance wrote meanwhile), fill the room instead.
-		More: func(cmd *redis.Cmd, p *failover.Pending, n int64) int64 {
-			c, _ := limiter.Capacity(p.Rate, cfg.Window)
-			r, err := redisx.Decision(cmd.Val(), c, window.OutcomeAllowed, window.OutcomeRejected)
-			if err != nil || r.Allowed || r.Never {
-				return 0
-			}
-			return min(r.Remaining, n)
-		},
-	})
+	l.g.Init("redisabs", key.Absolute, client, cfg, opts, failover.Probe(client, cfg), failover.AbsoluteReconciler(&l.b))
 }
 
 // backend is the Limiter as its Guard sees it (failover.Backend): a
