@@ -41,7 +41,7 @@ func repoFiles(t *testing.T) (paths map[string]bool, bases map[string]bool) {
 // "[text](path)", or in a word that starts with one of the repository's
 // top-level directories ("limiter/redisabs/doc.go", "./scripts/") or ends
 // with the extension of a file kind the repository keeps ("abs_inc.lua",
-// "DESIGN.md").
+// "NOTES.md").
 var (
 	mdLink   = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	pathWord = regexp.MustCompile(`[A-Za-z0-9_./-]+`)
