@@ -133,6 +133,32 @@ func gatedClient(t *testing.T) (*redis.Client, *gate) {
 	return c, g
 }
 
+// holdFirst lets b keep one round trip in flight, starts a call on k that
+// the gate holds, and returns once it is held: the calls that follow
+// queue behind it.
+func holdFirst(ctx context.Context, t *testing.T, b *Batcher, g *gate, k string) <-chan result {
+	t.Helper()
+	b.inflight = 1
+	g.holdCall.Store(true)
+	first := goRun(ctx, b, k)
+	waitHeld(t, g)
+	return first
+}
+
+// wantCanceled checks that the call of out, whose context was cancelled,
+// returns context.Canceled at once, without waiting for what.
+func wantCanceled(t *testing.T, out <-chan result, what string) {
+	t.Helper()
+	select {
+	case r := <-out:
+		if !errors.Is(r.err, context.Canceled) {
+			t.Errorf("the cancelled call = %v, %v; want context.Canceled", r.v, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the cancelled call waits for %s", what)
+	}
+}
+
 // TestBatchLoneCaller: calls one after the other never wait for a batch
 // and are never pipelined: each is a call of its own, as without batching.
 func TestBatchLoneCaller(t *testing.T) {
@@ -159,11 +185,8 @@ func TestBatchLoneCaller(t *testing.T) {
 func TestBatchCollectsWaitingCalls(t *testing.T) {
 	c, g := gatedClient(t)
 	b := NewBatcher(c, 4)
-	b.inflight = 1 // one round trip in flight: the next call queues
 	p := redistest.Prefix(t)
-	g.holdCall.Store(true)
-	first := goRun(context.Background(), b, p+":first")
-	waitHeld(t, g)
+	first := holdFirst(context.Background(), t, b, g, p+":first")
 	const n = 10
 	outs := make([]<-chan result, n)
 	for i := range outs {
@@ -227,7 +250,6 @@ func TestBatchNoScript(t *testing.T) {
 	c, g := gatedClient(t)
 	admin := redistest.Real(t).Client(t)
 	b := NewBatcher(c, 16)
-	b.inflight = 1 // one round trip in flight: the next call queues
 	p := redistest.Prefix(t)
 	if err := incr.Load(context.Background(), c).Err(); err != nil {
 		t.Fatal(err)
@@ -240,9 +262,7 @@ func TestBatchNoScript(t *testing.T) {
 			}
 		}
 	}
-	g.holdCall.Store(true)
-	first := goRun(context.Background(), b, p+":first")
-	waitHeld(t, g)
+	first := holdFirst(context.Background(), t, b, g, p+":first")
 	const n = 8
 	outs := make([]<-chan result, n)
 	for i := range outs {
@@ -275,25 +295,15 @@ func TestBatchNoScript(t *testing.T) {
 func TestBatchCancelledWhileQueued(t *testing.T) {
 	c, g := gatedClient(t)
 	b := NewBatcher(c, 16)
-	b.inflight = 1 // one round trip in flight: the next call queues
 	p := redistest.Prefix(t)
-	g.holdCall.Store(true)
-	first := goRun(context.Background(), b, p+":first")
-	waitHeld(t, g)
+	first := holdFirst(context.Background(), t, b, g, p+":first")
 	ctx, cancel := context.WithCancel(context.Background())
 	gone := goRun(ctx, b, p+":cancelled")
 	waitQueued(t, b.single, 1)
 	kept := []<-chan result{goRun(context.Background(), b, p+":kept"), goRun(context.Background(), b, p+":kept")}
 	waitQueued(t, b.single, 3)
 	cancel()
-	select {
-	case r := <-gone:
-		if !errors.Is(r.err, context.Canceled) {
-			t.Errorf("the cancelled call = %v, %v; want context.Canceled", r.v, r.err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the cancelled call waits for the round trip in flight")
-	}
+	wantCanceled(t, gone, "the round trip in flight")
 	close(g.release)
 	<-first
 	for i, out := range kept {
@@ -315,11 +325,8 @@ func TestBatchCancelledWhileQueued(t *testing.T) {
 func TestBatchCancelledInFlight(t *testing.T) {
 	c, g := gatedClient(t)
 	b := NewBatcher(c, 16)
-	b.inflight = 1 // one round trip in flight: the next call queues
 	p := redistest.Prefix(t)
-	g.holdCall.Store(true)
-	first := goRun(context.Background(), b, p+":first")
-	waitHeld(t, g)
+	first := holdFirst(context.Background(), t, b, g, p+":first")
 	ctx, cancel := context.WithCancel(context.Background())
 	gone := goRun(ctx, b, p+":k")
 	waitQueued(t, b.single, 1)
@@ -329,14 +336,7 @@ func TestBatchCancelledInFlight(t *testing.T) {
 	g.release <- struct{}{} // let the first call go; the gate holds the pipeline next
 	waitHeld(t, g)
 	cancel()
-	select {
-	case r := <-gone:
-		if !errors.Is(r.err, context.Canceled) {
-			t.Errorf("the cancelled call = %v, %v; want context.Canceled", r.v, r.err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the cancelled call waits for its pipeline")
-	}
+	wantCanceled(t, gone, "its pipeline")
 	close(g.release)
 	<-first
 	if r := <-kept; r.err != nil {
@@ -370,10 +370,7 @@ func testBatchServerFails(t *testing.T, kill bool) {
 	g := newGate()
 	c.AddHook(g)
 	b := NewBatcher(c, 16)
-	b.inflight = 1 // one round trip in flight: the next call queues
-	g.holdCall.Store(true)
-	first := goRun(context.Background(), b, "first")
-	waitHeld(t, g)
+	first := holdFirst(context.Background(), t, b, g, "first")
 	const timeout = 300 * time.Millisecond
 	const n = 12
 	outs := make([]<-chan result, n)
@@ -595,14 +592,11 @@ func TestBatchMovedSlot(t *testing.T) {
 	g := newGate()
 	c.AddHook(g)
 	b := NewBatcher(c, 16)
-	b.inflight = 1 // one round trip in flight: the next call queues
 	ln := b.lane(ctx, []string{moved})
 	if ln == nil || ln.node != src {
 		t.Fatalf("lane(%q) = %v, want the old master's: the cluster client must not know of the move yet", moved, ln)
 	}
-	g.holdCall.Store(true)
-	first := goRun(ctx, b, stay)
-	waitHeld(t, g)
+	first := holdFirst(ctx, t, b, g, stay)
 	const n = 6
 	outs := make([]<-chan result, n)
 	for i := range outs {
