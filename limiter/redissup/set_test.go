@@ -186,21 +186,14 @@ func TestSetSameAsLocalOverloaded(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			r := overloadSetTrace(t, p.f, 6000, 5)
 			t.Logf("%+v", r)
-			for _, c := range []struct {
-				name    string
-				n, want int
-			}{
+			wantRegimes(t, "IncSet", r.calls, []regime{
 				{"below soft", r.below, r.calls / 20},
 				{"between soft and hard", r.between, r.calls / 20},
 				{"refused between soft and hard", r.betweenRefused, r.calls / 50},
 				{"beyond hard", r.beyondHard, r.calls / 50},
 				{"never", r.never, 10},
 				{"peeks", r.peeks, r.calls / 50},
-			} {
-				if c.n < c.want {
-					t.Errorf("trace had %d IncSet decisions %s out of %d, want at least %d", c.n, c.name, r.calls, c.want)
-				}
-			}
+			})
 		})
 	}
 }

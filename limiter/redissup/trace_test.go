@@ -125,6 +125,24 @@ func suppressedTrace(t *testing.T, f conformance.Factory, w time.Duration, steps
 	return r
 }
 
+// regime is how many decisions of a trace fell in one regime, and the
+// least the trace must have for its comparison to cover that regime.
+type regime struct {
+	name    string
+	n, want int
+}
+
+// wantRegimes fails t for each regime the trace of total calls of op
+// visited fewer times than it must.
+func wantRegimes(t *testing.T, op string, total int, rs []regime) {
+	t.Helper()
+	for _, c := range rs {
+		if c.n < c.want {
+			t.Errorf("trace had %d %s decisions %s out of %d, want at least %d", c.n, op, c.name, total, c.want)
+		}
+	}
+}
+
 // TestSameAsLocal shows that, given the same seeded source and the same
 // time, the Redis provider decides exactly as the local one in every
 // regime, so nothing depends on server-side randomness.
@@ -135,20 +153,13 @@ func TestSameAsLocal(t *testing.T) {
 				const steps = 6000
 				r := suppressedTrace(t, p.f, w, steps, 11)
 				t.Logf("%+v", r)
-				for _, c := range []struct {
-					name    string
-					n, want int
-				}{
+				wantRegimes(t, "Inc", r.incs, []regime{
 					{"below soft", r.belowSoft, r.incs / 20},
 					{"between soft and hard", r.between, r.incs / 40},
 					{"beyond hard", r.beyondHard, r.incs / 40},
 					{"never", r.never, 10},
 					{"peeks", r.peeks, r.incs / 50},
-				} {
-					if c.n < c.want {
-						t.Errorf("trace had %d Inc decisions %s out of %d, want at least %d", c.n, c.name, r.incs, c.want)
-					}
-				}
+				})
 			})
 		}
 	}
