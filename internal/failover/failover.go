@@ -774,3 +774,24 @@ func AbsoluteReconciler(b *redisx.Base) Reconciler {
 		},
 	}
 }
+
+// AbsoluteCall validates an Inc (or, with peek, an IsAllowed) of an
+// absolute provider whose calls carry b's configuration, and describes it
+// for the policy: the Validate of its Backend.
+func AbsoluteCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
+	h, err := b.Check(op, k)
+	if err != nil {
+		return nil, err
+	}
+	if peek {
+		return &Call{Op: op, Key: k, Hash: h, Peek: true}, nil
+	}
+	if err := config.CheckCost(n); err != nil {
+		return nil, b.Errorf(op, err)
+	}
+	c, err := limiter.Capacity(rate, b.Cfg.Window)
+	if err != nil {
+		return nil, b.Errorf(op, err)
+	}
+	return &Call{Op: op, Key: k, Hash: h, Rate: rate, N: n, C: c, Hard: c}, nil
+}

@@ -346,22 +346,7 @@ type backend Absolute
 
 // Validate checks an Inc (or, with peek, an IsAllowed) for the policy.
 func (be *backend) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*failover.Call, error) {
-	l := (*Absolute)(be)
-	h, err := l.b.Check(op, k)
-	if err != nil {
-		return nil, err
-	}
-	if peek {
-		return &failover.Call{Op: op, Key: k, Hash: h, Peek: true}, nil
-	}
-	if err := config.CheckCost(n); err != nil {
-		return nil, l.errorf(op, err)
-	}
-	c, err := limiter.Capacity(rate, l.b.Cfg.Window)
-	if err != nil {
-		return nil, l.errorf(op, err)
-	}
-	return &failover.Call{Op: op, Key: k, Hash: h, Rate: rate, N: n, C: c, Hard: c}, nil
+	return failover.AbsoluteCall(&(*Absolute)(be).b, op, k, rate, n, peek)
 }
 
 // Decide is the Redis call of an Inc or, with peek, an IsAllowed.

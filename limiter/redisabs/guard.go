@@ -3,7 +3,6 @@ package redisabs
 import (
 	"context"
 
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -21,22 +20,7 @@ type backend Limiter
 
 // Validate checks an Inc (or, with peek, an IsAllowed) for the policy.
 func (be *backend) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*failover.Call, error) {
-	l := (*Limiter)(be)
-	h, err := l.b.Check(op, k)
-	if err != nil {
-		return nil, err
-	}
-	if peek {
-		return &failover.Call{Op: op, Key: k, Hash: h, Peek: true}, nil
-	}
-	if err := config.CheckCost(n); err != nil {
-		return nil, l.b.Errorf(op, err)
-	}
-	c, err := limiter.Capacity(rate, l.b.Cfg.Window)
-	if err != nil {
-		return nil, l.b.Errorf(op, err)
-	}
-	return &failover.Call{Op: op, Key: k, Hash: h, Rate: rate, N: n, C: c, Hard: c}, nil
+	return failover.AbsoluteCall(&(*Limiter)(be).b, op, k, rate, n, peek)
 }
 
 // Decide is the Redis call of an Inc or, with peek, an IsAllowed.
