@@ -202,16 +202,8 @@ func (c *Cleaner) walk(ctx context.Context, node Client, r *Report) error {
 			if c.pause != nil {
 				c.pause()
 			}
-			if err := c.lim.Wait(ctx); err != nil {
+			if held, err := c.paced(ctx, r); err != nil || !held {
 				return err
-			}
-			held, err := c.lease.check(ctx)
-			if err != nil {
-				return err
-			}
-			if !held {
-				r.LeaseLost = true
-				return nil
 			}
 			r.Scanned++
 			done := func() {}
@@ -305,15 +297,11 @@ func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) e
 	trimmed := res[2]
 	// Further steps of a large trim, each paced and under the lease.
 	for more := res[3]; more != 0; {
-		if err := c.lim.Wait(ctx); err != nil {
-			return err
-		}
-		held, err := c.lease.check(ctx)
+		held, err := c.paced(ctx, r)
 		if err != nil {
 			return err
 		}
 		if !held {
-			r.LeaseLost = true
 			break
 		}
 		if more == moreBatches {
@@ -570,4 +558,21 @@ func (c *Cleaner) observe(ctx context.Context, r Report, err error) {
 			Duration: r.Duration, Err: err, ErrorClass: class,
 		},
 	})
+}
+
+// paced takes one unit of the budget (WithRate) and checks that the pass
+// still holds the lease; when it does not, it sets r.LeaseLost and
+// returns false.
+func (c *Cleaner) paced(ctx context.Context, r *Report) (bool, error) {
+	if err := c.lim.Wait(ctx); err != nil {
+		return false, err
+	}
+	held, err := c.lease.check(ctx)
+	if err != nil {
+		return false, err
+	}
+	if !held {
+		r.LeaseLost = true
+	}
+	return held, nil
 }
