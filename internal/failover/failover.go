@@ -78,14 +78,7 @@ var unavailableReplies = [...]string{"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDO
 // not Redis's fault, and Unavailable cannot tell it from the timeout's.
 func Unavailable(err error) bool {
 	switch {
-	case err == nil,
-		errors.Is(err, config.ErrClosed),
-		errors.Is(err, config.ErrInvalidRate),
-		errors.Is(err, config.ErrInvalidConfig),
-		errors.Is(err, config.ErrInvalidCost),
-		errors.Is(err, config.ErrCapacityTooSmall),
-		errors.Is(err, key.ErrInvalid),
-		errors.Is(err, context.Canceled):
+	case notBackend(err), errors.Is(err, context.Canceled):
 		return false
 	case errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, redis.ErrPoolTimeout),
@@ -794,4 +787,16 @@ func AbsoluteCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek
 		return nil, b.Errorf(op, err)
 	}
 	return &Call{Op: op, Key: k, Hash: h, Rate: rate, N: n, C: c, Hard: c}, nil
+}
+
+// notBackend reports whether err is no error of the backend's: nil, a
+// closed limiter or bad input.
+func notBackend(err error) bool {
+	return err == nil ||
+		errors.Is(err, config.ErrClosed) ||
+		errors.Is(err, config.ErrInvalidRate) ||
+		errors.Is(err, config.ErrInvalidConfig) ||
+		errors.Is(err, config.ErrInvalidCost) ||
+		errors.Is(err, config.ErrCapacityTooSmall) ||
+		errors.Is(err, key.ErrInvalid)
 }

@@ -18,13 +18,7 @@ import (
 // are not the backend's (bad input, ErrClosed), which no event reports.
 func ErrorClass(ctx context.Context, err error) string {
 	switch {
-	case err == nil,
-		errors.Is(err, config.ErrClosed),
-		errors.Is(err, config.ErrInvalidRate),
-		errors.Is(err, config.ErrInvalidConfig),
-		errors.Is(err, config.ErrInvalidCost),
-		errors.Is(err, config.ErrCapacityTooSmall),
-		errors.Is(err, key.ErrInvalid):
+	case notBackend(err):
 		return ""
 	case ctx.Err() != nil, errors.Is(err, context.Canceled):
 		return limiter.ErrorCanceled
