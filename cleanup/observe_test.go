@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/cleanup"
 	"github.com/sluice-go/sluice/internal/redistest"
@@ -114,15 +111,7 @@ func TestObserver(t *testing.T) {
 	wantEvent(t, got[0], p.r, p.err, "")
 
 	// A Redis that refuses connections: the pass fails, the event says why.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	ln.Close()
-	dead := redis.NewClient(&redis.Options{Addr: closed, MaxRetries: -1})
-	defer dead.Close()
-	dc := newCleaner(t, dead, cleanup.WithPrefix(prefix), cleanup.WithObserver(obs))
+	dc := newCleaner(t, redistest.DeadClient(t), cleanup.WithPrefix(prefix), cleanup.WithObserver(obs))
 	r, err = dc.Run(ctx)
 	if err == nil {
 		t.Fatalf("Run on a closed port = %+v, nil error", r)

@@ -3,7 +3,6 @@ package sluiceotel_test
 import (
 	"context"
 	"errors"
-	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -90,20 +89,6 @@ func call(provider, op, errType string) string {
 	return s + "sluice.operation=" + op + ",sluice.provider=" + provider
 }
 
-// deadClient is a client of an address where nothing listens.
-func deadClient(t *testing.T) *redis.Client {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 type step struct {
 	name     string
 	do       func() (limiter.Decision, error)
@@ -162,8 +147,8 @@ func testMetrics(t *testing.T, client *redis.Client) {
 	localSup := must(local.NewSuppressed(opts...))
 	redisAbs := must(redisabs.New(client, opts...))
 	redisSup := must(redissup.New(client, opts...))
-	downAbs := must(redisabs.New(deadClient(t), with(limiter.WithFailurePolicy(limiter.FailOpen))...))
-	downSup := must(redissup.New(deadClient(t), with(limiter.WithFailurePolicy(limiter.FailClosed))...))
+	downAbs := must(redisabs.New(redistest.DeadClient(t), with(limiter.WithFailurePolicy(limiter.FailOpen))...))
+	downSup := must(redissup.New(redistest.DeadClient(t), with(limiter.WithFailurePolicy(limiter.FailClosed))...))
 	set, err := limiter.NewSet(limiter.Limit{Name: "per-minute", Rate: limiter.PerMinute(1), Window: time.Minute})
 	if err != nil {
 		t.Fatal(err)

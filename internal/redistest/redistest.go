@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -233,4 +235,20 @@ func UsedMemory(t testing.TB, c *redis.Client) int64 {
 		t.Fatalf("INFO memory: used_memory %q: %v", m[1], err)
 	}
 	return n
+}
+
+// DeadClient returns a client, closed with the test, of a loopback address
+// where nothing listens: every call fails with connection refused, at once
+// (no retries).
+func DeadClient(t testing.TB) *redis.Client {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
 }

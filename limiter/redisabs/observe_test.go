@@ -3,12 +3,9 @@ package redisabs_test
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
@@ -38,20 +35,6 @@ func (r *recorder) snapshot() ([]limiter.DecisionEvent, []limiter.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]limiter.DecisionEvent(nil), r.decisions...), append([]limiter.Event(nil), r.events...)
-}
-
-// deadClient is a client of an address where nothing listens.
-func deadClient(t *testing.T) *redis.Client {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // TestObserverHealthy: each decision on Redis is one DecisionEvent with
@@ -113,7 +96,7 @@ func TestObserverOutage(t *testing.T) {
 		t.Run(policy.String(), func(t *testing.T) {
 			rec := &recorder{}
 			changed := make(chan limiter.StateChange, 4)
-			l, err := redisabs.New(deadClient(t), limiter.WithObserver(rec), limiter.WithFailurePolicy(policy),
+			l, err := redisabs.New(redistest.DeadClient(t), limiter.WithObserver(rec), limiter.WithFailurePolicy(policy),
 				limiter.WithTimeout(50*time.Millisecond), limiter.WithProbeInterval(time.Minute), limiter.WithStateChange(func(sc limiter.StateChange) { changed <- sc }))
 			if err != nil {
 				t.Fatal(err)
