@@ -160,30 +160,26 @@ func wantT(d limiter.Decision) int64 {
 	return ceilSec(d.ResetAfter)
 }
 
-// checkResponse compares a response with the decision the limiter made
-// for it: 429 exactly when refused (413 when the request can never fit),
-// Retry-After = ceil(RetryAfter), the RateLimit headers as the decision
-// says.
-func checkResponse(t *testing.T, i int, resp response, d limiter.Decision, name string, q int64, w int64) {
+// checkStatus checks a response's status against the decision: 200 when
+// admitted, 413 when the request can never fit, else 429.
+func checkStatus(t *testing.T, i int, resp response, d limiter.Decision) {
 	t.Helper()
-	wantStatus := http.StatusOK
+	want := http.StatusOK
 	if !d.Allowed {
-		wantStatus = http.StatusTooManyRequests
+		want = http.StatusTooManyRequests
 	}
 	if d.Never {
-		wantStatus = http.StatusRequestEntityTooLarge
+		want = http.StatusRequestEntityTooLarge
 	}
-	if resp.status != wantStatus {
-		t.Fatalf("request %d: status %d, want %d (decision %+v)", i, resp.status, wantStatus, d)
+	if resp.status != want {
+		t.Fatalf("request %d: status %d, want %d (decision %+v)", i, resp.status, want, d)
 	}
-	wantPolicy := fmt.Sprintf(`%q;q=%d;w=%d`, name, q, w)
-	if got := resp.header.Values("RateLimit-Policy"); len(got) != 1 || got[0] != wantPolicy {
-		t.Errorf("request %d: RateLimit-Policy %q, want [%s]", i, got, wantPolicy)
-	}
-	wantRL := fmt.Sprintf(`%q;r=%d;t=%d`, name, d.Remaining, wantT(d))
-	if got := resp.header.Values("RateLimit"); len(got) != 1 || got[0] != wantRL {
-		t.Errorf("request %d: RateLimit %q, want [%s]", i, got, wantRL)
-	}
+}
+
+// checkRetryAfter checks Retry-After: none when waiting cannot change the
+// answer (admitted, or never fits), else ceil(RetryAfter) in seconds.
+func checkRetryAfter(t *testing.T, i int, resp response, d limiter.Decision) {
+	t.Helper()
 	ra := resp.header.Values("Retry-After")
 	switch {
 	case d.Allowed || d.Never:
@@ -193,6 +189,24 @@ func checkResponse(t *testing.T, i int, resp response, d limiter.Decision, name 
 	case len(ra) != 1 || ra[0] != strconv.FormatInt(ceilSec(d.RetryAfter), 10):
 		t.Errorf("request %d: Retry-After %q, want ceil(%v) = %d", i, ra, d.RetryAfter, ceilSec(d.RetryAfter))
 	}
+}
+
+// checkResponse compares a response with the decision the limiter made
+// for it: 429 exactly when refused (413 when the request can never fit),
+// Retry-After = ceil(RetryAfter), the RateLimit headers as the decision
+// says.
+func checkResponse(t *testing.T, i int, resp response, d limiter.Decision, name string, q int64, w int64) {
+	t.Helper()
+	checkStatus(t, i, resp, d)
+	wantPolicy := fmt.Sprintf(`%q;q=%d;w=%d`, name, q, w)
+	if got := resp.header.Values("RateLimit-Policy"); len(got) != 1 || got[0] != wantPolicy {
+		t.Errorf("request %d: RateLimit-Policy %q, want [%s]", i, got, wantPolicy)
+	}
+	wantRL := fmt.Sprintf(`%q;r=%d;t=%d`, name, d.Remaining, wantT(d))
+	if got := resp.header.Values("RateLimit"); len(got) != 1 || got[0] != wantRL {
+		t.Errorf("request %d: RateLimit %q, want [%s]", i, got, wantRL)
+	}
+	checkRetryAfter(t, i, resp, d)
 	for _, h := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
 		if v := resp.header.Values(h); len(v) != 0 {
 			t.Errorf("request %d: %s = %q without WithLegacyHeaders", i, h, v)

@@ -51,9 +51,7 @@ func ceilT(retry, reset time.Duration) int64 {
 // one policy item and one RateLimit item per limit, in the set's order.
 func checkSetResponse(t *testing.T, i int, resp response, d limiter.SetDecision, set *limiter.Set) {
 	t.Helper()
-	if want := map[bool]int{true: 200, false: 429}[d.Allowed]; resp.status != want {
-		t.Fatalf("request %d: status %d, want %d (%+v)", i, resp.status, want, d)
-	}
+	checkStatus(t, i, resp, d.Decision)
 	var pol, rl []string
 	for j := 0; j < set.Len(); j++ {
 		l := set.At(j)
@@ -70,15 +68,7 @@ func checkSetResponse(t *testing.T, i int, resp response, d limiter.SetDecision,
 	if got, want := resp.header.Get("RateLimit"), strings.Join(rl, ", "); got != want {
 		t.Errorf("request %d: RateLimit %q, want %q", i, got, want)
 	}
-	ra := resp.header.Values("Retry-After")
-	switch {
-	case d.Allowed || d.Never:
-		if len(ra) != 0 {
-			t.Errorf("request %d: Retry-After %q on %+v", i, ra, d)
-		}
-	case len(ra) != 1 || ra[0] != strconv.FormatInt(ceilSec(d.RetryAfter), 10):
-		t.Errorf("request %d: Retry-After %q, want ceil(%v)", i, ra, d.RetryAfter)
-	}
+	checkRetryAfter(t, i, resp, d.Decision)
 }
 
 // runSetOverHTTP: a set of 3 per second and 5 per minute over real HTTP on
