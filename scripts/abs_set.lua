@@ -14,19 +14,31 @@
 --          sent) and the PEXPIRE of its writes in ms (W + B, longer only
 --          when the caller sends its own clock)
 --
--- Reply: {allowed (0/1), then per limit: refused (0/1), remaining,
--- retry_after_ms, reset_after_ms}. Refused is set for a limit without
--- room (or whose C is below n); its retry is the time until it has room,
--- 0 when it never will. Limit and never are known to the caller.
+-- Reply, two forms (limiter/redisabs reads both):
+--   a string, for an admission with fewer than 2^21 units remaining in
+--     every limit: per limit, remaining * 2^32 + reset_after_ms in decimal
+--     followed by a space (one string costs Redis less to send than a
+--     table, which it converts element by element);
+--   {allowed (0/1), then per limit: refused (0/1), remaining,
+--     retry_after_ms, reset_after_ms} for any other decision. Refused is
+--     set for a limit without room (or whose C is below n); its retry is
+--     the time until it has room, 0 when it never will.
+-- Limit and never are known to the caller.
 --
 -- Each hash is handled as abs_inc.lua handles its one hash, with the same
 -- fields, the same expiry along the links (at most 8 HGETs, else one
--- HGETALL) and the same writes, each followed by a PEXPIRE of the
--- limit's W + B (a join renews it too: two sets may give one limit name
+-- HGETALL) and the same writes, each followed by a PEXPIRE of the limit's
+-- W + B (a join renews it too: two sets may give one limit name
 -- different windows, and the TTL follows the latest write's, as the local
--- provider's sweep does),
--- so that the cost per limit stays what abs_inc.lua costs (docs/algorithms.md, Bounded work); see
--- abs_inc.lua for the layout and the reasons behind each step.
+-- provider's sweep does), so that the cost per limit stays what
+-- abs_inc.lua costs (docs/algorithms.md, Bounded work); see abs_inc.lua
+-- for the layout and the reasons behind each step.
+--
+-- Cost: the limits' state lives in one presized flat table, not a table
+-- per limit; the rare paths' closures (the scan) are made only by a call
+-- that needs them; an admission answers with one string. The commands
+-- alone (per limit HGET, HSET and PEXPIRE) cost Redis about 1.45 times a
+-- whole single-limit join (docs/benchmarks.md, Sets of limits).
 if redis.replicate_commands then redis.replicate_commands() end
 
 local now
@@ -39,197 +51,259 @@ end
 local n = ARGV[2] + 0
 local cost = n
 if cost < 1 then cost = 1 end
+local nk = #KEYS
 local fmt = string.format
 local P = 4294967296 -- 2^32: a closed bucket's value is count * P + link
 local LINKS = 8
 
--- scan reads every stored bucket of limit l in one HGETALL (abs_inc.lua's
--- scan): live ones into l.starts and l.counts, oldest first, the newest
--- from "m" last; dead ones into l.dead.
-local function scan(l)
-  local all = redis.call('HGETALL', l.h)
-  local starts, counts, k = {}, {}, 0
-  local used, dead, oldest = l.ncount, {}, l.newest
-  local sorted, prev = true, -1 / 0
-  for i = 1, #all, 2 do
-    local f = all[i]
-    local st = tonumber(f)
-    if st then
-      if now - st >= l.sp then
-        dead[#dead + 1] = f
-      else
-        local v = all[i + 1] + 0
-        if v >= P then
-          v = (v - v % P) / P
-        elseif v < 0 then
-          v = -v
+-- The limits' state, in one flat table of NV values per limit (limit i's
+-- from S[NV (i - 1) + 1]) rather than a table per limit: a table costs its
+-- allocation and a hash part for named fields, and the common call needs
+-- only these values between its read and its write.
+local NV = 11
+local SP, BK, CAP, USED, OLDEST, NEWEST, NCOUNT, STATE, OF, NS, MOVED = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
+-- STATE: 0 absent, 1 live, 2 stale (no live bucket, or "m" unreadable: a
+-- write deletes the hash); OF: the oldest start as a string; NS: the
+-- newest start as stored; MOVED: the capacity to store differs from the
+-- stored one.
+-- Presized for three limits and their reply values (a table grown one
+-- value at a time is rehashed at every power of two; sizing it for eight
+-- cost a three-limit call more than the rehashes it saves a larger set).
+local S = {false, false, false, false, false, false, false, false, false, false, false, false,
+  false, false, false, false, false, false, false, false, false, false, false, false,
+  false, false, false, false, false, false, false, false, false, false, false, false}
+-- Rare per-limit state, made only when needed: dead[i] the fields of the
+-- dead buckets found (a write deletes them), scanned[i] = {starts, counts,
+-- k} after a scan.
+local dead, scanned = nil, nil
+
+-- scan reads every stored bucket of limit i (state from o = NV (i - 1)) in
+-- one HGETALL, as abs_inc.lua's scan: the live ones into scanned[i],
+-- oldest first, the newest from "m" last; the dead ones into dead[i]. It
+-- is a closure, made by the first call that needs it.
+local scan
+local function mkscan()
+  return function(i, o)
+    local h = KEYS[i]
+    local all = redis.call('HGETALL', h)
+    local sp, newest, ncount = S[o + SP], S[o + NEWEST], S[o + NCOUNT]
+    local starts, counts, k = {}, {}, 0
+    local used, gone, oldest = ncount, {}, newest
+    local sorted, prev = true, -1 / 0
+    for j = 1, #all, 2 do
+      local f = all[j]
+      local st = tonumber(f)
+      if st then
+        if now - st >= sp then
+          gone[#gone + 1] = f
+        else
+          local v = all[j + 1] + 0
+          if v >= P then
+            v = (v - v % P) / P
+          elseif v < 0 then
+            v = -v
+          end
+          k = k + 1
+          starts[k], counts[k] = st, v
+          used = used + v
+          if st < prev then sorted = false end
+          prev = st
         end
-        k = k + 1
-        starts[k], counts[k] = st, v
-        used = used + v
-        if st < prev then sorted = false end
-        prev = st
       end
     end
+    if not sorted then
+      local by = {}
+      for j = 1, k do by[starts[j]] = counts[j] end
+      table.sort(starts)
+      for j = 1, k do counts[j] = by[starts[j]] end
+    end
+    if k > 0 then oldest = starts[1] end
+    k = k + 1
+    starts[k], counts[k] = newest, ncount
+    dead = dead or {}
+    scanned = scanned or {}
+    dead[i], scanned[i] = gone, {starts, counts, k}
+    S[o + USED], S[o + OLDEST], S[o + OF] = used, oldest, fmt('%d', oldest)
   end
-  if not sorted then
-    local by = {}
-    for i = 1, k do by[starts[i]] = counts[i] end
-    table.sort(starts)
-    for i = 1, k do counts[i] = by[starts[i]] end
-  end
-  if k > 0 then oldest = starts[1] end
-  k = k + 1
-  starts[k], counts[k] = l.newest, l.ncount
-  l.starts, l.counts, l.k = starts, counts, k
-  l.used, l.dead, l.oldest = used, dead, oldest
-  l.ofield = fmt('%d', oldest)
 end
 
--- load reads limit i's hash and expires it at now, as abs_inc.lua does.
-local function load(i)
-  local a = 3 + 4 * (i - 1)
-  -- every field is named in the constructor, so the table is sized once
-  local l = {h = KEYS[i], b = ARGV[a + 1] + 0, c = ARGV[a + 2] + 0, cs = ARGV[a + 2], ttl = ARGV[a + 3],
-    sp = ARGV[a] + ARGV[a + 1], live = false, stale = false, used = 0, oldest = 0, newest = 0, ncount = 0,
-    moved = false, ns = false, ofield = false, dead = false, never = false, fits = false,
-    starts = false, counts = false, k = 0}
-  local mv = redis.call('HGET', l.h, 'm')
+-- Read every limit (one HGET of "m" each) and expire it at now, as
+-- abs_inc.lua does; the call is admitted when every limit has room.
+local allowed = true
+for i = 1, nk do
+  local a = 4 * i - 1 -- ARGV[a ..]: W, B, C, TTL
+  local o = NV * (i - 1)
+  local b, c = ARGV[a + 1] + 0, ARGV[a + 2] + 0
+  local sp = ARGV[a] + b
+  local h = KEYS[i]
+  local mv = redis.call('HGET', h, 'm')
   local cs, us, os, ns, ncs
   if mv then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
-  local fresh = false
+  local state, used, oldest, newest, ncount = 0, 0, 0, 0, 0
   if ns then
-    l.newest = ns + 0
-    if now - l.newest >= l.sp then
-      l.stale = true
+    newest = ns + 0
+    if now - newest >= sp then
+      state = 2
     else
-      l.live = true
-      l.used, l.oldest, l.ncount = us + 0, os + 0, ncs + 0
-      fresh = now - l.oldest < l.sp
+      state, used, oldest, ncount = 1, us + 0, os + 0, ncs + 0
     end
   elseif mv then
-    l.stale = true
+    state = 2
   end
-  l.moved = cs ~= l.cs
-  l.ns, l.ofield = ns, os
-  if l.live and not fresh then
-    local dead = {}
-    fresh = true
-    while now - l.oldest >= l.sp do
-      if #dead >= LINKS then fresh = false break end
-      local v = redis.call('HGET', l.h, l.ofield)
+  S[o + SP], S[o + BK], S[o + CAP], S[o + STATE], S[o + OF], S[o + NS], S[o + MOVED] = sp, b, c, state, os, ns,
+    cs ~= ARGV[a + 2]
+  if state == 1 and now - oldest >= sp then
+    -- Expire along the links (at most LINKS HGETs), else scan.
+    local gone, ofield, fresh = {}, os, true
+    while now - oldest >= sp do
+      if #gone >= LINKS then fresh = false break end
+      local v = redis.call('HGET', h, ofield)
       if v then v = v + 0 end
       local link = v and v % P
       if not v or v < P or link < 1 then fresh = false break end
-      l.used = l.used - (v - link) / P
-      dead[#dead + 1] = l.ofield
-      l.oldest = l.oldest + link
-      l.ofield = fmt('%d', l.oldest)
+      used = used - (v - link) / P
+      gone[#gone + 1] = ofield
+      oldest = oldest + link
+      ofield = fmt('%d', oldest)
     end
-    if fresh and (l.oldest > l.newest or l.oldest == l.newest and l.used ~= l.ncount) then fresh = false end
-    l.dead = dead
-    if not fresh then scan(l) end
+    if fresh and (oldest > newest or oldest == newest and used ~= ncount) then fresh = false end
+    S[o + OF] = ofield
+    dead = dead or {}
+    dead[i] = gone
+    if not fresh then
+      S[o + NEWEST], S[o + NCOUNT] = newest, ncount
+      scan = scan or mkscan()
+      scan(i, o)
+      used, oldest = S[o + USED], S[o + OLDEST]
+    end
   end
-  l.never = cost > l.c
-  l.fits = (not l.never) and l.used + cost <= l.c
-  return l
+  S[o + USED], S[o + OLDEST], S[o + NEWEST], S[o + NCOUNT] = used, oldest, newest, ncount
+  if cost > c or used + cost > c then allowed = false end
 end
 
--- write records (or, on a refusal, stores the expiry and the capacity of)
--- limit l, as abs_inc.lua's writes do.
-local function write(l, allowed)
-  local wrote = false
-  if l.stale then
-    redis.call('DEL', l.h)
-    wrote = true
-  elseif l.dead and #l.dead > 0 then
-    for i = 1, #l.dead, 1000 do
-      redis.call('HDEL', l.h, unpack(l.dead, i, math.min(i + 999, #l.dead)))
+-- Record the call in every limit (or, on a refusal, store a limit's
+-- expiry and capacity) as abs_inc.lua's writes do; every write that
+-- leaves the hash live sets its PEXPIRE (see the header).
+if n > 0 then
+  for i = 1, nk do
+    local a = 4 * i - 1
+    local o = NV * (i - 1)
+    local h = KEYS[i]
+    local state = S[o + STATE]
+    local wrote, gone = false, dead and dead[i]
+    if state == 2 then
+      redis.call('DEL', h)
+      wrote = true
+    elseif gone and #gone > 0 then
+      for j = 1, #gone, 1000 do
+        redis.call('HDEL', h, unpack(gone, j, math.min(j + 999, #gone)))
+      end
+      wrote = true
     end
-    wrote = true
-  end
-  if allowed then
-    l.used = l.used + n
-    if not l.live then
-      local s0 = fmt('%d', now)
-      redis.call('HSET', l.h, 'm', l.cs .. ' ' .. ARGV[2] .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ARGV[2])
-      l.newest, l.live = now, true
-    elseif now - l.newest < l.b then
-      redis.call('HSET', l.h, 'm', fmt('%s %d %s %s %d', l.cs, l.used, l.ofield, l.ns, l.ncount + n))
-    else
-      local closed = -l.ncount
-      if l.ncount < 2097152 and now - l.newest < P then closed = l.ncount * P + (now - l.newest) end
-      redis.call('HSET', l.h, l.ns, fmt('%d', closed), 'm', fmt('%s %d %s %d %s', l.cs, l.used, l.ofield, now, ARGV[2]))
-      l.newest = now
-    end
-    wrote = true
-  elseif l.live and (l.dead or l.moved) then
-    redis.call('HSET', l.h, 'm', fmt('%s %d %s %s %d', l.cs, l.used, l.ofield, l.ns, l.ncount))
-    wrote = true
-  end
-  if wrote and l.live then
-    redis.call('PEXPIRE', l.h, l.ttl)
-  end
-end
-
--- retry is the time until limit l has room for cost (abs_inc.lua's walk:
--- the oldest bucket alone often frees enough, one HGET).
-local function retry(l)
-  if not l.starts then
-    local first = l.ncount
-    if l.oldest ~= l.newest then
-      local v = redis.call('HGET', l.h, l.ofield)
-      v = v and v + 0 or 0
-      if v >= P then
-        first = (v - v % P) / P
-      elseif v < 0 then
-        first = -v
+    if allowed then
+      local used, newest = S[o + USED] + n, S[o + NEWEST]
+      S[o + USED] = used
+      if state ~= 1 then
+        local s0 = fmt('%d', now)
+        redis.call('HSET', h, 'm', ARGV[a + 2] .. ' ' .. ARGV[2] .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ARGV[2])
+        S[o + NEWEST], S[o + STATE] = now, 1
+      elseif now - newest < S[o + BK] then
+        redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', ARGV[a + 2], used, S[o + OF], S[o + NS], S[o + NCOUNT] + n))
       else
-        first = v
+        local ncount = S[o + NCOUNT]
+        local closed = -ncount
+        if ncount < 2097152 and now - newest < P then closed = ncount * P + (now - newest) end
+        redis.call('HSET', h, S[o + NS], fmt('%d', closed), 'm', fmt('%s %d %s %d %s', ARGV[a + 2], used, S[o + OF], now, ARGV[2]))
+        S[o + NEWEST] = now
       end
+      wrote = true
+    elseif state == 1 and (gone or S[o + MOVED]) then
+      redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', ARGV[a + 2], S[o + USED], S[o + OF], S[o + NS], S[o + NCOUNT]))
+      wrote = true
     end
-    if first > 0 and (l.used - first + cost <= l.c or first >= l.used) then
-      return l.oldest + l.sp - now
-    end
-    scan(l)
-  end
-  local freed = 0
-  for i = 1, l.k do
-    local cnt = l.counts[i]
-    if cnt ~= 0 then
-      freed = freed + cnt
-      if l.used - freed + cost <= l.c or freed >= l.used then
-        return l.starts[i] + l.sp - now
-      end
+    if wrote and S[o + STATE] == 1 then
+      redis.call('PEXPIRE', h, ARGV[a + 3])
     end
   end
-  return 0
 end
 
-local ls = {}
-local allowed = true
-for i = 1, #KEYS do
-  local l = load(i)
-  ls[i] = l
-  if not l.fits then allowed = false end
+-- An admission answers with one string: per limit, remaining * 2^32 +
+-- reset ms, in decimal, separated by spaces, when every remaining is below
+-- 2^21 (both then fit a double exactly, and a string is formatted once
+-- where Redis converts a table element by element): no retry to compute.
+if allowed then
+  local r = NV * nk -- the packed values go to S[r + 1 .. r + k]
+  for i = 1, nk do
+    local o = NV * (i - 1)
+    local remaining, reset = S[o + CAP] - S[o + USED], 0
+    if S[o + STATE] == 1 then reset = S[o + NEWEST] + S[o + SP] - now end
+    if remaining >= 2097152 or reset >= P then
+      r = nil
+      break
+    end
+    S[r + i] = remaining * P + reset
+  end
+  if r then
+    -- string.format ignores the values past its pattern's nk
+    return fmt(string.rep('%d ', nk), S[r + 1], S[r + 2], S[r + 3], S[r + 4], S[r + 5], S[r + 6], S[r + 7], S[r + 8])
+  end
 end
 
+-- Otherwise {allowed, then per limit: refused, remaining, retry ms, reset
+-- ms}. A refused limit's retry is abs_inc.lua's walk: the oldest bucket
+-- alone often frees enough (one HGET), else the live buckets oldest first.
 local out = {allowed and 1 or 0}
-for i = 1, #KEYS do
-  local l = ls[i]
-  if n > 0 then write(l, allowed) end
+for i = 1, nk do
+  local o = NV * (i - 1)
+  local c, used, sp = S[o + CAP], S[o + USED], S[o + SP]
   local refused, rt = 0, 0
-  if not l.fits then
+  if cost > c or used + cost > c then
     refused = 1
-    if not l.never then rt = retry(l) end
+    if cost <= c then
+      local oldest, newest = S[o + OLDEST], S[o + NEWEST]
+      local sc = scanned and scanned[i]
+      if not sc then
+        local first = S[o + NCOUNT]
+        if oldest ~= newest then
+          local h = KEYS[i]
+          local v = redis.call('HGET', h, S[o + OF])
+          v = v and v + 0 or 0
+          if v >= P then
+            first = (v - v % P) / P
+          elseif v < 0 then
+            first = -v
+          else
+            first = v
+          end
+        end
+        if first > 0 and (used - first + cost <= c or first >= used) then
+          rt = oldest + sp - now
+        else
+          scan = scan or mkscan()
+          scan(i, o)
+          sc, used = scanned[i], S[o + USED]
+        end
+      end
+      if sc then
+        local starts, counts, freed = sc[1], sc[2], 0
+        for j = 1, sc[3] do
+          local cnt = counts[j]
+          if cnt ~= 0 then
+            freed = freed + cnt
+            if used - freed + cost <= c or freed >= used then
+              rt = starts[j] + sp - now
+              break
+            end
+          end
+        end
+      end
+    end
   end
-  local remaining = l.c - l.used
+  local remaining = c - used
   if remaining < 0 then remaining = 0 end
   local reset = 0
-  if l.live then reset = l.newest + l.sp - now end
-  out[#out + 1] = refused
-  out[#out + 1] = remaining
-  out[#out + 1] = rt
-  out[#out + 1] = reset
+  if S[o + STATE] == 1 then reset = S[o + NEWEST] + sp - now end
+  local j = 4 * i - 2
+  out[j], out[j + 1], out[j + 2], out[j + 3] = refused, remaining, rt, reset
 end
 return out

@@ -6,9 +6,10 @@
 # script, the reply), so a row is what one EVALSHA costs the server.
 #
 #   cd bench && bash floor/instr.sh [rev]
+#   cd bench && INSTR_ONLY='set of 3|single' bash floor/instr.sh   # some rows
 #
-# rev, when given (a commit), adds rows for abs_inc.lua and sup_inc.lua as
-# they were at that commit. Needs valgrind, redis-server and
+# rev, when given (a commit), adds rows for abs_inc.lua, sup_inc.lua,
+# abs_set.lua and sup_set.lua as they were at that commit. Needs valgrind, redis-server and
 # redis-cli (Debian: valgrind, redis-server, redis-tools) and Go.
 #
 # Each row runs a fresh server under callgrind, loads the script, sends one
@@ -39,6 +40,8 @@ awk '/var allowN = redis.NewScript\(`/{f=1;next} /^`\)/{if(f){exit}} f' "$rr_dir
 if [[ -n $rev ]]; then
 	git show "$rev:scripts/abs_inc.lua" >"$tmp/abs_inc_rev.lua"
 	git show "$rev:scripts/sup_inc.lua" >"$tmp/sup_inc_rev.lua"
+	git show "$rev:scripts/abs_set.lua" >"$tmp/abs_set_rev.lua"
+	git show "$rev:scripts/sup_set.lua" >"$tmp/sup_set_rev.lua"
 fi
 
 count() { # script mode keyfmt args [keys rounds measured step] → instructions per measured call
@@ -93,26 +96,76 @@ if [[ -n $rev ]]; then
 	)
 fi
 
+T='EMPTY 60000 600 1000 1 60600' # EMPTY: an empty ARGV[1], the script reads TIME
+TS='EMPTY 60000 600 1000 1500 1 100 500000 60600'
+rows+=(
+	"redis_rate, TIME, 50 keys|$tmp/redis_rate.lua|time|rate:user:%d|1000 1000 60 1"
+	"abs_inc.lua, TIME, 50 keys|../scripts/abs_inc.lua|time|$AK|$T"
+	"sup_inc.lua, TIME, 50 keys|../scripts/sup_inc.lua|time|$SK|$TS"
+)
+if [[ -n $rev ]]; then
+	rows+=(
+		"abs_inc.lua at $rev, TIME, 50 keys|$tmp/abs_inc_rev.lua|time|$AK|$T"
+		"sup_inc.lua at $rev, TIME, 50 keys|$tmp/sup_inc_rev.lua|time|$SK|$TS"
+	)
+fi
+
+# Sets of three limits against the single Inc of their middle limit
+# (docs/benchmarks.md, Sets of limits). The set {second: W = 1 s,
+# B = 10 ms; minute: 1 min, 600 ms; hour: 1 h, 36 s}, one hash per limit,
+# beside a single Inc of the minute's W and B. abs: capacities 100, 1,000,
+# 10,000 ("refused": the second's capacity is 1, so every call after a
+# key's first is refused by it; the single's capacity is 1). sup: "join" at
+# capacities far above the traffic (every call admitted, factor 0);
+# "overloaded" as the single's overloaded row, every limit at 100 per
+# second (S = 100, 6,000, 360,000; H = 1.5 S), the second limit between S
+# and H and refusing by the draw, the others below S. The "join" and
+# "refused" rows pass the clock (every write sets its PEXPIRE, as under a
+# caller's clock); the TIME rows read Redis TIME as production does, where
+# a join keeps the TTL its bucket's open set.
+AS='sluice:{user:%d}:abs:h:second sluice:{user:%d}:abs:h:minute sluice:{user:%d}:abs:h:hour'
+SS='sluice:{user:%d}:sup:h:second sluice:{user:%d}:sup:h:minute sluice:{user:%d}:sup:h:hour'
+ASET='1000 10 100 1010 60000 600 1000 60600 3600000 36000 10000 3636000'
+ASETR='1000 10 1 1010 60000 600 1000 60600 3600000 36000 10000 3636000'
+SSET='100 500000 1000 10 100000 150000 1 1010 60000 600 100000 150000 1 60600 3600000 36000 100000 150000 1 3636000'
+SSETO='100 500000 1000 10 100 150 1 3600000 60000 600 6000 9000 1 3600000 3600000 36000 360000 540000 1 3600000'
+rows+=(
+	"abs_inc.lua, single, join|../scripts/abs_inc.lua|join|$AK|$ABS"
+	"abs_set.lua, set of 3, join|../scripts/abs_set.lua|join|$AS|NOW 1 $ASET"
+	"abs_inc.lua, single, refused|../scripts/abs_inc.lua|join|$AK|NOW 60000 600 1 1 60600"
+	"abs_set.lua, set of 3, refused|../scripts/abs_set.lua|join|$AS|NOW 1 $ASETR"
+	"abs_inc.lua, single, TIME, 50 keys|../scripts/abs_inc.lua|time|$AK|$T"
+	"abs_set.lua, set of 3, TIME, 50 keys|../scripts/abs_set.lua|time|$AS|EMPTY 1 $ASET"
+	"sup_inc.lua, single, join|../scripts/sup_inc.lua|join|$SK|$SUP"
+	"sup_set.lua, set of 3, join|../scripts/sup_set.lua|join|$SS|NOW $SSET"
+	"sup_inc.lua, single, overloaded|../scripts/sup_inc.lua|overload|$SK|$SUPO"
+	"sup_set.lua, set of 3, overloaded|../scripts/sup_set.lua|overload|$SS|NOW $SSETO"
+	"sup_inc.lua, single, TIME, 50 keys|../scripts/sup_inc.lua|time|$SK|$TS"
+	"sup_set.lua, set of 3, TIME, 50 keys|../scripts/sup_set.lua|time|$SS|EMPTY $SSET"
+)
+if [[ -n $rev ]]; then
+	rows+=(
+		"abs_set.lua at $rev, set of 3, join|$tmp/abs_set_rev.lua|join|$AS|NOW 1 $ASET"
+		"abs_set.lua at $rev, set of 3, refused|$tmp/abs_set_rev.lua|join|$AS|NOW 1 $ASETR"
+		"abs_set.lua at $rev, set of 3, TIME, 50 keys|$tmp/abs_set_rev.lua|time|$AS|EMPTY 1 $ASET"
+		"sup_set.lua at $rev, set of 3, join|$tmp/sup_set_rev.lua|join|$SS|NOW $SSET"
+		"sup_set.lua at $rev, set of 3, overloaded|$tmp/sup_set_rev.lua|overload|$SS|NOW $SSETO"
+		"sup_set.lua at $rev, set of 3, TIME, 50 keys|$tmp/sup_set_rev.lua|time|$SS|EMPTY $SSET"
+	)
+fi
+
 echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), valgrind $(valgrind --version)"
 echo
 echo "| script, path | instructions per call |"
 echo "| --- | ---: |"
 for r in "${rows[@]}"; do
 	IFS='|' read -r name file mode keyfmt args <<<"$r"
-	if [[ $mode == overload ]]; then
-		echo "| $name | $(count "$file" steady "$keyfmt" "$args" 20 3000 1000 1) |"
-	elif [[ $mode == steady ]]; then
-		echo "| $name | $(count "$file" "$mode" "$keyfmt" "$args" 200 260 40) |"
-	else
-		echo "| $name | $(count "$file" "$mode" "$keyfmt" "$args") |"
-	fi
+	[[ -z ${INSTR_ONLY:-} || $name =~ $INSTR_ONLY ]] || continue
+	case $mode in
+	overload) n=$(count "$file" steady "$keyfmt" "$args" 20 3000 1000 1) ;;
+	steady) n=$(count "$file" "$mode" "$keyfmt" "$args" 200 260 40) ;;
+	time) n=$(count "$file" join "$keyfmt" "$args" 50 21) ;;
+	*) n=$(count "$file" "$mode" "$keyfmt" "$args") ;;
+	esac
+	echo "| $name | $n |"
 done
-T='EMPTY 60000 600 1000 1 60600' # EMPTY: an empty ARGV[1], the script reads TIME
-echo "| redis_rate, TIME, 50 keys | $(count "$tmp/redis_rate.lua" join rate:user:%d '1000 1000 60 1' 50 21) |"
-echo "| abs_inc.lua, TIME, 50 keys | $(count ../scripts/abs_inc.lua join "$AK" "$T" 50 21) |"
-TS='EMPTY 60000 600 1000 1500 1 100 500000 60600'
-echo "| sup_inc.lua, TIME, 50 keys | $(count ../scripts/sup_inc.lua join "$SK" "$TS" 50 21) |"
-if [[ -n $rev ]]; then
-	echo "| abs_inc.lua at $rev, TIME, 50 keys | $(count "$tmp/abs_inc_rev.lua" join "$AK" "$T" 50 21) |"
-	echo "| sup_inc.lua at $rev, TIME, 50 keys | $(count "$tmp/sup_inc_rev.lua" join "$SK" "$TS" 50 21) |"
-fi

@@ -3,6 +3,8 @@ package redisabs
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/internal/window"
@@ -71,16 +73,44 @@ func (be *backend) DecideSet(ctx context.Context, op, k string, set *limiter.Set
 	if err != nil {
 		return limiter.SetDecision{}, l.b.Errorf(op, err)
 	}
-	x, err := redisx.Int64s(v, 1+4*len(ls))
-	if err != nil {
-		return limiter.SetDecision{}, l.b.Errorf(op, err)
-	}
-	if x[0] != 0 && x[0] != 1 {
-		return limiter.SetDecision{}, l.b.Errorf(op, fmt.Errorf("malformed script reply %v", x))
-	}
-	cost := max(n, 1)
 	var rb [window.MaxSet]window.Result
 	rs := rb[:len(ls)]
+	if err := readSet(v, ls, n, rs); err != nil {
+		return limiter.SetDecision{}, l.b.Errorf(op, err)
+	}
+	return window.SetDecision(set, rs), nil
+}
+
+// readSet reads abs_set.lua's reply into rs. An admission with fewer than
+// 2^21 units remaining in every limit is a string of one decimal per
+// limit, remaining × 2^32 + reset ms, each followed by a space; any other
+// decision is {allowed, then per limit: refused, remaining, retry ms,
+// reset ms}. Limit and Never come from the limits and n.
+func readSet(v any, ls []window.Limit, n int64, rs []window.Result) error {
+	cost := max(n, 1)
+	if s, ok := v.(string); ok {
+		for i := range rs {
+			d, rest, ok := strings.Cut(s, " ")
+			r, err := strconv.ParseInt(d, 10, 64)
+			if !ok || err != nil || r < 0 {
+				return fmt.Errorf("malformed script reply %q", v)
+			}
+			s = rest
+			rs[i] = window.Result{Allowed: true, Limit: ls[i].Soft, Remaining: r >> 32, ResetAfter: r & (1<<32 - 1),
+				Never: cost > ls[i].Soft}
+		}
+		if s != "" {
+			return fmt.Errorf("malformed script reply %q", v)
+		}
+		return nil
+	}
+	x, err := redisx.Int64s(v, 1+4*len(ls))
+	if err != nil {
+		return err
+	}
+	if x[0] != 0 && x[0] != 1 {
+		return fmt.Errorf("malformed script reply %v", x)
+	}
 	for i := range rs {
 		p := x[1+4*i:]
 		r := &rs[i]
@@ -90,7 +120,7 @@ func (be *backend) DecideSet(ctx context.Context, op, k string, set *limiter.Set
 			r.Outcome = window.OutcomeRejected
 		}
 	}
-	return window.SetDecision(set, rs), nil
+	return nil
 }
 
 // UsageSet is the Redis call of a GetSet: abs_get.lua over the set's

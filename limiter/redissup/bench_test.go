@@ -319,8 +319,8 @@ func BenchmarkSetVsSingle(b *testing.B) {
 // the values it read.
 var floorScript = redis.NewScript(`
 for i = 1, #KEYS do
-  local m = redis.call('HMGET', KEYS[i], 'u', 'x', 'o', 'n', 'f', 'ft', 'nc', 'nd', 'c', 'hc')
-  redis.call('HSET', KEYS[i], 'nc', m[7], 'u', m[1])
+  local m = redis.call('HMGET', KEYS[i], 'm', 'k')
+  redis.call('HSET', KEYS[i], 'm', m[1])
   redis.call('PEXPIRE', KEYS[i], 3600000)
 end
 return 0`)

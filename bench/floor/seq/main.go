@@ -14,7 +14,9 @@
 //		-key 'sluice:{user:%d}:abs:h' -args 'NOW 60000 600 1000 1 60600'
 //
 // floor/instr.sh uses it; -first and -last select the rounds to print, so
-// the first round (which creates the keys) can be sent apart.
+// the first round (which creates the keys) can be sent apart. -key may
+// name several keys, separated by spaces, for a script over a set of
+// hashes (abs_set.lua, sup_set.lua): each call then passes all of them.
 package main
 
 import (
@@ -33,13 +35,14 @@ func main() {
 	keys := flag.Int("keys", 2000, "keys per round")
 	first := flag.Int("first", 1, "first round to print")
 	last := flag.Int("last", 4, "last round to print")
-	keyFmt := flag.String("key", "k:%d", "the key, with %d for its number")
+	keyFmt := flag.String("key", "k:%d", "the key, with %d for its number; several space-separated keys (a set's hashes) are passed as KEYS[1..]")
 	args := flag.String("args", "", "ARGV, space-separated; NOW is replaced by the round's instant in ms, EMPTY by an empty string (the scripts then read Redis TIME)")
 	flag.Parse()
 	if *sha == "" || (*mode != "join" && *mode != "open" && *mode != "steady") {
 		flag.Usage()
 		os.Exit(2)
 	}
+	fmts := strings.Fields(*keyFmt)
 	const t0 = 1732270000000
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
@@ -61,7 +64,11 @@ func main() {
 			continue
 		}
 		for k := 0; k < *keys; k++ {
-			parts := append([]string{"EVALSHA", *sha, "1", fmt.Sprintf(*keyFmt, k)}, argv...)
+			parts := []string{"EVALSHA", *sha, strconv.Itoa(len(fmts))}
+			for _, f := range fmts {
+				parts = append(parts, fmt.Sprintf(f, k))
+			}
+			parts = append(parts, argv...)
 			fmt.Fprintf(w, "*%d\r\n", len(parts))
 			for _, p := range parts {
 				fmt.Fprintf(w, "$%d\r\n%s\r\n", len(p), p)
