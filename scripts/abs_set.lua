@@ -14,13 +14,13 @@
 --          sent) and the PEXPIRE of its writes in ms (W + B, longer only
 --          when the caller sends its own clock)
 --
--- Reply, two forms (limiter/redisabs reads both):
---   a string, for an admission with fewer than 2^21 units remaining in
---     every limit: per limit, remaining * 2^32 + reset_after_ms in decimal
---     followed by a space (one string costs Redis less to send than a
---     table, which it converts element by element);
---   {allowed (0/1), then per limit: refused (0/1), remaining,
---     retry_after_ms, reset_after_ms} for any other decision. Refused is
+-- Reply: one string of decimals, each followed by a space, in one of two
+-- forms (limiter/redisabs reads both; Redis sends a string as it is, where
+-- it converts a table element by element):
+--   an admission with fewer than 2^21 units remaining in every limit: k
+--     values, per limit remaining * 2^32 + reset_after_ms;
+--   any other decision: 1 + 4k values, allowed (0/1), then per limit:
+--     refused (0/1), remaining, retry_after_ms, reset_after_ms. Refused is
 --     set for a limit without room (or whose C is below n); its retry is
 --     the time until it has room, 0 when it never will.
 -- Limit and never are known to the caller.
@@ -40,6 +40,52 @@
 -- alone (per limit HGET, HSET and PEXPIRE) cost Redis about 1.45 times a
 -- whole single-limit join (docs/benchmarks.md, Sets of limits).
 if redis.replicate_commands then redis.replicate_commands() end
+
+-- scan reads every stored bucket of hash h in one HGETALL, as
+-- abs_inc.lua's scan, and returns the live ones oldest first in parallel
+-- arrays (starts, counts, k of them, the newest, from "m", last), their
+-- sum, the fields of the dead ones and the oldest live start. It takes
+-- everything as arguments: a function that captures the script's locals
+-- costs every call an upvalue per local (about 5,000 instructions here),
+-- one that captures none a single allocation.
+local function scan(h, now, sp, newest, ncount)
+  local P = 4294967296
+  local all = redis.call('HGETALL', h)
+  local starts, counts, k = {}, {}, 0
+  local used, gone, oldest = ncount, {}, newest
+  local sorted, prev = true, -1 / 0
+  for j = 1, #all, 2 do
+    local f = all[j]
+    local st = tonumber(f)
+    if st then
+      if now - st >= sp then
+        gone[#gone + 1] = f
+      else
+        local v = all[j + 1] + 0
+        if v >= P then
+          v = (v - v % P) / P
+        elseif v < 0 then
+          v = -v
+        end
+        k = k + 1
+        starts[k], counts[k] = st, v
+        used = used + v
+        if st < prev then sorted = false end
+        prev = st
+      end
+    end
+  end
+  if not sorted then
+    local by = {}
+    for j = 1, k do by[starts[j]] = counts[j] end
+    table.sort(starts)
+    for j = 1, k do counts[j] = by[starts[j]] end
+  end
+  if k > 0 then oldest = starts[1] end
+  k = k + 1
+  starts[k], counts[k] = newest, ncount
+  return {starts, counts, k}, used, gone, oldest
+end
 
 local now
 if ARGV[1] == '' then
@@ -71,61 +117,12 @@ local SP, BK, CAP, USED, OLDEST, NEWEST, NCOUNT, STATE, OF, NS, MOVED = 1, 2, 3,
 -- cost a three-limit call more than the rehashes it saves a larger set).
 local S = {false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false, false, false,
-  false, false, false, false, false, false, false, false, false, false, false, false}
+  false, false, false, false, false, false, false, false, false, false, false, false,
+  false, false, false, false, false, false, false, false, false, false}
 -- Rare per-limit state, made only when needed: dead[i] the fields of the
 -- dead buckets found (a write deletes them), scanned[i] = {starts, counts,
--- k} after a scan.
+-- k} after a scan (see scan).
 local dead, scanned = nil, nil
-
--- scan reads every stored bucket of limit i (state from o = NV (i - 1)) in
--- one HGETALL, as abs_inc.lua's scan: the live ones into scanned[i],
--- oldest first, the newest from "m" last; the dead ones into dead[i]. It
--- is a closure, made by the first call that needs it.
-local scan
-local function mkscan()
-  return function(i, o)
-    local h = KEYS[i]
-    local all = redis.call('HGETALL', h)
-    local sp, newest, ncount = S[o + SP], S[o + NEWEST], S[o + NCOUNT]
-    local starts, counts, k = {}, {}, 0
-    local used, gone, oldest = ncount, {}, newest
-    local sorted, prev = true, -1 / 0
-    for j = 1, #all, 2 do
-      local f = all[j]
-      local st = tonumber(f)
-      if st then
-        if now - st >= sp then
-          gone[#gone + 1] = f
-        else
-          local v = all[j + 1] + 0
-          if v >= P then
-            v = (v - v % P) / P
-          elseif v < 0 then
-            v = -v
-          end
-          k = k + 1
-          starts[k], counts[k] = st, v
-          used = used + v
-          if st < prev then sorted = false end
-          prev = st
-        end
-      end
-    end
-    if not sorted then
-      local by = {}
-      for j = 1, k do by[starts[j]] = counts[j] end
-      table.sort(starts)
-      for j = 1, k do counts[j] = by[starts[j]] end
-    end
-    if k > 0 then oldest = starts[1] end
-    k = k + 1
-    starts[k], counts[k] = newest, ncount
-    dead = dead or {}
-    scanned = scanned or {}
-    dead[i], scanned[i] = gone, {starts, counts, k}
-    S[o + USED], S[o + OLDEST], S[o + OF] = used, oldest, fmt('%d', oldest)
-  end
-end
 
 -- Read every limit (one HGET of "m" each) and expire it at now, as
 -- abs_inc.lua does; the call is admitted when every limit has room.
@@ -171,10 +168,11 @@ for i = 1, nk do
     dead = dead or {}
     dead[i] = gone
     if not fresh then
-      S[o + NEWEST], S[o + NCOUNT] = newest, ncount
-      scan = scan or mkscan()
-      scan(i, o)
-      used, oldest = S[o + USED], S[o + OLDEST]
+      local sc
+      sc, used, dead[i], oldest = scan(h, now, sp, newest, ncount)
+      scanned = scanned or {}
+      scanned[i] = sc
+      S[o + OF] = fmt('%d', oldest)
     end
   end
   S[o + USED], S[o + OLDEST], S[o + NEWEST], S[o + NCOUNT] = used, oldest, newest, ncount
@@ -227,12 +225,16 @@ if n > 0 then
   end
 end
 
--- An admission answers with one string: per limit, remaining * 2^32 +
--- reset ms, in decimal, separated by spaces, when every remaining is below
--- 2^21 (both then fit a double exactly, and a string is formatted once
--- where Redis converts a table element by element): no retry to compute.
+-- The reply is one string of decimals, each followed by a space: Redis
+-- sends a string as it is, where it converts a table element by element
+-- (about 8,000 instructions for a table of three integers against 2,000
+-- for the string, docs/benchmarks.md). The values go to S after the
+-- limits' state, and unpack hands them to string.format without a table.
+local r = NV * nk
+-- An admission with fewer than 2^21 units remaining in every limit: per
+-- limit, remaining * 2^32 + reset ms (both fit a double exactly): nothing
+-- else to compute.
 if allowed then
-  local r = NV * nk -- the packed values go to S[r + 1 .. r + k]
   for i = 1, nk do
     local o = NV * (i - 1)
     local remaining, reset = S[o + CAP] - S[o + USED], 0
@@ -243,16 +245,14 @@ if allowed then
     end
     S[r + i] = remaining * P + reset
   end
-  if r then
-    -- string.format ignores the values past its pattern's nk
-    return fmt(string.rep('%d ', nk), S[r + 1], S[r + 2], S[r + 3], S[r + 4], S[r + 5], S[r + 6], S[r + 7], S[r + 8])
-  end
+  if r then return fmt(string.rep('%d ', nk), unpack(S, r + 1, r + nk)) end
+  r = NV * nk
 end
 
--- Otherwise {allowed, then per limit: refused, remaining, retry ms, reset
--- ms}. A refused limit's retry is abs_inc.lua's walk: the oldest bucket
+-- Otherwise: allowed, then per limit: refused, remaining, retry ms, reset
+-- ms. A refused limit's retry is abs_inc.lua's walk: the oldest bucket
 -- alone often frees enough (one HGET), else the live buckets oldest first.
-local out = {allowed and 1 or 0}
+S[r + 1] = allowed and 1 or 0
 for i = 1, nk do
   local o = NV * (i - 1)
   local c, used, sp = S[o + CAP], S[o + USED], S[o + SP]
@@ -279,9 +279,9 @@ for i = 1, nk do
         if first > 0 and (used - first + cost <= c or first >= used) then
           rt = oldest + sp - now
         else
-          scan = scan or mkscan()
-          scan(i, o)
-          sc, used = scanned[i], S[o + USED]
+          local h = KEYS[i]
+          sc, used = scan(h, now, sp, newest, S[o + NCOUNT]) -- the dead buckets a peek leaves are skipped
+          S[o + USED] = used
         end
       end
       if sc then
@@ -303,7 +303,7 @@ for i = 1, nk do
   if remaining < 0 then remaining = 0 end
   local reset = 0
   if S[o + STATE] == 1 then reset = S[o + NEWEST] + sp - now end
-  local j = 4 * i - 2
-  out[j], out[j + 1], out[j + 2], out[j + 3] = refused, remaining, rt, reset
+  local j = r + 4 * i - 2
+  S[j], S[j + 1], S[j + 2], S[j + 3] = refused, remaining, rt, reset
 end
-return out
+return fmt(string.rep('%d ', 1 + 4 * nk), unpack(S, r + 1, r + 1 + 4 * nk))

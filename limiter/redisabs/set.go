@@ -81,46 +81,51 @@ func (be *backend) DecideSet(ctx context.Context, op, k string, set *limiter.Set
 	return window.SetDecision(set, rs), nil
 }
 
-// readSet reads abs_set.lua's reply into rs. An admission with fewer than
-// 2^21 units remaining in every limit is a string of one decimal per
-// limit, remaining × 2^32 + reset ms, each followed by a space; any other
-// decision is {allowed, then per limit: refused, remaining, retry ms,
-// reset ms}. Limit and Never come from the limits and n.
+// readSet reads abs_set.lua's reply into rs: a string of decimals, each
+// followed by a space. An admission with fewer than 2^21 units remaining
+// in every limit is one value per limit, remaining × 2^32 + reset ms; any
+// other decision is allowed, then per limit: refused, remaining, retry
+// ms, reset ms. Limit and Never come from the limits and n.
 func readSet(v any, ls []window.Limit, n int64, rs []window.Result) error {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("malformed script reply %T", v)
+	}
+	var xb [1 + 4*window.MaxSet]int64
+	x := xb[:0]
+	for s != "" && len(x) < len(xb) {
+		d, rest, ok := strings.Cut(s, " ")
+		r, err := strconv.ParseInt(d, 10, 64)
+		if !ok || err != nil || r < 0 {
+			return fmt.Errorf("malformed script reply %q", v)
+		}
+		x, s = append(x, r), rest
+	}
 	cost := max(n, 1)
-	if s, ok := v.(string); ok {
-		for i := range rs {
-			d, rest, ok := strings.Cut(s, " ")
-			r, err := strconv.ParseInt(d, 10, 64)
-			if !ok || err != nil || r < 0 {
-				return fmt.Errorf("malformed script reply %q", v)
-			}
-			s = rest
+	switch {
+	case s != "":
+	case len(x) == len(ls):
+		for i, r := range x {
 			rs[i] = window.Result{Allowed: true, Limit: ls[i].Soft, Remaining: r >> 32, ResetAfter: r & (1<<32 - 1),
 				Never: cost > ls[i].Soft}
 		}
-		if s != "" {
-			return fmt.Errorf("malformed script reply %q", v)
+		return nil
+	case len(x) == 1+4*len(ls) && (x[0] == 0 || x[0] == 1):
+		for i := range rs {
+			p := x[1+4*i:]
+			if p[0] != 0 && p[0] != 1 {
+				return fmt.Errorf("malformed script reply %q", v)
+			}
+			r := &rs[i]
+			*r = window.Result{Allowed: x[0] == 1, Limit: ls[i].Soft, Remaining: p[1], RetryAfter: p[2], ResetAfter: p[3],
+				Never: cost > ls[i].Soft, Refused: p[0] == 1}
+			if r.Refused {
+				r.Outcome = window.OutcomeRejected
+			}
 		}
 		return nil
 	}
-	x, err := redisx.Int64s(v, 1+4*len(ls))
-	if err != nil {
-		return err
-	}
-	if x[0] != 0 && x[0] != 1 {
-		return fmt.Errorf("malformed script reply %v", x)
-	}
-	for i := range rs {
-		p := x[1+4*i:]
-		r := &rs[i]
-		*r = window.Result{Allowed: x[0] == 1, Limit: ls[i].Soft, Remaining: p[1], RetryAfter: p[2], ResetAfter: p[3],
-			Never: cost > ls[i].Soft, Refused: p[0] == 1}
-		if r.Refused {
-			r.Outcome = window.OutcomeRejected
-		}
-	}
-	return nil
+	return fmt.Errorf("malformed script reply %q for %d limits", v, len(ls))
 }
 
 // UsageSet is the Redis call of a GetSet: abs_get.lua over the set's
