@@ -55,18 +55,18 @@ func TestScriptRules(t *testing.T) {
 		set := strings.Contains(src, "KEYS[i]")
 		if set {
 			// Keys come from KEYS[i] only, bound to h (a local, or the
-			// field h of a limit's state, L.h or l.h, which is set from
-			// KEYS[i] alone).
+			// field h of a limit's state, L.h, l.h or L[H], which is set
+			// from KEYS[i] alone).
 			if m := regexp.MustCompile(`KEYS\[[^i]`).FindString(src); m != "" {
 				t.Errorf("%s: uses %s...]: a set script takes its keys as KEYS[i]", f, m)
 			}
 			for _, m := range regexp.MustCompile(`local h = ([^\n,]*)`).FindAllStringSubmatch(src, -1) {
-				if v := strings.TrimSpace(m[1]); v != "KEYS[i]" && v != "L.h" && v != "l.h" {
+				if v := strings.TrimSpace(m[1]); v != "KEYS[i]" && v != "L.h" && v != "l.h" && v != "L[H]" {
 					t.Errorf("%s: binds h to %s, want KEYS[i] or a limit's h", f, v)
 				}
 			}
 			for _, m := range regexp.MustCompile(`\bh = ([^\n,}]*)`).FindAllStringSubmatch(src, -1) {
-				if v := strings.TrimSpace(m[1]); v != "KEYS[i]" && v != "L.h" && v != "l.h" && v != "h" {
+				if v := strings.TrimSpace(m[1]); v != "KEYS[i]" && v != "L.h" && v != "l.h" && v != "L[H]" && v != "h" {
 					t.Errorf("%s: sets h to %s, want KEYS[i]", f, v)
 				}
 			}

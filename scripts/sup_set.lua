@@ -49,30 +49,10 @@
 
 if redis.replicate_commands then redis.replicate_commands() end
 
-local PPM = 1000000
-local MAXD = 4503599627370496 -- 2^52: window.MaxDeclined
-local P = 4294967296 -- 2^32: a closed bucket's value is offered * P + link
-local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
-
-local nk = #KEYS
-if nk < 1 or nk > 8 or #ARGV ~= 3 + 6 * nk then
-  return redis.error_reply('ERR sup_set.lua: ' .. nk .. ' keys and ' .. #ARGV .. ' arguments')
-end
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = t[1] * 1000 + math.floor(t[2] / 1000)
-else
-  now = ARGV[1] + 0
-end
-local cache, draw = ARGV[2] + 0, ARGV[3] + 0
-
--- countOf reads the units offered in a closed bucket from its value.
-local function countOf(v)
-  if v >= P then return (v - v % P) / P end
-  if v < 0 then return -v end
-  return v -- an earlier layout's plain count
-end
+-- The functions below capture none of the script's locals (they are
+-- declared after them): each captured local costs every call an upvalue
+-- (docs/benchmarks.md, Sets of limits). They read the clock and the cache
+-- period from a limit's state, and declare the constants they use.
 
 -- scan reads L's whole hash in one HGETALL (at most 2 (W/B + 1) bucket
 -- fields) and sets L.k, L.bs, L.bo, L.bd to its live buckets, oldest
@@ -84,10 +64,12 @@ end
 -- Redis has converted to a hash table needs the sort and the lookups by
 -- start. Numbers are parsed once and no table is made per bucket.
 local function scan(L)
-  local h = L.h -- KEYS[i]
+  local NOW, H, SP, NEWEST, NCOUNT, NDEC, K, BS, BO, BD = 1, 3, 6, 20, 21, 22, 26, 27, 28, 29
+  local P, now = 4294967296, L[NOW]
+  local h = L[H] -- KEYS[i]
   local all = redis.call('HGETALL', h)
-  local sp = L.sp
-  local dead, su, sd = {}, L.ncount, L.ndec
+  local sp = L[SP]
+  local dead, su, sd = {}, L[NCOUNT], L[NDEC]
   local sorted, prev, lost = true, -1 / 0, nil
   local k, bs, bo, bd = 0, {}, {}, {}
   for i = 1, #all, 2 do
@@ -136,14 +118,16 @@ local function scan(L)
   end
   for i = 1, k do sd = sd + bd[i] end
   k = k + 1
-  bs[k], bo[k], bd[k] = L.newest, L.ncount, L.ndec
-  L.k, L.bs, L.bo, L.bd = k, bs, bo, bd
+  bs[k], bo[k], bd[k] = L[NEWEST], L[NCOUNT], L[NDEC]
+  L[K], L[BS], L[BO], L[BD] = k, bs, bo, bd
   return dead, su, sd
 end
 
 -- load reads limit i's hash and expires its dead buckets (deleting them
 -- when the call writes), and returns its state L.
-local function load(i, write)
+local function load(i, write, now, cache)
+  local USED, DECLINED, OLDEST, BS = 17, 18, 19, 27
+  local P, fmt = 4294967296, string.format
   local a = 4 + 6 * (i - 1)
   local h = KEYS[i]
   local w, b, sarg, harg = ARGV[a] + 0, ARGV[a + 1] + 0, ARGV[a + 2], ARGV[a + 3]
@@ -205,18 +189,17 @@ local function load(i, write)
       linked = false
     end
   end
-  -- One constructor with every field the functions below use (false or
-  -- 0 until set), so that the table is sized once.
-  local L = {h = h, w = w, b = b, sp = sp, sarg = sarg, harg = harg, soft = sarg + 0, hard = harg + 0,
-    n = ARGV[a + 4] + 0, ttl = ARGV[a + 5], ns = ns, nds = nds, fs = fs, fts = fts,
-    used = used, declined = declined, oldest = oldest or 0, newest = newest or 0, ncount = ncount, ndec = ndec,
-    moved = moved, live = live, expired = expired,
-    k = false, bs = false, bo = false, bd = false, cost = 0, never = false, outcome = 0, f = 0, computed = false}
+  -- One constructor with every value the functions below use (false or
+  -- 0 until set), by position (see the index constants above), so that
+  -- the table is an array sized once.
+  local L = {now, cache, h, w, b, sp, sarg, harg, sarg + 0, harg + 0, ARGV[a + 4] + 0, ARGV[a + 5], ns,
+    nds, fs, fts, used, declined, oldest or 0, newest or 0, ncount, ndec, moved, live, expired, false,
+    false, false, false, 0, false, 0, 0, false}
 
   -- Expire by a scan where the links could not.
   if not linked then
-    gone, L.used, L.declined = scan(L)
-    L.oldest = L.bs[1]
+    gone, L[USED], L[DECLINED] = scan(L)
+    L[OLDEST] = L[BS][1]
   end
   if write and gone then
     for j = 1, #gone, 1000 do
@@ -232,28 +215,31 @@ end
 -- doubles in the same order as window.State.Factor, rounded to the nearest
 -- ppm and clamped to [0, PPM].
 local function factor(L)
-  if L.live and cache > 0 then
-    local fppm, fat = L.fs + 0, L.fts + 0
+  local NOW, CACHE, W, SOFT, FS, FTS = 1, 2, 4, 9, 15, 16
+  local USED, OLDEST, NEWEST, LIVE, K, BS, BO = 17, 19, 20, 24, 26, 27, 28
+  local now, cache, PPM = L[NOW], L[CACHE], 1000000
+  if L[LIVE] and cache > 0 then
+    local fppm, fat = L[FS] + 0, L[FTS] + 0
     if fat > 0 and now - fat < cache then return fppm, false end -- ft 0: none
   end
-  local w = L.w
+  local w = L[W]
   local r = math.min(w, 1000)
   local recent = 0
-  if L.live then
-    if now - L.oldest < r then
-      recent = L.used
-    elseif now - L.newest < r then
-      if not L.k then scan(L) end
-      local bs, bo = L.bs, L.bo
-      for i = L.k, 1, -1 do
+  if L[LIVE] then
+    if now - L[OLDEST] < r then
+      recent = L[USED]
+    elseif now - L[NEWEST] < r then
+      if not L[K] then scan(L) end
+      local bs, bo = L[BS], L[BO]
+      for i = L[K], 1, -1 do
         if now - bs[i] >= r then break end
         recent = recent + bo[i]
       end
     end
   end
-  local mx = math.max(L.used * r, recent * w)
+  local mx = math.max(L[USED] * r, recent * w)
   if mx <= 0 then return 0, true end
-  local f = 1 - L.soft * r / mx
+  local f = 1 - L[SOFT] * r / mx
   local ppm = math.floor(f * PPM + 0.5)
   return math.min(math.max(ppm, 0), PPM), true
 end
@@ -261,29 +247,38 @@ end
 -- retryAfter walks L's buckets oldest first until the accepted units still
 -- live after a bucket expires, plus the cost, fit in cap.
 local function retryAfter(L, held, cap)
-  if not L.live then return 0 end
-  local cost = L.cost
-  if not L.k then
+  local NOW, H, SP, OLDEST, NEWEST, NCOUNT = 1, 3, 6, 19, 20, 21
+  local NDEC, LIVE, K, BS, BO, BD, COST = 22, 24, 26, 27, 28, 29, 30
+  local now, P, fmt = L[NOW], 4294967296, string.format
+  if not L[LIVE] then return 0 end
+  local cost = L[COST]
+  if not L[K] then
     -- Fast path: the oldest bucket alone frees enough.
-    local acc = L.ncount - L.ndec
-    if L.oldest ~= L.newest then
-      local o = fmt('%d', L.oldest)
-      local h = L.h -- KEYS[i]
+    local acc = L[NCOUNT] - L[NDEC]
+    if L[OLDEST] ~= L[NEWEST] then
+      local o = fmt('%d', L[OLDEST])
+      local h = L[H] -- KEYS[i]
       local v = redis.call('HMGET', h, o, 'd' .. o)
-      acc = countOf(tonumber(v[1]) or 0) - (tonumber(v[2]) or 0)
+      local off = tonumber(v[1]) or 0
+      if off >= P then
+        off = (off - off % P) / P
+      elseif off < 0 then
+        off = -off
+      end -- else an earlier layout's plain count
+      acc = off - (tonumber(v[2]) or 0)
     end
     if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
-      return L.oldest + L.sp - now
+      return L[OLDEST] + L[SP] - now
     end
     scan(L) -- skips the dead buckets a peek leaves stored
   end
-  local bs, bo, bd = L.bs, L.bo, L.bd
+  local bs, bo, bd = L[BS], L[BO], L[BD]
   local freed = 0
-  for i = 1, L.k do
+  for i = 1, L[K] do
     local u = bo[i] - bd[i]
     if u ~= 0 then
       freed = freed + u
-      if held - freed + cost <= cap or freed >= held then return bs[i] + L.sp - now end
+      if held - freed + cost <= cap or freed >= held then return bs[i] + L[SP] - now end
     end
   end
   return 0
@@ -293,34 +288,38 @@ end
 -- PEXPIRE: join the newest bucket when now - newest < B, else open one at
 -- now (no field of that name can exist: every start is <= newest < now).
 local function record(L, allowed)
-  local h, n = L.h, L.n
-  local live, newest, ncount, ndec = L.live, L.newest, L.ncount, L.ndec
+  local NOW, CACHE, H, B, SARG, HARG, N, TTL, NS, NDS, FS, FTS, USED = 1, 2, 3, 5, 7, 8, 11, 12, 13, 14, 15, 16, 17
+  local DECLINED, OLDEST, NEWEST, NCOUNT, NDEC, MOVED = 18, 19, 20, 21, 22, 23
+  local LIVE, K, BS, BO, BD, F, COMPUTED = 24, 26, 27, 28, 29, 33, 34
+  local now, cache, P, fmt, MAXD = L[NOW], L[CACHE], 4294967296, string.format, 4503599627370496
+  local h, n = L[H], L[N]
+  local live, newest, ncount, ndec = L[LIVE], L[NEWEST], L[NCOUNT], L[NDEC]
   local rec, dec = n, 0
   if not allowed then
-    rec = math.min(n, math.max(1, MAXD - L.declined))
+    rec = math.min(n, math.max(1, MAXD - L[DECLINED]))
     dec = rec
   end
-  local joins = live and now - newest < L.b
+  local joins = live and now - newest < L[B]
   local start = now
   if joins then start = newest end
-  local k = L.k
+  local k = L[K]
   if k then
     if joins then
-      L.bo[k], L.bd[k] = L.bo[k] + rec, L.bd[k] + dec
+      L[BO][k], L[BD][k] = L[BO][k] + rec, L[BD][k] + dec
     else
       k = k + 1
-      L.k = k
-      L.bs[k], L.bo[k], L.bd[k] = start, rec, dec
+      L[K] = k
+      L[BS][k], L[BO][k], L[BD][k] = start, rec, dec
     end
   end
-  local used = L.used + rec
-  local declined = L.declined + dec
-  L.used, L.declined = used, declined
-  local writef = L.computed and cache > 0
+  local used = L[USED] + rec
+  local declined = L[DECLINED] + dec
+  L[USED], L[DECLINED] = used, declined
+  local writef = L[COMPUTED] and cache > 0
   -- args: the HSET, made only when the call writes more than "m".
   local args
   if joins then
-    L.ncount, L.ndec = ncount + rec, ndec + dec
+    L[NCOUNT], L[NDEC] = ncount + rec, ndec + dec
   else
     args = {}
     if live then
@@ -329,55 +328,75 @@ local function record(L, allowed)
       -- read.
       local closed = -ncount
       if ncount < 2097152 and start - newest < P then closed = ncount * P + (start - newest) end
-      args[1], args[2] = L.ns, fmt('%d', closed)
-      if ndec > 0 then args[3], args[4] = 'd' .. L.ns, L.nds end
+      args[1], args[2] = L[NS], fmt('%d', closed)
+      if ndec > 0 then args[3], args[4] = 'd' .. L[NS], L[NDS] end
     else
-      L.oldest = start
+      L[OLDEST] = start
     end
-    L.newest, L.ncount, L.ndec = start, rec, dec
+    L[NEWEST], L[NCOUNT], L[NDEC] = start, rec, dec
   end
-  local mv = fmt('%d %d %d %d %d %d', used, declined, L.oldest, L.newest, L.ncount, L.ndec)
-  if L.moved or writef then
+  local mv = fmt('%d %d %d %d %d %d', used, declined, L[OLDEST], L[NEWEST], L[NCOUNT], L[NDEC])
+  if L[MOVED] or writef then
     -- "k": the latest capacities, the factor cached (0 0: none).
-    local kf, kft = L.fs, L.fts
+    local kf, kft = L[FS], L[FTS]
     if writef then
-      kf, kft = fmt('%d', L.f), fmt('%d', now)
+      kf, kft = fmt('%d', L[F]), fmt('%d', now)
     elseif not live then
       kf, kft = '0', '0'
     end
     args = args or {}
-    args[#args + 1], args[#args + 2] = 'k', L.sarg .. ' ' .. L.harg .. ' ' .. kf .. ' ' .. kft
+    args[#args + 1], args[#args + 2] = 'k', L[SARG] .. ' ' .. L[HARG] .. ' ' .. kf .. ' ' .. kft
   end
   if args then
     redis.call('HSET', h, 'm', mv, unpack(args))
   else
     redis.call('HSET', h, 'm', mv) -- the common call: one field
   end
-  L.live = true
-  redis.call('PEXPIRE', h, L.ttl)
+  L[LIVE] = true
+  redis.call('PEXPIRE', h, L[TTL])
 end
 
+local PPM = 1000000
+local MAXD = 4503599627370496 -- 2^52: window.MaxDeclined
+local P = 4294967296 -- 2^32: a closed bucket's value is offered * P + link
+local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
+
+local nk = #KEYS
+if nk < 1 or nk > 8 or #ARGV ~= 3 + 6 * nk then
+  return redis.error_reply('ERR sup_set.lua: ' .. nk .. ' keys and ' .. #ARGV .. ' arguments')
+end
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+else
+  now = ARGV[1] + 0
+end
+local cache, draw = ARGV[2] + 0, ARGV[3] + 0
+
 -- Read every limit and decide: the set's factor is the largest.
+local SP, SOFT, HARD, N, USED, DECLINED = 6, 9, 10, 11, 17, 18
+local NEWEST, LIVE, COST, NEVER, OUTCOME, F, COMPUTED = 20, 24, 30, 31, 32, 33, 34
 local write = ARGV[8] + 0 > 0 -- the first limit's n: all are 0 for a peek
 local ls = {}
 local setf = 0
 for i = 1, nk do
-  local L = load(i, write)
+  local L = load(i, write, now, cache)
   ls[i] = L
-  local cost = math.max(L.n, 1)
-  L.cost = cost
-  L.never = cost > L.hard
-  local forecast = L.used - L.declined + cost
+  local cost = math.max(L[N], 1)
+  L[COST] = cost
+  L[NEVER] = cost > L[HARD]
+  local forecast = L[USED] - L[DECLINED] + cost
   local outcome, f, computed = 0, 0, false
-  if forecast <= L.soft then
+  if forecast <= L[SOFT] then
     -- at or below the soft capacity: factor 0
-  elseif forecast > L.hard then
+  elseif forecast > L[HARD] then
     outcome, f = 2, PPM
   else
     outcome = 2
     f, computed = factor(L)
   end
-  L.outcome, L.f, L.computed = outcome, f, computed
+  L[OUTCOME], L[F], L[COMPUTED] = outcome, f, computed
   if f > setf then setf = f end
 end
 local allowed = draw >= setf
@@ -387,19 +406,19 @@ local reply = {allowed and 1 or 0}
 for i = 1, nk do
   local L = ls[i]
   if write then record(L, allowed) end
-  local accepted = L.used - L.declined
+  local accepted = L[USED] - L[DECLINED]
   local retry = 0
-  if not allowed and not L.never and accepted + L.cost > L.soft then
-    retry = retryAfter(L, accepted, L.soft)
+  if not allowed and not L[NEVER] and accepted + L[COST] > L[SOFT] then
+    retry = retryAfter(L, accepted, L[SOFT])
   end
   local reset = 0
-  if L.live then reset = L.newest + L.sp - now end
+  if L[LIVE] then reset = L[NEWEST] + L[SP] - now end
   local j = #reply
-  reply[j + 1] = L.outcome
-  reply[j + 2] = draw < L.f and 1 or 0
-  reply[j + 3] = math.max(L.soft - accepted, 0)
+  reply[j + 1] = L[OUTCOME]
+  reply[j + 2] = draw < L[F] and 1 or 0
+  reply[j + 3] = math.max(L[SOFT] - accepted, 0)
   reply[j + 4] = retry
   reply[j + 5] = reset
-  reply[j + 6] = L.f
+  reply[j + 6] = L[F]
 end
 return reply
