@@ -34,11 +34,13 @@
 -- abs_inc.lua costs (docs/algorithms.md, Bounded work); see abs_inc.lua
 -- for the layout and the reasons behind each step.
 --
--- Cost: the limits' state lives in one presized flat table, not a table
--- per limit; the rare paths' closures (the scan) are made only by a call
--- that needs them; an admission answers with one string. The commands
--- alone (per limit HGET, HSET and PEXPIRE) cost Redis about 1.45 times a
--- whole single-limit join (docs/benchmarks.md, Sets of limits).
+-- Cost: the limits' state lives in one flat table sized once, not a table
+-- per limit; the scan is a function that captures none of the script's
+-- locals (each captured local costs every call an upvalue); every reply
+-- is one string. The commands alone (per limit HGET, HSET and PEXPIRE)
+-- cost Redis about 1.45 times a whole single-limit join, so a set of
+-- three stays above twice a single Inc (docs/benchmarks.md, Sets of
+-- limits, says what blocks the rest).
 if redis.replicate_commands then redis.replicate_commands() end
 
 -- scan reads every stored bucket of hash h in one HGETALL, as

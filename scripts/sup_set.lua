@@ -43,6 +43,8 @@
 -- Cost: the limits are read in one pass and written in a second, so the
 -- common call (every limit below its soft capacity, its oldest bucket
 -- live) makes an HMGET, an HSET and a PEXPIRE per limit and reads TIME once.
+-- A limit's state is an array sized once, and no function captures the
+-- script's locals (each captured local costs every call an upvalue).
 -- The worst call reads each hash once (HGETALL) and walks it once, as
 -- sup_inc.lua does: at most W/B + 1 live buckets per limit, which
 -- config.MaxBuckets bounds (docs/algorithms.md, Bounded work).
@@ -189,9 +191,15 @@ local function load(i, write, now, cache)
       linked = false
     end
   end
-  -- One constructor with every value the functions below use (false or
-  -- 0 until set), by position (see the index constants above), so that
-  -- the table is an array sized once.
+  -- A limit's state L: one array, built by one positional constructor
+  -- (false or 0 until set), so that it is sized once; a table of named
+  -- fields cost about 13,000 instructions a limit (docs/benchmarks.md,
+  -- Sets of limits). Each function names the positions it uses in local
+  -- constants: 1 now, 2 cache, 3 h, 4 w, 5 b, 6 sp, 7 sarg, 8 harg, 9 soft,
+  -- 10 hard, 11 n, 12 ttl, 13 ns, 14 nds, 15 fs, 16 fts, 17 used,
+  -- 18 declined, 19 oldest, 20 newest, 21 ncount, 22 ndec, 23 moved,
+  -- 24 live, 25 expired, 26 k, 27 bs, 28 bo, 29 bd, 30 cost, 31 never,
+  -- 32 outcome, 33 f, 34 computed.
   local L = {now, cache, h, w, b, sp, sarg, harg, sarg + 0, harg + 0, ARGV[a + 4] + 0, ARGV[a + 5], ns,
     nds, fs, fts, used, declined, oldest or 0, newest or 0, ncount, ndec, moved, live, expired, false,
     false, false, false, 0, false, 0, 0, false}

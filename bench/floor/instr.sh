@@ -52,7 +52,7 @@ count() { # script mode keyfmt args [keys rounds measured step] → instructions
 	valgrind --tool=callgrind --callgrind-out-file="$out" \
 		redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no >"$tmp/log" 2>&1 &
 	local vp=$!
-	for _ in $(seq 300); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+	for _ in $(seq 1200); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 	local sha
 	sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$script")")
 	"$tmp/seq" -sha "$sha" -mode "$mode" -step "$step" -keys "$keys" -first 1 -last $((first - 1)) -key "$keyfmt" -args "$args" |
