@@ -38,7 +38,7 @@
 -- per limit; the scan is a function that captures none of the script's
 -- locals (each captured local costs every call an upvalue); every reply
 -- is one string. The commands alone (per limit HGET, HSET and PEXPIRE)
--- cost Redis about 1.45 times a whole single-limit join, so a set of
+-- cost Redis about 1.43 times a whole single-limit join, so a set of
 -- three stays above twice a single Inc (docs/benchmarks.md, Sets of
 -- limits, says what blocks the rest).
 if redis.replicate_commands then redis.replicate_commands() end

@@ -145,6 +145,10 @@ rows+=(
 	"sup_set.lua, set of 3, overloaded|../scripts/sup_set.lua|overload|$SS|NOW $SSETO"
 	"sup_inc.lua, single, TIME, 50 keys|../scripts/sup_inc.lua|time|$SK|$TS"
 	"sup_set.lua, set of 3, TIME, 50 keys|../scripts/sup_set.lua|time|$SS|EMPTY $SSET"
+	"floor: return 1, the set's 3 keys and 14 arguments|floor/return1.lua|join|$AS|NOW 1 $ASET"
+	"floor: set_cmds.lua on 1 hash|floor/set_cmds.lua|join|$AK|$ABS"
+	"floor: set_cmds.lua on the set's 3 hashes|floor/set_cmds.lua|join|$AS|NOW 1 $ASET"
+	"floor: set_parse.lua on the set's 3 hashes|floor/set_parse.lua|join|$AS|NOW 1 $ASET"
 )
 if [[ -n $rev ]]; then
 	rows+=(
