@@ -48,8 +48,9 @@ if redis.replicate_commands then redis.replicate_commands() end
 -- arrays (starts, counts, k of them, the newest, from "m", last), their
 -- sum, the fields of the dead ones and the oldest live start. It takes
 -- everything as arguments: a function that captures the script's locals
--- costs every call an upvalue per local (about 5,000 instructions here),
--- one that captures none a single allocation.
+-- costs every call an upvalue per local (several thousand instructions
+-- for the dozen an earlier version captured), one that captures none a
+-- single allocation.
 local function scan(h, now, sp, newest, ncount)
   local P = 4294967296
   local all = redis.call('HGETALL', h)
@@ -114,9 +115,9 @@ local SP, BK, CAP, USED, OLDEST, NEWEST, NCOUNT, STATE, OF, NS, MOVED = 1, 2, 3,
 -- write deletes the hash); OF: the oldest start as a string; NS: the
 -- newest start as stored; MOVED: the capacity to store differs from the
 -- stored one.
--- Presized for three limits and their reply values (a table grown one
--- value at a time is rehashed at every power of two; sizing it for eight
--- cost a three-limit call more than the rehashes it saves a larger set).
+-- Presized for three limits and a refusal's reply values (a table grown
+-- one value at a time is rehashed at every power of two); a larger set
+-- grows it. Sizing it for eight measured no cheaper for three limits.
 local S = {false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false, false, false,
