@@ -194,6 +194,12 @@ func parallel(g, n int, f func(i int) (bool, error)) (refused int64, err error) 
 // request) and the benchmark process' CPU µs per call (getrusage; Linux
 // only): the client's share of the machine.
 func measure(b *testing.B, c *redis.Client, w workload, g int, inc incFunc) {
+	measureCmd(b, c, w, g, inc, "evalsha")
+}
+
+// measureCmd is measure for contenders whose one command per call is cmd
+// (the PING floor's is "ping"): its server µs are cmdstat_<cmd>'s.
+func measureCmd(b *testing.B, c *redis.Client, w workload, g int, inc incFunc, cmd string) {
 	if err := stats.ConfigResetStat(ctx).Err(); err != nil {
 		b.Fatal(err)
 	}
@@ -215,12 +221,12 @@ func measure(b *testing.B, c *redis.Client, w workload, g int, inc incFunc) {
 	if refused > 0 {
 		b.Fatalf("%d of %d calls refused; the workload is meant to be admitted", refused, b.N)
 	}
-	st, err := commandStat(stats, "evalsha")
+	st, err := commandStat(stats, cmd)
 	if err != nil {
 		b.Fatal(err)
 	}
 	if st.Calls < int64(b.N) {
-		b.Fatalf("cmdstat_evalsha calls = %d, want ≥ %d", st.Calls, b.N)
+		b.Fatalf("cmdstat_%s calls = %d, want ≥ %d", cmd, st.Calls, b.N)
 	}
 	cpu1, err := serverCPU(stats)
 	if err != nil {

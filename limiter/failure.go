@@ -162,11 +162,13 @@ func WithLogger(l *slog.Logger) Option {
 // 1,024; New returns ErrInvalidConfig beyond.
 //
 // Batching is off by default because it did not win everywhere measured:
-// from 64 concurrent callers up it sends a fiftieth of the round trips and
-// won every benchmark, but at 8 it lost some, at 1 or 2 it ties (it takes
-// the unbatched path), a batched answer waits for the pipeline's slowest
-// reply, and a pipeline of worst-case calls holds the server for their sum
-// (docs/benchmarks.md, Redis throughput: batching).
+// from 64 concurrent callers up it sends a twentieth (64) to a
+// seventy-fifth (256) of the round trips and won every benchmark (3 to 11
+// times redis_rate's decisions per second), but at 8 it lost some, at 1
+// or 2 it ties (it takes the unbatched path), a batched answer waits for
+// the pipeline's slowest reply, and a pipeline of worst-case calls holds
+// the server for their sum (docs/benchmarks.md, Redis throughput:
+// batching).
 //
 // A provider keeps at most two round trips of its scripts in flight per
 // node. A call that finds fewer is sent at once, alone: one or two callers

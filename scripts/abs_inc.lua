@@ -55,14 +55,18 @@
 -- reads as absent. A bucket value that is not a number fails the call with
 -- a script error.
 --
--- Reply, three forms (internal/redisx.Decision reads them all):
+-- Reply, four forms (internal/redisx.Decision reads them all):
 --   an integer r ≥ 0: an Inc or peek (ARGV[4] > 0) admitted below capacity
 --     with fewer than 2^21 units remaining: remaining = floor(r / 2^32),
 --     reset_after_ms = r mod 2^32 (W < 2^32), limit = ARGV[4];
 --   {limit, remaining, reset_after_ms}: any other admission (IsAllowed on an
 --     absent key: all 0);
+--   an integer r < 0: a refusal of an Inc (ARGV[4] > 0) with nothing
+--     remaining, not never, and retry and reset after ms below 2^26: with
+--     v = -r - 1, reset_after_ms = v mod 2^26, retry_after_ms =
+--     floor(v / 2^26), limit = ARGV[4];
 --   {outcome (1 rejected), allowed (0), limit, remaining, retry_after_ms,
---     reset_after_ms, factor_ppm (always 0), never (0/1)}: a refusal.
+--     reset_after_ms, factor_ppm (always 0), never (0/1)}: any other refusal.
 --
 -- Cost: the common call, on a key none of whose buckets has died, parses
 -- each number once (x + 0: tonumber parses twice), formats only what it
@@ -185,6 +189,32 @@ local cost = n
 if cost < 1 then cost = 1 end
 local never = cost > c
 
+-- A refusal's RetryAfter, when the links left the totals exact: the
+-- oldest bucket alone often frees enough for cost to fit (one HGET of the
+-- field that follows "m"), and then the call needs no scan. A refusal with
+-- cost <= c means used > 0: the key is live. rdone false leaves it to the
+-- walk of the buckets at the end.
+local retry, rdone = 0, true
+if live and fresh and not never and used + cost > c then
+  local first = ncount
+  if oldest ~= newest then
+    local v = redis.call('HGET', h, ofield)
+    v = v and v + 0 or 0
+    if v >= P then
+      first = (v - v % P) / P
+    elseif v < 0 then
+      first = -v
+    else
+      first = v
+    end
+  end
+  if first > 0 and (used - first + cost <= c or first >= used) then
+    retry = oldest + sp - now
+  else
+    rdone = false
+  end
+end
+
 -- scan reads every stored bucket in one HGETALL: it keeps the live ones,
 -- oldest first, in the parallel arrays starts and counts (k of them, the
 -- newest, from "m", last), sums them in used, notes the dead ones in dead
@@ -192,10 +222,12 @@ local never = cost > c
 -- order they were written, which is ascending start order, so the sort
 -- runs only for a hash Redis has converted to a hash table. Numbers are
 -- parsed once and no table is made per bucket. The newest bucket is live
--- whenever scan runs. It is made only for a call that needs it: one whose
--- links are missing, broken or too many, or a refusal.
+-- whenever scan runs. It is made only for a call that needs it (a closure
+-- costs about as much as parsing a number): one whose links are missing,
+-- broken or too many, or a refusal whose oldest bucket does not free
+-- enough.
 local scan, starts, counts, k
-if live and (not fresh or never or used + cost > c) then
+if live and (not fresh or not rdone) then
   scan = function()
     local all = redis.call('HGETALL', h)
     starts, counts, k = {}, {}, 0
@@ -306,30 +338,10 @@ end
 
 local remaining = c - used
 if remaining < 0 then remaining = 0 end
-local retry = 0
-if not never then
+if not never and (not rdone or not fresh) then
   -- Walk the live buckets oldest first until enough has expired for cost
-  -- to fit. A refusal with cost <= c means used > 0: the key is live.
-  -- The oldest bucket alone often frees enough: one HGET.
-  if not starts then
-    local first = ncount
-    if oldest ~= newest then
-      local v = redis.call('HGET', h, ofield)
-      v = v and v + 0 or 0
-      if v >= P then
-        first = (v - v % P) / P
-      elseif v < 0 then
-        first = -v
-      else
-        first = v
-      end
-    end
-    if first > 0 and (used - first + cost <= c or first >= used) then
-      retry = oldest + sp - now
-    else
-      scan()
-    end
-  end
+  -- to fit (the oldest alone did not, above, or the call scanned).
+  if not starts then scan() end
   if starts then
     local freed = 0
     for i = 1, k do
@@ -343,6 +355,11 @@ if not never then
       end
     end
   end
+end
+if remaining == 0 and not never and ARGV[4] ~= '0' and retry < 67108864 and reset < 67108864 then
+  -- a refusal of a saturated key, one integer: a table of eight costs
+  -- Redis about 8,000 instructions more to answer
+  return -(retry * 67108864 + reset) - 1
 end
 local nv = 0
 if never then nv = 1 end

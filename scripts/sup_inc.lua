@@ -26,11 +26,16 @@
 --         (outcome allowed, factor 0) with fewer than 2^21 units
 --         remaining: remaining = floor(r / 2^32), reset after ms =
 --         r mod 2^32, limit = S; {limit, remaining, reset after ms} for
---         such an admission with more remaining; otherwise {outcome,
+--         such an admission with more remaining; an integer r < 0 for a
+--         suppressed decision (outcome 2) with nothing remaining, not
+--         never, and retry after and reset after ms below 2^16: with
+--         v = -r - 1, reset after = v mod 2^16, retry after =
+--         floor(v / 2^16) mod 2^16, allowed = floor(v / 2^32) mod 2,
+--         factor ppm = floor(v / 2^33), limit = S; otherwise {outcome,
 --         allowed, limit, remaining, retry after ms, reset after ms,
 --         factor ppm, never}, all integers; outcome is 2 (suppressed),
 --         allowed and never are 0 or 1 (internal/redisx.Decision reads
---         all three).
+--         all four).
 --
 -- Hash fields (docs/data-model.md): two meta fields of decimals separated
 -- by spaces, "m" = "<u> <x> <o> <n> <nc> <nd>" (u the sum of all bucket
@@ -47,12 +52,16 @@
 -- included) rewrites "m" alone; "k" changes only with the rate or the
 -- cached factor. A hash without both (an earlier layout) or with one that
 -- does not read as its decimals is absent, and a write replaces it whole.
--- "r", when present, is the RetryAfter cursor: "<rs> <rb> <ra> <rl> <ro>",
--- a live bucket start rs, the accepted units of the live buckets older
--- than it (rb), its own accepted units (ra) and link (rl; both 0 while it
--- was the newest bucket), valid only while the oldest stored bucket starts
--- at ro. A refused call answers from it without reading buckets when the
--- bucket it needs is rs, and moves it forward otherwise; see retryAfter.
+-- "r", when present and not empty, is the RetryAfter cursor: "<rs> <rb>
+-- <ra> <rl> <ro>", a live bucket start rs, the accepted units of the live
+-- buckets older than it (rb), its own accepted units (ra) and link (rl;
+-- both 0 while it was the newest bucket), valid only while the oldest
+-- stored bucket starts at ro. A refused call answers from it without
+-- reading buckets when the bucket it needs is rs, and moves it forward
+-- otherwise; see retryAfter. A void cursor is emptied, not deleted: the
+-- field keeps its place in the listpack, which the buckets written before
+-- it leave as they die, so that reading it soon walks no bucket (written
+-- anew, it would go after every bucket).
 -- The script never calls math.random: the draw is an argument. ARGV[4] and
 -- ARGV[5] are stored as sent, so they must be plain decimals (as go-redis
 -- sends an int64). A bucket value that is not a number fails the call with
@@ -61,7 +70,9 @@
 -- Cost: as in abs_inc.lua, numbers are parsed once (x + 0), only computed
 -- numbers are formatted, and the common call (a key below its soft
 -- capacity whose oldest bucket is live) makes no closure and no table and
--- answers with one integer (docs/benchmarks.md, Instructions per call).
+-- answers with one integer (docs/benchmarks.md, Instructions per call); so
+-- does the usual call of an overloaded key (the factor cached, the
+-- RetryAfter in the cursor's bucket).
 -- The worst call reads the whole hash once (HGETALL) and walks it once:
 -- at most W/B + 1 live buckets, which config.MaxBuckets bounds
 -- (docs/algorithms.md, Bounded work).
@@ -152,47 +163,84 @@ if live and now - oldest >= sp then
   end
 end
 
+local cost = math.max(n, 1)
+local never = cost > hard
+
+-- Decide without a helper where the call allows it: with the links
+-- followed (the totals are exact), below the soft capacity, above the hard
+-- one, or between them with the factor cached. decided false leaves the
+-- decision to the helpers below.
+local forecast = used - declined + cost
+local outcome, allowed, f, computed = 0, true, 0, false
+local decided = false
+if linked then
+  if forecast <= soft then
+    decided = true
+  elseif forecast > hard then
+    outcome, allowed, f, decided = 2, false, PPM, true
+  elseif live and cache > 0 then
+    local fat = fts + 0 -- ft 0: none cached
+    if fat > 0 and now - fat < cache then
+      f = fs + 0
+      outcome, allowed, decided = 2, draw >= f, true
+    end
+  end
+end
+
 -- The RetryAfter cursor "r" (see the header), read at most once and only
--- when needed: by a refusal's RetryAfter, or by a write that expires
--- buckets, which moves its rb along. It can exist only while some live
--- bucket holds declined units (a refusal wrote it, and its rs is no older
--- than the bucket that refusal joined), so a key whose "x" was 0 has none
--- and pays no read. It is used only if its ro is the stored "o" (no other
--- writer moved the oldest bucket since) and the links expired the dead
--- buckets, and only while rs is live. rc: nil before the read, false for
--- none, else {rs, rb, ra, rl} with rb less the dead buckets' accepted
--- units; rraw: the stored string. rput: the cursor a RetryAfter ended on.
-local rc, rraw, rput
-local function cursor()
-  if rc == nil then
-    rc = false
-    if x0 > 0 and linked and live then
-      rraw = redis.call('HGET', h, 'r')
-      if rraw then
-        local a, b, c, d, e = string.match(rraw, '^(%-?%d+) (%d+) (%d+) (%d+) (%-?%d+)$')
-        if a and e == os then
-          local rs, rb = a + 0, b - deadAcc
-          if rs >= oldest and rs <= newest and rb >= 0 then rc = {rs, rb, c + 0, d + 0} end
-        end
+-- when needed: by a refusal's RetryAfter (or a call the helpers must
+-- decide), or by a write that expires buckets, which moves its rb along.
+-- It can hold a cursor only while some live bucket holds declined units (a
+-- refusal wrote it, and its rs is no older than the bucket that refusal
+-- joined), so a key whose "x" was 0 pays no read. It is used only if its ro
+-- is the stored "o" (no other writer moved the oldest bucket since) and
+-- the links expired the dead buckets, and only while rs is live. rstate:
+-- true when rcs, rcb, rca, rcl hold it (rcb less the dead buckets'
+-- accepted units); rraw: the stored string.
+local rstate, rraw, rcs, rcb, rca, rcl = false, nil, 0, 0, 0, 0
+if x0 > 0 and linked and live and (write and expired or not decided or not allowed and not never) then
+  rraw = redis.call('HGET', h, 'r')
+  if rraw == '' then rraw = nil end
+  if rraw then
+    local a, b2, c, d, e = string.match(rraw, '^(%-?%d+) (%d+) (%d+) (%d+) (%-?%d+)$')
+    if a and e == os then
+      rcs, rcb = a + 0, b2 - deadAcc
+      if rcs >= oldest and rcs <= newest and rcb >= 0 then
+        rstate, rca, rcl = true, c + 0, d + 0
       end
     end
   end
-  return rc
 end
 
-local cost = math.max(n, 1)
--- The helpers below are made only for a call that may need them: one that
--- must scan (a missing or broken link), or one above the soft capacity (a
--- closure costs about as much as parsing three numbers).
-local scan, factor, retryAfter, countOf
-if not linked or used - declined + cost > soft then
-  -- countOf reads the units offered in a closed bucket from its value.
-  countOf = function(v)
-    if v >= P then return (v - v % P) / P end
-    if v < 0 then return -v end
-    return v -- an earlier layout's plain count
+-- RetryAfter (before the record: a refusal records only declined units,
+-- so the accepted units it reads are those after the call too): from the
+-- cursor alone when its bucket is known and holds the answer, which is the
+-- usual refusal of an overloaded key; else by retryAfter below. pS, pB,
+-- pA, pL: the cursor a RetryAfter ended on (pS nil: none).
+local retry, rdone = 0, true
+local pS, pB, pA, pL
+if decided and not allowed and not never then
+  local held = used - declined
+  local target = math.min(held + cost - soft, held)
+  if target > 0 then
+    rdone = false
+    if rstate and rcb < target then
+      local ra, rl = rca, rcl
+      if rcs == newest then ra, rl = ncount - ndec, 0 end
+      if (rl ~= 0 or rcs == newest) and target <= rcb + ra then
+        retry, rdone = rcs + sp - now, true
+        pS, pB, pA, pL = rcs, rcb, ra, rl
+      end
+    end
   end
+end
 
+-- The helpers below are made only for a call that needs them (a closure
+-- costs about as much as parsing a number): one that must scan (a missing
+-- or broken link), compute the factor, or walk buckets for its RetryAfter.
+local rvoid = false -- a scan expired the buckets: the stored cursor is void
+if not decided or not rdone then
+  local scan, factor, retryAfter
   -- scan reads the whole hash in one HGETALL (at most 2 (W/B + 1) bucket
   -- fields: docs/algorithms.md, Bounded work) and sets k, bs, bo, bd to
   -- its live buckets, oldest first; the newest, kept in meta fields, is the
@@ -297,29 +345,28 @@ if not linked or used - declined + cost > soft then
   -- per bucket it does not know, for up to 8 buckets; then it scans.
   -- Under sustained overload the answer only moves forward (target grows
   -- with each admission, and an expiry lowers target and rb alike), so a
-  -- refused call usually answers from the cursor without a read, and
-  -- steps once per bucket. It leaves the cursor it ends on in rput.
+  -- refused call usually answers from the cursor without a read (above),
+  -- and steps once per bucket. It leaves the cursor it ends on in pS..pL.
   retryAfter = function(held, cap)
     if not live then return 0 end
     local target = math.min(held + cost - cap, held)
     if target <= 0 then return 0 end
     if not k then
-      local c = cursor()
       local rs, rb, ra, rl = oldest, 0, nil, nil
-      if c and c[2] < target then rs, rb, ra, rl = c[1], c[2], c[3], c[4] end
+      if rstate and rcb < target then rs, rb, ra, rl = rcs, rcb, rca, rcl end
       for _ = 1, 8 do
         if rs == newest then
           ra, rl = ncount - ndec, 0
         elseif not ra or rl == 0 then -- not known: read the bucket
-          local f = fmt('%d', rs)
-          local v = redis.call('HMGET', h, f, 'd' .. f)
+          local fl = fmt('%d', rs)
+          local v = redis.call('HMGET', h, fl, 'd' .. fl)
           local off = tonumber(v[1])
           if not off or off < P or off % P < 1 then break end -- no link: scan
           rl = off % P
           ra = (off - rl) / P - (tonumber(v[2]) or 0)
         end
         if target <= rb + ra then
-          rput = {rs, rb, ra, rl}
+          pS, pB, pA, pL = rs, rb, ra, rl
           return rs + sp - now
         end
         if rs == newest then break end -- the totals disagree with the buckets: scan
@@ -336,47 +383,44 @@ if not linked or used - declined + cost > soft then
         if freed >= target then
           local rl = 0
           if i < k then rl = bs[i + 1] - bs[i] end
-          rput = {bs[i], freed - u, u, rl}
+          pS, pB, pA, pL = bs[i], freed - u, u, rl
           return bs[i] + sp - now
         end
       end
     end
     return 0
   end
-end
 
--- Expire by a scan where the links could not: a bucket is live while
--- now - start < W.
-if not linked then
-  gone, used, declined = scan()
-  oldest = bs[1]
-  -- The cursor cannot follow a scan: a refusal below sets a new one.
-  if x0 > 0 then gone[#gone + 1] = 'r' end
+  -- Expire by a scan where the links could not: a bucket is live while
+  -- now - start < W + B. The cursor cannot follow a scan: a refusal below
+  -- sets a new one.
+  if not linked then
+    gone, used, declined = scan()
+    oldest = bs[1]
+    rvoid = x0 > 0
+  end
+
+  if not decided then
+    forecast = used - declined + cost
+    outcome, allowed, f, computed = 0, true, 0, false
+    if forecast <= soft then
+      -- below the soft capacity: admitted, factor 0
+    elseif forecast > hard then
+      outcome, allowed, f = 2, false, PPM
+    else
+      outcome = 2
+      f, computed = factor()
+      allowed = draw >= f
+    end
+    rdone = allowed or never
+  end
+  if not rdone then retry = retryAfter(used - declined, soft) end
 end
 if write and gone then
   for i = 1, #gone, 1000 do
     redis.call('HDEL', h, unpack(gone, i, math.min(i + 999, #gone)))
   end
 end
-
--- Decide.
-local forecast = used - declined + cost
-local never = cost > hard
-local outcome, allowed, f, computed = 0, true, 0, false
-if forecast <= soft then
-  -- below the soft capacity: admitted, factor 0
-elseif forecast > hard then
-  outcome, allowed, f = 2, false, PPM
-else
-  outcome = 2
-  f, computed = factor()
-  allowed = draw >= f
-end
-
--- RetryAfter, before the record: a refusal records only declined units,
--- so the accepted units it reads are those after the call too.
-local retry = 0
-if not allowed and not never then retry = retryAfter(used - declined, soft) end
 
 -- Record: join the newest bucket when now - newest < B, else open one at
 -- now (no field of that name can exist: every start is <= newest < now).
@@ -449,10 +493,9 @@ if write then
     -- past the buckets that died, against the new oldest start. Its
     -- bucket's ra and rl are 0 while it is the newest (it may still
     -- grow) and set when this call closes it.
-    local cur = rput
-    if not cur and expired and linked then cur = cursor() end
-    if cur then
-      local rs, rb, ra, rl = cur[1], cur[2], cur[3], cur[4]
+    local rs, rb, ra, rl = pS, pB, pA, pL
+    if not rs and expired and rstate then rs, rb, ra, rl = rcs, rcb, rca, rcl end
+    if rs then
       if rs == newest then
         ra, rl = 0, 0
       elseif rs == pn then
@@ -460,15 +503,18 @@ if write then
       end
       -- Unchanged (the same numbers as read, against the same oldest
       -- start): nothing to write, and nothing to format.
-      if not (rc and not expired and rs == rc[1] and rb == rc[2] and ra == rc[3] and rl == rc[4]) then
+      if not (rstate and not expired and rs == rcs and rb == rcb and ra == rca and rl == rcl) then
         local r = fmt('%d %d %d %d %d', rs, rb, ra, rl, oldest)
         if r ~= rraw then
           args = args or {}
           args[#args + 1], args[#args + 2] = 'r', r
         end
       end
-    elseif rraw then
-      redis.call('HDEL', h, 'r') -- its bucket died, or another writer moved "o"
+    elseif rraw or rvoid then
+      -- Its bucket died, another writer moved "o", or a scan expired the
+      -- buckets: emptied, not deleted, so that the field keeps its place.
+      args = args or {}
+      args[#args + 1], args[#args + 2] = 'r', ''
     end
   end
   if args then
@@ -490,5 +536,12 @@ local remaining = math.max(soft - accepted, 0)
 if outcome == 0 then
   if remaining < 2097152 and reset < P then return remaining * P + reset end
   return {soft, remaining, reset}
+end
+if remaining == 0 and not never and retry < 65536 and reset < 65536 then
+  -- the suppressed decision of an overloaded key, one integer: a table
+  -- of eight costs Redis about 8,000 instructions more to answer
+  local a = 0
+  if allowed then a = 1 end
+  return -(((f * 2 + a) * 65536 + retry) * 65536 + reset) - 1
 end
 return {outcome, allowed and 1 or 0, soft, remaining, retry, reset, f, never and 1 or 0}

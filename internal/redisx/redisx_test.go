@@ -49,6 +49,52 @@ func TestDecisionRejectsMalformedReplies(t *testing.T) {
 	}
 }
 
+// TestDecisionReadsOneIntegerRefusals reads the one-integer form of a
+// decision with nothing remaining (abs_inc.lua's refusals, sup_inc.lua's
+// suppressed decisions), as the scripts compute it, at the ends of its
+// ranges, and rejects the replies it cannot come from.
+func TestDecisionReadsOneIntegerRefusals(t *testing.T) {
+	abs := func(retry, reset int64) int64 { return -(retry<<26 + reset) - 1 }
+	sup := func(f, allowed, retry, reset int64) int64 { return -(((f*2+allowed)<<16+retry)<<16 + reset) - 1 }
+	for _, c := range []struct {
+		r    int64
+		sup  bool
+		want window.Result
+	}{
+		{abs(500, 900), false, window.Result{Outcome: window.OutcomeRejected, Limit: 10, RetryAfter: 500, ResetAfter: 900}},
+		{abs(1<<26-1, 1<<26-1), false, window.Result{Outcome: window.OutcomeRejected, Limit: 10, RetryAfter: 1<<26 - 1, ResetAfter: 1<<26 - 1}},
+		{sup(900000, 0, 7, 9), true, window.Result{Outcome: window.OutcomeSuppressed, Limit: 10, RetryAfter: 7, ResetAfter: 9, FactorPPM: 900000}},
+		{sup(window.PPM, 1, 1<<16-1, 1<<16-1), true, window.Result{Outcome: window.OutcomeSuppressed, Allowed: true, Limit: 10, RetryAfter: 1<<16 - 1, ResetAfter: 1<<16 - 1, FactorPPM: window.PPM}},
+		{sup(0, 1, 0, 0), true, window.Result{Outcome: window.OutcomeSuppressed, Allowed: true, Limit: 10}},
+	} {
+		outcomes := []int64{window.OutcomeAllowed, window.OutcomeRejected}
+		if c.sup {
+			outcomes = []int64{window.OutcomeAllowed, window.OutcomeSuppressed}
+		}
+		if r, err := Decision(c.r, 10, outcomes...); err != nil || r != c.want {
+			t.Errorf("Decision(%d, 10, %v) = %+v, %v; want %+v", c.r, outcomes, r, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		r, c int64
+		sup  bool
+	}{
+		{"no capacity sent", abs(1, 1), 0, false},
+		{"absolute retry of 2^26 ms", abs(1<<26, 1), 10, false},
+		{"below -2^53", -1<<53 - 1, 10, true},
+		{"factor above ppm", sup(window.PPM+1, 0, 1, 1), 10, true},
+	} {
+		outcomes := []int64{window.OutcomeAllowed, window.OutcomeRejected}
+		if c.sup {
+			outcomes = []int64{window.OutcomeAllowed, window.OutcomeSuppressed}
+		}
+		if r, err := Decision(c.r, c.c, outcomes...); err == nil {
+			t.Errorf("%s: Decision(%d, %d) = %+v, want an error", c.name, c.r, c.c, r)
+		}
+	}
+}
+
 func TestBucketValue(t *testing.T) {
 	for _, c := range []struct{ v, count, link int64 }{
 		{3<<32 + 150, 3, 150},

@@ -128,3 +128,18 @@ func TestHostile(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) { conformance.RunHostile(t, conformance.AbsoluteStrategy, localAbsolute, b.f) })
 	}
 }
+
+// TestTraceAgainstLocalBatched is the differential trace with batching on
+// (WithBatching(128)), on real Redis and the cluster: a batched limiter
+// decides exactly as the local one.
+func TestTraceAgainstLocalBatched(t *testing.T) {
+	for _, b := range backends[1:3] {
+		t.Run(b.name, func(t *testing.T) {
+			batched := func(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
+				return b.f(t, clk, append(opts, limiter.WithBatching(128))...)
+			}
+			st := conformance.RunTrace(t, conformance.AbsoluteStrategy, traceSteps, 1, localAbsolute, batched)
+			checkTraceStats(t, st)
+		})
+	}
+}

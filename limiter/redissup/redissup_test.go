@@ -224,25 +224,27 @@ func TestHashLayout(t *testing.T) {
 		"r": ms(t0) + " 0 10 100 " + ms(t0)}, w+b-50*time.Millisecond)
 
 	// t0's bucket dies W + B after it opened: the write deletes it and
-	// recomputes the totals, and the cursor, which rested on it.
+	// recomputes the totals, and empties the cursor, which rested on it
+	// (emptied, not deleted: "r" keeps its place near the front of the
+	// hash).
 	clk.Advance(950 * time.Millisecond)
 	t2 := t0 + 1100
 	mustInc(t, l, "k", rate, 1)
 	check("oldest bucket dead", map[string]string{"m": meta(9, 6, t1, t2, 1, 0), "k": "10 15 0 " + ms(t1),
-		ms(t1): closed(8, 1000), "d" + ms(t1): "6"}, w+b)
+		ms(t1): closed(8, 1000), "d" + ms(t1): "6", "r": ""}, w+b)
 
 	// t1's bucket dies with its declined units: "x" drops to 0.
 	clk.Advance(100 * time.Millisecond)
 	t3 := t0 + 1200
 	mustInc(t, l, "k", rate, 1)
 	check("declined bucket dead", map[string]string{"m": meta(2, 0, t2, t3, 1, 0), "k": "10 15 0 " + ms(t1),
-		ms(t2): closed(1, 100)}, w+b)
+		ms(t2): closed(1, 100), "r": ""}, w+b)
 
 	// A peek writes nothing; the latest rate is stored.
 	mustInc(t, l, "k", limiter.PerSecond(20), 0)
-	check("peek", map[string]string{"m": meta(2, 0, t2, t3, 1, 0), "k": "10 15 0 " + ms(t1), ms(t2): closed(1, 100)}, w+b)
+	check("peek", map[string]string{"m": meta(2, 0, t2, t3, 1, 0), "k": "10 15 0 " + ms(t1), ms(t2): closed(1, 100), "r": ""}, w+b)
 	mustInc(t, l, "k", limiter.PerSecond(20), 1)
-	check("new rate", map[string]string{"m": meta(3, 0, t2, t3, 2, 0), "k": "20 30 0 " + ms(t1), ms(t2): closed(1, 100)}, w+b)
+	check("new rate", map[string]string{"m": meta(3, 0, t2, t3, 2, 0), "k": "20 30 0 " + ms(t1), ms(t2): closed(1, 100), "r": ""}, w+b)
 }
 
 // TestDeadKeyStartsAfresh checks on real Redis, where the hash outlives the

@@ -143,6 +143,27 @@ func wantRegimes(t *testing.T, op string, total int, rs []regime) {
 	}
 }
 
+// TestSameAsLocalBatched is TestSameAsLocal's trace with batching on
+// (WithBatching(128)), on real Redis and the cluster.
+func TestSameAsLocalBatched(t *testing.T) {
+	for _, p := range providers[1:3] {
+		t.Run(p.name, func(t *testing.T) {
+			batched := func(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
+				return p.f(t, clk, append(opts, limiter.WithBatching(128))...)
+			}
+			const steps = 6000
+			r := suppressedTrace(t, batched, time.Second, steps, 11)
+			wantRegimes(t, "Inc", r.incs, []regime{
+				{"below soft", r.belowSoft, r.incs / 20},
+				{"between soft and hard", r.between, r.incs / 40},
+				{"beyond hard", r.beyondHard, r.incs / 40},
+				{"never", r.never, 10},
+				{"peeks", r.peeks, r.incs / 50},
+			})
+		})
+	}
+}
+
 // TestSameAsLocal shows that, given the same seeded source and the same
 // time, the Redis provider decides exactly as the local one in every
 // regime, so nothing depends on server-side randomness.
