@@ -2,6 +2,7 @@ package hybrid
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"math"
 	"strings"
@@ -69,6 +70,9 @@ type Absolute struct {
 	shards   [shardCount]shard
 	interval time.Duration
 	maxLease int64
+	// ahead is the most ms a lease's bucket may start after now
+	// (WithLeaseAhead), 0 for none.
+	ahead int64
 
 	tmu     sync.Mutex // guards tracked and fresh
 	tracked []*entry   // every key in memory, in visiting order
@@ -127,6 +131,12 @@ type entry struct {
 	// back: (bucket start, units) pairs.
 	pend []int64
 	idle int // ticks without a call
+	// slow: the latest lease ended with units unused (it expired, or was
+	// given back idle), so the key is called less often than a lease of B
+	// lives and its next lease asks to be forward-dated (WithLeaseAhead).
+	// A lease used up is not: a busy key gains nothing from a longer
+	// lease, and its units should die W + B after its grant.
+	slow bool
 }
 
 // NewAbsolute returns an absolute limiter that leases units from Redis
@@ -148,6 +158,14 @@ func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 	l.maxLease = cfg.MaxLease
 	if l.maxLease <= 0 {
 		l.maxLease = math.MaxInt64
+	}
+	switch a := cfg.LeaseAhead; {
+	case a == 0:
+		l.ahead = cfg.WindowMs / 20
+	case a > cfg.Window/4:
+		return nil, l.errorf("new", fmt.Errorf("%w: lease ahead %v above W/4 (%v)", limiter.ErrInvalidConfig, a, cfg.Window/4))
+	case a > 0:
+		l.ahead = a.Milliseconds()
 	}
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]*entry)
@@ -455,17 +473,19 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 	case e.c != c:
 		e.want, e.est = 1, 0 // a new rate: size afresh
 	case e.granted > 0:
+		e.slow = e.left > 0 && now >= e.until
 		e.resize(e.granted-e.left, c, l.maxLease)
 	}
 	e.granted = 0
 	e.left, e.until, e.refUntil = 0, 0, 0
 	want := min(max(n, e.want), c, max(n, l.maxLease))
+	ahead := e.aheadArg(l)
 	e.mu.Unlock()
 
 	send := l.now()
 	l.fetches.Add(1)
 	v, err := l.b.Run(ctx, scripts.AbsInc, []string{e.hash},
-		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL, want, relStart, rel)
+		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL, want, relStart, rel, ahead)
 	if err != nil {
 		// The release may not have happened: those units stay counted
 		// until their bucket dies, which only admits less.
@@ -523,12 +543,22 @@ func leaseReply(v any) (grant, bool) {
 	return grant{x[0], x[1], x[2], x[3], x[4]}, true
 }
 
+// aheadArg is the lease request's ARGV[10], with e.mu held: the most ms
+// its bucket may start after now, 0 unless the key is slow.
+func (e *entry) aheadArg(l *Absolute) int64 {
+	if e.slow {
+		return l.ahead
+	}
+	return 0
+}
+
 // install makes g e's lease, with e.mu held; send is the local time at
 // which the call was sent. The lease may be used until its bucket stops
-// taking units, start + B on the script's clock: every unit admitted
-// before then counts until start + W + B, at least W after its admission.
-// The script ran at or after send, so send + (start + B − now) is no later
-// than that instant on the local clock.
+// taking units, start + B on the script's clock (start may be after now: a
+// forward-dated lease): every unit admitted before then counts from the
+// grant until start + W + B, at least W after its admission. The script
+// ran at or after send, so send + (start + B − now) is no later than that
+// instant on the local clock.
 //
 // A lease still held (a renewal answered while an Inc's request was in
 // flight) is replaced: its unused units go to pend, for the next tick to
@@ -586,6 +616,7 @@ type syncCall struct {
 	c          int64
 	start, rel int64
 	want, gen  int64
+	ahead      int64 // a renewal's ARGV[10]
 	cmd        *redis.Cmd
 }
 
@@ -694,8 +725,10 @@ func (l *Absolute) visit(calls []syncCall, e *entry, now int64, closing, redisOK
 			}
 			e.left, e.until, e.granted = 0, 0, 0
 			call.want = e.want
+			e.slow = call.rel > 0
 		}
 		call.gen = e.gen
+		call.ahead = e.aheadArg(l)
 		e.renews++
 		calls = append(calls, call)
 	case e.left > 0 && used == 0 && (expired || full):
@@ -706,6 +739,7 @@ func (l *Absolute) visit(calls []syncCall, e *entry, now int64, closing, redisOK
 		// it expires.
 		calls = append(calls, syncCall{e: e, c: e.c, start: e.start, rel: e.left})
 		e.resize(e.granted-e.left, e.c, l.maxLease)
+		e.slow = expired
 		e.left, e.until, e.granted = 0, 0, 0
 	}
 	if closing {
@@ -790,7 +824,7 @@ func (l *Absolute) sendBatch(ctx context.Context, batch []syncCall) {
 			} else {
 				l.releases.Add(1)
 			}
-			args := []any{redisx.NowArg(cfg), l.b.W, l.b.B, s.c, n, l.b.TTL, s.want, s.start, s.rel}
+			args := []any{redisx.NowArg(cfg), l.b.W, l.b.B, s.c, n, l.b.TTL, s.want, s.start, s.rel, s.ahead}
 			if pipe == nil {
 				s.cmd = scripts.AbsInc.Run(ctx, sc, []string{s.e.hash}, args...)
 			} else {

@@ -44,3 +44,27 @@ func WithMaxLease(n int64) limiter.Option {
 		c.MaxLease = n
 	}
 }
+
+// WithLeaseAhead bounds how far after the grant a lease's bucket may
+// start: the most time D by which a lease outlives its bucket's B. A key
+// whose lease ran out of time before it ran out of units asks for a
+// forward-dated lease: Redis files its units in a bucket starting up to
+// D after now, where they count from the grant until that bucket dies,
+// and the lease serves until that bucket's start + B, with no commit
+// (docs/algorithms.md, Hybrid leases). The script scales D down as the key
+// fills and uses none once the grant leaves less than half the capacity
+// free, so a saturated key holds its units W + B, as without it. Default
+// W/20; 0 turns forward-dating off (every lease lives at most B). It must
+// be between 0 and W/4. Other providers ignore it.
+func WithLeaseAhead(d time.Duration) limiter.Option {
+	return func(c *config.Config) {
+		if d < 0 {
+			c.Fail(fmt.Errorf("%w: lease ahead %v must not be negative", limiter.ErrInvalidConfig, d))
+			return
+		}
+		c.LeaseAhead = d
+		if d == 0 {
+			c.LeaseAhead = -1 // off, as opposed to unset
+		}
+	}
+}
