@@ -32,7 +32,8 @@
 --          only releases.
 -- ARGV[10] optional, with ARGV[7]: the most ms, D, by which the lease's
 --          bucket may start after now (a forward-dated lease, which lives
---          D + B instead of B). The script uses
+--          D + B instead of B). For a grant of more than n units (a grant
+--          of n is a plain admission) the script uses
 --          floor(D * (C - 2 (used + g)) / C) when positive, 0 once the
 --          grant would leave less than half the capacity free: it joins
 --          the newest bucket when that starts less than B before (or
@@ -260,10 +261,10 @@ if lease and allowed and n > 0 then
   if g > n then
     n = g
     ns5 = fmt('%d', g)
-  end
-  if ARGV[10] and ARGV[10] ~= '0' then
-    local d = math.floor(ARGV[10] * (c - 2 * (used + n)) / c)
-    if d > 0 then at = now + d end
+    if ARGV[10] and ARGV[10] ~= '0' then
+      local d = math.floor(ARGV[10] * (c - 2 * (used + n)) / c)
+      if d > 0 then at = now + d end
+    end
   end
 end
 

@@ -85,6 +85,7 @@ type Absolute struct {
 	// request, a tick's renewal, a tick's release.
 	fetches, renewals, releases atomic.Int64
 	syncErrs                    atomic.Int64 // failed calls of ticks
+	forwards                    atomic.Int64 // grants in a bucket after now
 }
 
 var _ limiter.Limiter = (*Absolute)(nil)
@@ -131,12 +132,14 @@ type entry struct {
 	// back: (bucket start, units) pairs.
 	pend []int64
 	idle int // ticks without a call
-	// slow: the latest lease ended with units unused (it expired, or was
-	// given back idle), so the key is called less often than a lease of B
-	// lives and its next lease asks to be forward-dated (WithLeaseAhead).
-	// A lease used up is not: a busy key gains nothing from a longer
-	// lease, and its units should die W + B after its grant.
-	slow bool
+	// slow: a lease of the key expired with units unused, and no lease
+	// of B (not forward-dated) was used up since: the key is called less
+	// often than such a lease lives, and its leases ask to be
+	// forward-dated (WithLeaseAhead). A busy key gains nothing from a
+	// longer lease, and its units should die W + B after its grant. fwd:
+	// the current lease is forward-dated (its bucket started after the
+	// script's now).
+	slow, fwd bool
 }
 
 // NewAbsolute returns an absolute limiter that leases units from Redis
@@ -161,7 +164,7 @@ func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 	}
 	switch a := cfg.LeaseAhead; {
 	case a == 0:
-		l.ahead = cfg.WindowMs / 20
+		l.ahead = min(cfg.WindowMs/20, DefaultLeaseAheadMax.Milliseconds())
 	case a > cfg.Window/4:
 		return nil, l.errorf("new", fmt.Errorf("%w: lease ahead %v above W/4 (%v)", limiter.ErrInvalidConfig, a, cfg.Window/4))
 	case a > 0:
@@ -205,7 +208,9 @@ func (l *Absolute) entryFor(op, k string) (*entry, error) {
 	s.mu.Lock()
 	e := s.m[k]
 	if e == nil {
-		e = &entry{key: k, hash: h, fetch: make(chan struct{}, 1), want: 1}
+		// A key with no history is taken for a slow one: its first
+		// lease is forward-dated if it has room (the script decides).
+		e = &entry{key: k, hash: h, fetch: make(chan struct{}, 1), want: 1, slow: true}
 		s.m[k] = e
 		l.tmu.Lock()
 		l.fresh = append(l.fresh, e)
@@ -473,12 +478,12 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 	case e.c != c:
 		e.want, e.est = 1, 0 // a new rate: size afresh
 	case e.granted > 0:
-		e.slow = e.left > 0 && now >= e.until
+		e.ended(e.left > 0 && now >= e.until)
 		e.resize(e.granted-e.left, c, l.maxLease)
 	}
 	e.granted = 0
 	e.left, e.until, e.refUntil = 0, 0, 0
-	want := min(max(n, e.want), c, max(n, l.maxLease))
+	want := min(max(n, e.wantFor(l, c)), c, max(n, l.maxLease))
 	ahead := e.aheadArg(l)
 	e.mu.Unlock()
 
@@ -510,11 +515,13 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 	if !r.Allowed && !r.Never && r.RetryAfter > 0 {
 		e.mu.Lock()
 		e.c = c
-		// Answered from memory for one sync interval at most: units that
-		// other instances give back (unused leases, which Redis' exact
-		// RetryAfter cannot foresee) are seen within a tick.
+		// Answered from memory for one sync interval or one bucket,
+		// whichever is longer, at most: units that other instances give
+		// back (unused leases, which Redis' exact RetryAfter cannot
+		// foresee) are seen within that. (A saturated key called often
+		// would otherwise cost a Redis call per tick for every key.)
 		e.refN, e.refRetry, e.refReset, e.refRemaining = n, send+r.RetryAfter, send+r.ResetAfter, r.Remaining
-		e.refUntil = min(e.refRetry, send+l.interval.Milliseconds())
+		e.refUntil = min(e.refRetry, send+max(l.interval.Milliseconds(), l.b.Cfg.BucketMs))
 		e.idle = 0
 		e.mu.Unlock()
 	}
@@ -543,6 +550,33 @@ func leaseReply(v any) (grant, bool) {
 	return grant{x[0], x[1], x[2], x[3], x[4]}, true
 }
 
+// ended updates slow as the current lease ends, with e.mu held: unused
+// tells whether it expired with units left.
+func (e *entry) ended(unused bool) {
+	switch {
+	case unused:
+		e.slow = true
+	case !e.fwd:
+		e.slow = false
+	}
+}
+
+// wantFor is the next lease's size at capacity c, with e.mu held: e.want,
+// and for a slow key at least the units the key may admit on average
+// (C/W) over a forward-dated lease's life, D + B: a key called once in a
+// while would otherwise take many leases, doubling from one unit, before
+// one outlived the gap between its calls. The script caps the grant at a
+// quarter of the room left, and forward-dates it only while the key has
+// more than half its capacity free.
+func (e *entry) wantFor(l *Absolute, c int64) int64 {
+	if !e.slow || l.ahead == 0 {
+		return e.want
+	}
+	cfg := &l.b.Cfg
+	share := (c*(l.ahead+cfg.BucketMs) + cfg.WindowMs - 1) / cfg.WindowMs
+	return min(max(e.want, share), c, l.maxLease)
+}
+
 // aheadArg is the lease request's ARGV[10], with e.mu held: the most ms
 // its bucket may start after now, 0 unless the key is slow.
 func (e *entry) aheadArg(l *Absolute) int64 {
@@ -569,6 +603,10 @@ func (e *entry) install(l *Absolute, c, send int64, g grant) {
 	}
 	e.c = c
 	e.start = g.start
+	e.fwd = g.start > g.now
+	if e.fwd {
+		l.forwards.Add(1)
+	}
 	e.until = send + (g.start + l.b.Cfg.BucketMs - g.now)
 	e.left = g.units
 	e.granted = g.units
@@ -709,23 +747,25 @@ func (l *Absolute) visit(calls []syncCall, e *entry, now int64, closing, redisOK
 			calls = append(calls, syncCall{e: e, c: e.c, start: e.start, rel: e.left})
 			e.left, e.until, e.granted = 0, 0, 0
 		}
-	case e.until > 0 && e.hits > 0 && recent && (e.left == 0 || now+l.interval.Milliseconds() >= e.until) && !(full && used == 0):
+	case e.until > 0 && e.hits > 0 && recent && (e.left == 0 || !e.slow && now+l.interval.Milliseconds() >= e.until) && !(full && used == 0):
 		// Holding a lease (not refused at its last request) that answered
-		// from memory, in use lately, and used up or expiring before the
-		// next tick: renew. (A key called less often than its leases live
-		// gains nothing from renewals, and is left to its Incs.) A
+		// from memory, in use lately, and used up, or expiring before the
+		// next tick on a key that uses its leases up: renew. (A key called
+		// less often than its leases live gains nothing from renewals, and
+		// is left to its Incs: a slow key's lease with units left expires,
+		// and the next Inc gives them back in its lease request.) A
 		// lease still valid keeps serving until the reply installs the
 		// new one (if no Inc brought one meanwhile); an expired one is
 		// given back in the same call.
-		call := syncCall{e: e, c: e.c, want: e.want}
+		call := syncCall{e: e, c: e.c, want: e.wantFor(l, e.c)}
 		if expired {
 			if e.left > 0 {
 				call.start, call.rel = e.start, e.left
 				e.resize(e.granted-e.left, e.c, l.maxLease)
 			}
 			e.left, e.until, e.granted = 0, 0, 0
-			call.want = e.want
-			e.slow = call.rel > 0
+			e.ended(call.rel > 0)
+			call.want = e.wantFor(l, e.c)
 		}
 		call.gen = e.gen
 		call.ahead = e.aheadArg(l)
@@ -739,7 +779,9 @@ func (l *Absolute) visit(calls []syncCall, e *entry, now int64, closing, redisOK
 		// it expires.
 		calls = append(calls, syncCall{e: e, c: e.c, start: e.start, rel: e.left})
 		e.resize(e.granted-e.left, e.c, l.maxLease)
-		e.slow = expired
+		if expired {
+			e.ended(true)
+		}
 		e.left, e.until, e.granted = 0, 0, 0
 	}
 	if closing {

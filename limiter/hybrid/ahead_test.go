@@ -37,12 +37,11 @@ func meta(t *testing.T, mr *miniredis.Miniredis, k string) (newest, count int64)
 }
 
 // TestForwardDatedLease follows one key of C = 100 per minute (B = 600
-// ms, lease ahead W/20 = 3 s) on a miniredis whose clock is the test's:
-// a lease that expired with units unused makes the next one
-// forward-dated; it serves past its grant's B without a Redis call; a
-// redisabs call joins its bucket; the hash lives, and counts those units,
-// until that bucket dies. Near capacity no lease is forward-dated, and
-// WithLeaseAhead(0) turns it off.
+// ms, lease ahead min(W/20, 500 ms) = 500 ms) on a miniredis whose clock is the test's:
+// the first lease of a key is forward-dated; it serves past its grant's B
+// without a Redis call; a redisabs call joins its bucket; the hash lives,
+// and counts those units, until that bucket dies. Past half the capacity
+// no lease is forward-dated, and WithLeaseAhead(0) turns it off.
 func TestForwardDatedLease(t *testing.T) {
 	ctx := context.Background()
 	rate := limiter.PerMinute(100)
@@ -71,28 +70,17 @@ func TestForwardDatedLease(t *testing.T) {
 		}
 	}
 	fetches := func(a *hybrid.Absolute) int64 { f, _, _ := a.Calls(); return f }
-	// slowLease makes a's next lease of k one that follows a lease expired
-	// with a unit unused: the first Inc leases 1 unit, the second 2 (one
-	// unused), then the clock passes B.
-	slowLease := func(t *testing.T, clk *conformance.Clock, a *hybrid.Absolute, k string) {
-		t.Helper()
-		inc(t, a, k, 1)
-		inc(t, a, k, 1)
-		clk.Advance(b * time.Millisecond)
-	}
 
 	t.Run("Forward", func(t *testing.T) {
 		clk, mr, a, r := setup(t)
-		slowLease(t, clk, a, "k")
-		inc(t, a, "k", 1) // gives back 1, leases 2: used 2 + 2 of 100
+		// A key with no history is taken for a slow one: its first lease
+		// is ⌈C (D + B) / W⌉ = 2 units, filed at
+		// now + floor(D (C − 2 (used + g)) / C) = now + floor(500 · 96 / 100).
+		inc(t, a, "k", 1)
 		now := clk.Now().UnixMilli()
 		start, count := meta(t, mr, "k")
-		// floor(D (C − 2 (used + g)) / C) = floor(3000 · 92 / 100)
-		if want := now + 2760; start != want || count != 2 {
-			t.Fatalf("lease bucket starts at now + %d with %d units; want now + 2760 with 2", start-now, count)
-		}
-		if ttl := mr.TTL(mr.Keys()[0]); ttl < time.Duration(start-now+w+b)*time.Millisecond {
-			t.Errorf("TTL %v, want at least until the lease's bucket dies, %d ms", ttl, start-now+w+b)
+		if want := now + 480; start != want || count != 2 {
+			t.Fatalf("lease bucket starts at now + %d with %d units; want now + 480 with 2", start-now, count)
 		}
 		// The lease serves until its bucket's start + B, from memory.
 		clk.Advance(time.Duration(start+b-1-now) * time.Millisecond)
@@ -121,21 +109,12 @@ func TestForwardDatedLease(t *testing.T) {
 	t.Run("TTLUnderRedisTime", func(t *testing.T) {
 		// Without WithClock the script reads Redis TIME and sets TTLs
 		// with no slack: the hash must outlive the forward-dated bucket.
-		// (W = 10 s: B = 100 ms, ahead 500 ms; the lease expires on the
-		// local clock, so the test waits B.)
+		// (W = 10 s: B = 100 ms, ahead 500 ms.)
 		mr, c := redistest.Mini(t)
 		mr.SetTime(time.Now())
 		a := newAbsolute(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithWindow(10*time.Second),
 			hybrid.WithSyncInterval(time.Hour))
-		rate := limiter.Every(100, 10*time.Second)
-		for i := 0; i < 2; i++ {
-			if d, err := a.Inc(ctx, "k", rate, 1); err != nil || !d.Allowed {
-				t.Fatalf("Inc = %+v, %v", d, err)
-			}
-		}
-		time.Sleep(110 * time.Millisecond)
-		mr.SetTime(time.Now())
-		if d, err := a.Inc(ctx, "k", rate, 1); err != nil || !d.Allowed {
+		if d, err := a.Inc(ctx, "k", limiter.Every(100, 10*time.Second), 1); err != nil || !d.Allowed {
 			t.Fatalf("Inc = %+v, %v", d, err)
 		}
 		now := time.Now().UnixMilli()
@@ -150,18 +129,17 @@ func TestForwardDatedLease(t *testing.T) {
 
 	t.Run("NotNearCapacity", func(t *testing.T) {
 		clk, mr, a, r := setup(t)
-		inc(t, r, "k", 47) // with the lease's 4: more than half the capacity
-		slowLease(t, clk, a, "k")
+		inc(t, r, "k", 49) // with the lease's 2: more than half the capacity
 		inc(t, a, "k", 1)
-		if start, _ := meta(t, mr, "k"); start != clk.Now().UnixMilli() {
-			t.Errorf("lease bucket starts at now + %d ms on a key half full, want now", start-clk.Now().UnixMilli())
+		if start, c := meta(t, mr, "k"); start != clk.Now().UnixMilli() || c != 51 {
+			t.Errorf("lease bucket starts at now + %d ms with %d units on a key half full, want now with 51", start-clk.Now().UnixMilli(), c)
 		}
 	})
 
 	t.Run("Off", func(t *testing.T) {
 		clk, mr, a, _ := setup(t, hybrid.WithLeaseAhead(0))
-		slowLease(t, clk, a, "k")
 		inc(t, a, "k", 1)
+		inc(t, a, "k", 1) // a lease of 2
 		if start, _ := meta(t, mr, "k"); start != clk.Now().UnixMilli() {
 			t.Errorf("with WithLeaseAhead(0) the lease bucket starts at now + %d ms, want now", start-clk.Now().UnixMilli())
 		}

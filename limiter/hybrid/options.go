@@ -12,6 +12,12 @@ import (
 // WithSyncInterval is not given.
 const DefaultSyncInterval = 50 * time.Millisecond
 
+// DefaultLeaseAheadMax bounds the default of WithLeaseAhead, W/20: a
+// forward-dated lease lives at most this plus B, and that is how long an
+// instance may go on answering from a lease after Redis failed before its
+// calls find out (docs/operations.md, When Redis fails).
+const DefaultLeaseAheadMax = 500 * time.Millisecond
+
 // WithSyncInterval sets how often the background sync visits the keys
 // touched since its last visit: it gives back the unused units of leases
 // that are idle or about to expire, and renews the leases of busy keys,
@@ -54,8 +60,9 @@ func WithMaxLease(n int64) limiter.Option {
 // (docs/algorithms.md, Hybrid leases). The script scales D down as the key
 // fills and uses none once the grant leaves less than half the capacity
 // free, so a saturated key holds its units W + B, as without it. Default
-// W/20; 0 turns forward-dating off (every lease lives at most B). It must
-// be between 0 and W/4. Other providers ignore it.
+// W/20, at most DefaultLeaseAheadMax (500 ms); 0 turns forward-dating off
+// (every lease lives at most B). It must be between 0 and W/4. Other
+// providers ignore it.
 func WithLeaseAhead(d time.Duration) limiter.Option {
 	return func(c *config.Config) {
 		if d < 0 {
