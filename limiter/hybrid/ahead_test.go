@@ -37,7 +37,7 @@ func meta(t *testing.T, mr *miniredis.Miniredis, k string) (newest, count int64)
 }
 
 // TestForwardDatedLease follows one key of C = 100 per minute (B = 600
-// ms, lease ahead min(W/20, 500 ms) = 500 ms) on a miniredis whose clock is the test's:
+// ms, lease ahead min(W/20, 1 s) = 1 s) on a miniredis whose clock is the test's:
 // the first lease of a key is forward-dated; it serves past its grant's B
 // without a Redis call; a redisabs call joins its bucket; the hash lives,
 // and counts those units, until that bucket dies. Past half the capacity
@@ -74,31 +74,31 @@ func TestForwardDatedLease(t *testing.T) {
 	t.Run("Forward", func(t *testing.T) {
 		clk, mr, a, r := setup(t)
 		// A key with no history is taken for a slow one: its first lease
-		// is ⌈C (D + B) / W⌉ = 2 units, filed at
-		// now + floor(D (C − 2 (used + g)) / C) = now + floor(500 · 96 / 100).
+		// is ⌈C (D + B) / W⌉ = 3 units, filed at
+		// now + floor(D (C − 2 (used + g)) / C) = now + floor(1000 · 94 / 100).
 		inc(t, a, "k", 1)
 		now := clk.Now().UnixMilli()
 		start, count := meta(t, mr, "k")
-		if want := now + 480; start != want || count != 2 {
-			t.Fatalf("lease bucket starts at now + %d with %d units; want now + 480 with 2", start-now, count)
+		if want := now + 940; start != want || count != 3 {
+			t.Fatalf("lease bucket starts at now + %d with %d units; want now + 940 with 3", start-now, count)
 		}
 		// The lease serves until its bucket's start + B, from memory.
 		clk.Advance(time.Duration(start+b-1-now) * time.Millisecond)
 		f := fetches(a)
-		inc(t, a, "k", 1)
+		inc(t, a, "k", 2)
 		if got := fetches(a); got != f {
 			t.Errorf("Inc at the forward lease's start + B − 1 made %d Redis calls, want 0", got-f)
 		}
 		// A redisabs admission joins the newest bucket, which counts longer.
 		inc(t, r, "k", 1)
-		if s, c := meta(t, mr, "k"); s != start || c != 3 {
-			t.Errorf("after redisabs' Inc: newest bucket %d with %d units, want %d with 3", s, c, start)
+		if s, c := meta(t, mr, "k"); s != start || c != 4 {
+			t.Errorf("after redisabs' Inc: newest bucket %d with %d units, want %d with 4", s, c, start)
 		}
 		// The units count until that bucket dies, and no longer.
 		now = clk.Now().UnixMilli()
 		clk.Advance(time.Duration(start+w+b-1-now) * time.Millisecond)
-		if u, err := r.Get(ctx, "k"); err != nil || u.Used != 3 {
-			t.Errorf("Get 1 ms before the lease's bucket dies = %+v, %v; want 3 units", u, err)
+		if u, err := r.Get(ctx, "k"); err != nil || u.Used != 4 {
+			t.Errorf("Get 1 ms before the lease's bucket dies = %+v, %v; want 4 units", u, err)
 		}
 		clk.Advance(time.Millisecond)
 		if u, err := r.Get(ctx, "k"); err != nil || u.Used != 0 {
@@ -129,10 +129,10 @@ func TestForwardDatedLease(t *testing.T) {
 
 	t.Run("NotNearCapacity", func(t *testing.T) {
 		clk, mr, a, r := setup(t)
-		inc(t, r, "k", 49) // with the lease's 2: more than half the capacity
+		inc(t, r, "k", 49) // with the lease's 3: more than half the capacity
 		inc(t, a, "k", 1)
-		if start, c := meta(t, mr, "k"); start != clk.Now().UnixMilli() || c != 51 {
-			t.Errorf("lease bucket starts at now + %d ms with %d units on a key half full, want now with 51", start-clk.Now().UnixMilli(), c)
+		if start, c := meta(t, mr, "k"); start != clk.Now().UnixMilli() || c != 52 {
+			t.Errorf("lease bucket starts at now + %d ms with %d units on a key half full, want now with 52", start-clk.Now().UnixMilli(), c)
 		}
 	})
 

@@ -22,7 +22,7 @@
 // does, and no commit is ever needed for the window guarantee. A key
 // called less often than a lease of B lives gets forward-dated leases
 // (WithLeaseAhead): their units go into a bucket that starts up to D
-// after now (min(W/20, 500 ms) by default), so the lease serves up to
+// after now (min(W/20, 1 s) by default), so the lease serves up to
 // D + B, still with no commit; the script uses less D as the key fills
 // and none once the grant leaves less than half the capacity free. Unused
 // units are given back to their bucket: by the next lease request of the

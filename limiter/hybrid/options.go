@@ -16,7 +16,7 @@ const DefaultSyncInterval = 50 * time.Millisecond
 // forward-dated lease lives at most this plus B, and that is how long an
 // instance may go on answering from a lease after Redis failed before its
 // calls find out (docs/algorithms.md, Hybrid leases, Failure).
-const DefaultLeaseAheadMax = 500 * time.Millisecond
+const DefaultLeaseAheadMax = time.Second
 
 // WithSyncInterval sets how often the background sync visits the keys
 // touched since its last visit: it gives back the unused units of leases
@@ -61,8 +61,8 @@ func WithMaxLease(n int64) limiter.Option {
 // scales D down as the key fills and uses none once the grant leaves less
 // than half the capacity free, so a saturated key holds its units W + B,
 // as without it. D is also how much longer a lease may go on answering
-// after Redis failed. Default W/20, at most DefaultLeaseAheadMax (500
-// ms); 0 turns forward-dating off (every lease lives at most B). It must
+// after Redis failed. Default W/20, at most DefaultLeaseAheadMax (1
+// s); 0 turns forward-dating off (every lease lives at most B). It must
 // be between 0 and W/4. Other providers ignore it.
 func WithLeaseAhead(d time.Duration) limiter.Option {
 	return func(c *config.Config) {
