@@ -34,8 +34,10 @@
 --          bucket may start after now (a forward-dated lease, which lives
 --          D + B instead of B). For a grant of more than n units (a grant
 --          of n is a plain admission) the script uses
---          floor(D * (C - 2 (used + g)) / C) when positive, 0 once the
---          grant would leave less than half the capacity free: it joins
+--          floor(D * min(C, 1.5 C - 2 (used + g)) / C) when positive: all
+--          of D while the grant leaves three quarters of the capacity
+--          free, less and less below, 0 once it would leave a quarter or
+--          less. It joins
 --          the newest bucket when that starts less than B before (or
 --          after) now + that offset, and opens a bucket there otherwise.
 --          Every write to a hash whose newest bucket starts after now (a
@@ -262,7 +264,7 @@ if lease and allowed and n > 0 then
     n = g
     ns5 = fmt('%d', g)
     if ARGV[10] and ARGV[10] ~= '0' then
-      local d = math.floor(ARGV[10] * (c - 2 * (used + n)) / c)
+      local d = math.floor(ARGV[10] * math.min(c, 1.5 * c - 2 * (used + n)) / c)
       if d > 0 then at = now + d end
     end
   end

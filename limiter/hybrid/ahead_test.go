@@ -40,8 +40,9 @@ func meta(t *testing.T, mr *miniredis.Miniredis, k string) (newest, count int64)
 // ms, lease ahead min(W/20, 1 s) = 1 s) on a miniredis whose clock is the test's:
 // the first lease of a key is forward-dated; it serves past its grant's B
 // without a Redis call; a redisabs call joins its bucket; the hash lives,
-// and counts those units, until that bucket dies. Past half the capacity
-// no lease is forward-dated, and WithLeaseAhead(0) turns it off.
+// and counts those units, until that bucket dies. D shrinks past a
+// quarter of the capacity, no lease is forward-dated past three quarters,
+// and WithLeaseAhead(0) turns it off.
 func TestForwardDatedLease(t *testing.T) {
 	ctx := context.Background()
 	rate := limiter.PerMinute(100)
@@ -74,13 +75,13 @@ func TestForwardDatedLease(t *testing.T) {
 	t.Run("Forward", func(t *testing.T) {
 		clk, mr, a, r := setup(t)
 		// A key with no history is taken for a slow one: its first lease
-		// is ⌈C (D + B) / W⌉ = 3 units, filed at
-		// now + floor(D (C − 2 (used + g)) / C) = now + floor(1000 · 94 / 100).
+		// is ⌈C (D + B) / W⌉ = 3 units, filed at now + D: the grant
+		// leaves more than three quarters of the capacity free.
 		inc(t, a, "k", 1)
 		now := clk.Now().UnixMilli()
 		start, count := meta(t, mr, "k")
-		if want := now + 940; start != want || count != 3 {
-			t.Fatalf("lease bucket starts at now + %d with %d units; want now + 940 with 3", start-now, count)
+		if want := now + 1000; start != want || count != 3 {
+			t.Fatalf("lease bucket starts at now + %d with %d units; want now + 1000 with 3", start-now, count)
 		}
 		// The lease serves until its bucket's start + B, from memory.
 		clk.Advance(time.Duration(start+b-1-now) * time.Millisecond)
@@ -129,10 +130,20 @@ func TestForwardDatedLease(t *testing.T) {
 
 	t.Run("NotNearCapacity", func(t *testing.T) {
 		clk, mr, a, r := setup(t)
-		inc(t, r, "k", 49) // with the lease's 3: more than half the capacity
+		inc(t, r, "k", 73) // with the lease's 3: more than three quarters
 		inc(t, a, "k", 1)
-		if start, c := meta(t, mr, "k"); start != clk.Now().UnixMilli() || c != 52 {
-			t.Errorf("lease bucket starts at now + %d ms with %d units on a key half full, want now with 52", start-clk.Now().UnixMilli(), c)
+		if start, c := meta(t, mr, "k"); start != clk.Now().UnixMilli() || c != 76 {
+			t.Errorf("lease bucket starts at now + %d ms with %d units on a key three quarters full, want now with 76", start-clk.Now().UnixMilli(), c)
+		}
+	})
+
+	t.Run("HalfFull", func(t *testing.T) {
+		clk, mr, a, r := setup(t)
+		inc(t, r, "k", 47) // with the lease's 3, half: D (1.5 C − 2 · 50) / C = D/2
+		clk.Advance(b * time.Millisecond) // (at now + D/2 the lease would join that bucket)
+		inc(t, a, "k", 1)
+		if start, c := meta(t, mr, "k"); start != clk.Now().UnixMilli()+500 || c != 3 {
+			t.Errorf("lease bucket starts at now + %d ms with %d units on a key half full, want now + 500 with 3", start-clk.Now().UnixMilli(), c)
 		}
 	})
 

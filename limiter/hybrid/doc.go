@@ -24,7 +24,7 @@
 // (WithLeaseAhead): their units go into a bucket that starts up to D
 // after now (min(W/20, 1 s) by default), so the lease serves up to
 // D + B, still with no commit; the script uses less D as the key fills
-// and none once the grant leaves less than half the capacity free. Unused
+// and none once the grant leaves a quarter of the capacity or less. Unused
 // units are given back to their bucket: by the next lease request of the
 // key, or by the background sync (every WithSyncInterval, default 50 ms),
 // which also renews the expiring leases of busy keys in pipelined batches,

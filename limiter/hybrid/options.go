@@ -58,12 +58,13 @@ func WithMaxLease(n int64) limiter.Option {
 // a bucket starting up to D after now, where they count from the grant
 // until that bucket dies, and the lease serves until that bucket's start
 // + B, with no commit (docs/algorithms.md, Hybrid leases). The script
-// scales D down as the key fills and uses none once the grant leaves less
-// than half the capacity free, so a saturated key holds its units W + B,
-// as without it. D is also how much longer a lease may go on answering
-// after Redis failed. Default W/20, at most DefaultLeaseAheadMax (1
-// s); 0 turns forward-dating off (every lease lives at most B). It must
-// be between 0 and W/4. Other providers ignore it.
+// scales D down once the key is a quarter full and uses none once the
+// grant leaves a quarter of the capacity or less, so a saturated key
+// holds its units W + B, as without it. D is also how much longer a lease
+// may go on answering after Redis failed. Default W/20, at most
+// DefaultLeaseAheadMax (1 s); 0 turns forward-dating off (every lease
+// lives at most B). It must be between 0 and W/4. Other providers ignore
+// it.
 func WithLeaseAhead(d time.Duration) limiter.Option {
 	return func(c *config.Config) {
 		if d < 0 {
