@@ -139,8 +139,11 @@ func TestForwardDatedLease(t *testing.T) {
 
 	t.Run("HalfFull", func(t *testing.T) {
 		clk, mr, a, r := setup(t)
-		inc(t, r, "k", 47) // with the lease's 3, half: D (1.5 C − 2 · 50) / C = D/2
-		clk.Advance(b * time.Millisecond) // (at now + D/2 the lease would join that bucket)
+		// With the lease's 3 units the key is half full:
+		// d = D (1.5 C − 2 · 50) / C = D/2. The clock passes B so that
+		// now + D/2 does not join redisabs' bucket.
+		inc(t, r, "k", 47)
+		clk.Advance(b * time.Millisecond)
 		inc(t, a, "k", 1)
 		if start, c := meta(t, mr, "k"); start != clk.Now().UnixMilli()+500 || c != 3 {
 			t.Errorf("lease bucket starts at now + %d ms with %d units on a key half full, want now + 500 with 3", start-clk.Now().UnixMilli(), c)
