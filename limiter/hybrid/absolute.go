@@ -132,13 +132,13 @@ type entry struct {
 	// back: (bucket start, units) pairs.
 	pend []int64
 	idle int // ticks without a call
-	// slow: a lease of the key expired with units unused, and no lease
-	// of B (not forward-dated) was used up since: the key is called less
-	// often than such a lease lives, and its leases ask to be
-	// forward-dated (WithLeaseAhead). A busy key gains nothing from a
-	// longer lease, and its units should die W + B after its grant. fwd:
-	// the current lease is forward-dated (its bucket started after the
-	// script's now).
+	// slow: the key has no history, or a lease of it expired with units
+	// unused, and no lease of B (not forward-dated) was used up since:
+	// the key is called less often than such a lease lives, and its
+	// leases ask to be forward-dated (WithLeaseAhead). A busy key gains
+	// nothing from a longer lease, and its units should die W + B after
+	// its grant. fwd: the current lease is forward-dated (its bucket
+	// started after the script's now).
 	slow, fwd bool
 }
 
@@ -566,8 +566,8 @@ func (e *entry) ended(unused bool) {
 // (C/W) over a forward-dated lease's life, D + B: a key called once in a
 // while would otherwise take many leases, doubling from one unit, before
 // one outlived the gap between its calls. The script caps the grant at a
-// quarter of the room left, and forward-dates it only while the key has
-// more than half its capacity free.
+// quarter of the room left, and forward-dates it only while the grant
+// leaves more than a quarter of the capacity free.
 func (e *entry) wantFor(l *Absolute, c int64) int64 {
 	if !e.slow || l.ahead == 0 {
 		return e.want
