@@ -30,6 +30,19 @@
 --          bucket is still stored and live; a closed bucket left with no
 --          unit is stored as a plain 0 (no link). ARGV[5] = 0 with a release
 --          only releases.
+-- ARGV[10] optional, with ARGV[7]: the most ms, D, by which the lease's
+--          bucket may start after now (a forward-dated lease, which lives
+--          D + B instead of B). For a grant of more than n units (a grant
+--          of n is a plain admission) the script uses
+--          floor(D * min(C, 1.5 C - 2 (used + g)) / C) when positive: all
+--          of D while the grant leaves three quarters of the capacity
+--          free, less and less below, 0 once it would leave a quarter or
+--          less. It joins
+--          the newest bucket when that starts less than B before (or
+--          after) now + that offset, and opens a bucket there otherwise.
+--          Every write to a hash whose newest bucket starts after now (a
+--          join by any call) joins that bucket, and every PEXPIRE then
+--          adds its start - now, so the key lives until that bucket dies.
 -- ARGV[4] and ARGV[5] are stored as sent, so they must be plain decimals
 -- (as go-redis sends an int64).
 --
@@ -273,12 +286,19 @@ local allowed = (not never) and used + cost <= c
 -- A lease reserves g units where a call would record n.
 local lease = ARGV[7]
 local ns5 = ARGV[5]
+-- at: the instant the write files its units under (now, or now + the
+-- lease's offset); starts stay increasing and B apart.
+local at = now
 if lease and allowed and n > 0 then
   local room = c - used - n
   local g = math.min(lease + 0, n + math.floor((room + 3) / 4))
   if g > n then
     n = g
     ns5 = fmt('%d', g)
+    if ARGV[10] and ARGV[10] ~= '0' then
+      local d = math.floor(ARGV[10] * math.min(c, 1.5 * c - 2 * (used + n)) / c)
+      if d > 0 then at = now + d end
+    end
   end
 end
 
@@ -297,10 +317,10 @@ if n > 0 then
   if allowed then
     used = used + n
     if not live then
-      local s0 = fmt('%d', now)
+      local s0 = fmt('%d', at)
       redis.call('HSET', h, 'm', ARGV[4] .. ' ' .. ns5 .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ns5)
-      newest, live, opened = now, true, true
-    elseif now - newest < b then
+      newest, live, opened = at, true, true
+    elseif at - newest < b then
       -- Join the newest bucket.
       redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', ARGV[4], used, ofield, ns, ncount + n))
     else
@@ -308,9 +328,9 @@ if n > 0 then
       -- the count with the link to now.
       -- (a count of 0, left by a lease's release, is a plain 0)
       local closed = -ncount
-      if ncount > 0 and ncount < 2097152 and now - newest < P then closed = ncount * P + (now - newest) end
-      redis.call('HSET', h, ns, fmt('%d', closed), 'm', fmt('%s %d %s %d %s', ARGV[4], used, ofield, now, ns5))
-      newest, opened = now, true
+      if ncount > 0 and ncount < 2097152 and at - newest < P then closed = ncount * P + (at - newest) end
+      redis.call('HSET', h, ns, fmt('%d', closed), 'm', fmt('%s %d %s %d %s', ARGV[4], used, ofield, at, ns5))
+      newest, opened = at, true
     end
     wrote = true
   elseif live and (dead or moved) then
@@ -318,9 +338,14 @@ if n > 0 then
     redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', ARGV[4], used, ofield, ns, ncount))
     wrote = true
   end
-  -- The key dies with its newest bucket: W + B after that bucket opened.
+  -- The key dies with its newest bucket: W + B after that bucket's start
+  -- (later than now for a forward-dated lease's bucket).
   if opened or wrote and live and ARGV[1] ~= '' then
-    redis.call('PEXPIRE', h, ARGV[6])
+    if newest > now then
+      redis.call('PEXPIRE', h, fmt('%d', ARGV[6] + newest - now))
+    else
+      redis.call('PEXPIRE', h, ARGV[6])
+    end
   end
 end
 

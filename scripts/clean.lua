@@ -5,7 +5,8 @@
 --   - a hash with no live bucket (now - n >= W + B) is UNLINKed;
 --   - a hash without a TTL gets the one its newest bucket implies: it
 --     expires at the instant that bucket dies, n + W + B (PEXPIREAT; never
---     more than W + B from now);
+--     more than 2 (W + B) from now: a hybrid lease's bucket may start up to
+--     W/4 after now, docs/algorithms.md, Hybrid leases);
 --   - a live hash holding more than ARGV[6] dead buckets loses them, the
 --     meta fields rewritten exactly as the provider's own expiry rewrites
 --     them (abs_inc.lua, sup_inc.lua), in bounded steps.
@@ -109,7 +110,9 @@ end
 local ttl = 0
 if redis.call('PTTL', h) == -1 then
   ttl = newest + sp - now
-  if ttl > sp then ttl = sp end -- a newest start ahead of the clock
+  -- a newest start ahead of the clock: a forward-dated lease's (less
+  -- than W + B ahead) keeps its whole life, a wilder one is cut
+  if ttl > 2 * sp then ttl = 2 * sp end
   if ttl < 1 then ttl = 1 end -- only with an unknown window: dead under any
   ttl = ttl + slack
   if not dry then

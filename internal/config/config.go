@@ -141,9 +141,12 @@ type Config struct {
 	SweepEvery time.Duration
 	// SyncInterval is the hybrid provider's lease sync period (0: its
 	// default of 50 ms), and MaxLease the most units one lease reserves
-	// (0: no bound but the capacity). Set by package hybrid's options.
+	// (0: no bound but the capacity), LeaseAhead the most a lease's bucket
+	// may start after now (0: W/20; negative: never). Set by package
+	// hybrid's options.
 	SyncInterval time.Duration
 	MaxLease     int64
+	LeaseAhead   time.Duration
 
 	// Failure handling of the Redis providers (limiter.WithTimeout and
 	// friends).

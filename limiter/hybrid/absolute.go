@@ -2,6 +2,7 @@ package hybrid
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"math"
 	"strings"
@@ -69,6 +70,9 @@ type Absolute struct {
 	shards   [shardCount]shard
 	interval time.Duration
 	maxLease int64
+	// ahead is the most ms a lease's bucket may start after now
+	// (WithLeaseAhead), 0 for none.
+	ahead int64
 
 	tmu     sync.Mutex // guards tracked and fresh
 	tracked []*entry   // every key in memory, in visiting order
@@ -81,6 +85,7 @@ type Absolute struct {
 	// request, a tick's renewal, a tick's release.
 	fetches, renewals, releases atomic.Int64
 	syncErrs                    atomic.Int64 // failed calls of ticks
+	forwards                    atomic.Int64 // grants in a bucket after now
 }
 
 var _ limiter.Limiter = (*Absolute)(nil)
@@ -127,6 +132,14 @@ type entry struct {
 	// back: (bucket start, units) pairs.
 	pend []int64
 	idle int // ticks without a call
+	// slow: the key has no history, or a lease of it expired with units
+	// unused, and no lease of B (not forward-dated) was used up since:
+	// the key is called less often than such a lease lives, and its
+	// leases ask to be forward-dated (WithLeaseAhead). A busy key gains
+	// nothing from a longer lease, and its units should die W + B after
+	// its grant. fwd: the current lease is forward-dated (its bucket
+	// started after the script's now).
+	slow, fwd bool
 }
 
 // NewAbsolute returns an absolute limiter that leases units from Redis
@@ -148,6 +161,14 @@ func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 	l.maxLease = cfg.MaxLease
 	if l.maxLease <= 0 {
 		l.maxLease = math.MaxInt64
+	}
+	switch a := cfg.LeaseAhead; {
+	case a == 0:
+		l.ahead = min(cfg.WindowMs/20, DefaultLeaseAheadMax.Milliseconds())
+	case a > cfg.Window/4:
+		return nil, l.errorf("new", fmt.Errorf("%w: lease ahead %v above W/4 (%v)", limiter.ErrInvalidConfig, a, cfg.Window/4))
+	case a > 0:
+		l.ahead = a.Milliseconds()
 	}
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]*entry)
@@ -187,7 +208,9 @@ func (l *Absolute) entryFor(op, k string) (*entry, error) {
 	s.mu.Lock()
 	e := s.m[k]
 	if e == nil {
-		e = &entry{key: k, hash: h, fetch: make(chan struct{}, 1), want: 1}
+		// A key with no history is taken for a slow one: its first
+		// lease is forward-dated if it has room (the script decides).
+		e = &entry{key: k, hash: h, fetch: make(chan struct{}, 1), want: 1, slow: true}
 		s.m[k] = e
 		l.tmu.Lock()
 		l.fresh = append(l.fresh, e)
@@ -455,17 +478,19 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 	case e.c != c:
 		e.want, e.est = 1, 0 // a new rate: size afresh
 	case e.granted > 0:
+		e.ended(e.left > 0 && now >= e.until)
 		e.resize(e.granted-e.left, c, l.maxLease)
 	}
 	e.granted = 0
 	e.left, e.until, e.refUntil = 0, 0, 0
-	want := min(max(n, e.want), c, max(n, l.maxLease))
+	want := min(max(n, e.wantFor(l, c)), c, max(n, l.maxLease))
+	ahead := e.aheadArg(l)
 	e.mu.Unlock()
 
 	send := l.now()
 	l.fetches.Add(1)
 	v, err := l.b.Run(ctx, scripts.AbsInc, []string{e.hash},
-		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL, want, relStart, rel)
+		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL, want, relStart, rel, ahead)
 	if err != nil {
 		// The release may not have happened: those units stay counted
 		// until their bucket dies, which only admits less.
@@ -490,11 +515,13 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 	if !r.Allowed && !r.Never && r.RetryAfter > 0 {
 		e.mu.Lock()
 		e.c = c
-		// Answered from memory for one sync interval at most: units that
-		// other instances give back (unused leases, which Redis' exact
-		// RetryAfter cannot foresee) are seen within a tick.
+		// Answered from memory for one sync interval or one bucket,
+		// whichever is longer, at most: units that other instances give
+		// back (unused leases, which Redis' exact RetryAfter cannot
+		// foresee) are seen within that. (A saturated key called often
+		// would otherwise cost a Redis call per tick for every key.)
 		e.refN, e.refRetry, e.refReset, e.refRemaining = n, send+r.RetryAfter, send+r.ResetAfter, r.Remaining
-		e.refUntil = min(e.refRetry, send+l.interval.Milliseconds())
+		e.refUntil = min(e.refRetry, send+max(l.interval.Milliseconds(), l.b.Cfg.BucketMs))
 		e.idle = 0
 		e.mu.Unlock()
 	}
@@ -523,12 +550,49 @@ func leaseReply(v any) (grant, bool) {
 	return grant{x[0], x[1], x[2], x[3], x[4]}, true
 }
 
+// ended updates slow as the current lease ends, with e.mu held: unused
+// tells whether it expired with units left.
+func (e *entry) ended(unused bool) {
+	switch {
+	case unused:
+		e.slow = true
+	case !e.fwd:
+		e.slow = false
+	}
+}
+
+// wantFor is the next lease's size at capacity c, with e.mu held: e.want,
+// and for a slow key at least the units the key may admit on average
+// (C/W) over a forward-dated lease's life, D + B: a key called once in a
+// while would otherwise take many leases, doubling from one unit, before
+// one outlived the gap between its calls. The script caps the grant at a
+// quarter of the room left, and forward-dates it only while the grant
+// leaves more than a quarter of the capacity free.
+func (e *entry) wantFor(l *Absolute, c int64) int64 {
+	if !e.slow || l.ahead == 0 {
+		return e.want
+	}
+	cfg := &l.b.Cfg
+	share := (c*(l.ahead+cfg.BucketMs) + cfg.WindowMs - 1) / cfg.WindowMs
+	return min(max(e.want, share), c, l.maxLease)
+}
+
+// aheadArg is the lease request's ARGV[10], with e.mu held: the most ms
+// its bucket may start after now, 0 unless the key is slow.
+func (e *entry) aheadArg(l *Absolute) int64 {
+	if e.slow {
+		return l.ahead
+	}
+	return 0
+}
+
 // install makes g e's lease, with e.mu held; send is the local time at
 // which the call was sent. The lease may be used until its bucket stops
-// taking units, start + B on the script's clock: every unit admitted
-// before then counts until start + W + B, at least W after its admission.
-// The script ran at or after send, so send + (start + B − now) is no later
-// than that instant on the local clock.
+// taking units, start + B on the script's clock (start may be after now: a
+// forward-dated lease): every unit admitted before then counts from the
+// grant until start + W + B, at least W after its admission. The script
+// ran at or after send, so send + (start + B − now) is no later than that
+// instant on the local clock.
 //
 // A lease still held (a renewal answered while an Inc's request was in
 // flight) is replaced: its unused units go to pend, for the next tick to
@@ -539,6 +603,10 @@ func (e *entry) install(l *Absolute, c, send int64, g grant) {
 	}
 	e.c = c
 	e.start = g.start
+	e.fwd = g.start > g.now
+	if e.fwd {
+		l.forwards.Add(1)
+	}
 	e.until = send + (g.start + l.b.Cfg.BucketMs - g.now)
 	e.left = g.units
 	e.granted = g.units
@@ -586,6 +654,7 @@ type syncCall struct {
 	c          int64
 	start, rel int64
 	want, gen  int64
+	ahead      int64 // a renewal's ARGV[10]
 	cmd        *redis.Cmd
 }
 
@@ -678,24 +747,28 @@ func (l *Absolute) visit(calls []syncCall, e *entry, now int64, closing, redisOK
 			calls = append(calls, syncCall{e: e, c: e.c, start: e.start, rel: e.left})
 			e.left, e.until, e.granted = 0, 0, 0
 		}
-	case e.until > 0 && e.hits > 0 && recent && (e.left == 0 || now+l.interval.Milliseconds() >= e.until) && !(full && used == 0):
+	case e.until > 0 && e.hits > 0 && recent && (e.left == 0 || !e.slow && now+l.interval.Milliseconds() >= e.until) && !(full && used == 0):
 		// Holding a lease (not refused at its last request) that answered
-		// from memory, in use lately, and used up or expiring before the
-		// next tick: renew. (A key called less often than its leases live
-		// gains nothing from renewals, and is left to its Incs.) A
+		// from memory, in use lately, and used up, or expiring before the
+		// next tick on a key that uses its leases up: renew. (A key called
+		// less often than its leases live gains nothing from renewals, and
+		// is left to its Incs: a slow key's lease with units left expires,
+		// and the next Inc gives them back in its lease request.) A
 		// lease still valid keeps serving until the reply installs the
 		// new one (if no Inc brought one meanwhile); an expired one is
 		// given back in the same call.
-		call := syncCall{e: e, c: e.c, want: e.want}
+		call := syncCall{e: e, c: e.c, want: e.wantFor(l, e.c)}
 		if expired {
 			if e.left > 0 {
 				call.start, call.rel = e.start, e.left
 				e.resize(e.granted-e.left, e.c, l.maxLease)
 			}
 			e.left, e.until, e.granted = 0, 0, 0
-			call.want = e.want
+			e.ended(call.rel > 0)
+			call.want = e.wantFor(l, e.c)
 		}
 		call.gen = e.gen
+		call.ahead = e.aheadArg(l)
 		e.renews++
 		calls = append(calls, call)
 	case e.left > 0 && used == 0 && (expired || full):
@@ -706,6 +779,9 @@ func (l *Absolute) visit(calls []syncCall, e *entry, now int64, closing, redisOK
 		// it expires.
 		calls = append(calls, syncCall{e: e, c: e.c, start: e.start, rel: e.left})
 		e.resize(e.granted-e.left, e.c, l.maxLease)
+		if expired {
+			e.ended(true)
+		}
 		e.left, e.until, e.granted = 0, 0, 0
 	}
 	if closing {
@@ -790,7 +866,7 @@ func (l *Absolute) sendBatch(ctx context.Context, batch []syncCall) {
 			} else {
 				l.releases.Add(1)
 			}
-			args := []any{redisx.NowArg(cfg), l.b.W, l.b.B, s.c, n, l.b.TTL, s.want, s.start, s.rel}
+			args := []any{redisx.NowArg(cfg), l.b.W, l.b.B, s.c, n, l.b.TTL, s.want, s.start, s.rel, s.ahead}
 			if pipe == nil {
 				s.cmd = scripts.AbsInc.Run(ctx, sc, []string{s.e.hash}, args...)
 			} else {

@@ -73,6 +73,12 @@ func TestConformanceLeaseOne(t *testing.T) {
 	}
 }
 
+// TestConformanceLeased: with adaptive leases the step tables pass too,
+// forward-dating off (WithLeaseAhead(0)). With it on, one row differs
+// legitimately: in "coalescing joins the newest bucket" the lease that
+// follows an expired one files its units in a bucket starting after now,
+// so ResetAfter is longer and Get counts them for longer than redisabs
+// would; TestForwardDatedLease shows it.
 func TestConformanceLeased(t *testing.T) {
-	conformance.RunAbsolute(t, onReal())
+	conformance.RunAbsolute(t, onReal(hybrid.WithLeaseAhead(0)))
 }

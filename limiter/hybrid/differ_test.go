@@ -109,7 +109,7 @@ func TestDiffersFromRedisabs(t *testing.T) {
 		inc(t, a, 10) // the whole capacity, on the emptied key
 		// B still holds its leased unit, which the Reset took out of
 		// Redis: after a Reset, a window may hold C plus the units other
-		// instances still hold in leases (for at most B).
+		// instances still hold in leases (for at most D + B).
 		if d := inc(t, b, 1); !d.Allowed {
 			t.Errorf("B after A's Reset = %+v; want its leased unit", d)
 		}

@@ -19,14 +19,20 @@
 // calls take units from the lease in memory while the bucket that holds
 // them is still open (less than B after its start), so every unit counts
 // in Redis for at least W after it was admitted, as a Redis admission
-// does, and no commit is ever needed for the window guarantee. Unused
+// does, and no commit is ever needed for the window guarantee. A key
+// called less often than a lease of B lives gets forward-dated leases
+// (WithLeaseAhead): their units go into a bucket that starts up to D
+// after now (min(W/20, 1 s) by default), so the lease serves up to
+// D + B, still with no commit; the script uses less D as the key fills
+// and none once the grant leaves a quarter of the capacity or less. Unused
 // units are given back to their bucket: by the next lease request of the
 // key, or by the background sync (every WithSyncInterval, default 50 ms),
 // which also renews the expiring leases of busy keys in pipelined batches,
 // and by Close. Lease sizes follow each key's local rate; near its
 // capacity a key gets leases of one unit, then one Redis call per
 // decision. A refusal asks Redis once and is repeated from memory, for the
-// same n, until the RetryAfter Redis gave has passed.
+// same n, until the RetryAfter Redis gave has passed or for the longer of
+// the sync interval and B.
 // docs/algorithms.md, "Hybrid leases", has the protocol, the proof of the
 // guarantee, and where and by how much it under-admits.
 //
@@ -45,7 +51,8 @@
 // bucket is open and it has units, whatever Redis' state, and then the
 // policy answers, with Degraded set. Units an instance leased and never
 // gave back (a crash, a lost connection) stay counted until their bucket
-// dies, at most W + B: the fleet admits less meanwhile, never more.
+// dies, at most W + B + D after the grant: the fleet admits less
+// meanwhile, never more.
 //
 // # Concurrency
 //

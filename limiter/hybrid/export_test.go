@@ -8,3 +8,7 @@ func (l *Absolute) Calls() (fetches, renewals, releases int64) {
 
 // SyncErrors returns the calls of ticks that failed.
 func (l *Absolute) SyncErrors() int64 { return l.syncErrs.Load() }
+
+// Forwards returns the leases l installed whose bucket starts after the
+// script's now (forward-dated).
+func (l *Absolute) Forwards() int64 { return l.forwards.Load() }

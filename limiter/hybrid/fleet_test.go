@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/hybrid"
 	"github.com/sluice-go/sluice/limiter/redisabs"
 )
 
@@ -32,6 +33,9 @@ type fleetRun struct {
 	goroutines int   // per instance
 	window     time.Duration
 	windows    int // measured windows, after one to warm up
+	// forwards, when not nil, receives the forward-dated leases the
+	// hybrid instances installed.
+	forwards *int64
 }
 
 // run drives the fleet for windows + 1 windows and returns every
@@ -45,8 +49,10 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64) {
 	type inc func(ctx context.Context, k string, n int64) (bool, error)
 	var incs []inc
 	var closers []func()
+	var hybrids []*hybrid.Absolute
 	for i := 0; i < r.hybrids; i++ {
 		l := newAbsolute(t, srv.Client(t), opts...)
+		hybrids = append(hybrids, l)
 		incs = append(incs, func(ctx context.Context, k string, n int64) (bool, error) {
 			d, err := l.Inc(ctx, k, rate, n)
 			return d.Allowed, err
@@ -116,6 +122,11 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64) {
 	wg.Wait()
 	for _, c := range closers {
 		c()
+	}
+	if r.forwards != nil {
+		for _, l := range hybrids {
+			*r.forwards += l.Forwards()
+		}
 	}
 	if len(errs) > 0 {
 		t.Fatalf("%d calls failed, first: %v", len(errs), errs[0])
@@ -210,12 +221,23 @@ func TestZeroOvershoot(t *testing.T) {
 		// keeps most keys offered more than they may take.
 		{"10k", fleetRun{keys: 10_000, capacity: 1, hybrids: 3, goroutines: 64, window: 4 * time.Second, windows: 10}},
 		{"10kWithRedisabs", fleetRun{keys: 10_000, capacity: 1, hybrids: 3, redisabs: 1, goroutines: 64, window: 4 * time.Second, windows: 10}},
+		// 200 keys of C = 10 per second, each called more often than
+		// its capacity but less often than a lease of B = 10 ms lives:
+		// leases expire with units unused, and the next lease of a key
+		// with room is forward-dated (up to W/20 = 50 ms ahead).
+		{"200Forward", fleetRun{keys: 200, capacity: 10, hybrids: 3, redisabs: 1, goroutines: 64, window: time.Second, windows: 10, forwards: new(int64)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			all, from, calls := tc.run.run(t)
 			mean, _ := tc.run.check(t, all, from, calls)
 			if tc.run.keys == 1 && mean < 0.9 {
 				t.Errorf("hot key admitted %.1f %% of its capacity per window, want at least 90 %%", 100*mean)
+			}
+			if f := tc.run.forwards; f != nil {
+				t.Logf("%d forward-dated leases", *f)
+				if *f == 0 {
+					t.Errorf("no lease was forward-dated: the run did not test them")
+				}
 			}
 		})
 	}

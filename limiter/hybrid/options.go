@@ -12,6 +12,12 @@ import (
 // WithSyncInterval is not given.
 const DefaultSyncInterval = 50 * time.Millisecond
 
+// DefaultLeaseAheadMax bounds the default of WithLeaseAhead, W/20: a
+// forward-dated lease lives at most this plus B, and that is how long an
+// instance may go on answering from a lease after Redis failed before its
+// calls find out (docs/algorithms.md, Hybrid leases, Failure).
+const DefaultLeaseAheadMax = time.Second
+
 // WithSyncInterval sets how often the background sync visits the keys
 // touched since its last visit: it gives back the unused units of leases
 // that are idle or about to expire, and renews the leases of busy keys,
@@ -42,5 +48,32 @@ func WithMaxLease(n int64) limiter.Option {
 			return
 		}
 		c.MaxLease = n
+	}
+}
+
+// WithLeaseAhead bounds how far after the grant a lease's bucket may
+// start: the most time D by which a lease outlives its bucket's B. A slow
+// key (one with no history, or whose lease ran out of time before it ran
+// out of units) asks for forward-dated leases: Redis files their units in
+// a bucket starting up to D after now, where they count from the grant
+// until that bucket dies, and the lease serves until that bucket's start
+// + B, with no commit (docs/algorithms.md, Hybrid leases). The script
+// scales D down once the key is a quarter full and uses none once the
+// grant leaves a quarter of the capacity or less, so a saturated key
+// holds its units W + B, as without it. D is also how much longer a lease
+// may go on answering after Redis failed. Default W/20, at most
+// DefaultLeaseAheadMax (1 s); 0 turns forward-dating off (every lease
+// lives at most B). It must be between 0 and W/4. Other providers ignore
+// it.
+func WithLeaseAhead(d time.Duration) limiter.Option {
+	return func(c *config.Config) {
+		if d < 0 {
+			c.Fail(fmt.Errorf("%w: lease ahead %v must not be negative", limiter.ErrInvalidConfig, d))
+			return
+		}
+		c.LeaseAhead = d
+		if d == 0 {
+			c.LeaseAhead = -1 // off, as opposed to unset
+		}
 	}
 }
