@@ -23,9 +23,10 @@
 --          counts the TTL in real time.
 -- ARGV[10] optional, the hybrid provider's call (limiter/hybrid,
 --          docs/algorithms.md, Hybrid leases): the most units to reserve
---          as a lease, 0 for none. An admission (n = 0 included: a
---          renewal) then records n + e accepted units, e at most ARGV[10]
---          - n and at most a quarter of the room left below H (rounded up).
+--          with the call, n included, 0 for none. The call (n = 0
+--          included: a renewal) records e more accepted units, admitted or
+--          not (unless never), e at most ARGV[10] - n and at most a quarter
+--          of the room left below H (rounded up).
 -- ARGV[11] with ARGV[12]: the start (ms) of the bucket an earlier lease
 -- ARGV[12] reserved its units in, and the units of it left unused; they
 --          are taken out of that bucket's offered units and the total
@@ -35,10 +36,12 @@
 --          fleet's observed rate includes them.
 --          With ARGV[10] the reply is always {outcome, allowed, limit,
 --          remaining, retry after ms, reset after ms, factor ppm, never,
---          g (the units of the call and its lease, 0 when not admitted),
+--          g (the accepted units the call recorded: its lease, and n when
+--          admitted),
 --          the start of the bucket written, now, accepted, observed,
 --          observed in the last min(W, 1 s), ms until the oldest live
---          bucket dies}, after the call.
+--          bucket dies, when the factor was computed (0: none needed)},
+--          after the call.
 --
 -- Reply: an integer r >= 0 when admitted at or below the soft capacity
 --         (outcome allowed, factor 0) with fewer than 2^21 units
@@ -427,6 +430,11 @@ if write and gone then
   end
 end
 
+-- The hybrid's declines (ARGV[13]) count as observed for this call's
+-- factor, as if recorded before it; the record below adds them to the
+-- bucket.
+if hyb then used, declined = used + hpush, declined + hpush end
+
 -- Decide.
 local forecast = used - declined + cost
 local never = cost > hard
@@ -446,11 +454,14 @@ end
 local retry = 0
 if not allowed and not never then retry = retryAfter(used - declined, soft) end
 
--- The hybrid's lease (ARGV[10]): an admission reserves hext more
--- accepted units, within a quarter of the room left below H.
-if hyb and allowed and hwant > 0 then
-  local room = hard - (used - declined) - n
-  hext = math.max(0, math.min(hwant, n + math.floor((room + 3) / 4)) - n)
+-- The hybrid's lease (ARGV[10]): the call reserves hext accepted units
+-- beside its n, at most ARGV[10] - n and a quarter of the room left below
+-- H (rounded up), whether n was admitted or not (a refusal by the draw
+-- leaves room for the instance's next decisions, which draw in memory).
+if hyb and hwant > n and not never then
+  local room = hard - (used - declined)
+  if allowed then room = room - n end
+  hext = math.max(0, math.min(hwant - n, math.floor((room + 3) / 4)))
 end
 
 -- Record: join the newest bucket when now - newest < B, else open one at
@@ -465,7 +476,10 @@ if write then
     rec = math.min(n, math.max(1, MAXD - declined))
     dec = rec
   end
-  if hyb then rec, dec = rec + hext + hpush, dec + hpush end -- the hybrid's lease and declines
+  if hyb then -- the hybrid's lease and declines (already in the totals)
+    rec, dec = rec + hext + hpush, dec + hpush
+    used, declined = used - hpush, declined - hpush
+  end
   local joins = live and now - newest < b
   local start = now
   if joins then start = newest end
@@ -588,10 +602,13 @@ if hyb then
       end
     end
   end
-  local g = 0
-  if allowed and write then g = n + hext end
+  local g = hext
+  if allowed and write then g = g + n end
+  -- when the factor was computed (script clock; 0: no factor was needed)
+  local ft = 0
+  if computed then ft = now elseif outcome == 2 and f < PPM and fts then ft = fts + 0 end
   return {outcome, allowed and 1 or 0, soft, remaining, retry, reset, f, never and 1 or 0,
-    g, newest or 0, now, accepted, used, recent, first}
+    g, newest or 0, now, accepted, used, recent, first, ft}
 end
 if outcome == 0 then
   if remaining < 2097152 and reset < P then return remaining * P + reset end

@@ -79,6 +79,9 @@ type supEntry struct {
 	// holds them); resetAt and firstAt (local ms) are when the newest and
 	// the oldest live bucket die.
 	acc, obs, recent, resetAt, firstAt int64
+	// The factor in ppm cached at fAt (local ms), as WithSuppressionCache
+	// caches it in Redis; fAt 0: none.
+	fppm, fAt int64
 	// decl are the units declined from memory since the last call, which
 	// the next call records as offered and declined.
 	decl int64
@@ -179,6 +182,29 @@ func (e *supEntry) factor(w int64) int64 {
 	return window.FactorPPM(obs, recent, w, e.soft)
 }
 
+// cachedFactor is the factor a decision from memory applies: the one
+// cached while it is younger than the suppression cache period (from a
+// reply, or computed here), else a fresh one, cached when caching is on.
+func (e *supEntry) cachedFactor(now int64, cfg *config.Config) int64 {
+	if cfg.CacheMs > 0 && e.fAt > 0 && now-e.fAt < cfg.CacheMs {
+		return e.fppm
+	}
+	f := e.factor(cfg.WindowMs)
+	if cfg.CacheMs > 0 {
+		e.fppm, e.fAt = f, max(now, 1)
+	}
+	return f
+}
+
+// peekFactor is cachedFactor for IsAllowed, which reads a fresh cached
+// factor but never stores one.
+func (e *supEntry) peekFactor(now int64, cfg *config.Config) int64 {
+	if cfg.CacheMs > 0 && e.fAt > 0 && now-e.fAt < cfg.CacheMs {
+		return e.fppm
+	}
+	return e.factor(cfg.WindowMs)
+}
+
 func ppmFactor(ppm int64) float64 {
 	if ppm == 0 {
 		return 0
@@ -189,7 +215,7 @@ func ppmFactor(ppm int64) float64 {
 // local answers an Inc of n units at capacities soft and hard from e's
 // lease or cached refusal, with e.mu held, drawing once (draw) when it
 // answers; ok false: Redis must be asked (and nothing was drawn).
-func (e *supEntry) local(soft, hard, n, now, w int64, draw func() int64) (d limiter.Decision, ok bool) {
+func (e *supEntry) local(soft, hard, n, now int64, cfg *config.Config, draw func() int64) (d limiter.Decision, ok bool) {
 	if e.gone || e.soft != soft || e.hard != hard {
 		return d, false
 	}
@@ -202,7 +228,7 @@ func (e *supEntry) local(soft, hard, n, now, w int64, draw func() int64) (d limi
 		if acc+n <= soft {
 			d.Outcome, d.Allowed = limiter.Allowed, true
 		} else {
-			f := e.factor(w)
+			f := e.cachedFactor(now, cfg)
 			d.Outcome, d.SuppressionFactor, d.Allowed = limiter.Suppressed, ppmFactor(f), r >= f
 		}
 		if d.Allowed {
@@ -273,7 +299,7 @@ func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int
 		if e := l.lookup(k); e != nil {
 			now := l.now()
 			e.mu.Lock()
-			d, ok := e.local(soft, hard, n, now, l.b.Cfg.WindowMs, l.draw)
+			d, ok := e.local(soft, hard, n, now, &l.b.Cfg, l.draw)
 			e.mu.Unlock()
 			if ok {
 				return d, nil
@@ -284,9 +310,9 @@ func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int
 }
 
 // IsAllowed reports whether one more unit of key would be admitted without
-// suppression now: from memory while this instance holds a lease with a
-// unit left and the fleet's accepted units, as last seen, are below S,
-// else from Redis at the capacities stored by the key's latest Inc, as
+// suppression now, and above S the factor an Inc would apply: from memory,
+// with the figures of the latest reply, while this instance's lease is
+// open, else from Redis at the capacities stored by the key's latest Inc, as
 // redissup answers. It writes nothing and draws nothing.
 func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
 	if l.closed.Load() {
@@ -295,9 +321,19 @@ func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision,
 	if e := l.lookup(k); e != nil {
 		now := l.now()
 		e.mu.Lock()
-		if acc := e.acc - e.left; !e.gone && now < e.until && e.left >= 1 && acc+1 <= e.soft {
+		if !e.gone && now < e.until {
+			// The figures of the latest reply are those of a lease still
+			// open: answer from them, as sup_allowed.lua would.
+			acc := e.acc - e.left
 			d := limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: e.soft,
-				Remaining: e.soft - acc, ResetAfter: msDur(e.resetAt - now)}
+				Remaining: max(0, e.soft-acc), ResetAfter: msDur(e.resetAt - now)}
+			if acc+1 > e.soft {
+				d.Outcome, d.Allowed, d.SuppressionFactor = limiter.Suppressed, false, 1
+				if acc+1 <= e.hard {
+					d.SuppressionFactor = ppmFactor(e.peekFactor(now, &l.b.Cfg))
+				}
+				d.RetryAfter = msDur(e.firstAt - now)
+			}
 			e.mu.Unlock()
 			return d, nil
 		}
@@ -447,46 +483,57 @@ func (l *Suppressed) isAllowed(ctx context.Context, k string) (limiter.Decision,
 	return d, nil
 }
 
-// plain is one sup_inc.lua call without a lease, as redissup makes it.
+// plain is one sup_inc.lua call without a lease, deciding as redissup
+// does; its reply brings the key's figures back as a lease request's does.
 func (l *Suppressed) plain(ctx context.Context, k string, soft, hard, n, draw int64) (limiter.Decision, error) {
 	h, err := l.b.Check("inc", k)
 	if err != nil {
 		return limiter.Decision{}, err
 	}
+	send := l.now()
 	v, err := l.b.Run(ctx, scripts.SupInc, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B,
-		soft, hard, window.RecordedCost(n, hard), l.b.Cache, draw, l.b.TTL)
+		soft, hard, window.RecordedCost(n, hard), l.b.Cache, draw, l.b.TTL, 0, 0, 0, 0)
 	if err != nil {
 		return limiter.Decision{}, l.errorf("inc", err)
 	}
-	r, err := redisx.Decision(v, soft, window.OutcomeAllowed, window.OutcomeSuppressed)
+	rep, err := parseSupReply(v, soft)
 	if err != nil {
 		return limiter.Decision{}, l.errorf("inc", err)
 	}
-	return r.Decision(), nil
+	if e := l.lookup(k); e != nil {
+		e.mu.Lock()
+		if e.soft == soft && e.hard == hard {
+			e.observe(send, &rep)
+		}
+		e.mu.Unlock()
+	}
+	return rep.r.Decision(), nil
 }
 
 // supReply is the reply of a hybrid call of sup_inc.lua: the decision,
-// the units of the call and its lease (g, 0 when not admitted), the start
+// the accepted units the call recorded (g: its lease, and n when
+// admitted), the start
 // of the bucket written, the script's clock, and the fleet's figures after
 // the call.
 type supReply struct {
 	r                          window.Result
 	g, start, now              int64
 	acc, obs, recent, firstDie int64
+	factorAt                   int64 // script clock; 0: no factor
 }
 
 var errSupReply = errors.New("malformed hybrid reply of sup_inc.lua")
 
 func parseSupReply(v any, soft int64) (supReply, error) {
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 15 {
+	if !ok || len(arr) != 16 {
 		return supReply{}, errSupReply
 	}
 	r, err := redisx.Decision(arr[:8], soft, window.OutcomeAllowed, window.OutcomeSuppressed)
 	if err != nil {
 		return supReply{}, err
 	}
-	var x [7]int64
+	var x [8]int64
 	for i := range x {
 		n, ok := arr[8+i].(int64)
 		if !ok {
@@ -494,7 +541,7 @@ func parseSupReply(v any, soft int64) (supReply, error) {
 		}
 		x[i] = n
 	}
-	return supReply{r: r, g: x[0], start: x[1], now: x[2], acc: x[3], obs: x[4], recent: x[5], firstDie: x[6]}, nil
+	return supReply{r: r, g: x[0], start: x[1], now: x[2], acc: x[3], obs: x[4], recent: x[5], firstDie: x[6], factorAt: x[7]}, nil
 }
 
 // observe takes the fleet's figures from rep, sent at send, with e.mu held.
@@ -502,6 +549,9 @@ func (e *supEntry) observe(send int64, rep *supReply) {
 	e.acc, e.obs, e.recent = rep.acc, rep.obs, rep.recent
 	e.resetAt = send + rep.r.ResetAfter
 	e.firstAt = send + rep.firstDie
+	if rep.factorAt > 0 {
+		e.fppm, e.fAt = rep.r.FactorPPM, max(send+rep.factorAt-rep.now, 1)
+	}
 }
 
 // install makes rep's units e's lease, with e.mu held; send is the local
@@ -554,7 +604,7 @@ func (l *Suppressed) leaseLocked(ctx context.Context, e *supEntry, soft, hard, n
 	}
 	// Another caller may have brought a lease while this one waited: the
 	// call's draw decides from memory.
-	if d, ok := e.local(soft, hard, n, now, l.b.Cfg.WindowMs, func() int64 { return draw }); ok {
+	if d, ok := e.local(soft, hard, n, now, &l.b.Cfg, func() int64 { return draw }); ok {
 		e.mu.Unlock()
 		return d, false, nil
 	}
@@ -592,14 +642,18 @@ func (l *Suppressed) leaseLocked(ctx context.Context, e *supEntry, soft, hard, n
 	e.observe(send, &rep)
 	e.idle = 0
 	if rep.g > 0 {
+		// A lease, with the call's n in it when admitted.
 		e.install(l, send, &rep)
-		e.left -= n
-		e.used += n
+		if d.Allowed {
+			e.left -= n
+			e.used += n
+		}
 		e.lastUse = send
 		// Remaining without the lease: the units this instance may still
 		// admit count as free.
 		d.Remaining = max(0, soft-(rep.acc-e.left))
-	} else if !rep.r.Allowed && !rep.r.Never && rep.r.FactorPPM == window.PPM && rep.r.RetryAfter > 0 {
+	}
+	if !d.Allowed && !rep.r.Never && rep.r.FactorPPM == window.PPM && rep.r.RetryAfter > 0 {
 		// Beyond H: answered from memory for one sync interval at most,
 		// as the absolute hybrid's refusals.
 		e.refN, e.refRetry, e.refReset, e.refRemaining = n, send+rep.r.RetryAfter, send+rep.r.ResetAfter, rep.r.Remaining
