@@ -263,12 +263,12 @@ func TestZeroOvershoot(t *testing.T) {
 }
 
 // The tolerance of the soft target S on a saturated hot key, in the mean
-// units accepted per window: at least 0.9 S, at most S + 0.75 (H − S)
+// units accepted per window: at least 0.9 S, at most S + 0.9 (H − S)
 // (docs/algorithms.md, Hybrid leases, The suppressed hybrid: a fleet that
 // offers hundreds of times S refills every dip below S at once and its
 // expiry comes in lumps; redissup in the same harness runs as far above S).
 func softBand(r fleetRun) (lo, hi float64) {
-	return 0.9, 1 + 0.75*(r.factor-1)
+	return 0.9, 1 + 0.9*(r.factor-1)
 }
 
 // TestSuppressedFleet: three suppressed hybrid instances (own clients) of
