@@ -79,6 +79,7 @@ type supEntry struct {
 	// holds them); resetAt and firstAt (local ms) are when the newest and
 	// the oldest live bucket die.
 	acc, obs, recent, resetAt, firstAt int64
+	seen                               int64 // local ms of the latest reply's send
 	// The factor in ppm cached at fAt (local ms), as WithSuppressionCache
 	// caches it in Redis; fAt 0: none.
 	fppm, fAt int64
@@ -547,6 +548,7 @@ func parseSupReply(v any, soft int64) (supReply, error) {
 // observe takes the fleet's figures from rep, sent at send, with e.mu held.
 func (e *supEntry) observe(send int64, rep *supReply) {
 	e.acc, e.obs, e.recent = rep.acc, rep.obs, rep.recent
+	e.seen = send
 	e.resetAt = send + rep.r.ResetAfter
 	e.firstAt = send + rep.firstDie
 	if rep.factorAt > 0 {
@@ -697,10 +699,10 @@ type supSync struct {
 }
 
 // tick is the absolute hybrid's tick (see Absolute.tick) for suppressed
-// keys; besides releases and renewals, each key used since the last tick
-// gets one call that sends its declines and refreshes its figures, so that
-// every instance decides with the fleet's rate of at most one interval
-// ago.
+// keys; besides releases and renewals, it sends the declines made from
+// memory and refreshes the figures of open leases a tick old (see visit),
+// so that every instance decides with the fleet's rate of at most one
+// interval ago.
 func (l *Suppressed) tick(ctx context.Context, closing bool) {
 	l.tmu.Lock()
 	l.tracked = append(l.tracked, l.fresh...)
@@ -794,7 +796,14 @@ func (l *Suppressed) visit(calls []supSync, e *supEntry, now int64, closing, red
 		e.want = nextWant(e.want, e.granted, e.granted-e.left, e.hard, l.maxLease)
 		e.left, e.until, e.granted = 0, 0, 0
 	}
-	if call.rel > 0 || call.renew || e.decl > 0 || used > 0 && !closing {
+	// Besides releases and renewals: the declines, once the lease is over
+	// or the key idle (a lease request would carry them), and the figures
+	// of a lease still open that the latest reply left a tick old (the
+	// figures serve only while a lease is open; a lease request brings
+	// its own).
+	open := now < e.until
+	stale := now-e.seen >= l.interval.Milliseconds()
+	if call.rel > 0 || call.renew || e.decl > 0 && (closing || !open || used == 0 || stale) || open && stale && used > 0 {
 		call.push = e.decl
 		e.decl = 0
 		calls = append(calls, call)
