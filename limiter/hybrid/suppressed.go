@@ -798,12 +798,14 @@ func (l *Suppressed) visit(calls []supSync, e *supEntry, now int64, closing, red
 	}
 	// Besides releases and renewals: the declines, once the lease is over
 	// or the key idle (a lease request would carry them), and the figures
-	// of a lease still open that the latest reply left a tick old (the
-	// figures serve only while a lease is open; a lease request brings
-	// its own).
+	// of a lease still open that the latest reply left a tick old, on a
+	// key past half its soft capacity then (the figures serve only while a
+	// lease is open, a lease request brings its own, and far below S they
+	// decide nothing a tick's lag could change).
 	open := now < e.until
 	stale := now-e.seen >= l.interval.Milliseconds()
-	if call.rel > 0 || call.renew || e.decl > 0 && (closing || !open || used == 0 || stale) || open && stale && used > 0 {
+	near := 2*(e.acc-e.left) >= e.soft
+	if call.rel > 0 || call.renew || e.decl > 0 && (closing || !open || used == 0 || stale) || open && stale && near && used > 0 {
 		call.push = e.decl
 		e.decl = 0
 		calls = append(calls, call)
