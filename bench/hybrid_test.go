@@ -108,9 +108,10 @@ func buildHybridContender(c *redis.Client, name string, p policy) (incFunc, func
 // BenchmarkHybridSuppressed compares the suppressed hybrid with redissup
 // at 64 goroutines on the run's one redis-server, contenders interleaved
 // per round, on the hot and 10k workloads of BenchmarkInc (below the soft
-// capacity) and on "hotover", the hot key at 1,000/s (S = 60,000 per
-// 1-minute window, H = 1.5 S), which every contender drives beyond S
-// within the warm-up, so that its decisions draw against the factor:
+// capacity) and on "hotover", the hot key at 1,000 per minute (S = 1,000
+// per 1-minute window, H = 1.5 S), which every contender drives beyond S
+// within the warm-up, so that its decisions draw against the factor (or
+// are refused beyond H):
 //
 //	go test -run '^$' -bench HybridSuppressed -benchtime 3s -count 3 | tee hybrid-sup.txt
 //
@@ -119,7 +120,7 @@ func buildHybridContender(c *redis.Client, name string, p policy) (incFunc, func
 func BenchmarkHybridSuppressed(b *testing.B) {
 	c := requireServer(b)
 	const g = 64
-	over := workload{name: "hotover", keys: []string{"hot"}, policy: policy{limiter.PerSecond(1000), redis_rate.PerSecond(1000)}}
+	over := workload{name: "hotover", keys: []string{"hot"}, policy: policy{limiter.PerMinute(1000), redis_rate.PerMinute(1000)}}
 	for _, w := range append(workloads[:2:2], over) {
 		b.Run("load="+w.name, func(b *testing.B) {
 			for _, name := range []string{"redissup", "hybrid-sup"} {
