@@ -18,15 +18,15 @@ NESTED_TESTED = sluiceotel
 # two suites running at once (each with its own redis-servers) pushed their
 # p99s over the bounds in CI runs.
 #
-# The hybrid provider's fault matrix runs without -race: under the race
-# detector its open-breaker p99 (a lease lookup, the entry's lock, then the
-# fallback) measured 31 to 97 µs against the 50 µs bound the Redis providers
-# meet; without it, the bound is 10 µs and it passes. Its other tests run
-# with -race.
+# The hybrid provider's fault matrices (absolute and suppressed) run
+# without -race: under the race detector its open-breaker p99 (a lease
+# lookup, the entry's lock, then the fallback) measured 31 to 97 µs against
+# the 50 µs bound the Redis providers meet; without it, the bound is 10 µs
+# and it passes. Its other tests run with -race.
 test: fmt-check vet tidy-check deps-check redis-note
 	$(GO) test -race -count=1 -p 1 $$($(GO) list ./... | grep -v '/limiter/hybrid$$')
-	$(GO) test -race -count=1 -skip '^TestFaultMatrix$$' ./limiter/hybrid/
-	$(GO) test -count=1 -run '^TestFaultMatrix$$' ./limiter/hybrid/
+	$(GO) test -race -count=1 -skip '^Test(Suppressed)?FaultMatrix$$' ./limiter/hybrid/
+	$(GO) test -count=1 -run '^Test(Suppressed)?FaultMatrix$$' ./limiter/hybrid/
 	cd bench && $(GO) test -race -count=1 -run '^TestRateLimitHeadersParse$$' .
 	for m in $(NESTED_TESTED); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
 	$(MAKE) fuzz-smoke

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/hybrid"
 	"github.com/sluice-go/sluice/limiter/redisabs"
+	"github.com/sluice-go/sluice/limiter/redissup"
 )
 
 // BenchmarkHybrid compares the hybrid absolute provider with redisabs and
@@ -102,6 +103,69 @@ func buildHybridContender(c *redis.Client, name string, p policy) (incFunc, func
 		}, func() { l.Close(ctx) }, nil
 	}
 	return nil, nil, fmt.Errorf("no contender %q", name)
+}
+
+// BenchmarkHybridSuppressed compares the suppressed hybrid with redissup
+// at 64 goroutines on the run's one redis-server, contenders interleaved
+// per round, on the hot and 10k workloads of BenchmarkInc (below the soft
+// capacity) and on "hotover", the hot key at 1,000 per minute (S = 1,000
+// per 1-minute window, H = 1.5 S), which every contender drives beyond S
+// within the warm-up, so that its decisions draw against the factor (or
+// are refused beyond H):
+//
+//	go test -run '^$' -bench HybridSuppressed -benchtime 3s -count 3 | tee hybrid-sup.txt
+//
+// It reports what BenchmarkHybrid reports; a decision is any answer, and
+// %refused counts the suppressed and refused ones.
+func BenchmarkHybridSuppressed(b *testing.B) {
+	c := requireServer(b)
+	const g = 64
+	over := workload{name: "hotover", keys: []string{"hot"}, policy: policy{limiter.PerMinute(1000), redis_rate.PerMinute(1000)}}
+	for _, w := range append(workloads[:2:2], over) {
+		b.Run("load="+w.name, func(b *testing.B) {
+			for _, name := range []string{"redissup", "hybrid-sup"} {
+				b.Run("impl="+name, func(b *testing.B) {
+					if err := c.FlushAll(ctx).Err(); err != nil {
+						b.Fatal(err)
+					}
+					inc, closeFn, err := buildSuppressedContender(c, name, w.policy)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer closeFn()
+					if _, err := parallel(poolSize, max(len(w.keys), 2000), func(i int) (bool, error) {
+						return inc(ctx, w.keys[i%len(w.keys)])
+					}); err != nil {
+						b.Fatal(err)
+					}
+					measureDecisions(b, w, g, inc)
+				})
+			}
+		})
+	}
+}
+
+// buildSuppressedContender returns the call of one contender of
+// BenchmarkHybridSuppressed and what closes it.
+func buildSuppressedContender(c *redis.Client, name string, p policy) (incFunc, func(), error) {
+	opts := []limiter.Option{limiter.WithTimeout(5 * time.Second), limiter.WithHardLimitFactor(hardLimitFactor)}
+	var l limiter.Limiter
+	var err error
+	switch name {
+	case "redissup":
+		l, err = redissup.New(c, opts...)
+	case "hybrid-sup":
+		l, err = hybrid.NewSuppressed(c, opts...)
+	default:
+		err = fmt.Errorf("no contender %q", name)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return func(ctx context.Context, k string) (bool, error) {
+		d, err := l.Inc(ctx, k, p.rate, 1)
+		return d.Allowed, err
+	}, func() { l.Close(ctx) }, nil
 }
 
 // measureDecisions is the timed body of BenchmarkHybrid: b.N calls of inc

@@ -21,6 +21,27 @@
 --          W + B after its start, when it dies. Under the caller's clock
 --          every write sets it: that clock may stand still while Redis
 --          counts the TTL in real time.
+-- ARGV[10] optional, the hybrid provider's call (limiter/hybrid,
+--          docs/algorithms.md, Hybrid leases): the most units to reserve
+--          with the call, n included, 0 for none. The call (n = 0
+--          included: a renewal) records e more accepted units, admitted or
+--          not (unless never), e at most ARGV[10] - n and at most a quarter
+--          of the room left below H (rounded up).
+-- ARGV[11] with ARGV[12]: the start (ms) of the bucket an earlier lease
+-- ARGV[12] reserved its units in, and the units of it left unused; they
+--          are taken out of that bucket's offered units and the total
+--          first, if the bucket is still live (0 units: no release).
+-- ARGV[13] units the instance declined from memory since its last call:
+--          recorded as offered and declined with this call, so that the
+--          fleet's observed rate includes them.
+--          With ARGV[10] the reply is always {outcome, allowed, limit,
+--          remaining, retry after ms, reset after ms, factor ppm, never,
+--          g (the accepted units the call recorded: its lease, and n when
+--          admitted),
+--          the start of the bucket written, now, accepted, observed,
+--          observed in the last min(W, 1 s), ms until the oldest live
+--          bucket dies, when the factor was computed (0: none needed)},
+--          after the call.
 --
 -- Reply: an integer r >= 0 when admitted at or below the soft capacity
 --         (outcome allowed, factor 0) with fewer than 2^21 units
@@ -95,6 +116,56 @@ local cache, draw, ttl = ARGV[7] + 0, ARGV[8] + 0, ARGV[9]
 local write = n > 0
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
 
+-- The hybrid provider's arguments (ARGV[10] to ARGV[13], see the header):
+-- the release of an earlier lease happens first, before the hash is read,
+-- so that the call decides on what is left. hext (set before the record
+-- below) is the lease beyond n.
+local hyb = ARGV[10] ~= nil
+local hwant, hpush, hext = 0, 0, 0
+if hyb then
+  hwant, hpush = ARGV[10] + 0, ARGV[13] + 0
+  if hwant > 0 or hpush > 0 then write = true end
+  local rel, HP = ARGV[12] + 0, 4294967296
+  local m0 = rel > 0 and redis.call('HGET', h, 'm')
+  local u0, x0s, o0, n0, nc0, nd0
+  if m0 then u0, x0s, o0, n0, nc0, nd0 = string.match(m0, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
+  local rs = ARGV[11] + 0
+  if u0 and now - (n0 + 0) < sp and now - rs < sp and rs >= o0 + 0 then
+    local back, field = 0, nil
+    if rs == n0 + 0 then
+      back = math.min(rel, nc0 - nd0)
+      nc0 = nc0 - back
+    elseif rs < n0 + 0 then
+      local v = redis.call('HMGET', h, ARGV[11], 'd' .. ARGV[11])
+      local val = tonumber(v[1])
+      if val then
+        local cnt, link = val, nil
+        if val >= HP then
+          link = val % HP
+          cnt = (val - link) / HP
+        elseif val < 0 then
+          cnt = -val
+        end
+        back = math.max(0, math.min(rel, cnt - (tonumber(v[2]) or 0)))
+        cnt = cnt - back
+        -- a linked bucket left with no unit is a plain 0 (no link)
+        if link and cnt > 0 then field = fmt('%d', cnt * HP + link)
+        elseif val < 0 and cnt > 0 then field = fmt('%d', -cnt)
+        else field = fmt('%d', cnt) end
+      end
+    end
+    if back > 0 then
+      local mv0 = fmt('%d %s %s %s %d %s', u0 - back, x0s, o0, n0, nc0, nd0)
+      if field then
+        redis.call('HSET', h, 'm', mv0, ARGV[11], field)
+      else
+        redis.call('HSET', h, 'm', mv0)
+      end
+      redis.call('HDEL', h, 'r') -- the RetryAfter cursor's counts changed
+    end
+  end
+end
+
 -- The meta fields, as stored (strings): "m" = "<u> <x> <o> <n> <nc> <nd>",
 -- "k" = "<c> <hc> <f> <ft>". A hash without both (an earlier layout, or
 -- damaged) is absent.
@@ -165,6 +236,12 @@ end
 
 local cost = math.max(n, 1)
 local never = cost > hard
+
+-- The hybrid's declines (ARGV[13]) count as observed for this call's
+-- factor, as if recorded before it (they add to used and declined alike,
+-- so the accepted units are unchanged); the record below adds them to the
+-- bucket.
+if hyb then used, declined = used + hpush, declined + hpush end
 
 -- Decide without a helper where the call allows it: with the links
 -- followed (the totals are exact), below the soft capacity, above the hard
@@ -396,6 +473,7 @@ if not decided or not rdone then
   -- sets a new one.
   if not linked then
     gone, used, declined = scan()
+    if hyb then used, declined = used + hpush, declined + hpush end
     oldest = bs[1]
     rvoid = x0 > 0
   end
@@ -422,6 +500,16 @@ if write and gone then
   end
 end
 
+-- The hybrid's lease (ARGV[10]): the call reserves hext accepted units
+-- beside its n, at most ARGV[10] - n and a quarter of the room left below
+-- H (rounded up), whether n was admitted or not (a refusal by the draw
+-- leaves room for the instance's next decisions, which draw in memory).
+if hyb and hwant > n and not never then
+  local room = hard - (used - declined)
+  if allowed then room = room - n end
+  hext = math.max(0, math.min(hwant - n, math.floor((room + 3) / 4)))
+end
+
 -- Record: join the newest bucket when now - newest < B, else open one at
 -- now (no field of that name can exist: every start is <= newest < now).
 if write then
@@ -433,6 +521,10 @@ if write then
   if not allowed then
     rec = math.min(n, math.max(1, MAXD - declined))
     dec = rec
+  end
+  if hyb then -- the hybrid's lease and declines (already in the totals)
+    rec, dec = rec + hext + hpush, dec + hpush
+    used, declined = used - hpush, declined - hpush
   end
   local joins = live and now - newest < b
   local start = now
@@ -533,6 +625,39 @@ local accepted = used - declined
 local reset = 0
 if live then reset = newest + sp - now end
 local remaining = math.max(soft - accepted, 0)
+if hyb then
+  -- The hybrid's reply (see the header): the units observed in the last
+  -- R = min(W, 1 s) are all of them when the oldest live bucket is that
+  -- recent, else read from the hash.
+  local r, recent, first = math.min(w, 1000), 0, 0
+  if live then
+    first = oldest + sp - now
+    if now - oldest < r then
+      recent = used
+    elseif now - newest < r then
+      recent = ncount
+      local all = redis.call('HGETALL', h)
+      for i = 1, #all, 2 do
+        local c = string.byte(all[i], 1)
+        if c >= 48 and c <= 57 or c == 45 then
+          local st = all[i] + 0
+          if now - st < r and st ~= newest then
+            local v = all[i + 1] + 0
+            if v >= P then v = (v - v % P) / P elseif v < 0 then v = -v end
+            recent = recent + v
+          end
+        end
+      end
+    end
+  end
+  local g = hext
+  if allowed and write then g = g + n end
+  -- when the factor was computed (script clock; 0: no factor was needed)
+  local ft = 0
+  if computed then ft = now elseif outcome == 2 and f < PPM and fts then ft = fts + 0 end
+  return {outcome, allowed and 1 or 0, soft, remaining, retry, reset, f, never and 1 or 0,
+    g, newest or 0, now, accepted, used, recent, first, ft}
+end
 if outcome == 0 then
   if remaining < 2097152 and reset < P then return remaining * P + reset end
   return {soft, remaining, reset}

@@ -789,6 +789,50 @@ func AbsoluteCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek
 	return &Call{Op: op, Key: k, Hash: h, Rate: rate, N: n, C: c, Hard: c}, nil
 }
 
+// SuppressedReconciler is the Reconciler of a suppressed provider whose
+// script calls carry b's arguments: the units are offered at Redis TIME
+// with the capacities of the key's latest rate and the draw that admits
+// whenever the factor is below 1, like an Inc of that many units
+// (sup_inc.lua). Above the hard capacity they are recorded as declined:
+// offered, not accepted.
+func SuppressedReconciler(b *redisx.Base) Reconciler {
+	cfg := &b.Cfg
+	return Reconciler{
+		Script: scripts.SupInc,
+		Queue: func(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd {
+			soft, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
+			hard, _ := limiter.HardCapacity(p.Rate, cfg.Window, cfg.HardLimitFactor)
+			return scripts.SupInc.EvalSha(ctx, pipe, []string{p.Hash},
+				redisx.NowArg(cfg), b.W, b.B, soft, hard, n, b.Cache, int64(window.PPM-1), b.TTL)
+		},
+	}
+}
+
+// SuppressedCall validates an Inc (or, with peek, an IsAllowed) of a
+// suppressed provider whose calls carry b's configuration, and describes
+// it for the policy: the Validate of its Backend.
+func SuppressedCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
+	h, err := b.Check(op, k)
+	if err != nil {
+		return nil, err
+	}
+	if peek {
+		return &Call{Op: op, Key: k, Hash: h, Peek: true}, nil
+	}
+	if err := config.CheckCost(n); err != nil {
+		return nil, b.Errorf(op, err)
+	}
+	soft, err := limiter.Capacity(rate, b.Cfg.Window)
+	if err != nil {
+		return nil, b.Errorf(op, err)
+	}
+	hard, err := limiter.HardCapacity(rate, b.Cfg.Window, b.Cfg.HardLimitFactor)
+	if err != nil {
+		return nil, b.Errorf(op, err)
+	}
+	return &Call{Op: op, Key: k, Hash: h, Rate: rate, N: n, C: soft, Hard: hard}, nil
+}
+
 // notBackend reports whether err is no error of the backend's: nil, a
 // closed limiter or bad input.
 func notBackend(err error) bool {

@@ -299,7 +299,16 @@ func (s *State) Factor(w, now, soft int64) int64 {
 		}
 		recent += b.Count
 	}
-	a := float64(s.Used) * float64(r)
+	return FactorPPM(s.Used, recent, w, soft)
+}
+
+// FactorPPM is the suppression factor in ppm of a key that observed
+// observed units in its live window of w ms and recent of them in the last
+// min(w, 1 s), at soft capacity soft: State.Factor's formula, for a caller
+// that holds the counts rather than the buckets (the hybrid provider).
+func FactorPPM(observed, recent, w, soft int64) int64 {
+	r := min(w, 1000)
+	a := float64(observed) * float64(r)
 	bb := float64(recent) * float64(w)
 	m := math.Max(a, bb)
 	if m <= 0 {

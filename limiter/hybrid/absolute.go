@@ -638,12 +638,7 @@ func (l *Absolute) loop() {
 	}
 }
 
-func (l *Absolute) syncTimeout() time.Duration {
-	if t := l.b.Cfg.Timeout; t > 0 {
-		return t
-	}
-	return time.Second
-}
+func (l *Absolute) syncTimeout() time.Duration { return syncTimeout(&l.b.Cfg) }
 
 // syncCall is one key's call of a tick: give back rel unused units held
 // in the bucket that started at start, and, when want > 0, reserve a new
@@ -655,7 +650,6 @@ type syncCall struct {
 	start, rel int64
 	want, gen  int64
 	ahead      int64 // a renewal's ARGV[10]
-	cmd        *redis.Cmd
 }
 
 // tick visits the keys in memory, at most maxVisits of them, and makes at
@@ -819,11 +813,7 @@ func (e *entry) renewed(l *Absolute, c, gen, send int64, g grant) {
 // closed loop of callers), one given back with units unused brings it down
 // to twice what was used, at least 1.
 func (e *entry) resize(used, c, most int64) {
-	if used >= e.granted {
-		e.want = min(2*max(e.want, e.granted), c, most)
-	} else {
-		e.want = max(min(e.want, 2*used), 1)
-	}
+	e.want = nextWant(e.want, e.granted, used, c, most)
 }
 
 // forget removes e from the map, with e.mu held.
@@ -837,75 +827,43 @@ func (l *Absolute) forget(e *entry) {
 	s.mu.Unlock()
 }
 
-// pipeliner is a client that can pipeline.
-type pipeliner interface{ Pipeline() redis.Pipeliner }
-
 // sendBatch sends one pipeline of a tick's calls of abs_inc.lua (a
 // release decides nothing: n = 0; a renewal asks for one unit and a lease
 // of want), and once more the ones Redis did not find the script for,
 // after loading it.
 func (l *Absolute) sendBatch(ctx context.Context, batch []syncCall) {
 	cfg := &l.b.Cfg
-	for round := 0; round < 2; round++ {
-		var pipe redis.Pipeliner
-		var sc redis.Scripter = l.b.Client
-		if pl, ok := l.b.Client.(pipeliner); ok {
-			pipe = pl.Pipeline()
-			sc = pipe
+	pipeCalls(ctx, l.b.Client, scripts.AbsInc, l.now, len(batch), func(i int) (string, []any) {
+		s := &batch[i]
+		n := int64(0)
+		if s.want > 0 {
+			n = 1
+			l.renewals.Add(1)
+		} else {
+			l.releases.Add(1)
 		}
-		send := l.now()
-		for i := range batch {
-			s := &batch[i]
-			if s.cmd != nil && !isNoScript(s.cmd.Err()) {
-				continue
-			}
-			n := int64(0)
-			if s.want > 0 {
-				n = 1
-				l.renewals.Add(1)
-			} else {
-				l.releases.Add(1)
-			}
-			args := []any{redisx.NowArg(cfg), l.b.W, l.b.B, s.c, n, l.b.TTL, s.want, s.start, s.rel, s.ahead}
-			if pipe == nil {
-				s.cmd = scripts.AbsInc.Run(ctx, sc, []string{s.e.hash}, args...)
-			} else {
-				s.cmd = scripts.AbsInc.EvalSha(ctx, sc, []string{s.e.hash}, args...)
+		return s.e.hash, []any{redisx.NowArg(cfg), l.b.W, l.b.B, s.c, n, l.b.TTL, s.want, s.start, s.rel, s.ahead}
+	}, func(i int, send int64, cmd *redis.Cmd) {
+		s := &batch[i]
+		switch err := cmd.Err(); {
+		case err != nil:
+			// Unreleased units stay counted until their bucket dies,
+			// and a renewal that failed leaves the key to its next Inc.
+			// The breaker is left to the callers' own calls: a tick's
+			// failure (a pooled connection that died with a restarted
+			// server, say) must not send them to the policy.
+			l.syncErrs.Add(1)
+		case s.want > 0:
+			if g, ok := leaseReply(cmd.Val()); ok {
+				s.e.renewed(l, s.c, s.gen, send, g)
 			}
 		}
-		if pipe != nil {
-			pipe.Exec(ctx) // errors are read per command
+		if s.want > 0 {
+			s.e.mu.Lock()
+			s.e.renews--
+			s.e.mu.Unlock()
 		}
-		missing := false
-		for i := range batch {
-			s := &batch[i]
-			err := s.cmd.Err()
-			switch {
-			case isNoScript(err):
-				missing = true
-			case err != nil:
-				// Unreleased units stay counted until their bucket dies,
-				// and a renewal that failed leaves the key to its next Inc.
-				// The breaker is left to the callers' own calls: a tick's
-				// failure (a pooled connection that died with a restarted
-				// server, say) must not send them to the policy.
-				l.syncErrs.Add(1)
-			case s.want > 0:
-				if g, ok := leaseReply(s.cmd.Val()); ok {
-					s.e.renewed(l, s.c, s.gen, send, g)
-				}
-			}
-			if s.want > 0 && !isNoScript(err) {
-				s.e.mu.Lock()
-				s.e.renews--
-				s.e.mu.Unlock()
-			}
-		}
-		if !missing || ctx.Err() != nil {
-			return
-		}
-		scripts.AbsInc.Load(ctx, l.b.Client)
-	}
+	})
 }
 
 func isNoScript(err error) bool {

@@ -1,7 +1,8 @@
 // Package hybrid is sluice's leased limiter: it answers from memory, at
 // nearly the local provider's speed, and keeps each key's sliding window
 // in Redis, so that the instances sharing a Redis and a prefix never admit
-// more than the capacity in any window between them.
+// more than the capacity (the hard capacity, for the suppressed strategy:
+// NewSuppressed) in any window between them.
 //
 //	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", MaxRetries: -1})
 //	l, err := hybrid.NewAbsolute(client, limiter.WithWindow(time.Minute))
@@ -56,10 +57,26 @@
 //
 // # Concurrency
 //
-// An Absolute is safe for concurrent use: one mutex per key guards its
-// lease, and one Redis call per key is in flight at a time. Its sync
-// goroutine runs from NewAbsolute to Close.
+// An Absolute or a Suppressed is safe for concurrent use: one mutex per
+// key guards its lease, and one Redis call per key is in flight at a time.
+// Its sync goroutine runs from NewAbsolute (NewSuppressed) to Close.
 //
-// Only the absolute strategy is built; the suppressed one (NewSuppressed)
-// is not yet.
+// # The suppressed strategy
+//
+// NewSuppressed keeps each key in the hash redissup uses, so hybrid and
+// redissup instances may share keys. Its leases are accepted units,
+// reserved in Redis against the hard capacity H as the absolute leases are
+// against C, so no span of W ever holds more than H accepted units across
+// the fleet. Each Inc draws once from the random source (WithRandom) and,
+// while the key's lease is open and has the units, decides in memory:
+// below the soft capacity S it admits, above it admits with probability
+// 1 − f, f computed from the fleet's accepted and observed units that
+// Redis gave with the latest lease or sync (refreshed every
+// WithSyncInterval for every key in use), with this instance's declines
+// since added; those declines go to Redis with the key's next call, so
+// every instance sees the fleet's rate. A lease request decides its n in
+// Redis, exactly as redissup, and reserves the lease beside it, admitted
+// or not. The soft target holds within the tolerance docs/algorithms.md
+// gives (Hybrid leases, The suppressed hybrid), which also lists where
+// its answers differ from redissup's.
 package hybrid

@@ -27,3 +27,21 @@ func TestFaultMatrix(t *testing.T) { faults.RunMatrix(t, newFaultLimiter) }
 // TestFailurePolicies: each policy during an outage, bad input, and
 // reconciliation of the fallback's units, alone and in a fleet of three.
 func TestFailurePolicies(t *testing.T) { faults.RunPolicies(t, "hybrid", newFaultLimiter) }
+
+func newSupFaultLimiter(t *testing.T, c *redis.Client, opts ...limiter.Option) limiter.Limiter {
+	t.Helper()
+	l, err := hybrid.NewSuppressed(c, opts...)
+	if err != nil {
+		t.Fatalf("hybrid.NewSuppressed: %v", err)
+	}
+	return l
+}
+
+// TestSuppressedFaultMatrix: the fault matrix for the suppressed hybrid.
+func TestSuppressedFaultMatrix(t *testing.T) { faults.RunMatrix(t, newSupFaultLimiter) }
+
+// TestSuppressedFailurePolicies: the failure policies for the suppressed
+// hybrid.
+func TestSuppressedFailurePolicies(t *testing.T) {
+	faults.RunPolicies(t, "hybrid", newSupFaultLimiter)
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/hybrid"
 	"github.com/sluice-go/sluice/limiter/redisabs"
+	"github.com/sluice-go/sluice/limiter/redissup"
 )
 
 // A record is one admission as its caller saw it: the wall clock in ms
@@ -36,6 +37,20 @@ type fleetRun struct {
 	// forwards, when not nil, receives the forward-dated leases the
 	// hybrid instances installed.
 	forwards *int64
+	// The suppressed strategy: hybrids are NewSuppressed, capacity is the
+	// soft capacity S, the hard one is H = floor(capacity × factor), and
+	// redissup instances are mixed in instead of redisabs ones.
+	suppressed bool
+	factor     float64
+	redissup   int
+}
+
+// bound is the most units any window may hold: C, or H.
+func (r fleetRun) bound() int64 {
+	if r.suppressed {
+		return int64(float64(r.capacity)*r.factor + 1e-9)
+	}
+	return r.capacity
 }
 
 // run drives the fleet for windows + 1 windows and returns every
@@ -50,7 +65,33 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64) {
 	var incs []inc
 	var closers []func()
 	var hybrids []*hybrid.Absolute
-	for i := 0; i < r.hybrids; i++ {
+	if r.suppressed {
+		opts = append(opts, limiter.WithHardLimitFactor(r.factor))
+	}
+	for i := 0; i < r.hybrids && r.suppressed; i++ {
+		l := newSuppressed(t, srv.Client(t), opts...)
+		incs = append(incs, func(ctx context.Context, k string, n int64) (bool, error) {
+			d, err := l.Inc(ctx, k, rate, n)
+			return d.Allowed, err
+		})
+		closers = append(closers, func() {
+			l.Close(context.Background())
+			f, rn, rel, ref := l.Calls()
+			t.Logf("suppressed hybrid: %d lease requests, %d renewals, %d releases, %d refreshes, %d failed tick calls", f, rn, rel, ref, l.SyncErrors())
+		})
+	}
+	for i := 0; i < r.redissup; i++ {
+		l, err := redissup.New(srv.Client(t), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		incs = append(incs, func(ctx context.Context, k string, n int64) (bool, error) {
+			d, err := l.Inc(ctx, k, rate, n)
+			return d.Allowed, err
+		})
+		closers = append(closers, func() { l.Close(context.Background()) })
+	}
+	for i := 0; i < r.hybrids && !r.suppressed; i++ {
 		l := newAbsolute(t, srv.Client(t), opts...)
 		hybrids = append(hybrids, l)
 		incs = append(incs, func(ctx context.Context, k string, n int64) (bool, error) {
@@ -179,8 +220,8 @@ func (r fleetRun) check(t *testing.T, all []record, from, calls int64) (mean, mi
 	for k, recs := range byKey {
 		slices.SortFunc(recs, func(a, b record) int { return int(a.lo - b.lo) })
 		certain, byHi := mostInWindow(recs, w)
-		if certain > r.capacity {
-			t.Errorf("key %d: %d units admitted within one window of %v, capacity %d", k, certain, r.window, r.capacity)
+		if certain > r.bound() {
+			t.Errorf("key %d: %d units admitted within one window of %v, bound %d", k, certain, r.window, r.bound())
 		}
 		worst, worstHi = max(worst, certain), max(worstHi, byHi)
 		for _, rec := range recs {
@@ -198,8 +239,8 @@ func (r fleetRun) check(t *testing.T, all []record, from, calls int64) (mean, mi
 		minShare = min(minShare, float64(n)/float64(r.keys)/float64(r.capacity))
 	}
 	offered := float64(calls) / float64(r.windows+1) / float64(r.keys) / float64(r.capacity)
-	t.Logf("%d keys, C = %d per %v, %d hybrid + %d redisabs instances × %d goroutines: %d calls (%.1f × C per key and window), %d admissions; most in any window: %d (%d counting each at its caller's return); admitted per window %.1f %% of C on average, aligned windows from %.1f %%",
-		r.keys, r.capacity, r.window, r.hybrids, r.redisabs, r.goroutines, calls, offered, len(all), worst, worstHi, 100*mean, 100*minShare)
+	t.Logf("%d keys, C = %d (bound %d) per %v, %d hybrid + %d redisabs + %d redissup instances × %d goroutines: %d calls (%.1f × C per key and window), %d admissions; most in any window: %d (%d counting each at its caller's return); admitted per window %.1f %% of C on average, aligned windows from %.1f %%",
+		r.keys, r.capacity, r.bound(), r.window, r.hybrids, r.redisabs, r.redissup, r.goroutines, calls, offered, len(all), worst, worstHi, 100*mean, 100*minShare)
 	return mean, minShare
 }
 
@@ -238,6 +279,50 @@ func TestZeroOvershoot(t *testing.T) {
 				if *f == 0 {
 					t.Errorf("no lease was forward-dated: the run did not test them")
 				}
+			}
+		})
+	}
+}
+
+// The tolerance of the soft target S on a saturated hot key, in the mean
+// units accepted per window: at least 0.9 S, at most S + 0.9 (H − S)
+// (docs/algorithms.md, Hybrid leases, The suppressed hybrid: a fleet that
+// offers hundreds of times S refills every dip below S at once and its
+// expiry comes in lumps; redissup in the same harness runs as far above S).
+func softBand(r fleetRun) (lo, hi float64) {
+	return 0.9, 1 + 0.9*(r.factor-1)
+}
+
+// TestSuppressedFleet: three suppressed hybrid instances (own clients) of
+// 64 goroutines each, alone and with a redissup instance, saturate one hot
+// key on one real Redis for 10 windows: no window holds more than H
+// accepted units, counted from the callers' own records, and the mean
+// accepted per window of the hybrids alone stays within softBand. Three
+// redissup instances in the same harness give the strategy's own figure,
+// held to the same band. The mixed fleet's mean is logged, not held to
+// the band: it measured 166 to 180 % of S, near the band's 190 %
+// (docs/algorithms.md, The suppressed hybrid).
+func TestSuppressedFleet(t *testing.T) {
+	hot := fleetRun{keys: 1, capacity: 1000, hybrids: 3, goroutines: 64, window: time.Second, windows: 10, suppressed: true, factor: 2}
+	withSup, supOnly := hot, hot
+	withSup.redissup = 1
+	supOnly.hybrids, supOnly.redissup = 0, 3
+	for _, tc := range []struct {
+		name string
+		run  fleetRun
+	}{
+		{"Hot", hot},
+		{"HotWithRedissup", withSup},
+		{"RedissupOnly", supOnly},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			all, from, calls := tc.run.run(t)
+			mean, low := tc.run.check(t, all, from, calls)
+			if lo, hi := softBand(tc.run); tc.run.hybrids > 0 && tc.run.redissup > 0 {
+				t.Logf("mixed fleet: %.1f %% of S per window (band [%.0f %%, %.0f %%] not asserted)", 100*mean, 100*lo, 100*hi)
+			} else if mean < lo || mean > hi {
+				t.Errorf("hot key accepted %.1f %% of S per window (lowest aligned window %.1f %%), want within [%.0f %%, %.0f %%]",
+					100*mean, 100*low, 100*lo, 100*hi)
 			}
 		})
 	}

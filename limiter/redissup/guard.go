@@ -3,33 +3,15 @@ package redissup
 import (
 	"context"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/failover"
-	"github.com/sluice-go/sluice/internal/redisx"
-	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
-	"github.com/sluice-go/sluice/scripts"
 )
 
 // initGuard sets up the failure policy, breaker and fallback.
 func (l *Limiter) initGuard(client Client, opts []limiter.Option) {
 	cfg := &l.b.Cfg
-	l.g.Init("redissup", key.Suppressed, client, cfg, opts, failover.Probe(client, cfg), failover.Reconciler{
-		Script: scripts.SupInc,
-		// The units are offered at Redis TIME with the capacities of the
-		// key's latest rate and the draw that admits whenever the factor is
-		// below 1, like an Inc of that many units. Above the hard capacity
-		// they are recorded as declined: offered, not accepted.
-		Queue: func(ctx context.Context, pipe redis.Scripter, p *failover.Pending, n int64) *redis.Cmd {
-			soft, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
-			hard, _ := limiter.HardCapacity(p.Rate, cfg.Window, cfg.HardLimitFactor)
-			return scripts.SupInc.EvalSha(ctx, pipe, []string{p.Hash},
-				redisx.NowArg(cfg), l.b.W, l.b.B, soft, hard, n, l.b.Cache, int64(window.PPM-1), l.b.TTL)
-		},
-	})
+	l.g.Init("redissup", key.Suppressed, client, cfg, opts, failover.Probe(client, cfg), failover.SuppressedReconciler(&l.b))
 }
 
 // backend is the Limiter as its Guard sees it (failover.Backend): a
@@ -38,26 +20,7 @@ type backend Limiter
 
 // Validate checks an Inc (or, with peek, an IsAllowed) for the policy.
 func (be *backend) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*failover.Call, error) {
-	l := (*Limiter)(be)
-	h, err := l.b.Check(op, k)
-	if err != nil {
-		return nil, err
-	}
-	if peek {
-		return &failover.Call{Op: op, Key: k, Hash: h, Peek: true}, nil
-	}
-	if err := config.CheckCost(n); err != nil {
-		return nil, l.b.Errorf(op, err)
-	}
-	soft, err := limiter.Capacity(rate, l.b.Cfg.Window)
-	if err != nil {
-		return nil, l.b.Errorf(op, err)
-	}
-	hard, err := limiter.HardCapacity(rate, l.b.Cfg.Window, l.b.Cfg.HardLimitFactor)
-	if err != nil {
-		return nil, l.b.Errorf(op, err)
-	}
-	return &failover.Call{Op: op, Key: k, Hash: h, Rate: rate, N: n, C: soft, Hard: hard}, nil
+	return failover.SuppressedCall(&(*Limiter)(be).b, op, k, rate, n, peek)
 }
 
 // Decide is the Redis call of an Inc or, with peek, an IsAllowed.

@@ -1,0 +1,74 @@
+package hybrid_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/internal/conformance"
+	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/hybrid"
+)
+
+// newSuppressed builds a hybrid suppressed limiter as newAbsolute builds
+// an absolute one.
+func newSuppressed(t testing.TB, client hybrid.Client, opts ...limiter.Option) *hybrid.Suppressed {
+	t.Helper()
+	all := append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0)}, opts...)
+	l, err := hybrid.NewSuppressed(client, all...)
+	if err != nil {
+		t.Fatalf("hybrid.NewSuppressed: %v", err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	return l
+}
+
+func supOnMini(opts ...limiter.Option) conformance.Factory {
+	return func(t *testing.T, clk *conformance.Clock, more ...limiter.Option) limiter.Limiter {
+		t.Helper()
+		mr, c := redistest.Mini(t)
+		clk.OnAdvance(func(now time.Time, d time.Duration) {
+			mr.SetTime(now)
+			mr.FastForward(d)
+		})
+		return newSuppressed(t, c, append(append([]limiter.Option{limiter.WithClock(clk)}, opts...), more...)...)
+	}
+}
+
+func supOnReal(opts ...limiter.Option) conformance.Factory {
+	return func(t *testing.T, clk *conformance.Clock, more ...limiter.Option) limiter.Limiter {
+		t.Helper()
+		return newSuppressed(t, realClient(t), append(append([]limiter.Option{limiter.WithClock(clk)}, opts...), more...)...)
+	}
+}
+
+func supOnCluster(opts ...limiter.Option) conformance.Factory {
+	return func(t *testing.T, clk *conformance.Clock, more ...limiter.Option) limiter.Limiter {
+		t.Helper()
+		return newSuppressed(t, redistest.Cluster(t), append(append([]limiter.Option{limiter.WithClock(clk)}, opts...), more...)...)
+	}
+}
+
+// TestSuppressedConformanceLeaseOne: with leases of one unit every
+// admission is a Redis decision, and the suppressed hybrid passes the
+// suppressed strategy's whole conformance suite, as redissup does.
+func TestSuppressedConformanceLeaseOne(t *testing.T) {
+	for _, b := range []struct {
+		name string
+		f    conformance.Factory
+	}{
+		{"Mini", supOnMini(hybrid.WithMaxLease(1))},
+		{"Real", supOnReal(hybrid.WithMaxLease(1))},
+		{"Cluster", supOnCluster(hybrid.WithMaxLease(1))},
+	} {
+		t.Run(b.name, func(t *testing.T) { conformance.RunSuppressed(t, b.f) })
+	}
+}
+
+// TestSuppressedConformanceLeased: with adaptive leases the step tables,
+// which run on one instance and a fake clock, pass too; the admission
+// statistics check does not apply (TestSuppressedDiffers, FactorCountsLeases).
+func TestSuppressedConformanceLeased(t *testing.T) {
+	conformance.RunSuppressedTables(t, supOnReal())
+}
