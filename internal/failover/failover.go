@@ -772,6 +772,18 @@ func AbsoluteReconciler(b *redisx.Base) Reconciler {
 // absolute provider whose calls carry b's configuration, and describes it
 // for the policy: the Validate of its Backend.
 func AbsoluteCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
+	return newCall(b, op, k, rate, n, peek, false)
+}
+
+// SuppressedCall is AbsoluteCall for a suppressed provider: the call's
+// Hard is the hard capacity.
+func SuppressedCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
+	return newCall(b, op, k, rate, n, peek, true)
+}
+
+// newCall serves AbsoluteCall and SuppressedCall: the hard capacity is the
+// capacity unless suppressed.
+func newCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek, suppressed bool) (*Call, error) {
 	h, err := b.Check(op, k)
 	if err != nil {
 		return nil, err
@@ -786,7 +798,13 @@ func AbsoluteCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek
 	if err != nil {
 		return nil, b.Errorf(op, err)
 	}
-	return &Call{Op: op, Key: k, Hash: h, Rate: rate, N: n, C: c, Hard: c}, nil
+	hard := c
+	if suppressed {
+		if hard, err = limiter.HardCapacity(rate, b.Cfg.Window, b.Cfg.HardLimitFactor); err != nil {
+			return nil, b.Errorf(op, err)
+		}
+	}
+	return &Call{Op: op, Key: k, Hash: h, Rate: rate, N: n, C: c, Hard: hard}, nil
 }
 
 // SuppressedReconciler is the Reconciler of a suppressed provider whose
@@ -806,31 +824,6 @@ func SuppressedReconciler(b *redisx.Base) Reconciler {
 				redisx.NowArg(cfg), b.W, b.B, soft, hard, n, b.Cache, int64(window.PPM-1), b.TTL)
 		},
 	}
-}
-
-// SuppressedCall validates an Inc (or, with peek, an IsAllowed) of a
-// suppressed provider whose calls carry b's configuration, and describes
-// it for the policy: the Validate of its Backend.
-func SuppressedCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
-	h, err := b.Check(op, k)
-	if err != nil {
-		return nil, err
-	}
-	if peek {
-		return &Call{Op: op, Key: k, Hash: h, Peek: true}, nil
-	}
-	if err := config.CheckCost(n); err != nil {
-		return nil, b.Errorf(op, err)
-	}
-	soft, err := limiter.Capacity(rate, b.Cfg.Window)
-	if err != nil {
-		return nil, b.Errorf(op, err)
-	}
-	hard, err := limiter.HardCapacity(rate, b.Cfg.Window, b.Cfg.HardLimitFactor)
-	if err != nil {
-		return nil, b.Errorf(op, err)
-	}
-	return &Call{Op: op, Key: k, Hash: h, Rate: rate, N: n, C: soft, Hard: hard}, nil
 }
 
 // notBackend reports whether err is no error of the backend's: nil, a
