@@ -210,6 +210,7 @@ type hashState struct {
 // The packed meta fields (docs/data-model.md): the names of their values.
 var (
 	absMeta = []string{"c", "u", "o", "n", "nc"}       // absolute "m"
+	absZero = []string{"c", "u", "o", "n", "nc", "z"}  // absolute single "m" while a bucket may hold 0
 	supMeta = []string{"u", "x", "o", "n", "nc", "nd"} // suppressed "m"
 	supRate = []string{"c", "hc", "f", "ft"}           // suppressed "k"
 )
@@ -254,7 +255,8 @@ func parseHash(fields map[string]string) hashState {
 	for f, v := range fields {
 		switch f {
 		case "m": // absolute "<c> <u> <o> <n> <nc>", suppressed "<u> <x> <o> <n> <nc> <nd>"
-			if unpack(v, absMeta) || unpack(v, supMeta) {
+			// six values: a suppressed "m" beside "k", else an absolute one with z
+			if _, sup := fields["k"]; unpack(v, absMeta) || !sup && unpack(v, absZero) || sup && unpack(v, supMeta) {
 				continue
 			}
 		case "k": // suppressed "<c> <hc> <f> <ft>"
@@ -360,6 +362,9 @@ func writeInspect(w io.Writer, k, name, strat string, window, span time.Duration
 	}
 	meta("nc", "newest bucket count", "")
 	meta("nd", "newest bucket declined", "")
+	if v, ok := h.meta["z"]; ok {
+		meta("z", "newest bucket that may hold 0", ago(v)+" ago")
+	}
 	if v, ok := h.meta["f"]; ok {
 		meta("f", "cached factor (ppm)", fmt.Sprintf("%.6f", float64(v)/1e6))
 	}
