@@ -183,6 +183,7 @@ if ns and cs then
   live = now - newest < sp
 end
 if live then used, declined, oldest, ncount, ndec = us + 0, xs + 0, os + 0, ncs + 0, nds + 0 end
+local ostart = oldest -- "o" as stored, which the links below may move
 -- the capacities to store differ from the stored ones
 local moved = cs ~= ARGV[4] or hcs ~= ARGV[5]
 local P = 4294967296 -- 2^32: a closed bucket's value is offered * P + link
@@ -283,7 +284,7 @@ if x0 > 0 and kt ~= '' and linked and live and (write and expired or not decided
   local a, b2, c, d = string.match(kt, '^ (%d+) (%d+) (%d+) (%d+)$')
   if a then
     rraw = kt
-    rcs, rcb = os + a, b2 - deadAcc
+    rcs, rcb = ostart + a, b2 - deadAcc
     if rcs >= oldest and rcs <= newest and rcb >= 0 then
       rstate, rca, rcl = true, c + 0, d + 0
     end
