@@ -70,19 +70,20 @@
 -- a plain count is an earlier layout's); "d<start>" the units declined in
 -- it (only when > 0). The newest bucket stays in "m" until a newer one
 -- opens, so joining it (nearly every call on a busy key, refusals
--- included) rewrites "m" alone; "k" changes only with the rate or the
--- cached factor. A hash without both (an earlier layout) or with one that
--- does not read as its decimals is absent, and a write replaces it whole.
--- "r", when present and not empty, is the RetryAfter cursor: "<rs> <rb>
--- <ra> <rl> <ro>", a live bucket start rs, the accepted units of the live
--- buckets older than it (rb), its own accepted units (ra) and link (rl;
--- both 0 while it was the newest bucket), valid only while the oldest
--- stored bucket starts at ro. A refused call answers from it without
+-- included) rewrites "m" alone; "k" changes only with the rate, the
+-- cached factor or the cursor. A hash without both (an earlier layout) or
+-- with one that does not read as its decimals is absent, and a write
+-- replaces it whole. "k" may end with the RetryAfter cursor, four more
+-- decimals " <rd> <rb> <ra> <rl>": a live bucket start rs = o + rd, the
+-- accepted units of the buckets from o to before it (rb), its own
+-- accepted units (ra) and link (rl; both 0 while it was the newest
+-- bucket). Every write that moves "o" moves rd and rb with it or drops
+-- the cursor (clean.lua drops it). A refused call answers from it without
 -- reading buckets when the bucket it needs is rs, and moves it forward
--- otherwise; see retryAfter. A void cursor is emptied, not deleted: the
--- field keeps its place in the listpack, which the buckets written before
--- it leave as they die, so that reading it soon walks no bucket (written
--- anew, it would go after every bucket).
+-- otherwise; see retryAfter. Reading it costs nothing: every call reads
+-- "k". It is left out where "k" would pass 64 bytes, a listpack value's
+-- limit (capacities or counts of many digits). A field "r" is an earlier
+-- layout's cursor, which this script ignores.
 -- The script never calls math.random: the draw is an argument. ARGV[4] and
 -- ARGV[5] are stored as sent, so they must be plain decimals (as go-redis
 -- sends an int64). A bucket value that is not a number fails the call with
