@@ -331,8 +331,9 @@ end
 -- Writes: only for n > 0, never for a peek or IsAllowed.
 if n > 0 then
   local wrote, opened = false, false
-  -- zt: z as the write stores it, kept while its bucket may still be stored
-  local zt = ''
+  -- zt: z as the write stores it, kept while its bucket may still be
+  -- stored (nil: none)
+  local zt
   if zs and oldest <= zs + 0 then zt = ' ' .. zs end
   if stale then
     redis.call('DEL', h)
@@ -351,7 +352,9 @@ if n > 0 then
       newest, live, opened = at, true, true
     elseif at - newest < b then
       -- Join the newest bucket.
-      redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', ARGV[4], used, ofield, ns, ncount + n) .. zt)
+      local mm = fmt('%s %d %s %s %d', ARGV[4], used, ofield, ns, ncount + n)
+      if zt then mm = mm .. zt end
+      redis.call('HSET', h, 'm', mm)
     else
       -- Open a bucket: the newest one becomes an ordinary field, its value
       -- the count with the link to now.
@@ -359,13 +362,17 @@ if n > 0 then
       local closed = -ncount
       if ncount > 0 and ncount < 2097152 and at - newest < P then closed = ncount * P + (at - newest) end
       if ncount == 0 then zt = ' ' .. ns end -- it is the newest closed bucket with no unit
-      redis.call('HSET', h, ns, fmt('%d', closed), 'm', fmt('%s %d %s %d %s', ARGV[4], used, ofield, at, ns5) .. zt)
+      local mm = fmt('%s %d %s %d %s', ARGV[4], used, ofield, at, ns5)
+      if zt then mm = mm .. zt end
+      redis.call('HSET', h, ns, fmt('%d', closed), 'm', mm)
       newest, opened = at, true
     end
     wrote = true
   elseif live and (dead or moved) then
     -- the latest rate wins, even on a refusal; the new totals after expiry
-    redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', ARGV[4], used, ofield, ns, ncount) .. zt)
+    local mm = fmt('%s %d %s %s %d', ARGV[4], used, ofield, ns, ncount)
+    if zt then mm = mm .. zt end
+    redis.call('HSET', h, 'm', mm)
     wrote = true
   end
   -- The key dies with its newest bucket: W + B after that bucket's start
