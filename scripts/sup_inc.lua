@@ -173,16 +173,12 @@ end
 -- damaged) is absent.
 local mk = redis.call('HMGET', h, 'm', 'k')
 -- kt: the rest of "k", the RetryAfter cursor (" <rd> <rb> <ra> <rl>") or
--- an empty string; ka..kd: the cursor's four values as stored.
-local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts, kt, ka, kb, kc, kd
+-- an empty string. One pattern reads both forms: a four-value pattern
+-- that fails on a cursor would cost an overloaded key's refusal a second
+-- match of the whole value (about 3,500 instructions, docs/benchmarks.md).
+local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts, kt
 if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
-if mk[2] then
-  cs, hcs, fs, fts = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)$')
-  kt = ''
-  if not cs then
-    cs, hcs, fs, fts, kt, ka, kb, kc, kd = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)( (%d+) (%d+) (%d+) (%d+))$')
-  end
-end
+if mk[2] then cs, hcs, fs, fts, kt = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)([ %d]*)$') end
 local used, declined, oldest, newest, ncount, ndec = 0, 0, nil, nil, 0, 0
 local live = false
 if ns and cs then
@@ -285,13 +281,16 @@ end
 -- that moves "o" rewrites with it; it is used only if the links expired
 -- the dead buckets, and only while rs is live. rstate: true when rcs,
 -- rcb, rca, rcl hold it (rcb less the dead buckets' accepted units);
--- rraw: kt when it was parsed.
+-- rraw: kt when it was parsed and held four decimals.
 local rstate, rraw, rcs, rcb, rca, rcl = false, nil, 0, 0, 0, 0
-if x0 > 0 and ka and linked and live and (write and expired or not decided or not allowed and not never) then
-  rraw = kt
-  rcs, rcb = ostart + ka, kb - deadAcc
-  if rcs >= oldest and rcs <= newest and rcb >= 0 then
-    rstate, rca, rcl = true, kc + 0, kd + 0
+if x0 > 0 and kt ~= '' and linked and live and (write and expired or not decided or not allowed and not never) then
+  local a, b2, c, d = string.match(kt, '^ (%d+) (%d+) (%d+) (%d+)$')
+  if a then
+    rraw = kt
+    rcs, rcb = ostart + a, b2 - deadAcc
+    if rcs >= oldest and rcs <= newest and rcb >= 0 then
+      rstate, rca, rcl = true, c + 0, d + 0
+    end
   end
 end
 
