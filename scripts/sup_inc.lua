@@ -421,7 +421,7 @@ if not decided or not rdone then
   -- first, at which the accepted units of it and the older ones reach
   -- target = min(held + cost - cap, held) (window.State.RetryAfter's walk:
   -- held - freed + cost <= cap or freed >= held). On a key without a scan
-  -- it starts from the cursor "r" when the answer is not before it, else
+  -- it starts from the cursor (in "k") when the answer is not before it, else
   -- from the oldest bucket, and steps forward along the links, one HMGET
   -- per bucket it does not know, for up to 8 buckets; then it scans.
   -- Under sustained overload the answer only moves forward (target grows
