@@ -26,7 +26,11 @@ local P = 4294967296
 local function usage(h, sp)
   local mv = redis.call('HGET', h, 'm')
   local cs, us, os, ns, ncs
-  if mv then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
+  if mv then
+    cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$')
+    -- a single hash's sixth value, z (abs_inc.lua), changes no count
+    if not cs then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) %-?%d+$') end
+  end
   if not ns or now - ns >= sp then return 0, 0 end
   local used = us + 0
   if now - os >= sp then

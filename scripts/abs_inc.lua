@@ -52,9 +52,15 @@
 -- newest bucket's start and nc its count; and one field "<start ms>"
 -- (decimal) for every older bucket, whose value links it to the next:
 -- count * 2^32 + (next start - start), or -count for a count of 2^21 or
--- more (no link: the sum would not fit a double exactly). The newest bucket
--- lives in "m" until a newer one opens, so that joining it (nearly every
--- call on a busy key) rewrites the one meta field at the front of the hash;
+-- more (no link: the sum would not fit a double exactly). A closed bucket
+-- left with no unit (a lease's release) is a plain 0; while one may be
+-- stored, "m" has a sixth decimal, " <z>", the newest such bucket's start,
+-- dropped by the first write that finds the oldest bucket after it. A
+-- five-value "m" says every closed bucket holds a unit, so that a refusal
+-- that lacks one unit answers with the oldest bucket's death without
+-- reading it. The newest bucket lives in "m" until a newer one opens, so
+-- that joining it (nearly every call on a busy key) rewrites the one meta
+-- field at the front of the hash;
 -- one field costs Redis less to read and write than five (about 10,000
 -- instructions a call), and it holds the capacity as the call sent it, so
 -- the latest rate is stored by every write at no extra cost. Buckets with
@@ -63,10 +69,10 @@
 -- bucket, oldest first, for up to 8 of them; more dead buckets, or a
 -- bucket without a link (-count, or a plain count, which no sluice
 -- writes), make the call read the whole hash once. A hash without a live
--- bucket is an absent key; one whose "m" is not five decimals too, and
--- one without "m" (an earlier layout, whose fields this script ignores)
--- reads as absent. A bucket value that is not a number fails the call with
--- a script error.
+-- bucket is an absent key; one whose "m" is not five or six decimals too,
+-- and one without "m" (an earlier layout, whose fields this script
+-- ignores) reads as absent. A bucket value that is not a number fails the
+-- call with a script error.
 --
 -- Reply, four forms (internal/redisx.Decision reads them all):
 --   an integer r ≥ 0: an Inc or peek (ARGV[4] > 0) admitted below capacity
@@ -104,13 +110,20 @@ end
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
 
 local P = 4294967296 -- 2^32: a closed bucket's value is count * P + link
+-- "m": five decimals, or six when a closed bucket may hold no unit (z, the
+-- newest such bucket's start; see the header)
+local M5 = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$'
+local M6 = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%-?%d+)$'
 
 -- A lease's release (ARGV[8], ARGV[9]): give back the unused units.
 if ARGV[9] and ARGV[9] ~= '0' then
   local rel = ARGV[9] + 0
   local rv = redis.call('HGET', h, 'm')
-  local rc, ru, ro, rn, rnc
-  if rv then rc, ru, ro, rn, rnc = string.match(rv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
+  local rc, ru, ro, rn, rnc, rz
+  if rv then
+    rc, ru, ro, rn, rnc = string.match(rv, M5)
+    if not rc then rc, ru, ro, rn, rnc, rz = string.match(rv, M6) end
+  end
   local rs = ARGV[8] + 0
   if rn and now - rn < sp and now - rs < sp and rs >= ro + 0 then
     local back = 0
@@ -132,6 +145,8 @@ if ARGV[9] and ARGV[9] ~= '0' then
         cnt = cnt - back
         if cnt == 0 then
           v = 0
+          -- a closed bucket with no unit: z marks the newest such
+          if not rz or rs > rz + 0 then rz = ARGV[8] end
         elseif link >= 0 then
           v = cnt * P + link
         elseif v < 0 then
@@ -143,15 +158,21 @@ if ARGV[9] and ARGV[9] ~= '0' then
       end
     end
     if back > 0 then
-      redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', rc, ru - back, ro, rn, rnc))
+      local rm = fmt('%s %d %s %s %d', rc, ru - back, ro, rn, rnc)
+      if rz then rm = rm .. ' ' .. rz end
+      redis.call('HSET', h, 'm', rm)
     end
   end
 end
 
 local mv = redis.call('HGET', h, 'm')
 -- cs, us, os, ns, ncs: the meta values as stored (strings)
-local cs, us, os, ns, ncs
-if mv then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
+-- zs: z as stored, nil when "m" has five values
+local cs, us, os, ns, ncs, zs
+if mv then
+  cs, us, os, ns, ncs = string.match(mv, M5)
+  if not cs then cs, us, os, ns, ncs, zs = string.match(mv, M6) end
+end
 local live, stale, fresh = false, false, false
 local used, oldest, newest, ncount = 0, 0, 0, 0
 if ns then
@@ -210,7 +231,12 @@ local never = cost > c
 local retry, rdone = 0, true
 if live and fresh and not never and used + cost > c then
   local first = ncount
-  if oldest ~= newest then
+  if oldest ~= newest and used + cost == c + 1 and (not zs or oldest > zs + 0) then
+    -- The oldest bucket is closed and holds a unit (no z at or after it),
+    -- and one unit is all the call lacks: its death is the answer, without
+    -- reading it. The usual refusal of a saturated key.
+    first = 1
+  elseif oldest ~= newest then
     local v = redis.call('HGET', h, ofield)
     v = v and v + 0 or 0
     if v >= P then
@@ -305,6 +331,10 @@ end
 -- Writes: only for n > 0, never for a peek or IsAllowed.
 if n > 0 then
   local wrote, opened = false, false
+  -- zt: z as the write stores it, kept while its bucket may still be
+  -- stored (nil: none)
+  local zt
+  if zs and oldest <= zs + 0 then zt = ' ' .. zs end
   if stale then
     redis.call('DEL', h)
     wrote = true
@@ -322,20 +352,27 @@ if n > 0 then
       newest, live, opened = at, true, true
     elseif at - newest < b then
       -- Join the newest bucket.
-      redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', ARGV[4], used, ofield, ns, ncount + n))
+      local mm = fmt('%s %d %s %s %d', ARGV[4], used, ofield, ns, ncount + n)
+      if zt then mm = mm .. zt end
+      redis.call('HSET', h, 'm', mm)
     else
       -- Open a bucket: the newest one becomes an ordinary field, its value
       -- the count with the link to now.
       -- (a count of 0, left by a lease's release, is a plain 0)
       local closed = -ncount
       if ncount > 0 and ncount < 2097152 and at - newest < P then closed = ncount * P + (at - newest) end
-      redis.call('HSET', h, ns, fmt('%d', closed), 'm', fmt('%s %d %s %d %s', ARGV[4], used, ofield, at, ns5))
+      if ncount == 0 then zt = ' ' .. ns end -- it is the newest closed bucket with no unit
+      local mm = fmt('%s %d %s %d %s', ARGV[4], used, ofield, at, ns5)
+      if zt then mm = mm .. zt end
+      redis.call('HSET', h, ns, fmt('%d', closed), 'm', mm)
       newest, opened = at, true
     end
     wrote = true
   elseif live and (dead or moved) then
     -- the latest rate wins, even on a refusal; the new totals after expiry
-    redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', ARGV[4], used, ofield, ns, ncount))
+    local mm = fmt('%s %d %s %s %d', ARGV[4], used, ofield, ns, ncount)
+    if zt then mm = mm .. zt end
+    redis.call('HSET', h, 'm', mm)
     wrote = true
   end
   -- The key dies with its newest bucket: W + B after that bucket's start

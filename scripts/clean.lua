@@ -21,9 +21,10 @@
 --          one limit of a set, <prefix>:{<escaped key>}:<strategy>:h:<limit>
 --          (the same layout)
 -- ARGV[1]  now in ms, or an empty string to read Redis TIME
--- ARGV[2]  the layout: "abs" (one meta field "m", "<c> <u> <o> <n> <nc>")
---          or "sup" ("m" = "<u> <x> <o> <n> <nc> <nd>" beside "k");
---          docs/data-model.md
+-- ARGV[2]  the layout: "abs" (one meta field "m", "<c> <u> <o> <n> <nc>",
+--          and on a single hash perhaps " <z>", see abs_inc.lua) or "sup"
+--          ("m" = "<u> <x> <o> <n> <nc> <nd>" beside "k", which on a single
+--          hash may end with the RetryAfter cursor); docs/data-model.md
 -- ARGV[3]  the span W + B in ms
 -- ARGV[4]  1 when ARGV[3] is at least the key's own W + B: the hash may be
 --          deleted and trimmed; 0 when the window is unknown and ARGV[3] is
@@ -85,11 +86,15 @@ if typ ~= 'hash' then return {3, 0, 0, 0} end
 -- The meta values, packed in "m" (strings as stored). abs: c, u, o, n,
 -- nc; sup: u, x (declined), o, n, nc, nd (its "k", capacities and cached
 -- factor, is no concern of the cleanup).
-local cs, us, xs, os, ns, ncs, nds
+local cs, us, xs, os, ns, ncs, nds, zs
 local used, declined, oldest, newest, ncount, ndec
 local mv = redis.call('HGET', h, 'm')
 if abs then
-  if mv then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
+  if mv then
+    cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$')
+    -- a single hash's sixth value, z: the newest bucket that may hold no unit
+    if not cs then cs, us, os, ns, ncs, zs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%-?%d+)$') end
+  end
   nds = '0'
   xs = '0'
 elseif mv then
@@ -150,14 +155,18 @@ end
 
 -- store writes the totals after dead buckets were removed, as the
 -- provider's expiry writes them: "m" with the new u (and, sup, x) and o,
--- the newest bucket as stored. A suppressed hash's RetryAfter cursor "r"
--- holds the oldest start it was computed against, so it is ignored (and
--- dropped by the next write) once o moves.
+-- the newest bucket as stored. A suppressed single hash's RetryAfter
+-- cursor, at the end of "k", counts from o: it is dropped with the move.
 local function store(u, x, o)
   if abs then
-    redis.call('HSET', h, 'm', fmt('%s %d %d %s %s', cs, u, o, ns, ncs))
+    local z = '' -- kept while its bucket may still be stored
+    if zs and o <= zs + 0 then z = ' ' .. zs end
+    redis.call('HSET', h, 'm', fmt('%s %d %d %s %s', cs, u, o, ns, ncs) .. z)
   else
     redis.call('HSET', h, 'm', fmt('%d %d %d %s %s %s', u, x, o, ns, ncs, nds))
+    local kv = redis.call('HGET', h, 'k')
+    local k4 = kv and string.match(kv, '^(%d+ %d+ %d+ %-?%d+) ')
+    if k4 then redis.call('HSET', h, 'k', k4) end
   end
 end
 

@@ -33,11 +33,12 @@ end
 
 local function fmt(v) return string.format('%d', v) end
 
--- "m" = "<u> <x> <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft>" (sup_inc.lua).
+-- "m" = "<u> <x> <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft>" and, on a
+-- single hash, perhaps the RetryAfter cursor after them (sup_inc.lua).
 local mk = redis.call('HMGET', h, 'm', 'k')
 local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts
 if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
-if mk[2] then cs, hcs, fs, fts = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)$') end
+if mk[2] then cs, hcs, fs, fts = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)[ %d]*$') end
 local newest = num(ns)
 if newest == nil or cs == nil or now - newest >= sp then
   return {0, 0, 0}

@@ -17,11 +17,12 @@ end
 local w = tonumber(ARGV[2])
 local sp = w + tonumber(ARGV[3]) -- a bucket is live while now - start < W + B
 
--- "m" = "<u> <x> <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft>" (sup_inc.lua).
+-- "m" = "<u> <x> <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft>" and, on a
+-- single hash, perhaps the RetryAfter cursor after them (sup_inc.lua).
 local mk = redis.call('HMGET', h, 'm', 'k')
 local us, xs, os, ns, ncs, nds, cs
 if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
-if mk[2] then cs = string.match(mk[2], '^(%d+) %d+ %d+ %-?%d+$') end
+if mk[2] then cs = string.match(mk[2], '^(%d+) %d+ %d+ %-?%d+[ %d]*$') end
 if not ns or not cs or now - ns >= sp then
   return {0, 0, 0}
 end

@@ -70,19 +70,20 @@
 -- a plain count is an earlier layout's); "d<start>" the units declined in
 -- it (only when > 0). The newest bucket stays in "m" until a newer one
 -- opens, so joining it (nearly every call on a busy key, refusals
--- included) rewrites "m" alone; "k" changes only with the rate or the
--- cached factor. A hash without both (an earlier layout) or with one that
--- does not read as its decimals is absent, and a write replaces it whole.
--- "r", when present and not empty, is the RetryAfter cursor: "<rs> <rb>
--- <ra> <rl> <ro>", a live bucket start rs, the accepted units of the live
--- buckets older than it (rb), its own accepted units (ra) and link (rl;
--- both 0 while it was the newest bucket), valid only while the oldest
--- stored bucket starts at ro. A refused call answers from it without
+-- included) rewrites "m" alone; "k" changes only with the rate, the
+-- cached factor or the cursor. A hash without both (an earlier layout) or
+-- with one that does not read as its decimals is absent, and a write
+-- replaces it whole. "k" may end with the RetryAfter cursor, four more
+-- decimals " <rd> <rb> <ra> <rl>": a live bucket start rs = o + rd, the
+-- accepted units of the buckets from o to before it (rb), its own
+-- accepted units (ra) and link (rl; both 0 while it was the newest
+-- bucket). Every write that moves "o" moves rd and rb with it or drops
+-- the cursor (clean.lua drops it). A refused call answers from it without
 -- reading buckets when the bucket it needs is rs, and moves it forward
--- otherwise; see retryAfter. A void cursor is emptied, not deleted: the
--- field keeps its place in the listpack, which the buckets written before
--- it leave as they die, so that reading it soon walks no bucket (written
--- anew, it would go after every bucket).
+-- otherwise; see retryAfter. Reading it costs nothing: every call reads
+-- "k". It is left out where "k" would pass 64 bytes, a listpack value's
+-- limit (capacities or counts of many digits). A field "r" is an earlier
+-- layout's cursor, which this script ignores.
 -- The script never calls math.random: the draw is an argument. ARGV[4] and
 -- ARGV[5] are stored as sent, so they must be plain decimals (as go-redis
 -- sends an int64). A bucket value that is not a number fails the call with
@@ -126,9 +127,11 @@ if hyb then
   hwant, hpush = ARGV[10] + 0, ARGV[13] + 0
   if hwant > 0 or hpush > 0 then write = true end
   local rel, HP = ARGV[12] + 0, 4294967296
-  local m0 = rel > 0 and redis.call('HGET', h, 'm')
-  local u0, x0s, o0, n0, nc0, nd0
-  if m0 then u0, x0s, o0, n0, nc0, nd0 = string.match(m0, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
+  local mk0 = rel > 0 and redis.call('HMGET', h, 'm', 'k')
+  local u0, x0s, o0, n0, nc0, nd0, k0
+  if mk0 and mk0[1] then u0, x0s, o0, n0, nc0, nd0 = string.match(mk0[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
+  -- k0: "k" without its cursor, when it holds one
+  if mk0 and mk0[2] then k0 = string.match(mk0[2], '^(%d+ %d+ %d+ %-?%d+) ') end
   local rs = ARGV[11] + 0
   if u0 and now - (n0 + 0) < sp and now - rs < sp and rs >= o0 + 0 then
     local back, field = 0, nil
@@ -156,12 +159,11 @@ if hyb then
     end
     if back > 0 then
       local mv0 = fmt('%d %s %s %s %d %s', u0 - back, x0s, o0, n0, nc0, nd0)
-      if field then
-        redis.call('HSET', h, 'm', mv0, ARGV[11], field)
-      else
-        redis.call('HSET', h, 'm', mv0)
-      end
-      redis.call('HDEL', h, 'r') -- the RetryAfter cursor's counts changed
+      -- the RetryAfter cursor's counts changed: "k" loses it
+      local kx = {}
+      if field then kx[1], kx[2] = ARGV[11], field end
+      if k0 then kx[#kx + 1], kx[#kx + 2] = 'k', k0 end
+      redis.call('HSET', h, 'm', mv0, unpack(kx))
     end
   end
 end
@@ -170,9 +172,13 @@ end
 -- "k" = "<c> <hc> <f> <ft>". A hash without both (an earlier layout, or
 -- damaged) is absent.
 local mk = redis.call('HMGET', h, 'm', 'k')
-local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts
+-- kt: the rest of "k", the RetryAfter cursor (" <rd> <rb> <ra> <rl>") or
+-- an empty string. One pattern reads both forms: a four-value pattern
+-- that fails on a cursor would cost an overloaded key's refusal a second
+-- match of the whole value (about 3,500 instructions, docs/benchmarks.md).
+local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts, kt
 if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
-if mk[2] then cs, hcs, fs, fts = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)$') end
+if mk[2] then cs, hcs, fs, fts, kt = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)([ %d]*)$') end
 local used, declined, oldest, newest, ncount, ndec = 0, 0, nil, nil, 0, 0
 local live = false
 if ns and cs then
@@ -180,6 +186,7 @@ if ns and cs then
   live = now - newest < sp
 end
 if live then used, declined, oldest, ncount, ndec = us + 0, xs + 0, os + 0, ncs + 0, nds + 0 end
+local ostart = oldest -- "o" as stored, which the links below may move
 -- the capacities to store differ from the stored ones
 local moved = cs ~= ARGV[4] or hcs ~= ARGV[5]
 local P = 4294967296 -- 2^32: a closed bucket's value is offered * P + link
@@ -195,7 +202,7 @@ local k, bs, bo, bd
 if not live then
   if write then redis.call('DEL', h) end
   used, declined, oldest, newest, moved = 0, 0, nil, nil, true
-  ncount, ndec = 0, 0
+  ncount, ndec, kt = 0, 0, ''
 end
 
 -- Expire along the links: drop the buckets that died since the last write,
@@ -264,27 +271,25 @@ if linked then
   end
 end
 
--- The RetryAfter cursor "r" (see the header), read at most once and only
--- when needed: by a refusal's RetryAfter (or a call the helpers must
--- decide), or by a write that expires buckets, which moves its rb along.
--- It can hold a cursor only while some live bucket holds declined units (a
--- refusal wrote it, and its rs is no older than the bucket that refusal
--- joined), so a key whose "x" was 0 pays no read. It is used only if its ro
--- is the stored "o" (no other writer moved the oldest bucket since) and
--- the links expired the dead buckets, and only while rs is live. rstate:
--- true when rcs, rcb, rca, rcl hold it (rcb less the dead buckets'
--- accepted units); rraw: the stored string.
+-- The RetryAfter cursor, the rest of "k" (kt, see the header), parsed at
+-- most once and only when needed: by a refusal's RetryAfter (or a call the
+-- helpers must decide), or by a write that expires buckets, which moves
+-- its rb along. It can hold a cursor only while some live bucket holds
+-- declined units (a refusal wrote it, and its rs is no older than the
+-- bucket that refusal joined), so a key whose "x" was 0 pays no parse. Its
+-- rs is stored as rd = rs - o against the stored "o", which every write
+-- that moves "o" rewrites with it; it is used only if the links expired
+-- the dead buckets, and only while rs is live. rstate: true when rcs,
+-- rcb, rca, rcl hold it (rcb less the dead buckets' accepted units);
+-- rraw: kt when it was parsed and held four decimals.
 local rstate, rraw, rcs, rcb, rca, rcl = false, nil, 0, 0, 0, 0
-if x0 > 0 and linked and live and (write and expired or not decided or not allowed and not never) then
-  rraw = redis.call('HGET', h, 'r')
-  if rraw == '' then rraw = nil end
-  if rraw then
-    local a, b2, c, d, e = string.match(rraw, '^(%-?%d+) (%d+) (%d+) (%d+) (%-?%d+)$')
-    if a and e == os then
-      rcs, rcb = a + 0, b2 - deadAcc
-      if rcs >= oldest and rcs <= newest and rcb >= 0 then
-        rstate, rca, rcl = true, c + 0, d + 0
-      end
+if x0 > 0 and kt ~= '' and linked and live and (write and expired or not decided or not allowed and not never) then
+  local a, b2, c, d = string.match(kt, '^ (%d+) (%d+) (%d+) (%d+)$')
+  if a then
+    rraw = kt
+    rcs, rcb = ostart + a, b2 - deadAcc
+    if rcs >= oldest and rcs <= newest and rcb >= 0 then
+      rstate, rca, rcl = true, c + 0, d + 0
     end
   end
 end
@@ -315,7 +320,6 @@ end
 -- The helpers below are made only for a call that needs them (a closure
 -- costs about as much as parsing a number): one that must scan (a missing
 -- or broken link), compute the factor, or walk buckets for its RetryAfter.
-local rvoid = false -- a scan expired the buckets: the stored cursor is void
 if not decided or not rdone then
   local scan, factor, retryAfter
   -- scan reads the whole hash in one HGETALL (at most 2 (W/B + 1) bucket
@@ -417,7 +421,7 @@ if not decided or not rdone then
   -- first, at which the accepted units of it and the older ones reach
   -- target = min(held + cost - cap, held) (window.State.RetryAfter's walk:
   -- held - freed + cost <= cap or freed >= held). On a key without a scan
-  -- it starts from the cursor "r" when the answer is not before it, else
+  -- it starts from the cursor (in "k") when the answer is not before it, else
   -- from the oldest bucket, and steps forward along the links, one HMGET
   -- per bucket it does not know, for up to 8 buckets; then it scans.
   -- Under sustained overload the answer only moves forward (target grows
@@ -475,7 +479,6 @@ if not decided or not rdone then
     gone, used, declined = scan()
     if hyb then used, declined = used + hpush, declined + hpush end
     oldest = bs[1]
-    rvoid = x0 > 0
   end
 
   if not decided then
@@ -569,17 +572,8 @@ if write then
   else
     mv = fmt('%d %d %s %s %d %d', used, declined, os, ns, ncount, ndec)
   end
-  if moved or writef then
-    -- "k": the latest capacities, the factor cached (0 0: none).
-    local kf, kft = fs, fts
-    if writef then
-      kf, kft = fmt('%d', f), fmt('%d', now)
-    elseif not live then
-      kf, kft = '0', '0'
-    end
-    args = args or {}
-    args[#args + 1], args[#args + 2] = 'k', ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. kf .. ' ' .. kft
-  end
+  -- nt: the cursor to store after "k"'s four values (kt: unchanged)
+  local nt = kt
   if dec > 0 or expired then
     -- The cursor a RetryAfter ended on, or the stored one with rb moved
     -- past the buckets that died, against the new oldest start. Its
@@ -596,18 +590,28 @@ if write then
       -- Unchanged (the same numbers as read, against the same oldest
       -- start): nothing to write, and nothing to format.
       if not (rstate and not expired and rs == rcs and rb == rcb and ra == rca and rl == rcl) then
-        local r = fmt('%d %d %d %d %d', rs, rb, ra, rl, oldest)
-        if r ~= rraw then
-          args = args or {}
-          args[#args + 1], args[#args + 2] = 'r', r
-        end
+        nt = fmt(' %d %d %d %d', rs - oldest, rb, ra, rl)
       end
-    elseif rraw or rvoid then
-      -- Its bucket died, another writer moved "o", or a scan expired the
-      -- buckets: emptied, not deleted, so that the field keeps its place.
-      args = args or {}
-      args[#args + 1], args[#args + 2] = 'r', ''
+    elseif rraw or expired then
+      -- Its bucket died, or the oldest start it counts from moved without
+      -- it (a scan, or a cursor left unread): dropped.
+      nt = ''
     end
+  end
+  if moved or writef or nt ~= kt then
+    -- "k": the latest capacities, the factor cached (0 0: none), and the
+    -- cursor, left out where it would make "k" longer than a listpack
+    -- value (64 bytes: capacities or counts of many digits).
+    local kf, kft = fs, fts
+    if writef then
+      kf, kft = fmt('%d', f), fmt('%d', now)
+    elseif not live then
+      kf, kft = '0', '0'
+    end
+    local kv = ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. kf .. ' ' .. kft
+    if #kv + #nt <= 64 then kv = kv .. nt end
+    args = args or {}
+    args[#args + 1], args[#args + 2] = 'k', kv
   end
   if args then
     -- "m" first: on a new key it leads the listpack, where the HMGET of

@@ -203,13 +203,14 @@ type bucket struct {
 type hashState struct {
 	buckets []bucket          // oldest first
 	meta    map[string]int64  // c, u, o, n, nc; suppressed also x, nd, hc, f, ft
-	cursor  []int64           // suppressed "r": rs, rb, ra, rl, ro; nil for none
+	cursor  []int64           // suppressed cursor: rs, rb, ra, rl, ro; nil for none
 	other   map[string]string // fields this version does not know
 }
 
 // The packed meta fields (docs/data-model.md): the names of their values.
 var (
 	absMeta = []string{"c", "u", "o", "n", "nc"}       // absolute "m"
+	absZero = []string{"c", "u", "o", "n", "nc", "z"}  // absolute single "m" while a bucket may hold 0
 	supMeta = []string{"u", "x", "o", "n", "nc", "nd"} // suppressed "m"
 	supRate = []string{"c", "hc", "f", "ft"}           // suppressed "k"
 )
@@ -251,17 +252,26 @@ func parseHash(fields map[string]string) hashState {
 		}
 		return ok
 	}
+	var kcursor []int64
 	for f, v := range fields {
 		switch f {
 		case "m": // absolute "<c> <u> <o> <n> <nc>", suppressed "<u> <x> <o> <n> <nc> <nd>"
-			if unpack(v, absMeta) || unpack(v, supMeta) {
+			// six values: a suppressed "m" beside "k", else an absolute one with z
+			if _, sup := fields["k"]; unpack(v, absMeta) || !sup && unpack(v, absZero) || sup && unpack(v, supMeta) {
 				continue
 			}
-		case "k": // suppressed "<c> <hc> <f> <ft>"
+		case "k": // suppressed "<c> <hc> <f> <ft>", on a single hash perhaps " <rd> <rb> <ra> <rl>"
 			if unpack(v, supRate) {
 				continue
 			}
-		case "r": // suppressed RetryAfter cursor "<rs> <rb> <ra> <rl> <ro>"
+			if ns, ok := parseInts(v, len(supRate)+4); ok {
+				for i, name := range supRate {
+					h.meta[name] = ns[i]
+				}
+				kcursor = ns[len(supRate):] // rs - o: resolved once "m" is read
+				continue
+			}
+		case "r": // an earlier layout's RetryAfter cursor "<rs> <rb> <ra> <rl> <ro>"
 			if ns, ok := parseInts(v, 5); ok {
 				h.cursor = ns
 				continue
@@ -280,6 +290,9 @@ func parseHash(fields map[string]string) hashState {
 		default:
 			h.other[f] = v
 		}
+	}
+	if o, ok := h.meta["o"]; ok && kcursor != nil {
+		h.cursor = []int64{o + kcursor[0], kcursor[1], kcursor[2], kcursor[3], o}
 	}
 	// The newest bucket lives in the meta values n, nc and (suppressed) nd.
 	if n, ok := h.meta["n"]; ok {
@@ -360,6 +373,9 @@ func writeInspect(w io.Writer, k, name, strat string, window, span time.Duration
 	}
 	meta("nc", "newest bucket count", "")
 	meta("nd", "newest bucket declined", "")
+	if v, ok := h.meta["z"]; ok {
+		meta("z", "newest bucket that may hold 0", ago(v)+" ago")
+	}
 	if v, ok := h.meta["f"]; ok {
 		meta("f", "cached factor (ppm)", fmt.Sprintf("%.6f", float64(v)/1e6))
 	}

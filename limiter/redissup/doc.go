@@ -83,7 +83,7 @@
 // docs/data-model.md describes them. The running totals make the common
 // call one read and one write of "m", and each closed bucket's value links
 // it to the next, so an expired bucket costs one more read to drop. A
-// refusal's RetryAfter starts from a cursor kept in a field "r" (the
+// refusal's RetryAfter starts from a cursor kept at the end of "k" (the
 // bucket where the last refusal's answer was found), so a key under
 // sustained overload answers most refusals without reading a bucket; the
 // script reads the whole hash, a cost proportional to W/B, only when the

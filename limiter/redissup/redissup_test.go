@@ -167,9 +167,8 @@ func TestErrorsMatchLocal(t *testing.T) {
 
 // TestHashLayout pins the fields of docs/data-model.md step by step: the
 // meta fields "m" (totals, oldest start, the newest bucket) and "k"
-// (capacities, cached factor), older buckets as fields, declined counts,
-// the RetryAfter cursor "r", the deletion of dead buckets and of a dead
-// key.
+// (capacities, cached factor, the RetryAfter cursor), older buckets as
+// fields, declined counts, the deletion of dead buckets and of a dead key.
 func TestHashLayout(t *testing.T) {
 	const w, b = time.Second, 100 * time.Millisecond
 	mr, c, clk := miniAt(t)
@@ -213,38 +212,36 @@ func TestHashLayout(t *testing.T) {
 
 	// Beyond hard: refused, counted as observed and declined in the same
 	// bucket. Its RetryAfter needs 12 + 6 - 10 = 8 accepted units to
-	// expire: t0's bucket frees 10, so the cursor "r" rests on it (rb 0, ra
-	// 10, its link 100, valid while the oldest bucket is t0's). A join
+	// expire: t0's bucket frees 10, so the cursor at the end of "k" rests
+	// on it (rd 0: the oldest bucket, rb 0, ra 10, its link 100). A join
 	// leaves the TTL set when t1's bucket opened.
 	clk.Advance(50 * time.Millisecond)
 	if d := mustInc(t, l, "k", rate, 6); d.Allowed {
 		t.Fatalf("Inc(k, 6) = %s, want refused", conformance.Format(d))
 	}
-	check("Inc 6 refused", map[string]string{"m": meta(18, 6, t0, t1, 8, 6), "k": "10 15 0 " + ms(t1), ms(t0): closed(10, 100),
-		"r": ms(t0) + " 0 10 100 " + ms(t0)}, w+b-50*time.Millisecond)
+	check("Inc 6 refused", map[string]string{"m": meta(18, 6, t0, t1, 8, 6), "k": "10 15 0 " + ms(t1) + " 0 0 10 100",
+		ms(t0): closed(10, 100)}, w+b-50*time.Millisecond)
 
 	// t0's bucket dies W + B after it opened: the write deletes it and
-	// recomputes the totals, and empties the cursor, which rested on it
-	// (emptied, not deleted: "r" keeps its place near the front of the
-	// hash).
+	// recomputes the totals, and drops the cursor, which rested on it.
 	clk.Advance(950 * time.Millisecond)
 	t2 := t0 + 1100
 	mustInc(t, l, "k", rate, 1)
 	check("oldest bucket dead", map[string]string{"m": meta(9, 6, t1, t2, 1, 0), "k": "10 15 0 " + ms(t1),
-		ms(t1): closed(8, 1000), "d" + ms(t1): "6", "r": ""}, w+b)
+		ms(t1): closed(8, 1000), "d" + ms(t1): "6"}, w+b)
 
 	// t1's bucket dies with its declined units: "x" drops to 0.
 	clk.Advance(100 * time.Millisecond)
 	t3 := t0 + 1200
 	mustInc(t, l, "k", rate, 1)
 	check("declined bucket dead", map[string]string{"m": meta(2, 0, t2, t3, 1, 0), "k": "10 15 0 " + ms(t1),
-		ms(t2): closed(1, 100), "r": ""}, w+b)
+		ms(t2): closed(1, 100)}, w+b)
 
 	// A peek writes nothing; the latest rate is stored.
 	mustInc(t, l, "k", limiter.PerSecond(20), 0)
-	check("peek", map[string]string{"m": meta(2, 0, t2, t3, 1, 0), "k": "10 15 0 " + ms(t1), ms(t2): closed(1, 100), "r": ""}, w+b)
+	check("peek", map[string]string{"m": meta(2, 0, t2, t3, 1, 0), "k": "10 15 0 " + ms(t1), ms(t2): closed(1, 100)}, w+b)
 	mustInc(t, l, "k", limiter.PerSecond(20), 1)
-	check("new rate", map[string]string{"m": meta(3, 0, t2, t3, 2, 0), "k": "20 30 0 " + ms(t1), ms(t2): closed(1, 100), "r": ""}, w+b)
+	check("new rate", map[string]string{"m": meta(3, 0, t2, t3, 2, 0), "k": "20 30 0 " + ms(t1), ms(t2): closed(1, 100)}, w+b)
 }
 
 // TestDeadKeyStartsAfresh checks on real Redis, where the hash outlives the
@@ -666,7 +663,7 @@ const bigCost = int64(1) << 40
 // TestOverloadedRetryAfterReadsNoHash is the regression test of a refused
 // call's RetryAfter reading the whole hash whenever the oldest bucket alone
 // did not free enough (48–53 µs of Redis time a call on an overloaded hot
-// key): the cursor "r" answers most refusals without a read and moves one
+// key): the RetryAfter cursor answers most refusals without a read and moves one
 // bucket at a time. A key offered 10× its soft capacity for three windows
 // is checked against the local provider call for call (RetryAfter
 // included), and must read its hash whole (HGETALL) on very few calls.
