@@ -109,19 +109,19 @@ local LINKS = 8
 -- from S[NV (i - 1) + 1]) rather than a table per limit: a table costs its
 -- allocation and a hash part for named fields, and the common call needs
 -- only these values between its read and its write.
-local NV = 11
-local SP, BK, CAP, USED, OLDEST, NEWEST, NCOUNT, STATE, OF, NS, MOVED = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
+local NV = 12
+local SP, BK, CAP, USED, OLDEST, NEWEST, NCOUNT, STATE, OF, NS, MOVED, TS = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12
 -- STATE: 0 absent, 1 live, 2 stale (no live bucket, or "m" unreadable: a
 -- write deletes the hash); OF: the oldest start as a string; NS: the
 -- newest start as stored; MOVED: the capacity to store differs from the
--- stored one.
+-- stored one; TS: the stored span t (see the TTL rule below).
 -- Presized for three limits and a refusal's reply values (a table grown
 -- one value at a time is rehashed at every power of two); a larger set
 -- grows it. Sizing it for eight measured no cheaper for three limits.
 local S = {false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false, false, false,
-  false, false, false, false, false, false, false, false, false, false}
+  false, false, false, false, false, false, false, false, false, false, false, false, false}
 -- Rare per-limit state, made only when needed: dead[i] the fields of the
 -- dead buckets found (a write deletes them), scanned[i] = {starts, counts,
 -- k} after a scan (see scan).
@@ -137,8 +137,8 @@ for i = 1, nk do
   local sp = ARGV[a] + b
   local h = KEYS[i]
   local mv = redis.call('HGET', h, 'm')
-  local cs, us, os, ns, ncs
-  if mv then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
+  local cs, us, os, ns, ncs, ts
+  if mv then cs, us, os, ns, ncs, ts = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
   local state, used, oldest, newest, ncount = 0, 0, 0, 0, 0
   if ns then
     newest = ns + 0
@@ -150,8 +150,8 @@ for i = 1, nk do
   elseif mv then
     state = 2
   end
-  S[o + SP], S[o + BK], S[o + CAP], S[o + STATE], S[o + OF], S[o + NS], S[o + MOVED] = sp, b, c, state, os, ns,
-    cs ~= ARGV[a + 2]
+  S[o + SP], S[o + BK], S[o + CAP], S[o + STATE], S[o + OF], S[o + NS], S[o + MOVED], S[o + TS] = sp, b, c, state, os,
+    ns, cs ~= ARGV[a + 2], ts
   if state == 1 and now - oldest >= sp then
     -- Expire along the links (at most LINKS HGETs), else scan.
     local gone, ofield, fresh = {}, os, true
@@ -183,8 +183,23 @@ for i = 1, nk do
 end
 
 -- Record the call in every limit (or, on a refusal, store a limit's
--- expiry and capacity) as abs_inc.lua's writes do; every write that
--- leaves the hash live sets its PEXPIRE (see the header).
+-- expiry and capacity) as abs_inc.lua's writes do.
+--
+-- The TTL: under Redis TIME a live hash expires at n + t, its newest
+-- bucket's start plus the span t stored in "m": the largest W + B of the
+-- writes since the hash was created. A write keeps that true. When it
+-- opens a bucket (n = now) it sets PEXPIRE t; when it keeps the newest
+-- bucket (a join, or a refusal that stores the capacity or deletes dead
+-- buckets) it sets nothing if its W + B is at most t, the TTL set before
+-- already ending when the bucket dies under its window (nearly every
+-- call: one limit name has one window), and otherwise PEXPIRE W + B -
+-- (now - n) and t = W + B. So two sets that give one limit name different
+-- windows never shorten the life of what the longer one still counts,
+-- and with one window the hash dies exactly W + B after its newest bucket
+-- opened, as a single hash does. Under the caller's clock every write sets
+-- PEXPIRE (that clock may stand still while Redis counts the TTL in real
+-- time) and stores t = 0, so the next write under TIME sets it anew.
+local clock = ARGV[1] ~= ''
 if n > 0 then
   for i = 1, nk do
     local a = 4 * i - 1
@@ -192,6 +207,19 @@ if n > 0 then
     local h = KEYS[i]
     local state = S[o + STATE]
     local wrote, gone = false, dead and dead[i]
+    -- keep: the t to store; tl: the PEXPIRE of an open (t); tj: the
+    -- PEXPIRE of a write that keeps the newest bucket, false for none
+    local keep, tl, tj = ARGV[a + 3], ARGV[a + 3], false
+    if clock then
+      keep, tj = '0', tl
+    elseif state == 1 and S[o + TS] ~= keep then
+      local sv, tv = S[o + TS] + 0, keep + 0
+      if sv > tv then
+        keep, tl = S[o + TS], S[o + TS]
+      else
+        tj = fmt('%d', tv - (now - S[o + NEWEST]))
+      end
+    end
     if state == 2 then
       redis.call('DEL', h)
       wrote = true
@@ -206,24 +234,31 @@ if n > 0 then
       S[o + USED] = used
       if state ~= 1 then
         local s0 = fmt('%d', now)
-        redis.call('HSET', h, 'm', ARGV[a + 2] .. ' ' .. ARGV[2] .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ARGV[2])
-        S[o + NEWEST], S[o + STATE] = now, 1
+        redis.call('HSET', h, 'm', ARGV[a + 2] .. ' ' .. ARGV[2] .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ARGV[2] .. ' ' .. keep)
+        S[o + NEWEST], S[o + STATE], tj = now, 1, tl
       elseif now - newest < S[o + BK] then
-        redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', ARGV[a + 2], used, S[o + OF], S[o + NS], S[o + NCOUNT] + n))
+        -- a join: one concatenation (numbers below 10^14 print as
+        -- integers) costs less than string.format's sprintf per value
+        local nc = S[o + NCOUNT] + n
+        if used < 1e14 then
+          redis.call('HSET', h, 'm', ARGV[a + 2] .. ' ' .. used .. ' ' .. S[o + OF] .. ' ' .. S[o + NS] .. ' ' .. nc .. ' ' .. keep)
+        else
+          redis.call('HSET', h, 'm', fmt('%s %d %s %s %d %s', ARGV[a + 2], used, S[o + OF], S[o + NS], nc, keep))
+        end
       else
         local ncount = S[o + NCOUNT]
         local closed = -ncount
         if ncount < 2097152 and now - newest < P then closed = ncount * P + (now - newest) end
-        redis.call('HSET', h, S[o + NS], fmt('%d', closed), 'm', fmt('%s %d %s %d %s', ARGV[a + 2], used, S[o + OF], now, ARGV[2]))
-        S[o + NEWEST] = now
+        redis.call('HSET', h, S[o + NS], fmt('%d', closed), 'm', fmt('%s %d %s %d %s %s', ARGV[a + 2], used, S[o + OF], now, ARGV[2], keep))
+        S[o + NEWEST], tj = now, tl
       end
       wrote = true
     elseif state == 1 and (gone or S[o + MOVED]) then
-      redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', ARGV[a + 2], S[o + USED], S[o + OF], S[o + NS], S[o + NCOUNT]))
+      redis.call('HSET', h, 'm', fmt('%s %d %s %s %d %s', ARGV[a + 2], S[o + USED], S[o + OF], S[o + NS], S[o + NCOUNT], keep))
       wrote = true
     end
-    if wrote and S[o + STATE] == 1 then
-      redis.call('PEXPIRE', h, ARGV[a + 3])
+    if tj and wrote and S[o + STATE] == 1 then
+      redis.call('PEXPIRE', h, tj)
     end
   end
 end

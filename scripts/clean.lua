@@ -21,8 +21,8 @@
 --          one limit of a set, <prefix>:{<escaped key>}:<strategy>:h:<limit>
 --          (the same layout)
 -- ARGV[1]  now in ms, or an empty string to read Redis TIME
--- ARGV[2]  the layout: "abs" (one meta field "m", "<c> <u> <o> <n> <nc>")
---          or "sup" ("m" = "<u> <x> <o> <n> <nc> <nd>" beside "k");
+-- ARGV[2]  the layout: "abs" (one meta field "m", "<c> <u> <o> <n> <nc>",
+--          a set's limit followed by " <t>", its TTL span) or "sup" ("m" = "<u> <x> <o> <n> <nc> <nd>" beside "k");
 --          docs/data-model.md
 -- ARGV[3]  the span W + B in ms
 -- ARGV[4]  1 when ARGV[3] is at least the key's own W + B: the hash may be
@@ -85,11 +85,11 @@ if typ ~= 'hash' then return {3, 0, 0, 0} end
 -- The meta values, packed in "m" (strings as stored). abs: c, u, o, n,
 -- nc; sup: u, x (declined), o, n, nc, nd (its "k", capacities and cached
 -- factor, is no concern of the cleanup).
-local cs, us, xs, os, ns, ncs, nds
+local cs, us, xs, os, ns, ncs, nds, ts
 local used, declined, oldest, newest, ncount, ndec
 local mv = redis.call('HGET', h, 'm')
 if abs then
-  if mv then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
+  if mv then cs, us, os, ns, ncs, ts = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)( ?%d*)$') end
   nds = '0'
   xs = '0'
 elseif mv then
@@ -116,6 +116,12 @@ if redis.call('PTTL', h) == -1 then
   if ttl < 1 then ttl = 1 end -- only with an unknown window: dead under any
   ttl = ttl + slack
   if not dry then
+    -- a set's limit: its next write must set the TTL anew (t = 0 matches
+    -- no W + B; abs_set.lua skips PEXPIRE only while t is its W + B)
+    if ts and ts ~= '' and ts ~= ' 0' then
+      ts = ' 0'
+      redis.call('HSET', h, 'm', cs .. ' ' .. us .. ' ' .. os .. ' ' .. ns .. ' ' .. ncs .. ts)
+    end
     if ARGV[1] == '' then
       -- At the instant itself: a relative PEXPIRE counts from the time
       -- Redis cached for the command, which may lag TIME by milliseconds.
@@ -155,7 +161,7 @@ end
 -- dropped by the next write) once o moves.
 local function store(u, x, o)
   if abs then
-    redis.call('HSET', h, 'm', fmt('%s %d %d %s %s', cs, u, o, ns, ncs))
+    redis.call('HSET', h, 'm', fmt('%s %d %d %s %s%s', cs, u, o, ns, ncs, ts))
   else
     redis.call('HSET', h, 'm', fmt('%d %d %d %s %s %s', u, x, o, ns, ncs, nds))
   end
