@@ -253,7 +253,13 @@ local function factor(L)
 end
 
 -- retryAfter walks L's buckets oldest first until the accepted units still
--- live after a bucket expires, plus the cost, fit in cap.
+-- live after a bucket expires, plus the cost, fit in cap. Without a scan
+-- it follows the links from the oldest bucket, one HMGET (offered and
+-- declined) per bucket, for up to 8 buckets (the newest's counts are in
+-- L): under overload the answer is rarely the oldest bucket but usually
+-- among the first few, where the whole hash holds up to 2 (W/B + 1)
+-- fields. A missing or broken link, or 8 buckets without the answer,
+-- leaves it to the scan, as sup_inc.lua's cursor walk does.
 local function retryAfter(L, held, cap)
   local NOW, H, SP, OLDEST, NEWEST, NCOUNT = 1, 3, 6, 19, 20, 21
   local NDEC, LIVE, K, BS, BO, BD, COST = 22, 24, 26, 27, 28, 29, 30
@@ -261,22 +267,34 @@ local function retryAfter(L, held, cap)
   if not L[LIVE] then return 0 end
   local cost = L[COST]
   if not L[K] then
-    -- Fast path: the oldest bucket alone frees enough.
-    local acc = L[NCOUNT] - L[NDEC]
-    if L[OLDEST] ~= L[NEWEST] then
-      local o = fmt('%d', L[OLDEST])
-      local h = L[H] -- KEYS[i]
+    local st, newest, freed, steps = L[OLDEST], L[NEWEST], 0, 0
+    local h = L[H] -- KEYS[i]
+    while st < newest and steps < 8 do
+      steps = steps + 1
+      local o = fmt('%d', st)
       local v = redis.call('HMGET', h, o, 'd' .. o)
-      local off = tonumber(v[1]) or 0
+      local off, link = tonumber(v[1]) or 0, 0
       if off >= P then
-        off = (off - off % P) / P
+        link = off % P
+        off = (off - link) / P
       elseif off < 0 then
         off = -off
-      end -- else an earlier layout's plain count
-      acc = off - (tonumber(v[2]) or 0)
+      end -- else an earlier layout's plain count, or a lease's 0: no link
+      local acc = off - (tonumber(v[2]) or 0)
+      if acc ~= 0 then
+        freed = freed + acc
+        if held - freed + cost <= cap or freed >= held then return st + L[SP] - now end
+      end
+      if link < 1 then break end
+      st = st + link
     end
-    if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
-      return L[OLDEST] + L[SP] - now
+    if st == newest then
+      local acc = L[NCOUNT] - L[NDEC]
+      if acc ~= 0 then
+        freed = freed + acc
+        if held - freed + cost <= cap or freed >= held then return st + L[SP] - now end
+      end
+      return 0
     end
     scan(L) -- skips the dead buckets a peek leaves stored
   end
