@@ -22,8 +22,9 @@
 --          (the same layout)
 -- ARGV[1]  now in ms, or an empty string to read Redis TIME
 -- ARGV[2]  the layout: "abs" (one meta field "m", "<c> <u> <o> <n> <nc>",
---          a set's limit followed by " <t>", its TTL span) or "sup" ("m" = "<u> <x> <o> <n> <nc> <nd>" beside "k");
---          docs/data-model.md
+--          a set's limit followed by " <t>", its TTL span) or "sup" ("m" =
+--          "<u> <x> <o> <n> <nc> <nd>" beside "k", a set's limit's "k"
+--          ending in t); docs/data-model.md
 -- ARGV[3]  the span W + B in ms
 -- ARGV[4]  1 when ARGV[3] is at least the key's own W + B: the hash may be
 --          deleted and trimmed; 0 when the window is unknown and ARGV[3] is
@@ -117,10 +118,16 @@ if redis.call('PTTL', h) == -1 then
   ttl = ttl + slack
   if not dry then
     -- a set's limit: its next write must set the TTL anew (t = 0 matches
-    -- no W + B; abs_set.lua skips PEXPIRE only while t is its W + B)
+    -- no W + B; abs_set.lua and sup_set.lua skip PEXPIRE only while t
+    -- covers their W + B): t is the sixth value of an absolute "m", the
+    -- fifth of a suppressed "k"
     if ts and ts ~= '' and ts ~= ' 0' then
       ts = ' 0'
       redis.call('HSET', h, 'm', cs .. ' ' .. us .. ' ' .. os .. ' ' .. ns .. ' ' .. ncs .. ts)
+    elseif not abs then
+      local kv = redis.call('HGET', h, 'k')
+      local k4 = kv and string.match(kv, '^(%d+ %d+ %d+ %-?%d+) %d+$')
+      if k4 and string.sub(kv, -2) ~= ' 0' then redis.call('HSET', h, 'k', k4 .. ' 0') end
     end
     if ARGV[1] == '' then
       -- At the instant itself: a relative PEXPIRE counts from the time
