@@ -145,7 +145,12 @@ local function load(i, write, now, cache)
   local mk = redis.call('HMGET', h, 'm', 'k')
   local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts, ts
   if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
-  if mk[2] then cs, hcs, fs, fts, ts = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+) (%d+)$') end
+  if not mk[2] then
+  elseif ARGV[1] == '' then
+    cs, hcs, fs, fts, ts = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+) (%d+)$')
+  else -- under the caller's clock t is never read: no capture
+    cs, hcs, fs, fts = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+) %d+$')
+  end
   local used, declined, oldest, newest, ncount, ndec = 0, 0, nil, nil, 0, 0
   local live = false
   if ns and cs then
