@@ -2,7 +2,8 @@
 -- (sup_get.lua's reading, once per hash, at one instant). Read-only.
 --
 -- KEYS[i]  <prefix>:{<key>}:sup:h:<name>, the hash of limit i (fields: see
---          sup_inc.lua), 1 <= i <= 8
+--          sup_inc.lua; a set's "k" ends in its TTL span t, see
+--          sup_set.lua), 1 <= i <= 8
 -- ARGV[1]  now in ms; an empty string reads Redis TIME
 -- then two values per limit i, from ARGV[2 + 2 (i - 1)]:
 --   W      the window in ms
