@@ -11,7 +11,8 @@
 --
 -- It reads the hashes of a set's limits too (abs_set.lua): KEYS[i] is
 -- limit i's hash, ARGV[2i] and ARGV[2i + 1] its W and B, and the reply
--- {used_1, limit_1, used_2, limit_2, ...}.
+-- {used_1, limit_1, used_2, limit_2, ...}. A set's "m" carries a sixth
+-- value, its TTL span, which a read ignores.
 local now
 if ARGV[1] == '' then
   local t = redis.call('TIME')
@@ -27,9 +28,9 @@ local function usage(h, sp)
   local mv = redis.call('HGET', h, 'm')
   local cs, us, os, ns, ncs
   if mv then
-    cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$')
-    -- a single hash's sixth value, z (abs_inc.lua), changes no count
-    if not cs then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) %-?%d+$') end
+    -- a sixth value changes no count: a single hash's z (abs_inc.lua) or
+    -- a set's limit's TTL span t (abs_set.lua)
+    cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) ?%-?%d*$')
   end
   if not ns or now - ns >= sp then return 0, 0 end
   local used = us + 0

@@ -6,13 +6,17 @@
 --
 -- KEYS[i]  the hash of limit i, <prefix>:{<escaped key>}:abs:h:<name>, for
 --          i = 1..k (k <= 8); every hash has the layout of abs_inc.lua's
+--          but for one more value in "m", "<c> <u> <o> <n> <nc> <t>": t,
+--          the span its TTL counts from the newest bucket (see the TTL
+--          rule below; docs/data-model.md, Expiry). A hash whose "m" is
+--          not six decimals reads as absent, and a write deletes it first.
 -- ARGV[1]  now in ms, or an empty string to read Redis TIME
 -- ARGV[2]  n, the cost; 0 is a peek for one unit that writes nothing; at
 --          most the largest capacity + 1 (a request that can never fit is
 --          sent so)
 -- ARGV[3 + 4(i-1) ..]  for limit i: W, B, C (a plain decimal, stored as
 --          sent) and the PEXPIRE of its writes in ms (W + B, longer only
---          when the caller sends its own clock)
+--          when the caller sends its own clock), a plain decimal
 --
 -- Reply: one string of decimals, each followed by a space, in one of two
 -- forms (limiter/redisabs reads both; Redis sends a string as it is, where
@@ -27,20 +31,20 @@
 --
 -- Each hash is handled as abs_inc.lua handles its one hash, with the same
 -- fields, the same expiry along the links (at most 8 HGETs, else one
--- HGETALL) and the same writes, each followed by a PEXPIRE of the limit's
--- W + B (a join renews it too: two sets may give one limit name
--- different windows, and the TTL follows the latest write's, as the local
--- provider's sweep does), so that the cost per limit stays what
--- abs_inc.lua costs (docs/algorithms.md, Bounded work); see abs_inc.lua
--- for the layout and the reasons behind each step.
+-- HGETALL) and the same writes, and the same TTL rule but for a second
+-- window for one name: under Redis TIME a join sets no PEXPIRE unless its
+-- W + B is longer than the hash's t (see the writes below), so that the
+-- cost per limit stays what abs_inc.lua costs (docs/algorithms.md,
+-- Bounded work); see abs_inc.lua for the layout and the reasons behind
+-- each step.
 --
 -- Cost: the limits' state lives in one flat table sized once, not a table
 -- per limit; the scan is a function that captures none of the script's
 -- locals (each captured local costs every call an upvalue); every reply
--- is one string. The commands alone (per limit HGET, HSET and PEXPIRE)
--- cost Redis about 1.43 times a whole single-limit join, so a set of
--- three stays above twice a single Inc (docs/benchmarks.md, Sets of
--- limits, says what blocks the rest).
+-- is one string; a join's "m" is one concatenation. The commands alone
+-- (per limit HGET, HSET and PEXPIRE) cost Redis about 1.43 times a whole
+-- single-limit join, so a set of three stays above twice a single Inc
+-- (docs/benchmarks.md, Sets of limits, says what blocks the rest).
 if redis.replicate_commands then redis.replicate_commands() end
 
 -- scan reads every stored bucket of hash h in one HGETALL, as
@@ -101,6 +105,12 @@ local n = ARGV[2] + 0
 local cost = n
 if cost < 1 then cost = 1 end
 local nk = #KEYS
+-- Under the caller's clock t is never read (every write sets its TTL):
+-- the meta pattern then leaves it uncaptured, a capture costing about
+-- 600 instructions a limit.
+local clock = ARGV[1] ~= ''
+local META = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$'
+if clock then META = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) %d+$' end
 local fmt = string.format
 local P = 4294967296 -- 2^32: a closed bucket's value is count * P + link
 local LINKS = 8
@@ -109,19 +119,19 @@ local LINKS = 8
 -- from S[NV (i - 1) + 1]) rather than a table per limit: a table costs its
 -- allocation and a hash part for named fields, and the common call needs
 -- only these values between its read and its write.
-local NV = 11
-local SP, BK, CAP, USED, OLDEST, NEWEST, NCOUNT, STATE, OF, NS, MOVED = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
+local NV = 12
+local SP, BK, CAP, USED, OLDEST, NEWEST, NCOUNT, STATE, OF, NS, MOVED, TS = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12
 -- STATE: 0 absent, 1 live, 2 stale (no live bucket, or "m" unreadable: a
 -- write deletes the hash); OF: the oldest start as a string; NS: the
 -- newest start as stored; MOVED: the capacity to store differs from the
--- stored one.
+-- stored one; TS: the stored span t (see the TTL rule below).
 -- Presized for three limits and a refusal's reply values (a table grown
 -- one value at a time is rehashed at every power of two); a larger set
 -- grows it. Sizing it for eight measured no cheaper for three limits.
 local S = {false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false, false, false,
-  false, false, false, false, false, false, false, false, false, false}
+  false, false, false, false, false, false, false, false, false, false, false, false, false}
 -- Rare per-limit state, made only when needed: dead[i] the fields of the
 -- dead buckets found (a write deletes them), scanned[i] = {starts, counts,
 -- k} after a scan (see scan).
@@ -137,8 +147,8 @@ for i = 1, nk do
   local sp = ARGV[a] + b
   local h = KEYS[i]
   local mv = redis.call('HGET', h, 'm')
-  local cs, us, os, ns, ncs
-  if mv then cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$') end
+  local cs, us, os, ns, ncs, ts
+  if mv then cs, us, os, ns, ncs, ts = string.match(mv, META) end
   local state, used, oldest, newest, ncount = 0, 0, 0, 0, 0
   if ns then
     newest = ns + 0
@@ -150,8 +160,8 @@ for i = 1, nk do
   elseif mv then
     state = 2
   end
-  S[o + SP], S[o + BK], S[o + CAP], S[o + STATE], S[o + OF], S[o + NS], S[o + MOVED] = sp, b, c, state, os, ns,
-    cs ~= ARGV[a + 2]
+  S[o + SP], S[o + BK], S[o + CAP], S[o + STATE], S[o + OF], S[o + NS], S[o + MOVED], S[o + TS] = sp, b, c, state, os,
+    ns, cs ~= ARGV[a + 2], ts
   if state == 1 and now - oldest >= sp then
     -- Expire along the links (at most LINKS HGETs), else scan.
     local gone, ofield, fresh = {}, os, true
@@ -183,47 +193,84 @@ for i = 1, nk do
 end
 
 -- Record the call in every limit (or, on a refusal, store a limit's
--- expiry and capacity) as abs_inc.lua's writes do; every write that
--- leaves the hash live sets its PEXPIRE (see the header).
+-- expiry and capacity) as abs_inc.lua's writes do.
+--
+-- The TTL: under Redis TIME a live hash expires at n + t, its newest
+-- bucket's start plus the span t stored in "m": the largest W + B of the
+-- writes since the hash was created. A write keeps that true. When it
+-- opens a bucket (n = now) it sets PEXPIRE t; when it keeps the newest
+-- bucket (a join, or a refusal that stores the capacity or deletes dead
+-- buckets) it sets nothing if its W + B is at most t, the TTL set before
+-- already ending when the bucket dies under its window (nearly every
+-- call: one limit name has one window), and otherwise PEXPIRE W + B -
+-- (now - n) and t = W + B. So two sets that give one limit name different
+-- windows never shorten the life of what the longer one still counts,
+-- and with one window the hash dies exactly W + B after its newest bucket
+-- opened, as a single hash does. Under the caller's clock every write sets
+-- PEXPIRE (that clock may stand still while Redis counts the TTL in real
+-- time) and stores t = 0, so the next write under TIME sets it anew.
 if n > 0 then
   for i = 1, nk do
-    local a = 4 * i - 1
     local o = NV * (i - 1)
-    local h = KEYS[i]
-    local state = S[o + STATE]
-    local wrote, gone = false, dead and dead[i]
-    if state == 2 then
-      redis.call('DEL', h)
-      wrote = true
-    elseif gone and #gone > 0 then
-      for j = 1, #gone, 1000 do
-        redis.call('HDEL', h, unpack(gone, j, math.min(j + 999, #gone)))
+    local state, gone = S[o + STATE], dead and dead[i]
+    -- a refusal writes only a limit to delete, clean or give its capacity
+    if allowed or state == 2 or state == 1 and (gone or S[o + MOVED]) then
+      local a = 4 * i - 1
+      local h = KEYS[i]
+      local wrote = false
+      -- keep: the t to store; tl: the PEXPIRE of an open (t); tj: the
+      -- PEXPIRE of a write that keeps the newest bucket, false for none
+      local keep, tl, tj = ARGV[a + 3], ARGV[a + 3], false
+      if clock then
+        keep, tj = '0', tl
+      elseif state == 1 and S[o + TS] ~= keep then
+        local sv, tv = S[o + TS] + 0, keep + 0
+        if sv > tv then
+          keep, tl = S[o + TS], S[o + TS]
+        else
+          tj = fmt('%d', tv - (now - S[o + NEWEST]))
+        end
       end
-      wrote = true
-    end
-    if allowed then
-      local used, newest = S[o + USED] + n, S[o + NEWEST]
-      S[o + USED] = used
-      if state ~= 1 then
-        local s0 = fmt('%d', now)
-        redis.call('HSET', h, 'm', ARGV[a + 2] .. ' ' .. ARGV[2] .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ARGV[2])
-        S[o + NEWEST], S[o + STATE] = now, 1
-      elseif now - newest < S[o + BK] then
-        redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', ARGV[a + 2], used, S[o + OF], S[o + NS], S[o + NCOUNT] + n))
-      else
-        local ncount = S[o + NCOUNT]
-        local closed = -ncount
-        if ncount < 2097152 and now - newest < P then closed = ncount * P + (now - newest) end
-        redis.call('HSET', h, S[o + NS], fmt('%d', closed), 'm', fmt('%s %d %s %d %s', ARGV[a + 2], used, S[o + OF], now, ARGV[2]))
-        S[o + NEWEST] = now
+      if state == 2 then
+        redis.call('DEL', h)
+        wrote = true
+      elseif gone and #gone > 0 then
+        for j = 1, #gone, 1000 do
+          redis.call('HDEL', h, unpack(gone, j, math.min(j + 999, #gone)))
+        end
+        wrote = true
       end
-      wrote = true
-    elseif state == 1 and (gone or S[o + MOVED]) then
-      redis.call('HSET', h, 'm', fmt('%s %d %s %s %d', ARGV[a + 2], S[o + USED], S[o + OF], S[o + NS], S[o + NCOUNT]))
-      wrote = true
-    end
-    if wrote and S[o + STATE] == 1 then
-      redis.call('PEXPIRE', h, ARGV[a + 3])
+      if allowed then
+        local used, newest = S[o + USED] + n, S[o + NEWEST]
+        S[o + USED] = used
+        if state ~= 1 then
+          local s0 = fmt('%d', now)
+          redis.call('HSET', h, 'm', ARGV[a + 2] .. ' ' .. ARGV[2] .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ARGV[2] .. ' ' .. keep)
+          S[o + NEWEST], S[o + STATE], tj = now, 1, tl
+        elseif now - newest < S[o + BK] then
+          -- a join: one concatenation (numbers below 10^14 print as
+          -- integers) costs less than string.format's sprintf per value
+          local nc = S[o + NCOUNT] + n
+          if used < 1e14 then
+            redis.call('HSET', h, 'm', ARGV[a + 2] .. ' ' .. used .. ' ' .. S[o + OF] .. ' ' .. S[o + NS] .. ' ' .. nc .. ' ' .. keep)
+          else
+            redis.call('HSET', h, 'm', fmt('%s %d %s %s %d %s', ARGV[a + 2], used, S[o + OF], S[o + NS], nc, keep))
+          end
+        else
+          local ncount = S[o + NCOUNT]
+          local closed = -ncount
+          if ncount < 2097152 and now - newest < P then closed = ncount * P + (now - newest) end
+          redis.call('HSET', h, S[o + NS], fmt('%d', closed), 'm', fmt('%s %d %s %d %s %s', ARGV[a + 2], used, S[o + OF], now, ARGV[2], keep))
+          S[o + NEWEST], tj = now, tl
+        end
+        wrote = true
+      elseif state == 1 and (gone or S[o + MOVED]) then
+        redis.call('HSET', h, 'm', fmt('%s %d %s %s %d %s', ARGV[a + 2], S[o + USED], S[o + OF], S[o + NS], S[o + NCOUNT], keep))
+        wrote = true
+      end
+      if tj and wrote and S[o + STATE] == 1 then
+        redis.call('PEXPIRE', h, tj)
+      end
     end
   end
 end

@@ -22,9 +22,11 @@
 --          (the same layout)
 -- ARGV[1]  now in ms, or an empty string to read Redis TIME
 -- ARGV[2]  the layout: "abs" (one meta field "m", "<c> <u> <o> <n> <nc>",
---          and on a single hash perhaps " <z>", see abs_inc.lua) or "sup"
---          ("m" = "<u> <x> <o> <n> <nc> <nd>" beside "k", which on a single
---          hash may end with the RetryAfter cursor); docs/data-model.md
+--          followed on a single hash perhaps by " <z>", see abs_inc.lua,
+--          and on a set's limit by " <t>", its TTL span) or "sup" ("m" =
+--          "<u> <x> <o> <n> <nc> <nd>" beside "k", which on a single hash
+--          may end with the RetryAfter cursor and on a set's limit ends in
+--          t); docs/data-model.md
 -- ARGV[3]  the span W + B in ms
 -- ARGV[4]  1 when ARGV[3] is at least the key's own W + B: the hash may be
 --          deleted and trimmed; 0 when the window is unknown and ARGV[3] is
@@ -86,14 +88,21 @@ if typ ~= 'hash' then return {3, 0, 0, 0} end
 -- The meta values, packed in "m" (strings as stored). abs: c, u, o, n,
 -- nc; sup: u, x (declined), o, n, nc, nd (its "k", capacities and cached
 -- factor, is no concern of the cleanup).
-local cs, us, xs, os, ns, ncs, nds, zs
+local cs, us, xs, os, ns, ncs, nds, zs, ts
 local used, declined, oldest, newest, ncount, ndec
+-- A set's limit's hash is <...>:h:<limit>; a single hash ends in ":h" (an
+-- escaped key holds no ":").
+local set = string.sub(h, -2) ~= ':h'
 local mv = redis.call('HGET', h, 'm')
 if abs then
   if mv then
-    cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$')
-    -- a single hash's sixth value, z: the newest bucket that may hold no unit
-    if not cs then cs, us, os, ns, ncs, zs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%-?%d+)$') end
+    -- the sixth value: a single hash's z, the newest bucket that may hold
+    -- no unit; a set's limit's t, its TTL span
+    local sixth
+    cs, us, os, ns, ncs, sixth = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) ?(%-?%d*)$')
+    if sixth and sixth ~= '' then
+      if set then ts = sixth else zs = sixth end
+    end
   end
   nds = '0'
   xs = '0'
@@ -121,6 +130,18 @@ if redis.call('PTTL', h) == -1 then
   if ttl < 1 then ttl = 1 end -- only with an unknown window: dead under any
   ttl = ttl + slack
   if not dry then
+    -- a set's limit: its next write must set the TTL anew (t = 0 matches
+    -- no W + B; abs_set.lua and sup_set.lua skip PEXPIRE only while t
+    -- covers their W + B): t is the sixth value of an absolute "m", the
+    -- fifth of a suppressed "k"
+    if ts and ts ~= '0' then
+      ts = '0'
+      redis.call('HSET', h, 'm', cs .. ' ' .. us .. ' ' .. os .. ' ' .. ns .. ' ' .. ncs .. ' ' .. ts)
+    elseif set and not abs then
+      local kv = redis.call('HGET', h, 'k')
+      local k4 = kv and string.match(kv, '^(%d+ %d+ %d+ %-?%d+) %d+$')
+      if k4 and string.sub(kv, -2) ~= ' 0' then redis.call('HSET', h, 'k', k4 .. ' 0') end
+    end
     if ARGV[1] == '' then
       -- At the instant itself: a relative PEXPIRE counts from the time
       -- Redis cached for the command, which may lag TIME by milliseconds.
@@ -156,17 +177,21 @@ end
 -- store writes the totals after dead buckets were removed, as the
 -- provider's expiry writes them: "m" with the new u (and, sup, x) and o,
 -- the newest bucket as stored. A suppressed single hash's RetryAfter
--- cursor, at the end of "k", counts from o: it is dropped with the move.
+-- cursor, at the end of "k", counts from o: it is dropped with the move (a
+-- set's limit keeps none).
 local function store(u, x, o)
   if abs then
     local z = '' -- kept while its bucket may still be stored
     if zs and o <= zs + 0 then z = ' ' .. zs end
+    if ts then z = ' ' .. ts end
     redis.call('HSET', h, 'm', fmt('%s %d %d %s %s', cs, u, o, ns, ncs) .. z)
   else
     redis.call('HSET', h, 'm', fmt('%d %d %d %s %s %s', u, x, o, ns, ncs, nds))
-    local kv = redis.call('HGET', h, 'k')
-    local k4 = kv and string.match(kv, '^(%d+ %d+ %d+ %-?%d+) ')
-    if k4 then redis.call('HSET', h, 'k', k4) end
+    if not set then -- a set's limit's "k" keeps its t and has no cursor
+      local kv = redis.call('HGET', h, 'k')
+      local k4 = kv and string.match(kv, '^(%d+ %d+ %d+ %-?%d+) ')
+      if k4 then redis.call('HSET', h, 'k', k4) end
+    end
   end
 end
 

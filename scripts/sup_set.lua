@@ -36,13 +36,17 @@
 -- its own "f" and "ft" fields). The set's factor is the largest; the call
 -- is admitted when draw >= it. A call that writes records the offer in
 -- every limit, as declined in every limit when refused (at most
--- 2^52 - declined units and at least one: window.MaxDeclined), and
--- PEXPIREs every hash. A meta field that is not a number fails the call
--- with a script error.
+-- 2^52 - declined units and at least one: window.MaxDeclined), and sets
+-- each hash's TTL by abs_set.lua's rule, its span t kept as a fifth value
+-- of "k" ("<c> <hc> <f> <ft> <t>"; see record). A hash whose "k" is not
+-- five decimals reads as absent, and a write deletes it first. A meta
+-- field that is not a number fails the call with a script error.
 --
 -- Cost: the limits are read in one pass and written in a second, so the
 -- common call (every limit below its soft capacity, its oldest bucket
--- live) makes an HMGET, an HSET and a PEXPIRE per limit and reads TIME once.
+-- live) makes an HMGET and an HSET per limit, and a PEXPIRE per limit
+-- only when it opens a bucket (or under the caller's clock), and reads
+-- TIME once.
 -- A limit's state is an array sized once, and no function captures the
 -- script's locals (each captured local costs every call an upvalue).
 -- The worst call reads each hash once (HGETALL) and walks it once, as
@@ -135,12 +139,18 @@ local function load(i, write, now, cache)
   local w, b, sarg, harg = ARGV[a] + 0, ARGV[a + 1] + 0, ARGV[a + 2], ARGV[a + 3]
   local sp = w + b
   -- The meta fields as stored (strings), as in sup_inc.lua: "m" = "<u> <x>
-  -- <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft>"; a hash without both
-  -- reads as absent.
+  -- <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft> <t>", t the span the
+  -- hash's TTL counts from its newest bucket (see record); a hash without
+  -- both reads as absent.
   local mk = redis.call('HMGET', h, 'm', 'k')
-  local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts
+  local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts, ts
   if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
-  if mk[2] then cs, hcs, fs, fts = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)$') end
+  if not mk[2] then
+  elseif ARGV[1] == '' then
+    cs, hcs, fs, fts, ts = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+) (%d+)$')
+  else -- under the caller's clock t is never read: no capture
+    cs, hcs, fs, fts = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+) %d+$')
+  end
   local used, declined, oldest, newest, ncount, ndec = 0, 0, nil, nil, 0, 0
   local live = false
   if ns and cs then
@@ -199,10 +209,10 @@ local function load(i, write, now, cache)
   -- 10 hard, 11 n, 12 ttl, 13 ns, 14 nds, 15 fs, 16 fts, 17 used,
   -- 18 declined, 19 oldest, 20 newest, 21 ncount, 22 ndec, 23 moved,
   -- 24 live, 25 expired, 26 k, 27 bs, 28 bo, 29 bd, 30 cost, 31 never,
-  -- 32 outcome, 33 f, 34 computed.
+  -- 32 outcome, 33 f, 34 computed, 35 ts.
   local L = {now, cache, h, w, b, sp, sarg, harg, sarg + 0, harg + 0, ARGV[a + 4] + 0, ARGV[a + 5], ns,
     nds, fs, fts, used, declined, oldest or 0, newest or 0, ncount, ndec, moved, live, expired, false,
-    false, false, false, 0, false, 0, 0, false}
+    false, false, false, 0, false, 0, 0, false, ts or '0'}
 
   -- Expire by a scan where the links could not.
   if not linked then
@@ -253,7 +263,13 @@ local function factor(L)
 end
 
 -- retryAfter walks L's buckets oldest first until the accepted units still
--- live after a bucket expires, plus the cost, fit in cap.
+-- live after a bucket expires, plus the cost, fit in cap. Without a scan
+-- it follows the links from the oldest bucket, one HMGET (offered and
+-- declined) per bucket, for up to 8 buckets (the newest's counts are in
+-- L): under overload the answer is rarely the oldest bucket but usually
+-- among the first few, where the whole hash holds up to 2 (W/B + 1)
+-- fields. A missing or broken link, or 8 buckets without the answer,
+-- leaves it to the scan, as sup_inc.lua's cursor walk does.
 local function retryAfter(L, held, cap)
   local NOW, H, SP, OLDEST, NEWEST, NCOUNT = 1, 3, 6, 19, 20, 21
   local NDEC, LIVE, K, BS, BO, BD, COST = 22, 24, 26, 27, 28, 29, 30
@@ -261,22 +277,34 @@ local function retryAfter(L, held, cap)
   if not L[LIVE] then return 0 end
   local cost = L[COST]
   if not L[K] then
-    -- Fast path: the oldest bucket alone frees enough.
-    local acc = L[NCOUNT] - L[NDEC]
-    if L[OLDEST] ~= L[NEWEST] then
-      local o = fmt('%d', L[OLDEST])
-      local h = L[H] -- KEYS[i]
+    local st, newest, freed, steps = L[OLDEST], L[NEWEST], 0, 0
+    local h = L[H] -- KEYS[i]
+    while st < newest and steps < 8 do
+      steps = steps + 1
+      local o = fmt('%d', st)
       local v = redis.call('HMGET', h, o, 'd' .. o)
-      local off = tonumber(v[1]) or 0
+      local off, link = tonumber(v[1]) or 0, 0
       if off >= P then
-        off = (off - off % P) / P
+        link = off % P
+        off = (off - link) / P
       elseif off < 0 then
         off = -off
-      end -- else an earlier layout's plain count
-      acc = off - (tonumber(v[2]) or 0)
+      end -- else an earlier layout's plain count, or a lease's 0: no link
+      local acc = off - (tonumber(v[2]) or 0)
+      if acc ~= 0 then
+        freed = freed + acc
+        if held - freed + cost <= cap or freed >= held then return st + L[SP] - now end
+      end
+      if link < 1 then break end
+      st = st + link
     end
-    if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
-      return L[OLDEST] + L[SP] - now
+    if st == newest then
+      local acc = L[NCOUNT] - L[NDEC]
+      if acc ~= 0 then
+        freed = freed + acc
+        if held - freed + cost <= cap or freed >= held then return st + L[SP] - now end
+      end
+      return 0
     end
     scan(L) -- skips the dead buckets a peek leaves stored
   end
@@ -324,6 +352,26 @@ local function record(L, allowed)
   local declined = L[DECLINED] + dec
   L[USED], L[DECLINED] = used, declined
   local writef = L[COMPUTED] and cache > 0
+  -- The TTL, as abs_set.lua's: under Redis TIME the hash expires at n +
+  -- t, t in "k" the largest W + B of the writes since the hash was
+  -- created. An open sets PEXPIRE t; a join sets none when its W + B is at
+  -- most t (nearly every call), else PEXPIRE W + B - (now - n) and t =
+  -- W + B. Under the caller's clock every write sets PEXPIRE W + B + the
+  -- minute and stores t = 0. keep: the t to store; tl: the PEXPIRE of an
+  -- open; tj: of a join, false for none.
+  local TS = 35
+  local keep, tl, tj = L[TTL], L[TTL], false
+  if ARGV[1] ~= '' then
+    keep, tj = '0', tl
+  elseif live and L[TS] ~= keep then
+    local sv, tv = L[TS] + 0, keep + 0
+    if sv > tv then
+      keep, tl = L[TS], L[TS]
+    else
+      tj = fmt('%d', tv - (now - newest))
+    end
+  end
+  if not joins then tj = tl end
   -- args: the HSET, made only when the call writes more than "m".
   local args
   if joins then
@@ -344,7 +392,7 @@ local function record(L, allowed)
     L[NEWEST], L[NCOUNT], L[NDEC] = start, rec, dec
   end
   local mv = fmt('%d %d %d %d %d %d', used, declined, L[OLDEST], L[NEWEST], L[NCOUNT], L[NDEC])
-  if L[MOVED] or writef then
+  if L[MOVED] or writef or keep ~= L[TS] then
     -- "k": the latest capacities, the factor cached (0 0: none).
     local kf, kft = L[FS], L[FTS]
     if writef then
@@ -353,7 +401,7 @@ local function record(L, allowed)
       kf, kft = '0', '0'
     end
     args = args or {}
-    args[#args + 1], args[#args + 2] = 'k', L[SARG] .. ' ' .. L[HARG] .. ' ' .. kf .. ' ' .. kft
+    args[#args + 1], args[#args + 2] = 'k', L[SARG] .. ' ' .. L[HARG] .. ' ' .. kf .. ' ' .. kft .. ' ' .. keep
   end
   if args then
     redis.call('HSET', h, 'm', mv, unpack(args))
@@ -361,7 +409,7 @@ local function record(L, allowed)
     redis.call('HSET', h, 'm', mv) -- the common call: one field
   end
   L[LIVE] = true
-  redis.call('PEXPIRE', h, L[TTL])
+  if tj then redis.call('PEXPIRE', h, tj) end
 end
 
 local PPM = 1000000

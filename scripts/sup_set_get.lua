@@ -2,7 +2,8 @@
 -- (sup_get.lua's reading, once per hash, at one instant). Read-only.
 --
 -- KEYS[i]  <prefix>:{<key>}:sup:h:<name>, the hash of limit i (fields: see
---          sup_inc.lua), 1 <= i <= 8
+--          sup_inc.lua; a set's "k" ends in its TTL span t, see
+--          sup_set.lua), 1 <= i <= 8
 -- ARGV[1]  now in ms; an empty string reads Redis TIME
 -- then two values per limit i, from ARGV[2 + 2 (i - 1)]:
 --   W      the window in ms
@@ -30,7 +31,7 @@ local function usage(h, w, b)
   local mk = redis.call('HMGET', h, 'm', 'k')
   local us, xs, os, ns, ncs, nds, cs
   if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
-  if mk[2] then cs = string.match(mk[2], '^(%d+) %d+ %d+ %-?%d+$') end
+  if mk[2] then cs = string.match(mk[2], '^(%d+) %d+ %d+ %-?%d+ %d+$') end
   if not ns or not cs or now - ns >= sp then
     return 0, 0, 0
   end

@@ -142,9 +142,19 @@ fi
 # slowdown a TTL of W + B (1,010 ms for the second) expires hashes between
 # calls, and a refused key would be admitted afresh.
 AS='sluice:{user:%d}:abs:h:second sluice:{user:%d}:abs:h:minute sluice:{user:%d}:abs:h:hour'
+# "TIME, joins": the set {minute: 1 min, 600 ms; hour: 1 h, 36 s; day:
+# 1 day, 864 s} on Redis TIME with production TTLs (W + B), every call
+# joining each limit's newest bucket, as the single's TIME row joins its
+# minute's: the path where a join keeps the TTL its bucket's open set
+# (absolute capacities 1,000, 10,000, 100,000; suppressed S far above the
+# traffic).
+AJ='sluice:{user:%d}:abs:h:minute sluice:{user:%d}:abs:h:hour sluice:{user:%d}:abs:h:day'
+ASETJ='60000 600 1000 60600 3600000 36000 10000 3636000 86400000 864000 100000 87264000'
 SS='sluice:{user:%d}:sup:h:second sluice:{user:%d}:sup:h:minute sluice:{user:%d}:sup:h:hour'
 ASET='1000 10 100 3600000 60000 600 1000 3600000 3600000 36000 10000 3600000'
 ASETR='1000 10 1 3600000 60000 600 1000 3600000 3600000 36000 10000 3600000'
+SJ='sluice:{user:%d}:sup:h:minute sluice:{user:%d}:sup:h:hour sluice:{user:%d}:sup:h:day'
+SSETJ='100 500000 60000 600 100000 150000 1 60600 3600000 36000 100000 150000 1 3636000 86400000 864000 100000 150000 1 87264000'
 SSET='100 500000 1000 10 100000 150000 1 3600000 60000 600 100000 150000 1 3600000 3600000 36000 100000 150000 1 3600000'
 SSETO='100 500000 1000 10 100 150 1 3600000 60000 600 6000 9000 1 3600000 3600000 36000 360000 540000 1 3600000'
 rows+=(
@@ -154,25 +164,30 @@ rows+=(
 	"abs_set.lua, set of 3, refused|../scripts/abs_set.lua|join|$AS|NOW 1 $ASETR"
 	"abs_inc.lua, single, TIME, 50 keys|../scripts/abs_inc.lua|time|$AK|$T"
 	"abs_set.lua, set of 3, TIME, 50 keys|../scripts/abs_set.lua|time|$AS|EMPTY 1 $ASET"
+	"abs_set.lua, set of 3, TIME, joins, 50 keys|../scripts/abs_set.lua|time|$AJ|EMPTY 1 $ASETJ"
 	"sup_inc.lua, single, join|../scripts/sup_inc.lua|join|$SK|$SUP"
 	"sup_set.lua, set of 3, join|../scripts/sup_set.lua|join|$SS|NOW $SSET"
 	"sup_inc.lua, single, overloaded|../scripts/sup_inc.lua|overload|$SK|$SUPO"
 	"sup_set.lua, set of 3, overloaded|../scripts/sup_set.lua|overload|$SS|NOW $SSETO"
 	"sup_inc.lua, single, TIME, 50 keys|../scripts/sup_inc.lua|time|$SK|$TS"
 	"sup_set.lua, set of 3, TIME, 50 keys|../scripts/sup_set.lua|time|$SS|EMPTY $SSET"
+	"sup_set.lua, set of 3, TIME, joins, 50 keys|../scripts/sup_set.lua|time|$SJ|EMPTY $SSETJ"
 	"floor: return 1, the set's 3 keys and 14 arguments|floor/return1.lua|join|$AS|NOW 1 $ASET"
 	"floor: set_cmds.lua on 1 hash|floor/set_cmds.lua|join|$AK|$ABS"
 	"floor: set_cmds.lua on the set's 3 hashes|floor/set_cmds.lua|join|$AS|NOW 1 $ASET"
 	"floor: set_parse.lua on the set's 3 hashes|floor/set_parse.lua|join|$AS|NOW 1 $ASET"
+	"floor: set_parse_struct.lua on the set's 3 hashes|floor/set_parse_struct.lua|join|$AS|NOW 1 $ASET"
 )
 if [[ -n $rev ]]; then
 	rows+=(
 		"abs_set.lua at $rev, set of 3, join|$tmp/abs_set_rev.lua|join|$AS|NOW 1 $ASET"
 		"abs_set.lua at $rev, set of 3, refused|$tmp/abs_set_rev.lua|join|$AS|NOW 1 $ASETR"
 		"abs_set.lua at $rev, set of 3, TIME, 50 keys|$tmp/abs_set_rev.lua|time|$AS|EMPTY 1 $ASET"
+		"abs_set.lua at $rev, set of 3, TIME, joins, 50 keys|$tmp/abs_set_rev.lua|time|$AJ|EMPTY 1 $ASETJ"
 		"sup_set.lua at $rev, set of 3, join|$tmp/sup_set_rev.lua|join|$SS|NOW $SSET"
 		"sup_set.lua at $rev, set of 3, overloaded|$tmp/sup_set_rev.lua|overload|$SS|NOW $SSETO"
 		"sup_set.lua at $rev, set of 3, TIME, 50 keys|$tmp/sup_set_rev.lua|time|$SS|EMPTY $SSET"
+		"sup_set.lua at $rev, set of 3, TIME, joins, 50 keys|$tmp/sup_set_rev.lua|time|$SJ|EMPTY $SSETJ"
 	)
 fi
 
