@@ -200,7 +200,8 @@ const mixRounds = 10
 // a slice of b.N/mixRounds decisions per contender in an order that
 // rotates round by round, so that a change of the machine's load falls on
 // every contender alike (BenchmarkBatching runs them one after the other,
-// seconds apart, always in the same order). Per contender it reports
+// seconds apart, always in the same order). Each contender has keys of its
+// own. Per contender it reports
 // ops/s over its slices and its server µs per decision (the EVALSHA
 // time of INFO commandstats over its slices); per pair the median over
 // the rounds of the ratio of the two slices' ops/s:
@@ -232,6 +233,7 @@ func benchMix(b *testing.B, c *redis.Client, w workload, g int, names []string) 
 		b.Fatal(err)
 	}
 	incs := make([]incFunc, len(names))
+	keys := make([][]string, len(names))
 	for i, name := range names {
 		var ct contender
 		for _, x := range batchContenders {
@@ -246,15 +248,20 @@ func benchMix(b *testing.B, c *redis.Client, w workload, g int, names []string) 
 		if err != nil {
 			b.Fatalf("%s: %v", name, err)
 		}
-		// The strategies' hashes have names of their own and redis_rate
-		// its prefix: the contenders share the server, not their keys.
-		n := max(len(w.keys), 2000)
-		if _, err := parallel(poolSize, n, func(i int) (bool, error) {
-			return inc(ctx, w.keys[i%len(w.keys)])
+		// Keys of its own: contenders of one strategy would otherwise
+		// share hashes, and the first of them in a round would open the
+		// buckets the second joins.
+		ks := make([]string, len(w.keys))
+		for j, k := range w.keys {
+			ks[j] = strconv.Itoa(i) + ":" + k
+		}
+		n := max(len(ks), 2000)
+		if _, err := parallel(poolSize, n, func(j int) (bool, error) {
+			return inc(ctx, ks[j%len(ks)])
 		}); err != nil {
 			b.Fatalf("%s: %v", name, err)
 		}
-		incs[i] = inc
+		incs[i], keys[i] = inc, ks
 	}
 	slice := max(b.N/mixRounds, 1)
 	elapsed := make([]time.Duration, len(names))
@@ -272,7 +279,7 @@ func benchMix(b *testing.B, c *redis.Client, w workload, g int, names []string) 
 			}
 			start := time.Now()
 			refused, err := parallel(g, slice, func(j int) (bool, error) {
-				return incs[i](ctx, w.keys[(r*slice+j)%len(w.keys)])
+				return incs[i](ctx, keys[i][(r*slice+j)%len(keys[i])])
 			})
 			d := time.Since(start)
 			if err != nil {
