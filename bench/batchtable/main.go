@@ -4,9 +4,9 @@
 // goroutine count, the median ops/s of every contender, the ratios the
 // targets are stated in, and whether each target is met in that row.
 //
-//	go test -run '^$' -bench 'BatchingMix$' -benchtime 200000x -count 3 | tee batching-mix.txt
-//	go test -run '^$' -bench BatchingLone -benchtime 20000x -count 5 | tee batching-lone.txt
-//	go run ./batchtable batching-mix.txt batching-lone.txt
+//	go test -run '^$' -bench 'BatchingMix$' -benchtime 200000x -count 3 | tee testdata/batching-mix-5.txt
+//	go test -run '^$' -bench BatchingLone -benchtime 20000x -count 5 | tee testdata/batching-lone-5.txt
+//	go run ./batchtable testdata/batching-mix-5.txt testdata/batching-lone-5.txt
 //
 // The ratios of a BenchmarkBatchingMix row are the medians, over the
 // samples, of each sample's median over its rounds (the contenders take
