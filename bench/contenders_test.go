@@ -39,9 +39,12 @@ type policy struct {
 // only sets the stored hard capacity.
 const hardLimitFactor = 1.5
 
+// contenders are sluice's providers unbatched (WithBatching(0): the
+// measures of the Redis section are per round trip, as before batching
+// was the default) and redis_rate. BenchmarkBatching measures batching.
 var contenders = []contender{
 	{"redisabs", func(c *redis.Client, p policy, clk limiter.Clock) (incFunc, error) {
-		l, err := redisabs.New(c, clockOpts(clk)...)
+		l, err := redisabs.New(c, append(clockOpts(clk), limiter.WithBatching(0))...)
 		if err != nil {
 			return nil, err
 		}
@@ -51,7 +54,7 @@ var contenders = []contender{
 		}, nil
 	}},
 	{"redissup", func(c *redis.Client, p policy, clk limiter.Clock) (incFunc, error) {
-		l, err := redissup.New(c, append(clockOpts(clk), limiter.WithHardLimitFactor(hardLimitFactor))...)
+		l, err := redissup.New(c, append(clockOpts(clk), limiter.WithHardLimitFactor(hardLimitFactor), limiter.WithBatching(0))...)
 		if err != nil {
 			return nil, err
 		}
