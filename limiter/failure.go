@@ -166,8 +166,8 @@ func WithLogger(l *slog.Logger) Option {
 // everywhere it was measured: with the contenders interleaved round by
 // round on one redis-server, batched over unbatched decisions per second
 // were 1.13 to 1.25 at 8 concurrent callers, 1.61 to 1.83 at 64 and 1.88
-// to 2.26 at 256, both strategies, on one hot key and across 10,000 keys,
-// in every sample; at 1 caller it takes the unbatched path (0.96 to 1.07,
+// to 2.15 at 256, both strategies, on one hot key and across 10,000 keys,
+// in every sample; at 1 caller it takes the unbatched path (0.96 to 1.06,
 // and a lone caller's latency 0.93 to 1.03 of unbatched, interleaved call
 // by call). Turn it off with WithBatching(0), or lower the cap, where the
 // Redis server is shared with latency-sensitive traffic: a pipeline of n
