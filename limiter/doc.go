@@ -44,13 +44,11 @@
 //
 // # Batching
 //
-// The Redis providers send the script calls that arrive while two round
-// trips to the same Redis node are in flight together, as one pipeline of
-// at most n (WithBatching(n); 128 by default in redisabs and redissup, 0,
-// off, in the hybrid provider). One or two concurrent callers never wait
-// for a batch; under many concurrent callers one round trip carries many
-// decisions. WithBatching tells why it is on by default and when to turn
-// it off.
+// With WithBatching(n), the Redis providers send the script calls that
+// arrive while two round trips to the same Redis node are in flight
+// together, as one pipeline of at most n. One or two concurrent callers
+// never wait for a batch; under many concurrent callers one round trip
+// carries many decisions. It is off by default (see WithBatching for why).
 //
 // # Metrics, traces and logs
 //

@@ -157,22 +157,23 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithBatching sets the largest number of concurrent script calls of a
 // Redis provider to one Redis node that are sent together, as one pipeline.
-// 0 (or 1) sends every call alone, as one round trip. Default: 128 for
-// redisabs and redissup; 0 for the hybrid provider, whose calls were not
-// measured batched. n must be between 0 and 1,024; New returns
-// ErrInvalidConfig beyond.
+// Default 0: every call alone, as one round trip (so does 1). 128 is a good
+// cap where many goroutines share a limiter. n must be between 0 and
+// 1,024; New returns ErrInvalidConfig beyond.
 //
-// Batching is on by default in redisabs and redissup because it won
-// everywhere it was measured: with the contenders interleaved round by
-// round on one redis-server, batched over unbatched decisions per second
-// were 1.13 to 1.25 at 8 concurrent callers, 1.61 to 1.83 at 64 and 1.88
-// to 2.15 at 256, both strategies, on one hot key and across 10,000 keys,
-// in every sample; at 1 caller it takes the unbatched path (0.96 to 1.06,
-// and a lone caller's latency 0.93 to 1.03 of unbatched, interleaved call
-// by call). Turn it off with WithBatching(0), or lower the cap, where the
-// Redis server is shared with latency-sensitive traffic: a pipeline of n
-// worst-case calls holds the server for their sum (docs/operations.md,
-// Batching; docs/benchmarks.md, Redis throughput: batching).
+// Batching is off by default because it did not win everywhere measured.
+// With the contenders interleaved round by round on one redis-server,
+// batched over unbatched decisions per second were 1.49 to 1.83 at 64
+// concurrent callers and 1.73 to 2.19 at 256, both strategies, on one hot
+// key and across 10,000 keys, in every sample of two runs; but at 8
+// callers it won under load (1.13 to 1.25, load average 6 to 15) and tied
+// on a quieter machine (redisabs across 10,000 keys 1.00, samples 0.93 to
+// 1.18, load 1 to 5), and at 1 it is the unbatched path (a lone caller's
+// latency 0.93 to 1.03 of unbatched). Turn it on where many goroutines
+// share a limiter; keep it off, or the cap low, where the Redis server is
+// shared with latency-sensitive traffic: a pipeline of n worst-case calls
+// holds the server for their sum (docs/operations.md, Batching;
+// docs/benchmarks.md, Redis throughput: batching).
 //
 // A provider keeps at most two round trips of its scripts in flight per
 // node. A call that finds fewer is sent at once, alone: one or two callers

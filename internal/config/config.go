@@ -56,14 +56,10 @@ const (
 	DefaultTimeout          = 250 * time.Millisecond
 	DefaultProbeInterval    = 200 * time.Millisecond
 	// DefaultBatch is the largest batch of concurrent script calls a
-	// Redis provider sends as one pipeline (limiter.WithBatching) unless
-	// it sets its own default: 0, every call alone. The hybrid provider
-	// keeps it: its calls were not measured batched.
-	DefaultBatch = 0
-	// ProviderBatch is the default of redisabs and redissup: batching
-	// won every row measured from 8 concurrent callers up and tied at 1
+	// Redis provider sends as one pipeline (limiter.WithBatching): 0, every
+	// call alone, since batching did not win everywhere it was measured
 	// (docs/benchmarks.md, Redis throughput: batching).
-	ProviderBatch = 128
+	DefaultBatch = 0
 	// MaxBatch is the largest batch limiter.WithBatching accepts.
 	MaxBatch   = 1024
 	MaxTimeout = time.Hour

@@ -49,13 +49,6 @@ func (b *Base) Init(pkg, strategy string, client Client, opts []limiter.Option) 
 	return nil
 }
 
-// BatchByDefault returns opts after limiter.WithBatching(
-// config.ProviderBatch): redisabs and redissup batch unless opts say
-// otherwise (WithBatching(0) turns it off).
-func BatchByDefault(opts []limiter.Option) []limiter.Option {
-	return append([]limiter.Option{limiter.WithBatching(config.ProviderBatch)}, opts...)
-}
-
 // Run runs a script of the provider over keys with args and returns its
 // reply: batched with concurrent calls to the same node (see Batcher),
 // unless batching is off or the client is one that is not batched.

@@ -54,8 +54,7 @@
 //
 // # Batching
 //
-// With limiter.WithBatching(n) (128 by default, 0 turns it off; see
-// there for why it is on), calls
+// With limiter.WithBatching(n) (off by default; see there for why), calls
 // that arrive while two round trips of this limiter to the same Redis node
 // are in flight are sent together, as one pipeline of at most n EVALSHA,
 // when one of them ends. A call that finds fewer in flight is sent at

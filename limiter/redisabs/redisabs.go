@@ -43,13 +43,12 @@ var _ limiter.Limiter = (*Limiter)(nil)
 // key expiry still runs on the Redis server's clock). WithTimeout,
 // WithFailurePolicy, WithFallbackInstances, WithProbeInterval,
 // WithStateChange and WithLogger set what happens when Redis fails
-// (docs/operations.md, When Redis fails). Concurrent calls share round
-// trips (limiter.WithBatching: 128 by default, 0 sends every call alone).
-// It starts no goroutine and makes no call to Redis. A nil client is
-// ErrInvalidConfig.
+// (docs/operations.md, When Redis fails). limiter.WithBatching(n) lets
+// concurrent calls share round trips (off by default). It starts no
+// goroutine and makes no call to Redis. A nil client is ErrInvalidConfig.
 func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 	l := &Limiter{}
-	if err := l.b.Init("redisabs", key.Absolute, client, redisx.BatchByDefault(opts)); err != nil {
+	if err := l.b.Init("redisabs", key.Absolute, client, opts); err != nil {
 		return nil, err
 	}
 	l.initGuard(client, opts)
