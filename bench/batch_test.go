@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,7 +20,7 @@ import (
 )
 
 // batchContenders are both sluice strategies with batching
-// (WithBatching(128)) and without (the default), redis_rate, which sends
+// (WithBatching(128)) and without (WithBatching(0), the default), redis_rate, which sends
 // every call alone, and the PING floor: one PING per decision, the round
 // trip that an unbatched limiter cannot go below. The sluice ones get WithTimeout(5 s), the shared client's
 // ReadTimeout: the client has no ContextTimeoutEnabled, so an unbatched
@@ -112,11 +116,14 @@ func BenchmarkBatching(b *testing.B) {
 			for _, g := range []int{1, 8, 64, 256} {
 				b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
 					for _, ct := range batchContenders {
-						inc, err := prepare(c, ct, w)
-						if err != nil {
-							b.Fatalf("%s: %v", ct.name, err)
-						}
+						var inc incFunc // prepared when the sub-benchmark first runs: -bench may skip it
 						b.Run("impl="+ct.name, func(b *testing.B) {
+							if inc == nil {
+								var err error
+								if inc, err = prepare(c, ct, w); err != nil {
+									b.Fatalf("%s: %v", ct.name, err)
+								}
+							}
 							cmds0, trips0 := wireCount.cmds.Load(), wireCount.trips.Load()
 							cmd := "evalsha"
 							if ct.name == pingFloor.name {
@@ -134,8 +141,8 @@ func BenchmarkBatching(b *testing.B) {
 	}
 }
 
-// BenchmarkBatchingLone times a lone caller's Inc with batching (the
-// default) and without, alternating call by call on the same keys, so that
+// BenchmarkBatchingLone times a lone caller's Inc with batching
+// (WithBatching(128)) and without (WithBatching(0), the default), alternating call by call on the same keys, so that
 // the noise of a shared machine falls on both alike: batched-ns/op and
 // alone-ns/op are the mean latencies, and batched/alone their ratio.
 //
@@ -181,4 +188,179 @@ func BenchmarkBatchingLone(b *testing.B) {
 			})
 		}
 	}
+}
+
+// mixRounds is how many slices of every contender one sample of
+// BenchmarkBatchingMix runs.
+const mixRounds = 10
+
+// BenchmarkBatchingMix is BenchmarkBatching's measure interleaved: per
+// workload and goroutine count, one sample runs batched redisabs and
+// redissup, both unbatched, and redis_rate in mixRounds rounds, each round
+// a slice of b.N/mixRounds decisions per contender in an order that
+// rotates round by round, so that a change of the machine's load falls on
+// every contender alike (BenchmarkBatching runs them one after the other,
+// seconds apart, always in the same order). Each contender has keys of its
+// own. Per contender it reports
+// ops/s over its slices and its server µs per decision (the EVALSHA
+// time of INFO commandstats over its slices); per pair the median over
+// the rounds of the ratio of the two slices' ops/s:
+//
+//	go test -run '^$' -bench 'BatchingMix$' -benchtime 200000x -count 3 | tee mix.txt
+//	go run ./batchtable mix.txt
+//
+// MIX_NAMES=redisabs,redissup (a comma-separated list of contenders, the
+// first the one the rounds' ratios divide by) runs only those.
+func BenchmarkBatchingMix(b *testing.B) {
+	c := requireServer(b)
+	names := []string{"redisabs", "redissup", "redisabs-alone", "redissup-alone", "redis_rate"}
+	if v := os.Getenv("MIX_NAMES"); v != "" {
+		names = strings.Split(v, ",")
+	}
+	for _, w := range workloads[:2] { // hot, 10k
+		b.Run("load="+w.name, func(b *testing.B) {
+			for _, g := range []int{1, 8, 64, 256} {
+				b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
+					benchMix(b, c, w, g, names)
+				})
+			}
+		})
+	}
+}
+
+func benchMix(b *testing.B, c *redis.Client, w workload, g int, names []string) {
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	incs := make([]incFunc, len(names))
+	keys := make([][]string, len(names))
+	for i, name := range names {
+		var ct contender
+		for _, x := range batchContenders {
+			if x.name == name {
+				ct = x
+			}
+		}
+		if ct.build == nil {
+			b.Fatalf("no contender %q", name)
+		}
+		inc, err := ct.build(c, w.policy, nil)
+		if err != nil {
+			b.Fatalf("%s: %v", name, err)
+		}
+		// Keys of its own: contenders of one strategy would otherwise
+		// share hashes, and the first of them in a round would open the
+		// buckets the second joins.
+		ks := make([]string, len(w.keys))
+		for j, k := range w.keys {
+			ks[j] = strconv.Itoa(i) + ":" + k
+		}
+		n := max(len(ks), 2000)
+		if _, err := parallel(poolSize, n, func(j int) (bool, error) {
+			return inc(ctx, ks[j%len(ks)])
+		}); err != nil {
+			b.Fatalf("%s: %v", name, err)
+		}
+		incs[i], keys[i] = inc, ks
+	}
+	slice := max(b.N/mixRounds, 1)
+	elapsed := make([]time.Duration, len(names))
+	usec := make([]float64, len(names))
+	calls := make([]int64, len(names))
+	ratios := make([][]float64, len(names)) // per round, ops/s ÷ redisabs' in the round
+	b.ResetTimer()
+	for r := 0; r < mixRounds; r++ {
+		ops := make([]float64, len(names))
+		for o := range names {
+			i := (o + r) % len(names)
+			st0, err := evalshaTotal()
+			if err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			refused, err := parallel(g, slice, func(j int) (bool, error) {
+				return incs[i](ctx, keys[i][(r*slice+j)%len(keys[i])])
+			})
+			d := time.Since(start)
+			if err != nil {
+				b.Fatalf("%s: %v", names[i], err)
+			}
+			if refused > 0 {
+				b.Fatalf("%s: %d of %d calls refused; the workload is meant to be admitted", names[i], refused, slice)
+			}
+			st1, err := evalshaTotal()
+			if err != nil {
+				b.Fatal(err)
+			}
+			elapsed[i] += d
+			usec[i] += st1.usec - st0.usec
+			calls[i] += st1.calls - st0.calls
+			ops[i] = float64(slice) / d.Seconds()
+		}
+		for i := range names {
+			ratios[i] = append(ratios[i], ops[i]/ops[0])
+		}
+	}
+	b.StopTimer()
+	for i, name := range names {
+		b.ReportMetric(float64(slice*mixRounds)/elapsed[i].Seconds(), name+"-ops/s")
+		if calls[i] > 0 {
+			b.ReportMetric(usec[i]/float64(calls[i]), name+"-server-µs/op")
+		}
+	}
+	at := func(name string) int {
+		for i, n := range names {
+			if n == name {
+				return i
+			}
+		}
+		return -1
+	}
+	ratio := func(num, den, unit string) {
+		i, j := at(num), at(den)
+		if i < 0 || j < 0 {
+			return
+		}
+		rs := make([]float64, mixRounds)
+		for r := range rs {
+			rs[r] = ratios[i][r] / ratios[j][r]
+		}
+		slices.Sort(rs)
+		b.ReportMetric((rs[(mixRounds-1)/2]+rs[mixRounds/2])/2, unit)
+	}
+	ratio("redissup", "redisabs", "sup/abs")
+	ratio("redisabs", "redis_rate", "abs/rate")
+	ratio("redisabs", "redisabs-alone", "abs/alone")
+	ratio("redissup", "redissup-alone", "sup/alone")
+}
+
+// evalsha is INFO commandstats' EVALSHA line: calls and their total µs.
+type evalsha struct {
+	calls int64
+	usec  float64
+}
+
+func evalshaTotal() (evalsha, error) {
+	s, err := stats.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return evalsha{}, err
+	}
+	v, ok := infoField(s, "cmdstat_evalsha")
+	if !ok {
+		return evalsha{}, nil
+	}
+	var e evalsha
+	for _, kv := range strings.Split(v, ",") {
+		k, val, _ := strings.Cut(kv, "=")
+		switch k {
+		case "calls":
+			e.calls, err = strconv.ParseInt(val, 10, 64)
+		case "usec":
+			e.usec, err = strconv.ParseFloat(val, 64)
+		}
+		if err != nil {
+			return evalsha{}, fmt.Errorf("cmdstat_evalsha: %q: %w", v, err)
+		}
+	}
+	return e, nil
 }

@@ -39,9 +39,13 @@ type policy struct {
 // only sets the stored hard capacity.
 const hardLimitFactor = 1.5
 
+// contenders are sluice's providers unbatched (WithBatching(0), the
+// default, given so that the Redis section measures one round trip per
+// decision whatever the default) and redis_rate. BenchmarkBatching
+// measures batching.
 var contenders = []contender{
 	{"redisabs", func(c *redis.Client, p policy, clk limiter.Clock) (incFunc, error) {
-		l, err := redisabs.New(c, clockOpts(clk)...)
+		l, err := redisabs.New(c, append(clockOpts(clk), limiter.WithBatching(0))...)
 		if err != nil {
 			return nil, err
 		}
@@ -51,7 +55,7 @@ var contenders = []contender{
 		}, nil
 	}},
 	{"redissup", func(c *redis.Client, p policy, clk limiter.Clock) (incFunc, error) {
-		l, err := redissup.New(c, append(clockOpts(clk), limiter.WithHardLimitFactor(hardLimitFactor))...)
+		l, err := redissup.New(c, append(clockOpts(clk), limiter.WithHardLimitFactor(hardLimitFactor), limiter.WithBatching(0))...)
 		if err != nil {
 			return nil, err
 		}

@@ -161,14 +161,19 @@ func WithLogger(l *slog.Logger) Option {
 // cap where many goroutines share a limiter. n must be between 0 and
 // 1,024; New returns ErrInvalidConfig beyond.
 //
-// Batching is off by default because it did not win everywhere measured:
-// from 64 concurrent callers up it sends a twentieth (64) to a
-// seventy-fifth (256) of the round trips and won every benchmark (3 to 11
-// times redis_rate's decisions per second), but at 8 it lost some, at 1
-// or 2 it ties (it takes the unbatched path), a batched answer waits for
-// the pipeline's slowest reply, and a pipeline of worst-case calls holds
-// the server for their sum (docs/benchmarks.md, Redis throughput:
-// batching).
+// Batching is off by default because it did not win everywhere measured.
+// With the contenders interleaved round by round on one redis-server,
+// batched over unbatched decisions per second were 1.49 to 1.83 at 64
+// concurrent callers and 1.73 to 2.19 at 256, both strategies, on one hot
+// key and across 10,000 keys, in every sample of two runs; but at 8
+// callers it won under load (1.13 to 1.25, load average 6 to 15) and tied
+// on a quieter machine (redisabs across 10,000 keys 1.00, samples 0.93 to
+// 1.18, load 1 to 5), and at 1 it is the unbatched path (a lone caller's
+// latency 0.93 to 1.03 of unbatched). Turn it on where many goroutines
+// share a limiter; keep it off, or the cap low, where the Redis server is
+// shared with latency-sensitive traffic: a pipeline of n worst-case calls
+// holds the server for their sum (docs/operations.md, Batching;
+// docs/benchmarks.md, Redis throughput: batching).
 //
 // A provider keeps at most two round trips of its scripts in flight per
 // node. A call that finds fewer is sent at once, alone: one or two callers

@@ -1,12 +1,16 @@
-// Command batchtable turns the output of BenchmarkBatching and
-// BenchmarkBatchingLone into the tables of docs/benchmarks.md (Redis
-// throughput: batching): per workload and goroutine count, the median
-// ops/s of every contender, the ratios the targets are stated in, and
-// whether each target is met in that row.
+// Command batchtable turns the output of BenchmarkBatching,
+// BenchmarkBatchingMix and BenchmarkBatchingLone into the tables of
+// docs/benchmarks.md (Redis throughput: batching): per workload and
+// goroutine count, the median ops/s of every contender, the ratios the
+// targets are stated in, and whether each target is met in that row.
 //
-//	go test -run '^$' -bench 'Batching$' -benchtime 1s -count 3 | tee batching.txt
-//	go test -run '^$' -bench BatchingLone -benchtime 20000x -count 5 | tee batching-lone.txt
-//	go run ./batchtable batching.txt batching-lone.txt
+//	go test -run '^$' -bench 'BatchingMix$' -benchtime 200000x -count 3 | tee testdata/batching-mix-5.txt
+//	go test -run '^$' -bench BatchingLone -benchtime 20000x -count 5 | tee testdata/batching-lone-5.txt
+//	go run ./batchtable testdata/batching-mix-5.txt testdata/batching-lone-5.txt
+//
+// The ratios of a BenchmarkBatchingMix row are the medians, over the
+// samples, of each sample's median over its rounds (the contenders take
+// turns round by round); the range is the samples'.
 //
 // Targets: batched redisabs ≥ 1.5 × redis_rate's ops/s at 64 and 256
 // goroutines; batched redissup ≥ 0.9 × batched redisabs everywhere; a lone
@@ -25,6 +29,7 @@ import (
 
 var (
 	batchRe = regexp.MustCompile(`^BenchmarkBatching/load=(\w+)/g=(\d+)/impl=([\w-]+?)(?:-\d+)?\s`)
+	mixRe   = regexp.MustCompile(`^BenchmarkBatchingMix/load=(\w+)/g=(\d+)(?:-\d+)?\s`)
 	loneRe  = regexp.MustCompile(`^BenchmarkBatchingLone/load=(\w+)/impl=([\w-]+?)(?:-\d+)?\s`)
 )
 
@@ -60,6 +65,9 @@ type key struct {
 
 func main() {
 	samples := map[key]map[string][]float64{} // metric unit → samples
+	mix := map[key]map[string][]float64{}     // BenchmarkBatchingMix: impl ""
+	var mixLoads []string
+	mixGs := map[int]bool{}
 	lone := map[[2]string][]float64{}
 	var loads []string
 	gs := map[int]bool{}
@@ -87,6 +95,22 @@ func main() {
 					loads = append(loads, m[1])
 				}
 				gs[g] = true
+			} else if m := mixRe.FindStringSubmatch(line); m != nil {
+				g, _ := strconv.Atoi(m[2])
+				k := key{m[1], g, ""}
+				if mix[k] == nil {
+					mix[k] = map[string][]float64{}
+				}
+				f := strings.Fields(line)
+				for i := 1; i < len(f); i++ {
+					if v, err := strconv.ParseFloat(f[i-1], 64); err == nil && strings.ContainsAny(f[i], "/") {
+						mix[k][f[i]] = append(mix[k][f[i]], v)
+					}
+				}
+				if !contains(mixLoads, m[1]) {
+					mixLoads = append(mixLoads, m[1])
+				}
+				mixGs[g] = true
 			} else if m := loneRe.FindStringSubmatch(line); m != nil {
 				if v, ok := metric(line, "batched/alone"); ok {
 					lone[[2]string{m[1], m[2]}] = append(lone[[2]string{m[1], m[2]}], v)
@@ -129,6 +153,7 @@ func main() {
 		}
 		fmt.Println()
 	}
+	printMix(mix, mixLoads, mixGs, mark)
 	if len(lone) > 0 {
 		fmt.Println("| lone caller | batched ÷ unbatched latency, median (range) | within 5 % |")
 		fmt.Println("| --- | ---: | --- |")
@@ -143,6 +168,48 @@ func main() {
 			m := median(v)
 			fmt.Printf("| %s, %s | %.2f (%.2f–%.2f) | %s |\n", k[0], k[1], m, v[0], v[len(v)-1], mark(m <= 1.05))
 		}
+	}
+}
+
+// printMix prints the tables of BenchmarkBatchingMix.
+func printMix(mix map[key]map[string][]float64, loads []string, gs map[int]bool, mark func(bool) string) {
+	var gl []int
+	for g := range gs {
+		gl = append(gl, g)
+	}
+	sort.Ints(gl)
+	for _, load := range loads {
+		fmt.Printf("**%s**, interleaved\n\n", load)
+		fmt.Println("| goroutines | ops/s: abs · sup · abs alone · sup alone · redis_rate | sup ÷ abs | abs ÷ redis_rate | abs ÷ abs alone | sup ÷ sup alone | server µs per decision: abs · sup · redis_rate | targets met |")
+		fmt.Println("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+		for _, g := range gl {
+			ms := mix[key{load, g, ""}]
+			if ms == nil {
+				continue
+			}
+			m := func(unit string) float64 { return median(ms[unit]) }
+			r := func(unit string) string {
+				v := append([]float64(nil), ms[unit]...)
+				if len(v) == 0 {
+					return "–"
+				}
+				sort.Float64s(v)
+				return fmt.Sprintf("%.2f (%.2f–%.2f)", median(v), v[0], v[len(v)-1])
+			}
+			sa, sr := m("sup/abs"), m("abs/rate")
+			us := func(impl string) float64 { return m(impl + "-server-µs/op") }
+			ua, up, ur := us("redisabs"), us("redissup"), us("redis_rate")
+			targets := "sup ≥ 0.9 abs: " + mark(sa >= 0.9)
+			if g >= 64 {
+				targets = "abs ≥ 1.5 rate: " + mark(sr >= 1.5) + "; " + targets
+			}
+			targets += "; server µs ≤ rate: abs " + mark(ua <= ur) + ", sup " + mark(up <= ur)
+			o := func(impl string) string { return thousands(m(impl + "-ops/s")) }
+			fmt.Printf("| %d | %s · %s · %s · %s · %s | %s | %s | %s | %s | %.2f · %.2f · %.2f | %s |\n",
+				g, o("redisabs"), o("redissup"), o("redisabs-alone"), o("redissup-alone"), o("redis_rate"),
+				r("sup/abs"), r("abs/rate"), r("abs/alone"), r("sup/alone"), ua, up, ur, targets)
+		}
+		fmt.Println()
 	}
 }
 

@@ -31,13 +31,18 @@ func (p *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // BatchingCapacity is the capacity per minute of RunBatching's keys.
 const BatchingCapacity = 300
 
+// dflt stands for no WithBatching option in RunBatching.
+const dflt = -1
+
 // RunBatching runs 64 goroutines of Inc on one key and on eight, with
-// limiter.WithBatching(128) and without (the default), on real Redis,
-// miniredis and the 3-master cluster. For every key, Get's Used must equal
-// the units the decisions admitted, and want(admitted, offered) must hold
-// (the strategy's own bound: exactly min(capacity, offered) for the
-// absolute one). No decision may be degraded, and on real Redis the
-// batched limiter must have sent pipelines and the unbatched one none.
+// limiter.WithBatching(128) and without (WithBatching(0)), on real Redis,
+// miniredis and the 3-master cluster, and on real Redis with neither
+// option (the default, batch=default: unbatched). For every key, Get's
+// Used must equal the units the decisions admitted, and want(admitted,
+// offered) must hold (the strategy's own bound: exactly min(capacity,
+// offered) for the absolute one). No decision may be degraded, and on
+// real Redis the batched limiter must have sent pipelines and the
+// unbatched ones none.
 func RunBatching(t *testing.T, newLimiter func(t testing.TB, c redis.UniversalClient, opts ...limiter.Option) limiter.Limiter,
 	want func(admitted, offered int64) error) {
 	clients := map[string]func(t testing.TB) (redis.UniversalClient, *pipelines){
@@ -51,10 +56,21 @@ func RunBatching(t *testing.T, newLimiter func(t testing.TB, c redis.UniversalCl
 		"Cluster": func(t testing.TB) (redis.UniversalClient, *pipelines) { return redistest.Cluster(t), nil },
 	}
 	for name, client := range clients {
-		for _, batch := range []int{0, 128} {
-			t.Run(fmt.Sprintf("%s/batch=%d", name, batch), func(t *testing.T) {
+		for _, batch := range []int{0, 128, dflt} {
+			if batch == dflt && name != "Real" {
+				continue
+			}
+			sub := fmt.Sprintf("%s/batch=%d", name, batch)
+			if batch == dflt {
+				sub = name + "/batch=default"
+			}
+			t.Run(sub, func(t *testing.T) {
 				c, pipes := client(t)
-				l := newLimiter(t, c, limiter.WithBatching(batch), limiter.WithPrefix(redistest.Prefix(t)))
+				opts := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t))}
+				if batch != dflt {
+					opts = append(opts, limiter.WithBatching(batch))
+				}
+				l := newLimiter(t, c, opts...)
 				const goroutines, calls = 64, 40
 				rate := limiter.PerMinute(BatchingCapacity)
 				for _, keys := range []int{1, 8} {
@@ -92,8 +108,8 @@ func RunBatching(t *testing.T, newLimiter func(t testing.TB, c redis.UniversalCl
 				if pipes != nil && batch > 1 && pipes.n.Load() == 0 {
 					t.Error("64 goroutines sent no pipeline: nothing was batched")
 				}
-				if pipes != nil && batch == 0 && pipes.n.Load() != 0 {
-					t.Errorf("WithBatching(0) sent %d pipelines, want none", pipes.n.Load())
+				if pipes != nil && batch <= 0 && pipes.n.Load() != 0 {
+					t.Errorf("%s sent %d pipelines, want none", sub, pipes.n.Load())
 				}
 			})
 		}

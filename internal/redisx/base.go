@@ -54,7 +54,7 @@ func (b *Base) Init(pkg, strategy string, client Client, opts []limiter.Option) 
 // unless batching is off or the client is one that is not batched.
 func (b *Base) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
 	if b.batch == nil {
-		return script.Run(ctx, b.Client, keys, args...).Result()
+		return run(ctx, script, b.Client, keys, args)
 	}
 	return b.batch.Run(ctx, script, keys, args...)
 }

@@ -129,13 +129,13 @@ var calls = sync.Pool{New: func() any { return &call{done: make(chan reply, 1)} 
 func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
 	ln := b.lane(ctx, keys)
 	if ln == nil {
-		return script.Run(ctx, b.client, keys, args...).Result()
+		return run(ctx, script, b.client, keys, args)
 	}
 	ln.mu.Lock()
 	if ln.busy < ln.b.inflight {
 		ln.busy++
 		ln.mu.Unlock()
-		v, err := script.Run(ctx, b.client, keys, args...).Result()
+		v, err := run(ctx, script, b.client, keys, args)
 		ln.release()
 		return v, err
 	}
@@ -153,7 +153,7 @@ func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, 
 		c.ctx, c.script, c.keys, c.args = nil, nil, nil, nil
 		calls.Put(c)
 		if r.alone {
-			return script.Run(ctx, b.client, keys, args...).Result()
+			return run(ctx, script, b.client, keys, args)
 		}
 		return r.v, r.err
 	case <-ctx.Done():
@@ -235,7 +235,7 @@ func (ln *lane) send(batch []*call) {
 		// A pipeline of one is a call: send it as one, with its caller's
 		// context and through the provider's client.
 		c := batch[0]
-		v, err := c.script.Run(c.ctx, ln.b.client, c.keys, c.args...).Result()
+		v, err := run(c.ctx, c.script, ln.b.client, c.keys, c.args)
 		c.done <- reply{v: v, err: err}
 		return
 	}
@@ -249,7 +249,7 @@ func (ln *lane) send(batch []*call) {
 	_, failed := pipe.Exec(ctx)
 	var again redis.Pipeliner
 	for i, c := range batch {
-		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+		if noScript(cmds[i].Err()) {
 			if again == nil {
 				again = ln.node.Pipeline()
 			}
@@ -278,6 +278,21 @@ func (ln *lane) send(batch []*call) {
 
 var errNoReply = errors.New("redis: no reply in the pipeline")
 
+// run is redis.Script.Run: EVALSHA, and EVAL (which loads the script) when
+// the server answers NOSCRIPT. Unlike it, it asks redis.HasErrorPrefix
+// only about an error: that call allocates, nil error or not, and a
+// healthy call has none.
+func run(ctx context.Context, script *redis.Script, c redis.Scripter, keys []string, args []any) (any, error) {
+	v, err := script.EvalSha(ctx, c, keys, args...).Result()
+	if noScript(err) {
+		return script.Eval(ctx, c, keys, args...).Result()
+	}
+	return v, err
+}
+
+// noScript reports whether err is a NOSCRIPT reply.
+func noScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
+
 // batchContext is the context of a pipeline: without cancellation, with
 // the first call's values and the latest deadline of the calls (none when
 // one of them has none).
@@ -303,6 +318,9 @@ func batchContext(batch []*call) (context.Context, context.CancelFunc) {
 // connection error is not sent again: the script may have run, and this
 // package never re-sends a call that may have counted.
 func needsCluster(err error) bool {
+	if err == nil {
+		return false
+	}
 	for _, p := range [...]string{"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"} {
 		if redis.HasErrorPrefix(err, p) {
 			return true

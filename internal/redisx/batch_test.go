@@ -538,6 +538,28 @@ func TestNeedsCluster(t *testing.T) {
 	}
 }
 
+// TestReplyChecksAllocateNothing: reading a healthy reply (no error) for
+// NOSCRIPT and for the cluster's redirections allocates nothing.
+// redis.HasErrorPrefix allocates even for a nil error, and a batched call
+// on a cluster asked it five times (docs/benchmarks.md, Redis throughput:
+// batching).
+func TestReplyChecksAllocateNothing(t *testing.T) {
+	var err error
+	if n := testing.AllocsPerRun(100, func() {
+		if noScript(err) || needsCluster(err) {
+			t.Fatal("a nil error read as NOSCRIPT or a redirection")
+		}
+	}); n != 0 {
+		t.Errorf("noScript(nil) and needsCluster(nil): %v allocations, want 0", n)
+	}
+	if !noScript(redisErr("NOSCRIPT No matching script. Please use EVAL.")) {
+		t.Error("noScript(NOSCRIPT …) = false")
+	}
+	if noScript(redisErr("ERR Error running script")) {
+		t.Error("noScript(ERR …) = true")
+	}
+}
+
 type redisErr string
 
 func (e redisErr) Error() string { return string(e) }

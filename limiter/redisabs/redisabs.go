@@ -43,8 +43,9 @@ var _ limiter.Limiter = (*Limiter)(nil)
 // key expiry still runs on the Redis server's clock). WithTimeout,
 // WithFailurePolicy, WithFallbackInstances, WithProbeInterval,
 // WithStateChange and WithLogger set what happens when Redis fails
-// (docs/operations.md, When Redis fails). It starts no goroutine and makes
-// no call to Redis. A nil client is ErrInvalidConfig.
+// (docs/operations.md, When Redis fails). limiter.WithBatching(n) lets
+// concurrent calls share round trips (off by default). It starts no
+// goroutine and makes no call to Redis. A nil client is ErrInvalidConfig.
 func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 	l := &Limiter{}
 	if err := l.b.Init("redisabs", key.Absolute, client, opts); err != nil {

@@ -47,8 +47,9 @@ var _ limiter.Limiter = (*Limiter)(nil)
 // clock, and Redis TIME is that clock). A nil client or a bad option is
 // ErrInvalidConfig. WithTimeout, WithFailurePolicy, WithFallbackInstances,
 // WithProbeInterval, WithStateChange and WithLogger set what happens when
-// Redis fails (docs/operations.md, When Redis fails). New starts no
-// goroutine and makes no call to Redis.
+// Redis fails (docs/operations.md, When Redis fails).
+// limiter.WithBatching(n) lets concurrent calls share round trips (off by
+// default). New starts no goroutine and makes no call to Redis.
 func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 	l := &Limiter{}
 	if err := l.b.Init("redissup", key.Suppressed, client, opts); err != nil {
