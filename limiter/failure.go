@@ -165,12 +165,14 @@ func WithLogger(l *slog.Logger) Option {
 // With the contenders interleaved round by round on one redis-server,
 // batched over unbatched decisions per second were 1.49 to 1.83 at 64
 // concurrent callers and 1.73 to 2.19 at 256, both strategies, on one hot
-// key and across 10,000 keys, in every sample of two runs; but at 8
-// callers it won under load (1.13 to 1.25, load average 6 to 15) and tied
-// on a quieter machine (redisabs across 10,000 keys 1.00, samples 0.93 to
-// 1.18, load 1 to 5), and at 1 it is the unbatched path (a lone caller's
-// latency 0.93 to 1.03 of unbatched). Turn it on where many goroutines
-// share a limiter; keep it off, or the cap low, where the Redis server is
+// key and across 10,000 keys, in every sample of two runs (1.43 to 1.78
+// in a third, quiet one); but at 8 callers it won under load (1.13 to
+// 1.25, load average 6 to 15), tied at load 1 to 5, and lost on a quiet
+// machine (0.81 to 0.83: eight unbatched callers keep eight round trips in
+// flight, the batcher two), and at 1 it is the unbatched path (a lone
+// caller's latency 0.93 to 1.03 of unbatched). Turn it on where tens of
+// goroutines or more share a limiter; keep it off where a few do, and
+// keep it off, or the cap low, where the Redis server is
 // shared with latency-sensitive traffic: a pipeline of n worst-case calls
 // holds the server for their sum (docs/operations.md, Batching;
 // docs/benchmarks.md, Redis throughput: batching).
