@@ -1,250 +1,28 @@
 package redisabs_test
 
 import (
-	"math/rand/v2"
-	"strconv"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/sluice-go/sluice/internal/conformance"
 	"github.com/sluice-go/sluice/internal/redistest"
-	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
-	"github.com/sluice-go/sluice/limiter/redisabs"
 )
 
-// setMeta reads the newest bucket's start n and the TTL span t from the
-// meta field of a set's hash, "<c> <u> <o> <n> <nc> <t>" (docs/data-model.md).
-func setMeta(t *testing.T, c redis.Cmdable, h string) (n, span int64) {
-	t.Helper()
-	m, err := c.HGet(ctx, h, "m").Result()
-	if err != nil {
-		t.Fatalf("HGET %s m: %v", h, err)
-	}
-	f := strings.Fields(m)
-	if len(f) != 6 {
-		t.Fatalf("HGET %s m = %q, want six numbers", h, m)
-	}
-	n, err1 := strconv.ParseInt(f[3], 10, 64)
-	span, err2 := strconv.ParseInt(f[5], 10, 64)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("HGET %s m = %q: %v, %v", h, m, err1, err2)
-	}
-	return n, span
-}
-
-// ttlSets are two sets that give the limit "x" different windows (and
-// buckets), as two tiers might.
-func ttlSets(t *testing.T, w1, b1, w2, b2 time.Duration) [2]*limiter.Set {
-	t.Helper()
-	a, err := limiter.NewSet(
-		limiter.Limit{Name: "x", Rate: limiter.PerSecond(200), Window: w1, Bucket: b1},
-		limiter.Limit{Name: "y", Rate: limiter.PerSecond(100), Window: w1, Bucket: b1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := limiter.NewSet(
-		limiter.Limit{Name: "x", Rate: limiter.PerSecond(300), Window: w2, Bucket: b2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return [2]*limiter.Set{a, b}
-}
-
-// TestSetTTL checks on miniredis, whose TTLs and TIME run on the fake
-// clock, the expiry rule of a set's hashes (abs_set.lua, docs/data-model.md):
-// after every call each hash expires exactly at n + t, its newest bucket's
-// start plus the span t stored in its meta field; t is the W + B of a
-// limit that wrote it and at least the W + B of every admitted write since
-// the hash was created (two windows for one name never shorten what the
-// longer one counts); PTTL is in (0, t]; and with one window for the name
-// the hash dies exactly W + B after its newest bucket opened, a join
-// setting no new TTL.
+// TestSetTTL: the expiry rule of a set's hashes (abs_set.lua,
+// docs/data-model.md) on miniredis, whose TTLs and TIME run on the fake
+// clock, with two windows for one limit name (conformance.RunSetTTL).
 func TestSetTTL(t *testing.T) {
-	const w1, b1, w2, b2 = time.Second, 100 * time.Millisecond, 2 * time.Second, 50 * time.Millisecond
-	sp := [2]int64{(w1 + b1).Milliseconds(), (w2 + b2).Milliseconds()}
 	mr, c, clk := miniAt(t)
 	prefix := redistest.Prefix(t)
-	l, err := redisabs.New(c, limiter.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sets := ttlSets(t, w1, b1, w2, b2)
-	hx, err := key.LimitName(prefix, "k", key.Absolute, "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(9, 9))
-	longest := int64(0) // the longest W + B admitted into x since it was created
-	mixed, raised := 0, 0
-	for i := 0; i < 2000; i++ {
-		if rng.IntN(10) == 0 {
-			clk.Advance(time.Duration(1000+rng.IntN(2000)) * time.Millisecond) // x may die
-		} else {
-			clk.Advance(time.Duration(rng.IntN(400)) * time.Millisecond)
-		}
-		if !mr.Exists(hx) {
-			longest = 0
-		}
-		j := rng.IntN(2)
-		n := int64(rng.IntN(4))
-		var before int64
-		if mr.Exists(hx) {
-			var newest int64
-			newest, before = setMeta(t, c, hx)
-			if n > 0 && clk.Now().UnixMilli()-newest >= sp[j] {
-				longest = 0 // dead under this call's window: a write deletes it
-			}
-		}
-		d, err := l.IncSet(ctx, "k", sets[j], n)
-		if err != nil {
-			t.Fatalf("step %d: IncSet: %v", i, err)
-		}
-		if d.Allowed && n > 0 {
-			longest = max(longest, sp[j])
-		}
-		if !mr.Exists(hx) {
-			continue // a refused call or peek on an absent key
-		}
-		start, span := setMeta(t, c, hx)
-		if span != sp[0] && span != sp[1] {
-			t.Fatalf("step %d: t = %d, want one of the windows' W + B %v", i, span, sp)
-		}
-		if span < longest {
-			t.Fatalf("step %d: t = %d, below the W + B %d of a write since the hash was created", i, span, longest)
-		}
-		if before != 0 && before != span {
-			raised++
-		}
-		if longest == sp[1] && span == sp[1] && j == 0 && d.Allowed && n > 0 {
-			mixed++ // the shorter window wrote a hash the longer one keeps
-		}
-		now := clk.Now()
-		ttl := mr.TTL(hx)
-		if ttl <= 0 || ttl > time.Duration(span)*time.Millisecond {
-			t.Fatalf("step %d: PTTL = %v, want in (0, %dms]", i, ttl, span)
-		}
-		if want := time.UnixMilli(start + span).Sub(now); ttl != want {
-			t.Fatalf("step %d: after IncSet(%d, %d) PTTL = %v, want %v: t = %dms after the newest bucket opened", i, j, n, ttl, want, span)
-		}
-	}
-	if mixed == 0 || raised == 0 {
-		t.Fatalf("%d writes of the shorter window kept the longer one's span, %d raised it: the trace must have both", mixed, raised)
-	}
-
-	// One window: a join sets no TTL, and the hash goes W + B after its
-	// newest bucket opened, not W + B after the join.
-	clk.Advance(w2 + b2)
-	if mr.Exists(hx) {
-		t.Fatal("hash still there after the longest W + B of silence")
-	}
-	if d, err := l.IncSet(ctx, "k", sets[0], 1); err != nil || !d.Allowed {
-		t.Fatalf("IncSet: %+v, %v", d, err)
-	}
-	opened := clk.Now()
-	const j1, j2 = 20 * time.Millisecond, 10 * time.Millisecond // joins: below both buckets
-	clk.Advance(j1)
-	if d, err := l.IncSet(ctx, "k", sets[0], 1); err != nil || !d.Allowed {
-		t.Fatalf("IncSet: %+v, %v", d, err)
-	}
-	if n, span := setMeta(t, c, hx); n != opened.UnixMilli() || span != sp[0] {
-		t.Fatalf("newest bucket %d, t %d; want the join of %d, t %d", n, span, opened.UnixMilli(), sp[0])
-	}
-	if ttl := mr.TTL(hx); ttl != w1+b1-j1 {
-		t.Fatalf("after a join PTTL = %v, want %v", ttl, w1+b1-j1)
-	}
-	// The longer window joins: the hash now lives its W + B from the
-	// bucket's start.
-	if d, err := l.IncSet(ctx, "k", sets[1], 1); err != nil || !d.Allowed {
-		t.Fatalf("IncSet: %+v, %v", d, err)
-	}
-	if n, span := setMeta(t, c, hx); n != opened.UnixMilli() || span != sp[1] {
-		t.Fatalf("newest bucket %d, t %d; want the join of %d, t %d", n, span, opened.UnixMilli(), sp[1])
-	}
-	if ttl := mr.TTL(hx); ttl != w2+b2-j1 {
-		t.Fatalf("after the longer window's join PTTL = %v, want %v", ttl, w2+b2-j1)
-	}
-	// The shorter one joins again: nothing shortens.
-	clk.Advance(j2)
-	if d, err := l.IncSet(ctx, "k", sets[0], 1); err != nil || !d.Allowed {
-		t.Fatalf("IncSet: %+v, %v", d, err)
-	}
-	if ttl := mr.TTL(hx); ttl != w2+b2-j1-j2 {
-		t.Fatalf("after the shorter window's join PTTL = %v, want %v", ttl, w2+b2-j1-j2)
-	}
-	clk.Advance(w2 + b2 - j1 - j2 - time.Millisecond)
-	if !mr.Exists(hx) {
-		t.Fatal("hash gone while its newest bucket is live under the longer window")
-	}
-	clk.Advance(time.Millisecond)
-	if keys := mr.Keys(); len(keys) != 0 {
-		t.Fatalf("keys left after W + B of silence: %q", keys)
-	}
+	l := newLimiter(t, c, limiter.WithPrefix(prefix))
+	conformance.RunSetTTL(t, conformance.AbsoluteStrategy, mr, c, clk, l, prefix)
 }
 
-// TestSetTTLRealRedis checks the rule on a real server with its own clock
-// and short windows, two of them for one name: after every call 0 < PTTL
-// ≤ t, the hash lives at least until its newest bucket dies under t (and t
-// covers every admitted write's W + B), and it is gone t after its newest
-// bucket opened.
+// TestSetTTLRealRedis: the same rule on a real server with its own clock
+// (conformance.RunSetTTLReal).
 func TestSetTTLRealRedis(t *testing.T) {
-	const w1, b1, w2, b2 = 200 * time.Millisecond, 20 * time.Millisecond, 300 * time.Millisecond, 10 * time.Millisecond
-	sp := [2]int64{(w1 + b1).Milliseconds(), (w2 + b2).Milliseconds()}
-	c := realClient(t).(*redis.Client)
+	c := redistest.Real(t).Client(t)
 	prefix := redistest.Prefix(t)
-	l, err := redisabs.New(c, limiter.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sets := ttlSets(t, w1, b1, w2, b2)
-	hx, err := key.LimitName(prefix, "k", key.Absolute, "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(5, 5))
-	starts := map[int64]bool{}
-	spans := map[int64]bool{}
-	longest := int64(0)
-	for i := 0; i < 60; i++ {
-		time.Sleep(time.Duration(rng.IntN(15)) * time.Millisecond)
-		j := rng.IntN(2)
-		if d, err := l.IncSet(ctx, "k", sets[j], 1); err != nil || !d.Allowed {
-			t.Fatalf("IncSet %d: %+v, %v", i, d, err)
-		}
-		longest = max(longest, sp[j])
-		pttl, err := c.PTTL(ctx, hx).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		now, err := c.Time(ctx).Result() // read after PTTL: now is no earlier than its instant
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, span := setMeta(t, c, hx)
-		starts[n], spans[span] = true, true
-		if span < longest {
-			t.Fatalf("after IncSet %d t = %d, below an admitted write's W + B %d", i, span, longest)
-		}
-		if pttl <= 0 || pttl > time.Duration(span)*time.Millisecond {
-			t.Fatalf("after IncSet %d PTTL = %v, want in (0, %dms]", i, pttl, span)
-		}
-		// 2 ms: TIME and the script's expiry instant may round apart.
-		if live := time.UnixMilli(n + span).Sub(now); pttl < live-2*time.Millisecond {
-			t.Fatalf("after IncSet %d PTTL = %v, but the newest bucket is live %v more", i, pttl, live)
-		}
-	}
-	if len(starts) < 2 || len(starts) == 60 {
-		t.Fatalf("%d buckets for 60 calls: the trace must both join and open", len(starts))
-	}
-	n, span := setMeta(t, c, hx)
-	now, err := c.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(time.UnixMilli(n + span + 2).Sub(now))
-	if k, err := c.Exists(ctx, hx).Result(); err != nil || k != 0 {
-		t.Fatalf("EXISTS %s t after its newest bucket opened = %d, %v; want 0", hx, k, err)
-	}
+	l := newLimiter(t, c, limiter.WithPrefix(prefix))
+	conformance.RunSetTTLReal(t, conformance.AbsoluteStrategy, c, l, prefix)
 }
