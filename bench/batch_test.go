@@ -273,7 +273,7 @@ func benchMix(b *testing.B, c *redis.Client, w workload, g int, names []string) 
 		ops := make([]float64, len(names))
 		for o := range names {
 			i := (o + r) % len(names)
-			st0, err := evalshaTotal()
+			st0, err := commandStat(stats, "evalsha")
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -288,13 +288,13 @@ func benchMix(b *testing.B, c *redis.Client, w workload, g int, names []string) 
 			if refused > 0 {
 				b.Fatalf("%s: %d of %d calls refused; the workload is meant to be admitted", names[i], refused, slice)
 			}
-			st1, err := evalshaTotal()
+			st1, err := commandStat(stats, "evalsha")
 			if err != nil {
 				b.Fatal(err)
 			}
 			elapsed[i] += d
-			usec[i] += st1.usec - st0.usec
-			calls[i] += st1.calls - st0.calls
+			usec[i] += st1.Usec - st0.Usec
+			calls[i] += st1.Calls - st0.Calls
 			ops[i] = float64(slice) / d.Seconds()
 		}
 		for i := range names {
@@ -332,35 +332,4 @@ func benchMix(b *testing.B, c *redis.Client, w workload, g int, names []string) 
 	ratio("redisabs", "redis_rate", "abs/rate")
 	ratio("redisabs", "redisabs-alone", "abs/alone")
 	ratio("redissup", "redissup-alone", "sup/alone")
-}
-
-// evalsha is INFO commandstats' EVALSHA line: calls and their total µs.
-type evalsha struct {
-	calls int64
-	usec  float64
-}
-
-func evalshaTotal() (evalsha, error) {
-	s, err := stats.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return evalsha{}, err
-	}
-	v, ok := infoField(s, "cmdstat_evalsha")
-	if !ok {
-		return evalsha{}, nil
-	}
-	var e evalsha
-	for _, kv := range strings.Split(v, ",") {
-		k, val, _ := strings.Cut(kv, "=")
-		switch k {
-		case "calls":
-			e.calls, err = strconv.ParseInt(val, 10, 64)
-		case "usec":
-			e.usec, err = strconv.ParseFloat(val, 64)
-		}
-		if err != nil {
-			return evalsha{}, fmt.Errorf("cmdstat_evalsha: %q: %w", v, err)
-		}
-	}
-	return e, nil
 }

@@ -143,6 +143,7 @@ func serverCPU(c *redis.Client) (float64, error) {
 // cmdStat is one line of INFO commandstats.
 type cmdStat struct {
 	Calls       int64
+	Usec        float64 // all calls' µs
 	UsecPerCall float64
 }
 
@@ -163,6 +164,8 @@ func commandStat(c *redis.Client, cmd string) (cmdStat, error) {
 		switch k {
 		case "calls":
 			st.Calls, err = strconv.ParseInt(val, 10, 64)
+		case "usec":
+			st.Usec, err = strconv.ParseFloat(val, 64)
 		case "usec_per_call":
 			st.UsecPerCall, err = strconv.ParseFloat(val, 64)
 		}
