@@ -249,7 +249,7 @@ func (ln *lane) send(batch []*call) {
 	_, failed := pipe.Exec(ctx)
 	var again redis.Pipeliner
 	for i, c := range batch {
-		if noScript(cmds[i].Err()) {
+		if NoScript(cmds[i].Err()) {
 			if again == nil {
 				again = ln.node.Pipeline()
 			}
@@ -284,14 +284,14 @@ var errNoReply = errors.New("redis: no reply in the pipeline")
 // healthy call has none.
 func run(ctx context.Context, script *redis.Script, c redis.Scripter, keys []string, args []any) (any, error) {
 	v, err := script.EvalSha(ctx, c, keys, args...).Result()
-	if noScript(err) {
+	if NoScript(err) {
 		return script.Eval(ctx, c, keys, args...).Result()
 	}
 	return v, err
 }
 
-// noScript reports whether err is a NOSCRIPT reply.
-func noScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
+// NoScript reports whether err is a NOSCRIPT reply.
+func NoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
 
 // batchContext is the context of a pipeline: without cancellation, with
 // the first call's values and the latest deadline of the calls (none when

@@ -546,17 +546,17 @@ func TestNeedsCluster(t *testing.T) {
 func TestReplyChecksAllocateNothing(t *testing.T) {
 	var err error
 	if n := testing.AllocsPerRun(100, func() {
-		if noScript(err) || needsCluster(err) {
+		if NoScript(err) || needsCluster(err) {
 			t.Fatal("a nil error read as NOSCRIPT or a redirection")
 		}
 	}); n != 0 {
-		t.Errorf("noScript(nil) and needsCluster(nil): %v allocations, want 0", n)
+		t.Errorf("NoScript(nil) and needsCluster(nil): %v allocations, want 0", n)
 	}
-	if !noScript(redisErr("NOSCRIPT No matching script. Please use EVAL.")) {
-		t.Error("noScript(NOSCRIPT …) = false")
+	if !NoScript(redisErr("NOSCRIPT No matching script. Please use EVAL.")) {
+		t.Error("NoScript(NOSCRIPT …) = false")
 	}
-	if noScript(redisErr("ERR Error running script")) {
-		t.Error("noScript(ERR …) = true")
+	if NoScript(redisErr("ERR Error running script")) {
+		t.Error("NoScript(ERR …) = true")
 	}
 }
 

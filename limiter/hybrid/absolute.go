@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -864,8 +863,4 @@ func (l *Absolute) sendBatch(ctx context.Context, batch []syncCall) {
 			s.e.mu.Unlock()
 		}
 	})
-}
-
-func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }

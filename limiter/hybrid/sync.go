@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/redisx"
 )
 
 // syncTimeout bounds one tick's Redis calls: the per-call timeout, or 1 s
@@ -73,7 +74,7 @@ func pipeCalls(ctx context.Context, client redis.Scripter, script *redis.Script,
 			if done[i] {
 				continue
 			}
-			if !last && isNoScript(cmd.Err()) {
+			if !last && redisx.NoScript(cmd.Err()) {
 				missing = true
 				continue
 			}
