@@ -150,6 +150,8 @@ AS='sluice:{user:%d}:abs:h:second sluice:{user:%d}:abs:h:minute sluice:{user:%d}
 # traffic).
 AJ='sluice:{user:%d}:abs:h:minute sluice:{user:%d}:abs:h:hour sluice:{user:%d}:abs:h:day'
 ASETJ='60000 600 1000 60600 3600000 36000 10000 3636000 86400000 864000 100000 87264000'
+# set_meta.lua's keys: one meta hash for the set, then the limits' hashes
+AM='sluice:{user:%d}:abs:m sluice:{user:%d}:abs:h:minute sluice:{user:%d}:abs:h:hour sluice:{user:%d}:abs:h:day'
 SS='sluice:{user:%d}:sup:h:second sluice:{user:%d}:sup:h:minute sluice:{user:%d}:sup:h:hour'
 ASET='1000 10 100 3600000 60000 600 1000 3600000 3600000 36000 10000 3600000'
 ASETR='1000 10 1 3600000 60000 600 1000 3600000 3600000 36000 10000 3600000'
@@ -177,6 +179,12 @@ rows+=(
 	"floor: set_cmds.lua on the set's 3 hashes|floor/set_cmds.lua|join|$AS|NOW 1 $ASET"
 	"floor: set_parse.lua on the set's 3 hashes|floor/set_parse.lua|join|$AS|NOW 1 $ASET"
 	"floor: set_parse_struct.lua on the set's 3 hashes|floor/set_parse_struct.lua|join|$AS|NOW 1 $ASET"
+	"floor: set_parse_keep.lua on 1 hash|floor/set_parse_keep.lua|join|$AK|NOW 1 60000 600 1000 60600"
+	"floor: set_parse_keep.lua on the set's 3 hashes|floor/set_parse_keep.lua|join|$AJ|NOW 1 $ASETJ"
+	"floor: set_meta.lua, the 3 limits' meta in one hash|floor/set_meta.lua|join|$AM|NOW 1 $ASETJ"
+	"floor: set_meta_cmds.lua, its commands alone|floor/set_meta_cmds.lua|join|$AM|NOW 1 $ASETJ"
+	"floor: time1.lua, TIME alone, the single's 1 key and 6 arguments|floor/time1.lua|join|$AK|$ABS"
+	"floor: time1.lua, TIME alone, the set's 3 keys and 14 arguments|floor/time1.lua|join|$AJ|NOW 1 $ASETJ"
 )
 if [[ -n $rev ]]; then
 	rows+=(
