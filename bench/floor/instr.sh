@@ -183,6 +183,7 @@ rows+=(
 	"floor: set_parse_keep.lua on the set's 3 hashes|floor/set_parse_keep.lua|join|$AJ|NOW 1 $ASETJ"
 	"floor: set_meta.lua, the 3 limits' meta in one hash|floor/set_meta.lua|join|$AM|NOW 1 $ASETJ"
 	"floor: set_meta_cmds.lua, its commands alone|floor/set_meta_cmds.lua|join|$AM|NOW 1 $ASETJ"
+	"floor: set_counter.lua, one admission counter for the set's 3 hashes|floor/set_counter.lua|join|$AJ|NOW 1 $ASETJ"
 	"floor: time1.lua, TIME alone, the single's 1 key and 6 arguments|floor/time1.lua|join|$AK|$ABS"
 	"floor: time1.lua, TIME alone, the set's 3 keys and 14 arguments|floor/time1.lua|join|$AJ|NOW 1 $ASETJ"
 )
