@@ -64,10 +64,12 @@ const Inflight = 2
 
 // Direct is how many calls may be inside one node's lane before batching
 // starts: up to Direct concurrent callers, every call runs alone and at
-// once, as without batching. NewBatcher reads it; tests and the benchmark
-// set it (0 batches from the third concurrent caller on, the rule before
-// Direct existed).
-var Direct = 16
+// once, as without batching. 8 because on the benchmark machine the
+// batched path lost to unbatched calls at 8 callers on a quiet machine
+// and won from 10 callers up (docs/benchmarks.md, A rule that never
+// loses). NewBatcher reads it; tests and the benchmark set it (0 batches
+// from the third concurrent caller on, the rule before Direct existed).
+var Direct = 8
 
 // Batcher batches the script calls of one provider. Build it with
 // NewBatcher; the zero value is not usable. Its methods are safe for
