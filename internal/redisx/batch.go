@@ -26,16 +26,20 @@ import (
 // the queue is empty; then the place is free again. So calls that arrive
 // while the node is busy share the next round trip, and the batch size
 // follows the load: 1 up to Direct concurrent callers, up to about the
-// number of waiting goroutines / Inflight (capped at max) above.
+// number of waiting goroutines / Inflight (capped at max) above. A call
+// that runs alone below Direct takes no place and never drains the queue:
+// a call queues only when all Inflight places are held, and each holder
+// hands its place to a flusher when it ends with calls queued, so the
+// queue always has someone to send it.
 //
 // Why both: a few callers are served best by as many round trips in
 // flight as callers (the server and the network overlap them), many
 // callers by few round trips that carry many calls each (each round trip
-// costs system calls on both sides, and under load that cost, not the
-// wait, is what limits throughput). On the benchmark machine two round
-// trips for eight callers cost 17 to 19 % of their throughput, and for 64
-// or 256 callers gained 1.4 to 1.8 times (docs/benchmarks.md, Redis
-// throughput: batching).
+// costs system calls on both sides, and with tens of callers that cost,
+// not the wait, is what limits throughput). On the benchmark machine two
+// round trips for eight callers cost them 17 to 19 % of their throughput
+// on a quiet machine, and for 64 or 256 callers gained 1.4 to 2.2 times
+// (docs/benchmarks.md, Redis throughput: batching).
 //
 // A waiting caller leaves as soon as its context is done, with the
 // context's error. If its call was not yet taken into a pipeline it is
