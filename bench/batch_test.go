@@ -21,7 +21,7 @@ import (
 )
 
 // batchContenders are both sluice strategies with batching
-// (WithBatching(128)) and without (WithBatching(0), the default), redis_rate, which sends
+// (WithBatching(128), the default) and without (WithBatching(0)), redis_rate, which sends
 // every call alone, and the PING floor: one PING per decision, the round
 // trip that an unbatched limiter cannot go below. The sluice ones get WithTimeout(5 s), the shared client's
 // ReadTimeout: the client has no ContextTimeoutEnabled, so an unbatched
@@ -143,7 +143,7 @@ func BenchmarkBatching(b *testing.B) {
 }
 
 // BenchmarkBatchingLone times a lone caller's Inc with batching
-// (WithBatching(128)) and without (WithBatching(0), the default), alternating call by call on the same keys, so that
+// (WithBatching(128), the default) and without (WithBatching(0)), alternating call by call on the same keys, so that
 // the noise of a shared machine falls on both alike: batched-ns/op and
 // alone-ns/op are the mean latencies, and batched/alone their ratio.
 //
