@@ -14,13 +14,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/redisabs"
 	"github.com/sluice-go/sluice/limiter/redissup"
 )
 
 // batchContenders are both sluice strategies with batching
-// (WithBatching(128)) and without (WithBatching(0), the default), redis_rate, which sends
+// (WithBatching(128), the default) and without (WithBatching(0)), redis_rate, which sends
 // every call alone, and the PING floor: one PING per decision, the round
 // trip that an unbatched limiter cannot go below. The sluice ones get WithTimeout(5 s), the shared client's
 // ReadTimeout: the client has no ContextTimeoutEnabled, so an unbatched
@@ -142,7 +143,7 @@ func BenchmarkBatching(b *testing.B) {
 }
 
 // BenchmarkBatchingLone times a lone caller's Inc with batching
-// (WithBatching(128)) and without (WithBatching(0), the default), alternating call by call on the same keys, so that
+// (WithBatching(128), the default) and without (WithBatching(0)), alternating call by call on the same keys, so that
 // the noise of a shared machine falls on both alike: batched-ns/op and
 // alone-ns/op are the mean latencies, and batched/alone their ratio.
 //
@@ -210,16 +211,32 @@ const mixRounds = 10
 //	go run ./batchtable mix.txt
 //
 // MIX_NAMES=redisabs,redissup (a comma-separated list of contenders, the
-// first the one the rounds' ratios divide by) runs only those.
+// first the one the rounds' ratios divide by) runs only those. A name
+// ending in @N is that contender built with N as the batcher's Direct
+// (batching starts above N concurrent callers; @0 is the rule before
+// Direct existed): redisabs@0 and redissup@0 are reported beside the
+// others, with the ratios new ÷ old (abs/old, sup/old). MIX_GS=8,16,32
+// runs those goroutine counts instead of 1, 8, 64 and 256.
 func BenchmarkBatchingMix(b *testing.B) {
 	c := requireServer(b)
-	names := []string{"redisabs", "redissup", "redisabs-alone", "redissup-alone", "redis_rate"}
+	names := []string{"redisabs", "redissup", "redisabs-alone", "redissup-alone", "redis_rate", "redisabs@0", "redissup@0"}
 	if v := os.Getenv("MIX_NAMES"); v != "" {
 		names = strings.Split(v, ",")
 	}
+	gs := []int{1, 8, 64, 256}
+	if v := os.Getenv("MIX_GS"); v != "" {
+		gs = gs[:0]
+		for _, f := range strings.Split(v, ",") {
+			g, err := strconv.Atoi(f)
+			if err != nil || g < 1 {
+				b.Fatalf("MIX_GS: %q is not a goroutine count", f)
+			}
+			gs = append(gs, g)
+		}
+	}
 	for _, w := range workloads[:2] { // hot, 10k
 		b.Run("load="+w.name, func(b *testing.B) {
-			for _, g := range []int{1, 8, 64, 256} {
+			for _, g := range gs {
 				b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
 					benchMix(b, c, w, g, names)
 				})
@@ -235,16 +252,26 @@ func benchMix(b *testing.B, c *redis.Client, w workload, g int, names []string) 
 	incs := make([]incFunc, len(names))
 	keys := make([][]string, len(names))
 	for i, name := range names {
+		base, direct, withDirect := strings.Cut(name, "@")
 		var ct contender
 		for _, x := range batchContenders {
-			if x.name == name {
+			if x.name == base {
 				ct = x
 			}
 		}
 		if ct.build == nil {
 			b.Fatalf("no contender %q", name)
 		}
+		saved := redisx.Direct
+		if withDirect {
+			n, err := strconv.Atoi(direct)
+			if err != nil || n < 0 {
+				b.Fatalf("contender %q: %q is not a Direct", name, direct)
+			}
+			redisx.Direct = n
+		}
 		inc, err := ct.build(c, w.policy, nil)
+		redisx.Direct = saved
 		if err != nil {
 			b.Fatalf("%s: %v", name, err)
 		}
@@ -332,4 +359,8 @@ func benchMix(b *testing.B, c *redis.Client, w workload, g int, names []string) 
 	ratio("redisabs", "redis_rate", "abs/rate")
 	ratio("redisabs", "redisabs-alone", "abs/alone")
 	ratio("redissup", "redissup-alone", "sup/alone")
+	ratio("redisabs", "redisabs@0", "abs/old")
+	ratio("redissup", "redissup@0", "sup/old")
+	ratio("redisabs@0", "redisabs-alone", "absold/alone")
+	ratio("redissup@0", "redissup-alone", "supold/alone")
 }

@@ -39,10 +39,10 @@ type policy struct {
 // only sets the stored hard capacity.
 const hardLimitFactor = 1.5
 
-// contenders are sluice's providers unbatched (WithBatching(0), the
-// default, given so that the Redis section measures one round trip per
-// decision whatever the default) and redis_rate. BenchmarkBatching
-// measures batching.
+// contenders are sluice's providers unbatched (WithBatching(0), given so
+// that the Redis section measures one round trip per decision whatever the
+// default, which is batched) and redis_rate. BenchmarkBatching measures
+// batching.
 var contenders = []contender{
 	{"redisabs", func(c *redis.Client, p policy, clk limiter.Clock) (incFunc, error) {
 		l, err := redisabs.New(c, append(clockOpts(clk), limiter.WithBatching(0))...)

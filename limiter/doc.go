@@ -44,11 +44,12 @@
 //
 // # Batching
 //
-// With WithBatching(n), the Redis providers send the script calls that
-// arrive while two round trips to the same Redis node are in flight
-// together, as one pipeline of at most n. One or two concurrent callers
-// never wait for a batch; under many concurrent callers one round trip
-// carries many decisions. It is off by default (see WithBatching for why).
+// The Redis providers batch concurrent calls (WithBatching, default 128):
+// up to 8 calls in progress to one Redis node each goes alone, as without
+// batching, so a few concurrent callers never wait for a batch; above 8,
+// the calls that arrive while two round trips to the node are in flight
+// are sent together, as one pipeline of at most the cap, and one round trip
+// carries many decisions. WithBatching(0) sends every call alone.
 //
 // # Metrics, traces and logs
 //

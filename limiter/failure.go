@@ -157,39 +157,38 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithBatching sets the largest number of concurrent script calls of a
 // Redis provider to one Redis node that are sent together, as one pipeline.
-// Default 0: every call alone, as one round trip (so does 1). 128 is a good
-// cap where many goroutines share a limiter. n must be between 0 and
-// 1,024; New returns ErrInvalidConfig beyond.
+// Default 128; 0 or 1: every call alone, as one round trip. n must be
+// between 0 and 1,024; New returns ErrInvalidConfig beyond.
 //
-// Batching is off by default because it did not win everywhere measured.
-// With the contenders interleaved round by round on one redis-server,
-// batched over unbatched decisions per second were 1.49 to 1.83 at 64
-// concurrent callers and 1.73 to 2.19 at 256, both strategies, on one hot
-// key and across 10,000 keys, in every sample of two runs (1.43 to 1.78
-// in a third, quiet one); but at 8 callers it won under load (1.13 to
-// 1.25, load average 6 to 15), tied at load 1 to 5, and lost on a quiet
-// machine (0.81 to 0.83: eight unbatched callers keep eight round trips in
-// flight, the batcher two), and at 1 it is the unbatched path (a lone
-// caller's latency 0.93 to 1.03 of unbatched). Turn it on where tens of
-// goroutines or more share a limiter; keep it off where a few do, and
-// keep it off, or the cap low, where the Redis server is
-// shared with latency-sensitive traffic: a pipeline of n worst-case calls
-// holds the server for their sum (docs/operations.md, Batching;
-// docs/benchmarks.md, Redis throughput: batching).
+// A provider counts its calls in progress per node. Up to 8, every call is
+// sent at once, alone, exactly as without batching: a few callers keep a
+// round trip each in flight and wait for nothing. Above 8, it keeps at most
+// two round trips of its scripts in flight per node: a call that finds
+// fewer is sent at once, alone; calls that arrive while two are in flight
+// wait for one of them to end and are then sent together, up to n per
+// pipeline. So the batch size follows the load, and under many concurrent
+// callers one round trip carries many decisions.
 //
-// A provider keeps at most two round trips of its scripts in flight per
-// node. A call that finds fewer is sent at once, alone: one or two callers
-// wait for nothing. Calls that arrive while two are in flight wait for one
-// of them to end and are then sent together, up to n per pipeline; so the
-// batch size follows the load, and under many concurrent callers one round
-// trip carries many decisions. Each caller keeps its context and
-// WithTimeout: one whose context ends while it waits returns the context's
-// error at once and its call is not sent (or, if already sent, goes on
-// without it); a waiting caller honours its deadline even on a client
-// without ContextTimeoutEnabled. Batching applies to *redis.Client and
-// *redis.ClusterClient (per master; a call whose slot moved is sent again
-// alone through the cluster client); calls through other clients always go
-// alone. See docs/operations.md, Batching.
+// Batching is on by default because with this rule it won or tied
+// everywhere measured. With the contenders interleaved round by round on
+// one redis-server, batched over unbatched decisions per second were 1.57
+// to 2.20 at 64 and 256 concurrent callers, both strategies, one hot key
+// and 10,000 keys, and 0.97 to 1.03 at 1 and 8 callers, where every call
+// goes alone (a lone caller's latency 1.00 to 1.01 of unbatched). Sending
+// every call alone up to 8 callers is what makes it never lose: two round
+// trips for eight callers had cost them 17 to 19 % on a quiet machine.
+// Keep it off, or the cap low, where the Redis server is shared with
+// latency-sensitive traffic: a pipeline of n worst-case calls holds the
+// server for their sum (docs/operations.md, Batching; docs/benchmarks.md,
+// A rule that never loses).
+//
+// Each caller keeps its context and WithTimeout: one whose context ends
+// while it waits returns the context's error at once and its call is not
+// sent (or, if already sent, goes on without it); a waiting caller honours
+// its deadline even on a client without ContextTimeoutEnabled. Batching
+// applies to *redis.Client and *redis.ClusterClient (per master; a call
+// whose slot moved is sent again alone through the cluster client); calls
+// through other clients always go alone. See docs/operations.md, Batching.
 func WithBatching(n int) Option {
 	return func(c *config.Config) { c.Batch = n }
 }

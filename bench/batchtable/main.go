@@ -178,6 +178,12 @@ func printMix(mix map[key]map[string][]float64, loads []string, gs map[int]bool,
 		gl = append(gl, g)
 	}
 	sort.Ints(gl)
+	withOld := false
+	for _, ms := range mix {
+		if len(ms["abs/old"]) > 0 {
+			withOld = true
+		}
+	}
 	for _, load := range loads {
 		fmt.Printf("**%s**, interleaved\n\n", load)
 		fmt.Println("| goroutines | ops/s: abs · sup · abs alone · sup alone · redis_rate | sup ÷ abs | abs ÷ redis_rate | abs ÷ abs alone | sup ÷ sup alone | server µs per decision: abs · sup · redis_rate | targets met |")
@@ -188,14 +194,6 @@ func printMix(mix map[key]map[string][]float64, loads []string, gs map[int]bool,
 				continue
 			}
 			m := func(unit string) float64 { return median(ms[unit]) }
-			r := func(unit string) string {
-				v := append([]float64(nil), ms[unit]...)
-				if len(v) == 0 {
-					return "–"
-				}
-				sort.Float64s(v)
-				return fmt.Sprintf("%.2f (%.2f–%.2f)", median(v), v[0], v[len(v)-1])
-			}
 			sa, sr := m("sup/abs"), m("abs/rate")
 			us := func(impl string) float64 { return m(impl + "-server-µs/op") }
 			ua, up, ur := us("redisabs"), us("redissup"), us("redis_rate")
@@ -204,13 +202,42 @@ func printMix(mix map[key]map[string][]float64, loads []string, gs map[int]bool,
 				targets = "abs ≥ 1.5 rate: " + mark(sr >= 1.5) + "; " + targets
 			}
 			targets += "; server µs ≤ rate: abs " + mark(ua <= ur) + ", sup " + mark(up <= ur)
+			if len(ms["abs/alone"]) > 0 && len(ms["sup/alone"]) > 0 {
+				targets += "; never loses (≥ 0.97 alone): " + mark(m("abs/alone") >= 0.97 && m("sup/alone") >= 0.97)
+			}
 			o := func(impl string) string { return thousands(m(impl + "-ops/s")) }
 			fmt.Printf("| %d | %s · %s · %s · %s · %s | %s | %s | %s | %s | %.2f · %.2f · %.2f | %s |\n",
 				g, o("redisabs"), o("redissup"), o("redisabs-alone"), o("redissup-alone"), o("redis_rate"),
-				r("sup/abs"), r("abs/rate"), r("abs/alone"), r("sup/alone"), ua, up, ur, targets)
+				spread(ms["sup/abs"]), spread(ms["abs/rate"]), spread(ms["abs/alone"]), spread(ms["sup/alone"]), ua, up, ur, targets)
+		}
+		fmt.Println()
+		if !withOld {
+			continue
+		}
+		fmt.Printf("**%s**, the rule before Direct (batching from the third concurrent caller) in the same run\n\n", load)
+		fmt.Println("| goroutines | ops/s: abs old · sup old | abs ÷ abs old | sup ÷ sup old | abs old ÷ abs alone | sup old ÷ sup alone |")
+		fmt.Println("| ---: | ---: | ---: | ---: | ---: | ---: |")
+		for _, g := range gl {
+			ms := mix[key{load, g, ""}]
+			if ms == nil {
+				continue
+			}
+			o := func(impl string) string { return thousands(median(ms[impl+"-ops/s"])) }
+			fmt.Printf("| %d | %s · %s | %s | %s | %s | %s |\n", g, o("redisabs@0"), o("redissup@0"),
+				spread(ms["abs/old"]), spread(ms["sup/old"]), spread(ms["absold/alone"]), spread(ms["supold/alone"]))
 		}
 		fmt.Println()
 	}
+}
+
+// spread formats the median of v and its range: 1.23 (1.10–1.30).
+func spread(v []float64) string {
+	if len(v) == 0 {
+		return "–"
+	}
+	v = append([]float64(nil), v...)
+	sort.Float64s(v)
+	return fmt.Sprintf("%.2f (%.2f–%.2f)", median(v), v[0], v[len(v)-1])
 }
 
 func contains(s []string, v string) bool {

@@ -56,10 +56,11 @@ const (
 	DefaultTimeout          = 250 * time.Millisecond
 	DefaultProbeInterval    = 200 * time.Millisecond
 	// DefaultBatch is the largest batch of concurrent script calls a
-	// Redis provider sends as one pipeline (limiter.WithBatching): 0, every
-	// call alone, since batching did not win everywhere it was measured
-	// (docs/benchmarks.md, Redis throughput: batching).
-	DefaultBatch = 0
+	// Redis provider sends as one pipeline (limiter.WithBatching): 128.
+	// Batching is on by default since it starts only above a few
+	// concurrent callers per node and then won or tied everywhere it was
+	// measured (docs/benchmarks.md, A rule that never loses).
+	DefaultBatch = 128
 	// MaxBatch is the largest batch limiter.WithBatching accepts.
 	MaxBatch   = 1024
 	MaxTimeout = time.Hour

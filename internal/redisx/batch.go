@@ -12,19 +12,34 @@ import (
 
 // Batching of concurrent script calls (docs/operations.md, Batching).
 //
-// Each Redis node has a lane, with at most Inflight round trips of the
-// provider's scripts in flight at a time. A call that finds fewer takes
-// one and runs at once on the caller's goroutine, exactly as an unbatched
-// call: a lone caller, or two callers, never wait for a timer or another
-// goroutine. A call that finds Inflight round trips in flight joins the
-// lane's queue and waits. When a round trip ends with calls queued, whoever
-// ran it hands its place to a flusher goroutine, which sends up to max
-// queued calls as one pipeline of EVALSHA, answers each caller, and repeats
-// until the queue is empty; then the place is free again. So calls that
-// arrive while the node is busy share the next round trip, and the batch
-// size follows the load: 1 below Inflight concurrent callers, up to about
-// the number of waiting goroutines / Inflight (capped at max) under
-// contention.
+// Each Redis node has a lane. While at most Direct calls of the provider
+// are inside the lane (running or waiting), a call runs at once on the
+// caller's goroutine, exactly as an unbatched call: there is no limit on
+// round trips in flight then, so a lone caller, or a few, never wait for a
+// timer, another goroutine or each other. Batching starts only above
+// Direct callers: then the lane keeps at most Inflight round trips of the
+// batched path in flight. A call that finds fewer takes one and runs at
+// once; a call that finds Inflight round trips in flight joins the lane's
+// queue and waits. When a round trip ends with calls queued, whoever ran
+// it hands its place to a flusher goroutine, which sends up to max queued
+// calls as one pipeline of EVALSHA, answers each caller, and repeats until
+// the queue is empty; then the place is free again. So calls that arrive
+// while the node is busy share the next round trip, and the batch size
+// follows the load: 1 up to Direct concurrent callers, up to about the
+// number of waiting goroutines / Inflight (capped at max) above. A call
+// that runs alone below Direct takes no place and never drains the queue:
+// a call queues only when all Inflight places are held, and each holder
+// hands its place to a flusher when it ends with calls queued, so the
+// queue always has someone to send it.
+//
+// Why both: a few callers are served best by as many round trips in
+// flight as callers (the server and the network overlap them), many
+// callers by few round trips that carry many calls each (each round trip
+// costs system calls on both sides, and with tens of callers that cost,
+// not the wait, is what limits throughput). On the benchmark machine two
+// round trips for eight callers cost them 17 to 19 % of their throughput
+// on a quiet machine, and for 64 or 256 callers gained 1.4 to 2.2 times
+// (docs/benchmarks.md, Redis throughput: batching).
 //
 // A waiting caller leaves as soon as its context is done, with the
 // context's error. If its call was not yet taken into a pipeline it is
@@ -45,15 +60,20 @@ import (
 // context, which is then exactly the call an unbatched provider makes. A
 // connection error is returned as it is: the script may have run.
 
-// Inflight is how many round trips of one provider's scripts may be in
-// flight to one node before calls wait to be batched. With 1, two
-// goroutines would take turns: each waits for the other's round trip
-// where without batching both would be in flight at once, and on the
-// benchmark machine that cost two callers 17 to 56 % of their throughput
-// (docs/benchmarks.md, Redis throughput: batching). With 2, one or two
-// callers run exactly as without batching, and under contention two
-// pipelines alternate.
+// Inflight is how many round trips of one provider's scripts the batched
+// path keeps in flight to one node before calls wait to be batched. With
+// 1, two batched pipelines would take turns; with 2, one is on the wire
+// while the next one fills.
 const Inflight = 2
+
+// Direct is how many calls may be inside one node's lane before batching
+// starts: up to Direct concurrent callers, every call runs alone and at
+// once, as without batching. 8 because on the benchmark machine the
+// batched path lost to unbatched calls at 8 callers on a quiet machine
+// and won from 10 callers up (docs/benchmarks.md, A rule that never
+// loses). NewBatcher reads it; tests and the benchmark set it (0 batches
+// from the third concurrent caller on, the rule before Direct existed).
+var Direct = 8
 
 // Batcher batches the script calls of one provider. Build it with
 // NewBatcher; the zero value is not usable. Its methods are safe for
@@ -62,6 +82,7 @@ type Batcher struct {
 	client   Client
 	max      int
 	inflight int                  // Inflight; tests lower it
+	direct   int64                // Direct when built; tests change it
 	single   *lane                // the lane of a *redis.Client
 	cluster  *redis.ClusterClient // nil unless the client is one
 	lanes    sync.Map             // *redis.Client (a master) → *lane
@@ -79,7 +100,7 @@ func NewBatcher(client Client, max int) *Batcher {
 	if max <= 1 {
 		return nil
 	}
-	b := &Batcher{client: client, max: max, inflight: Inflight}
+	b := &Batcher{client: client, max: max, inflight: Inflight, direct: int64(Direct)}
 	switch c := client.(type) {
 	case *redis.Client:
 		b.single = &lane{b: b, node: c}
@@ -93,11 +114,12 @@ func NewBatcher(client Client, max int) *Batcher {
 
 // lane is one node's queue.
 type lane struct {
-	b    *Batcher
-	node *redis.Client // where pipelines go
-	mu   sync.Mutex
-	busy int // round trips in flight or flushers running, ≤ inflight
-	q    []*call
+	b       *Batcher
+	node    *redis.Client // where pipelines go
+	callers atomic.Int64  // calls inside Run on this lane
+	mu      sync.Mutex
+	busy    int // round trips in flight or flushers running, ≤ inflight
+	q       []*call
 }
 
 // call is one queued script call.
@@ -131,6 +153,12 @@ func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, 
 	if ln == nil {
 		return run(ctx, script, b.client, keys, args)
 	}
+	if ln.callers.Add(1) <= b.direct {
+		v, err := run(ctx, script, b.client, keys, args)
+		ln.callers.Add(-1)
+		return v, err
+	}
+	defer ln.callers.Add(-1)
 	ln.mu.Lock()
 	if ln.busy < ln.b.inflight {
 		ln.busy++

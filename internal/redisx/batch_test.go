@@ -133,12 +133,12 @@ func gatedClient(t *testing.T) (*redis.Client, *gate) {
 	return c, g
 }
 
-// holdFirst lets b keep one round trip in flight, starts a call on k that
-// the gate holds, and returns once it is held: the calls that follow
-// queue behind it.
+// holdFirst lets b batch from the first concurrent call on and keep one
+// round trip in flight, starts a call on k that the gate holds, and
+// returns once it is held: the calls that follow queue behind it.
 func holdFirst(ctx context.Context, t *testing.T, b *Batcher, g *gate, k string) <-chan result {
 	t.Helper()
-	b.inflight = 1
+	b.direct, b.inflight = 0, 1
 	g.holdCall.Store(true)
 	first := goRun(ctx, b, k)
 	waitHeld(t, g)
@@ -214,14 +214,16 @@ func TestBatchCollectsWaitingCalls(t *testing.T) {
 	}
 }
 
-// TestBatchTwoInFlight: with the default Inflight, two calls run at once,
-// each alone, and only a third one waits.
+// TestBatchTwoInFlight: once batching has started (here from the first
+// concurrent call, Direct 0), with the default Inflight two calls run at
+// once, each alone, and only a third one waits.
 func TestBatchTwoInFlight(t *testing.T) {
 	c, g := gatedClient(t)
 	b := NewBatcher(c, 8)
 	if b.inflight != 2 {
 		t.Fatalf("inflight = %d, want Inflight = 2", b.inflight)
 	}
+	b.direct = 0
 	p := redistest.Prefix(t)
 	var outs []<-chan result
 	for i := 0; i < 2; i++ {
@@ -240,6 +242,76 @@ func TestBatchTwoInFlight(t *testing.T) {
 	}
 	if v, err := c.Get(context.Background(), p+":k").Int64(); err != nil || v != 3 {
 		t.Errorf("the key counts %d, %v; want 3", v, err)
+	}
+}
+
+// TestBatchDirect: up to Direct concurrent callers every call goes out at
+// once and alone, as without batching: Direct calls are on the wire
+// together and none waits. Above Direct the batched path takes over: two
+// more calls are in flight alone (Inflight), the ones after them wait and
+// go out as one pipeline. Once the callers are gone, calls go out alone
+// again.
+func TestBatchDirect(t *testing.T) {
+	c, g := gatedClient(t)
+	b := NewBatcher(c, 64)
+	d := int(b.direct)
+	if d != Direct || d <= Inflight {
+		t.Fatalf("direct = %d, want Direct = %d, more than Inflight = %d", d, Direct, Inflight)
+	}
+	g.held = make(chan struct{}, d+Inflight)
+	p := redistest.Prefix(t)
+	var outs []<-chan result
+	for i := 0; i < d+Inflight; i++ {
+		g.holdCall.Store(true)
+		outs = append(outs, goRun(context.Background(), b, p+":k"))
+		waitHeld(t, g) // on the wire, alone: not queued
+		if i == d-1 {
+			waitQueued(t, b.single, 0)
+			b.single.mu.Lock()
+			busy := b.single.busy
+			b.single.mu.Unlock()
+			if busy != 0 {
+				t.Errorf("%d callers took %d places of the batched path, want none: they run as unbatched calls", d, busy)
+			}
+		}
+	}
+	if n := b.single.callers.Load(); n != int64(d+Inflight) {
+		t.Errorf("the lane counts %d callers, want %d", n, d+Inflight)
+	}
+	const n = 5
+	for i := 0; i < n; i++ {
+		outs = append(outs, goRun(context.Background(), b, p+":k"))
+	}
+	waitQueued(t, b.single, n)
+	close(g.release)
+	for i, out := range outs {
+		if r := <-out; r.err != nil {
+			t.Errorf("call %d = %v, %v", i, r.v, r.err)
+		}
+	}
+	if err := b.Wait(context.Background()); err != nil {
+		t.Fatalf("Wait = %v", err)
+	}
+	if v, err := c.Get(context.Background(), p+":k").Int64(); err != nil || v != int64(d+Inflight+n) {
+		t.Errorf("the key counts %d, %v; want %d", v, err, d+Inflight+n)
+	}
+	var sizes []int
+	for _, pl := range g.pipelines() {
+		sizes = append(sizes, len(pl))
+	}
+	if fmt.Sprint(sizes) != fmt.Sprint([]int{n}) {
+		t.Errorf("pipeline sizes %v, want [%d]: the calls above Direct + Inflight wait and go out together", sizes, n)
+	}
+	if k := b.single.callers.Load(); k != 0 {
+		t.Fatalf("the lane counts %d callers after all returned, want 0", k)
+	}
+	for i := 0; i < 10; i++ {
+		if _, err := b.Run(context.Background(), incr, []string{p + ":k"}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(g.pipelines()); got != 1 {
+		t.Errorf("%d pipelines after a lone caller's calls, want still 1", got)
 	}
 }
 
@@ -316,6 +388,9 @@ func TestBatchCancelledWhileQueued(t *testing.T) {
 	}
 	if got, err := c.Get(context.Background(), p+":kept").Int64(); err != nil || got != 2 {
 		t.Errorf("the kept key counts %d, %v; want 2", got, err)
+	}
+	if n := b.single.callers.Load(); n != 0 {
+		t.Errorf("the lane counts %d callers after all returned, want 0: a cancelled caller must leave it", n)
 	}
 }
 

@@ -54,14 +54,14 @@
 //
 // # Batching
 //
-// With limiter.WithBatching(n) (off by default; see there for why), calls
-// that arrive while two round trips of this limiter to the same Redis node
-// are in flight are sent together, as one pipeline of at most n EVALSHA,
-// when one of them ends. A call that finds fewer in flight is sent at
-// once, alone: there is no timer, and one or two callers pay nothing (one
-// uncontended mutex). Two and not one, because with one, two goroutines
-// would take turns instead of overlapping their round trips. Each call
-// keeps its own context and timeout: a
+// With limiter.WithBatching(n) (default 128; see there for why it is on),
+// up to 8 calls of this limiter in progress to one Redis node are each sent
+// at once, alone, as without batching: there is no timer, and a few callers
+// pay nothing (two atomic additions). Above 8, calls that arrive while two
+// round trips of this limiter to the node are in flight are sent together,
+// as one pipeline of at most n EVALSHA, when one of them ends; a call that
+// finds fewer in flight is sent at once, alone. Each call keeps its own
+// context and timeout: a
 // caller whose context ends while it waits returns the context's error at
 // once, and its call is not sent if it was not yet taken into a pipeline.
 // NOSCRIPT inside a pipeline sends those calls again as EVAL; on a

@@ -44,7 +44,7 @@ var _ limiter.Limiter = (*Limiter)(nil)
 // WithFailurePolicy, WithFallbackInstances, WithProbeInterval,
 // WithStateChange and WithLogger set what happens when Redis fails
 // (docs/operations.md, When Redis fails). limiter.WithBatching(n) lets
-// concurrent calls share round trips (off by default). It starts no
+// concurrent calls share round trips (on by default). It starts no
 // goroutine and makes no call to Redis. A nil client is ErrInvalidConfig.
 func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 	l := &Limiter{}

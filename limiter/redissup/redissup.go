@@ -48,7 +48,7 @@ var _ limiter.Limiter = (*Limiter)(nil)
 // ErrInvalidConfig. WithTimeout, WithFailurePolicy, WithFallbackInstances,
 // WithProbeInterval, WithStateChange and WithLogger set what happens when
 // Redis fails (docs/operations.md, When Redis fails).
-// limiter.WithBatching(n) lets concurrent calls share round trips (off by
+// limiter.WithBatching(n) lets concurrent calls share round trips (on by
 // default). New starts no goroutine and makes no call to Redis.
 func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 	l := &Limiter{}
