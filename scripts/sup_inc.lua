@@ -402,10 +402,36 @@ if not decided or not rdone then
       if now - oldest < r then
         recent = used
       elseif now - newest < r then
-        if not k then scan() end
-        for i = k, 1, -1 do
-          if now - bs[i] >= r then break end
-          recent = recent + bo[i]
+        -- Without a scan, and when at most 8 buckets can start at or
+        -- before now - R (starts are at least B apart), recent is the
+        -- total less those buckets' offered units, read along the links
+        -- from the oldest, one HGET each: on a key whose window is about
+        -- R long (W <= 1 s) that is a bucket or two, where the scan reads
+        -- every field. hpush is in used but in no bucket yet, as in the
+        -- scan's sum. A missing or broken link leaves it to the scan.
+        local walked = false
+        if not k and now - r - oldest < 8 * b then
+          local s, old = oldest, 0
+          walked = true
+          for _ = 1, 8 do
+            if now - s < r then break end
+            local off = tonumber(redis.call('HGET', h, fmt('%d', s)))
+            if not off or off < P or off % P < 1 then walked = false break end
+            old = old + (off - off % P) / P
+            s = s + off % P
+          end
+          if walked and now - s < r and s <= newest then
+            recent = used - hpush - old
+          else
+            walked = false
+          end
+        end
+        if not walked then
+          if not k then scan() end
+          for i = k, 1, -1 do
+            if now - bs[i] >= r then break end
+            recent = recent + bo[i]
+          end
         end
       end
     end
