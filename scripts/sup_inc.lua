@@ -111,9 +111,15 @@ if ARGV[1] == '' then
 else
   now = ARGV[1] + 0
 end
-local w, b, soft, hard, n = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
+-- A cost of 1 (nearly every call) is known without parsing it.
+local n = 1
+if ARGV[6] ~= '1' then n = ARGV[6] + 0 end
+local w, b, soft = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
 local sp = w + b -- a bucket is live while now - start < W + B
-local cache, draw, ttl = ARGV[7] + 0, ARGV[8] + 0, ARGV[9]
+-- H, the cache period and the draw, parsed only by a call that may need
+-- them (below): an admission below the soft capacity does not.
+local hard, cache, draw
+local ttl = ARGV[9]
 local write = n > 0
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
 
@@ -125,6 +131,7 @@ local hyb = ARGV[10] ~= nil
 local hwant, hpush, hext = 0, 0, 0
 if hyb then
   hwant, hpush = ARGV[10] + 0, ARGV[13] + 0
+  hard, cache, draw = ARGV[5] + 0, ARGV[7] + 0, ARGV[8] + 0
   if hwant > 0 or hpush > 0 then write = true end
   local rel, HP = ARGV[12] + 0, 4294967296
   local mk0 = rel > 0 and redis.call('HMGET', h, 'm', 'k')
@@ -185,7 +192,12 @@ if ns and cs then
   newest = ns + 0
   live = now - newest < sp
 end
-if live then used, declined, oldest, ncount, ndec = us + 0, xs + 0, os + 0, ncs + 0, nds + 0 end
+if live then
+  used, oldest, ncount = us + 0, os + 0, ncs + 0
+  -- no declined unit (every key below its soft capacity): nothing to parse
+  if xs ~= '0' then declined = xs + 0 end
+  if nds ~= '0' then ndec = nds + 0 end
+end
 local ostart = oldest -- "o" as stored, which the links below may move
 -- the capacities to store differ from the stored ones
 local moved = cs ~= ARGV[4] or hcs ~= ARGV[5]
@@ -242,7 +254,6 @@ if live and now - oldest >= sp then
 end
 
 local cost = math.max(n, 1)
-local never = cost > hard
 
 -- The hybrid's declines (ARGV[13]) count as observed for this call's
 -- factor, as if recorded before it (they add to used and declined alike,
@@ -254,9 +265,15 @@ if hyb then used, declined = used + hpush, declined + hpush end
 -- followed (the totals are exact), below the soft capacity, above the hard
 -- one, or between them with the factor cached. decided false leaves the
 -- decision to the helpers below.
+-- never (cost > H) is false where H is not parsed: there cost <= forecast
+-- <= S <= H (the accepted units, used - declined, are never negative).
 local forecast = used - declined + cost
 local outcome, allowed, f, computed = 0, true, 0, false
-local decided = false
+local decided, never = false, false
+if not hyb and (not linked or forecast > soft) then
+  hard, cache, draw = ARGV[5] + 0, ARGV[7] + 0, ARGV[8] + 0
+end
+if hard then never = cost > hard end
 if linked then
   if forecast <= soft then
     decided = true
