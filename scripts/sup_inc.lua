@@ -107,7 +107,8 @@ local h = KEYS[1]
 local now
 if ARGV[1] == '' then
   local t = redis.call('TIME')
-  now = t[1] * 1000 + math.floor(t[2] / 1000)
+  local usec = t[2] + 0 -- whole ms without a call of math.floor
+  now = t[1] * 1000 + (usec - usec % 1000) / 1000
 else
   now = ARGV[1] + 0
 end
@@ -253,7 +254,10 @@ if live and now - oldest >= sp then
   end
 end
 
-local cost = math.max(n, 1)
+-- (inline min and max on the common paths: a call of math.min or
+-- math.max costs more than the comparison it makes)
+local cost = n
+if cost < 1 then cost = 1 end
 
 -- The hybrid's declines (ARGV[13]) count as observed for this call's
 -- factor, as if recorded before it (they add to used and declined alike,
@@ -320,7 +324,8 @@ local retry, rdone = 0, true
 local pS, pB, pA, pL
 if decided and not allowed and not never then
   local held = used - declined
-  local target = math.min(held + cost - soft, held)
+  local target = held + cost - soft
+  if held < target then target = held end
   if target > 0 then
     rdone = false
     if rstate and rcb < target then
@@ -565,7 +570,9 @@ if write then
   -- exact integers (window.MaxDeclined).
   local rec, dec = n, 0
   if not allowed then
-    rec = math.min(n, math.max(1, MAXD - declined))
+    local room = MAXD - declined
+    if room < 1 then room = 1 end
+    if room < n then rec = room end
     dec = rec
   end
   if hyb then -- the hybrid's lease and declines (already in the totals)
@@ -671,7 +678,8 @@ end
 local accepted = used - declined
 local reset = 0
 if live then reset = newest + sp - now end
-local remaining = math.max(soft - accepted, 0)
+local remaining = soft - accepted
+if remaining < 0 then remaining = 0 end
 if hyb then
   -- The hybrid's reply (see the header): the units observed in the last
   -- R = min(W, 1 s) are all of them when the oldest live bucket is that
