@@ -186,7 +186,16 @@ local mk = redis.call('HMGET', h, 'm', 'k')
 -- match of the whole value (about 3,500 instructions, docs/benchmarks.md).
 local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts, kt
 if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
-if mk[2] then cs, hcs, fs, fts, kt = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)([ %d]*)$') end
+if mk[2] then
+  -- A key with no declined unit usually holds "k" as its first write made
+  -- it, "<S> <H> 0 0" (no factor cached, no cursor): compared whole, it
+  -- needs no pattern (ARGV[4] and ARGV[5] are plain decimals: the header).
+  if xs == '0' and mk[2] == ARGV[4] .. ' ' .. ARGV[5] .. ' 0 0' then
+    cs, hcs, fs, fts, kt = ARGV[4], ARGV[5], '0', '0', ''
+  else
+    cs, hcs, fs, fts, kt = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)([ %d]*)$')
+  end
+end
 local used, declined, oldest, newest, ncount, ndec = 0, 0, nil, nil, 0, 0
 local live = false
 if ns and cs then
