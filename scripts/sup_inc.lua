@@ -94,7 +94,11 @@
 -- capacity whose oldest bucket is live) makes no closure and no table and
 -- answers with one integer (docs/benchmarks.md, Instructions per call); so
 -- does the usual call of an overloaded key (the factor cached, the
--- RetryAfter in the cursor's bucket).
+-- RetryAfter in the cursor's bucket). A number is parsed only on a path
+-- that uses it (H, the cache period and the draw not below the soft
+-- capacity; a cost of 1 and a count of 0 not at all), and the common
+-- paths call no math.min or math.max (a call of a library function costs
+-- more than the comparison it makes).
 -- The worst call reads the whole hash once (HGETALL) and walks it once:
 -- at most W/B + 1 live buckets, which config.MaxBuckets bounds
 -- (docs/algorithms.md, Bounded work).
