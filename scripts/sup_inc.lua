@@ -104,6 +104,9 @@
 -- (docs/algorithms.md, Bounded work).
 
 if redis.replicate_commands then redis.replicate_commands() end
+-- Globals as locals: a global's every use is a lookup in the globals
+-- table; a local's is a register.
+local ARGV, redis, string = ARGV, redis, string
 
 local PPM = 1000000
 local MAXD = 4503599627370496 -- 2^52: window.MaxDeclined
