@@ -12,6 +12,7 @@
 -- ARGV     sup_inc.lua's; only ARGV[1] (the clock) and ARGV[9] (the
 --          PEXPIRE in ms) are read
 -- Reply: an integer
+local ARGV, redis = ARGV, redis -- as sup_inc.lua: locals
 local h = KEYS[1]
 if ARGV[1] == '' then redis.call('TIME') end
 local mk = redis.call('HMGET', h, 'm', 'k')

@@ -11,6 +11,7 @@
 -- KEYS[1]  a hash of the suppressed layout (docs/data-model.md)
 -- ARGV     sup_inc.lua's (ARGV[1] to ARGV[9])
 -- Reply: an integer
+local ARGV, redis, string = ARGV, redis, string -- as sup_inc.lua: locals
 local h = KEYS[1]
 local now
 if ARGV[1] == '' then
