@@ -631,7 +631,10 @@ if write then
   -- "m": the stored strings where the values did not change (a join keeps
   -- o and n, an admission x and nd), formatting costs more than copying.
   local mv
-  if not joins or expired then
+  if not joins and not expired and live and dec == 0 then
+    -- an open with nothing declined and nothing expired: x and o as read
+    mv = fmt('%d %s %s %d %d 0', used, xs, os, newest, ncount)
+  elseif not joins or expired then
     mv = fmt('%d %d %d %d %d %d', used, declined, oldest, newest, ncount, ndec)
   elseif dec == 0 then
     mv = fmt('%d %s %s %s %d %s', used, xs, os, ns, ncount, nds)
