@@ -445,8 +445,9 @@ if not decided or not rdone then
         -- total less those buckets' offered units, read along the links
         -- from the oldest, one HGET each: on a key whose window is about
         -- R long (W <= 1 s) that is a bucket or two, where the scan reads
-        -- every field. hpush is in used but in no bucket yet, as in the
-        -- scan's sum. A missing or broken link leaves it to the scan.
+        -- every field. hpush is in used but in no bucket yet, so it is
+        -- taken out too, as the scan's sum leaves it out. A missing or
+        -- broken link leaves it to the scan.
         local walked = false
         if not k and now - r - oldest < 8 * b then
           local s, old = oldest, 0
