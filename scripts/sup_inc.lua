@@ -94,12 +94,19 @@
 -- capacity whose oldest bucket is live) makes no closure and no table and
 -- answers with one integer (docs/benchmarks.md, Instructions per call); so
 -- does the usual call of an overloaded key (the factor cached, the
--- RetryAfter in the cursor's bucket).
+-- RetryAfter in the cursor's bucket). A number is parsed only on a path
+-- that uses it (H, the cache period and the draw not below the soft
+-- capacity; a cost of 1 and a count of 0 not at all), and the common
+-- paths call no math.min or math.max (a call of a library function costs
+-- more than the comparison it makes).
 -- The worst call reads the whole hash once (HGETALL) and walks it once:
 -- at most W/B + 1 live buckets, which config.MaxBuckets bounds
 -- (docs/algorithms.md, Bounded work).
 
 if redis.replicate_commands then redis.replicate_commands() end
+-- Globals as locals: a global's every use is a lookup in the globals
+-- table; a local's is a register.
+local ARGV, redis, string = ARGV, redis, string
 
 local PPM = 1000000
 local MAXD = 4503599627370496 -- 2^52: window.MaxDeclined
@@ -107,13 +114,20 @@ local h = KEYS[1]
 local now
 if ARGV[1] == '' then
   local t = redis.call('TIME')
-  now = t[1] * 1000 + math.floor(t[2] / 1000)
+  local usec = t[2] + 0 -- whole ms without a call of math.floor
+  now = t[1] * 1000 + (usec - usec % 1000) / 1000
 else
   now = ARGV[1] + 0
 end
-local w, b, soft, hard, n = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
+-- A cost of 1 (nearly every call) is known without parsing it.
+local n = 1
+if ARGV[6] ~= '1' then n = ARGV[6] + 0 end
+local w, b, soft = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
 local sp = w + b -- a bucket is live while now - start < W + B
-local cache, draw, ttl = ARGV[7] + 0, ARGV[8] + 0, ARGV[9]
+-- H, the cache period and the draw, parsed only by a call that may need
+-- them (below): an admission below the soft capacity does not.
+local hard, cache, draw
+local ttl = ARGV[9]
 local write = n > 0
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
 
@@ -125,6 +139,7 @@ local hyb = ARGV[10] ~= nil
 local hwant, hpush, hext = 0, 0, 0
 if hyb then
   hwant, hpush = ARGV[10] + 0, ARGV[13] + 0
+  hard, cache, draw = ARGV[5] + 0, ARGV[7] + 0, ARGV[8] + 0
   if hwant > 0 or hpush > 0 then write = true end
   local rel, HP = ARGV[12] + 0, 4294967296
   local mk0 = rel > 0 and redis.call('HMGET', h, 'm', 'k')
@@ -178,14 +193,28 @@ local mk = redis.call('HMGET', h, 'm', 'k')
 -- match of the whole value (about 3,500 instructions, docs/benchmarks.md).
 local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts, kt
 if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
-if mk[2] then cs, hcs, fs, fts, kt = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)([ %d]*)$') end
+if mk[2] then
+  -- A key with no declined unit usually holds "k" as its first write made
+  -- it, "<S> <H> 0 0" (no factor cached, no cursor): compared whole, it
+  -- needs no pattern (ARGV[4] and ARGV[5] are plain decimals: the header).
+  if xs == '0' and mk[2] == ARGV[4] .. ' ' .. ARGV[5] .. ' 0 0' then
+    cs, hcs, fs, fts, kt = ARGV[4], ARGV[5], '0', '0', ''
+  else
+    cs, hcs, fs, fts, kt = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)([ %d]*)$')
+  end
+end
 local used, declined, oldest, newest, ncount, ndec = 0, 0, nil, nil, 0, 0
 local live = false
 if ns and cs then
   newest = ns + 0
   live = now - newest < sp
 end
-if live then used, declined, oldest, ncount, ndec = us + 0, xs + 0, os + 0, ncs + 0, nds + 0 end
+if live then
+  used, oldest, ncount = us + 0, os + 0, ncs + 0
+  -- no declined unit (every key below its soft capacity): nothing to parse
+  if xs ~= '0' then declined = xs + 0 end
+  if nds ~= '0' then ndec = nds + 0 end
+end
 local ostart = oldest -- "o" as stored, which the links below may move
 -- the capacities to store differ from the stored ones
 local moved = cs ~= ARGV[4] or hcs ~= ARGV[5]
@@ -241,8 +270,10 @@ if live and now - oldest >= sp then
   end
 end
 
-local cost = math.max(n, 1)
-local never = cost > hard
+-- (inline min and max on the common paths: a call of math.min or
+-- math.max costs more than the comparison it makes)
+local cost = n
+if cost < 1 then cost = 1 end
 
 -- The hybrid's declines (ARGV[13]) count as observed for this call's
 -- factor, as if recorded before it (they add to used and declined alike,
@@ -254,9 +285,15 @@ if hyb then used, declined = used + hpush, declined + hpush end
 -- followed (the totals are exact), below the soft capacity, above the hard
 -- one, or between them with the factor cached. decided false leaves the
 -- decision to the helpers below.
+-- never (cost > H) is false where H is not parsed: there cost <= forecast
+-- <= S <= H (the accepted units, used - declined, are never negative).
 local forecast = used - declined + cost
 local outcome, allowed, f, computed = 0, true, 0, false
-local decided = false
+local decided, never = false, false
+if not hyb and (not linked or forecast > soft) then
+  hard, cache, draw = ARGV[5] + 0, ARGV[7] + 0, ARGV[8] + 0
+end
+if hard then never = cost > hard end
 if linked then
   if forecast <= soft then
     decided = true
@@ -303,7 +340,8 @@ local retry, rdone = 0, true
 local pS, pB, pA, pL
 if decided and not allowed and not never then
   local held = used - declined
-  local target = math.min(held + cost - soft, held)
+  local target = held + cost - soft
+  if held < target then target = held end
   if target > 0 then
     rdone = false
     if rstate and rcb < target then
@@ -402,10 +440,37 @@ if not decided or not rdone then
       if now - oldest < r then
         recent = used
       elseif now - newest < r then
-        if not k then scan() end
-        for i = k, 1, -1 do
-          if now - bs[i] >= r then break end
-          recent = recent + bo[i]
+        -- Without a scan, and when at most 8 buckets can start at or
+        -- before now - R (starts are at least B apart), recent is the
+        -- total less those buckets' offered units, read along the links
+        -- from the oldest, one HGET each: on a key whose window is about
+        -- R long (W <= 1 s) that is a bucket or two, where the scan reads
+        -- every field. hpush is in used but in no bucket yet, so it is
+        -- taken out too, as the scan's sum leaves it out. A missing or
+        -- broken link leaves it to the scan.
+        local walked = false
+        if not k and now - r - oldest < 8 * b then
+          local s, old = oldest, 0
+          walked = true
+          for _ = 1, 8 do
+            if now - s < r then break end
+            local off = tonumber(redis.call('HGET', h, fmt('%d', s)))
+            if not off or off < P or off % P < 1 then walked = false break end
+            old = old + (off - off % P) / P
+            s = s + off % P
+          end
+          if walked and now - s < r and s <= newest then
+            recent = used - hpush - old
+          else
+            walked = false
+          end
+        end
+        if not walked then
+          if not k then scan() end
+          for i = k, 1, -1 do
+            if now - bs[i] >= r then break end
+            recent = recent + bo[i]
+          end
         end
       end
     end
@@ -522,7 +587,9 @@ if write then
   -- exact integers (window.MaxDeclined).
   local rec, dec = n, 0
   if not allowed then
-    rec = math.min(n, math.max(1, MAXD - declined))
+    local room = MAXD - declined
+    if room < 1 then room = 1 end
+    if room < n then rec = room end
     dec = rec
   end
   if hyb then -- the hybrid's lease and declines (already in the totals)
@@ -565,7 +632,10 @@ if write then
   -- "m": the stored strings where the values did not change (a join keeps
   -- o and n, an admission x and nd), formatting costs more than copying.
   local mv
-  if not joins or expired then
+  if not joins and not expired and live and dec == 0 then
+    -- an open with nothing declined and nothing expired: x and o as read
+    mv = fmt('%d %s %s %d %d 0', used, xs, os, newest, ncount)
+  elseif not joins or expired then
     mv = fmt('%d %d %d %d %d %d', used, declined, oldest, newest, ncount, ndec)
   elseif dec == 0 then
     mv = fmt('%d %s %s %s %d %s', used, xs, os, ns, ncount, nds)
@@ -628,7 +698,8 @@ end
 local accepted = used - declined
 local reset = 0
 if live then reset = newest + sp - now end
-local remaining = math.max(soft - accepted, 0)
+local remaining = soft - accepted
+if remaining < 0 then remaining = 0 end
 if hyb then
   -- The hybrid's reply (see the header): the units observed in the last
   -- R = min(W, 1 s) are all of them when the oldest live bucket is that

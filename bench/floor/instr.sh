@@ -34,6 +34,12 @@
 # meets it: Redis TIME, 5 keys at 10 per second, each called hundreds of
 # times a second under valgrind, so redis_rate and abs_inc.lua refuse
 # nearly every call and sup_inc.lua (H = 15) suppresses them.
+# The "floor: sup_*" rows run sup_inc.lua's traffic through scripts that
+# make only its commands (sup_cmds.lua: TIME or PEXPIRE as the clock
+# argument says, HMGET m k, HSET m) or those plus the numbers it parses
+# and formats on the path (sup_join_parse.lua: an admitted join;
+# sup_refuse_parse.lua: an overloaded key's usual refusal), with no
+# decision: what those paths cost before the script's own logic.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:-}
@@ -92,6 +98,10 @@ rows=(
 	"sup_inc.lua, steady|../scripts/sup_inc.lua|steady|$SK|$SUP"
 	"sup_inc.lua, overloaded|../scripts/sup_inc.lua|overload|$SK|$SUPO"
 	"abs_inc.lua, saturated|../scripts/abs_inc.lua|overload|$AK|$ABSS"
+	"floor: sup_cmds.lua, join|floor/sup_cmds.lua|join|$SK|$SUP"
+	"floor: sup_join_parse.lua, join|floor/sup_join_parse.lua|join|$SK|$SUP"
+	"floor: sup_cmds.lua, overloaded|floor/sup_cmds.lua|overload|$SK|$SUPO"
+	"floor: sup_refuse_parse.lua, overloaded|floor/sup_refuse_parse.lua|overload|$SK|$SUPO"
 )
 if [[ -n $rev ]]; then
 	rows+=(
@@ -115,6 +125,8 @@ rows+=(
 	"redis_rate, TIME, saturated, 5 keys|$tmp/redis_rate.lua|timesat|rate:user:%d|10 10 1 1"
 	"abs_inc.lua, TIME, saturated, 5 keys|../scripts/abs_inc.lua|timesat|$AK|$ABST"
 	"sup_inc.lua, TIME, overloaded, 5 keys|../scripts/sup_inc.lua|timesat|$SK|$SUPT"
+	"floor: sup_cmds.lua, TIME, 50 keys|floor/sup_cmds.lua|time|$SK|$TS"
+	"floor: sup_join_parse.lua, TIME, 50 keys|floor/sup_join_parse.lua|time|$SK|$TS"
 )
 if [[ -n $rev ]]; then
 	rows+=(
