@@ -96,6 +96,9 @@
 -- buckets, which config.MaxBuckets bounds (docs/algorithms.md, Bounded
 -- work).
 if redis.replicate_commands then redis.replicate_commands() end
+-- Globals as locals: a global's every use is a lookup in the globals
+-- table; a local's is a register.
+local ARGV, redis, string = ARGV, redis, string
 
 local h = KEYS[1]
 local w, b, c, n = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
@@ -103,7 +106,8 @@ local sp = w + b -- a bucket is live while now - start < W + B
 local now
 if ARGV[1] == '' then
   local t = redis.call('TIME')
-  now = t[1] * 1000 + math.floor(t[2] / 1000)
+  local usec = t[2] + 0 -- whole ms without a call of math.floor
+  now = t[1] * 1000 + (usec - usec % 1000) / 1000
 else
   now = ARGV[1] + 0
 end

@@ -46,6 +46,9 @@
 -- single-limit join, so a set of three stays above twice a single Inc
 -- (docs/benchmarks.md, Sets of limits, says what blocks the rest).
 if redis.replicate_commands then redis.replicate_commands() end
+-- Globals as locals: a global's every use is a lookup in the globals
+-- table; a local's is a register.
+local ARGV, redis, string = ARGV, redis, string
 
 -- scan reads every stored bucket of hash h in one HGETALL, as
 -- abs_inc.lua's scan, and returns the live ones oldest first in parallel
@@ -97,7 +100,8 @@ end
 local now
 if ARGV[1] == '' then
   local t = redis.call('TIME')
-  now = t[1] * 1000 + math.floor(t[2] / 1000)
+  local usec = t[2] + 0 -- whole ms without a call of math.floor
+  now = t[1] * 1000 + (usec - usec % 1000) / 1000
 else
   now = ARGV[1] + 0
 end
