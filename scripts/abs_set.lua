@@ -46,9 +46,6 @@
 -- single-limit join, so a set of three stays above twice a single Inc
 -- (docs/benchmarks.md, Sets of limits, says what blocks the rest).
 if redis.replicate_commands then redis.replicate_commands() end
--- Globals as locals: a global's every use is a lookup in the globals
--- table; a local's is a register.
-local ARGV, redis, string = ARGV, redis, string
 
 -- scan reads every stored bucket of hash h in one HGETALL, as
 -- abs_inc.lua's scan, and returns the live ones oldest first in parallel
@@ -97,6 +94,9 @@ local function scan(h, now, sp, newest, ncount)
   return {starts, counts, k}, used, gone, oldest
 end
 
+-- Globals as locals: a global's every use is a lookup in the globals
+-- table; a local's is a register. (After scan, which so captures none.)
+local ARGV, redis, string = ARGV, redis, string
 local now
 if ARGV[1] == '' then
   local t = redis.call('TIME')
