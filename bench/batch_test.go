@@ -335,16 +335,8 @@ func benchMix(b *testing.B, c *redis.Client, w workload, g int, names []string) 
 			b.ReportMetric(usec[i]/float64(calls[i]), name+"-server-µs/op")
 		}
 	}
-	at := func(name string) int {
-		for i, n := range names {
-			if n == name {
-				return i
-			}
-		}
-		return -1
-	}
 	ratio := func(num, den, unit string) {
-		i, j := at(num), at(den)
+		i, j := slices.Index(names, num), slices.Index(names, den)
 		if i < 0 || j < 0 {
 			return
 		}

@@ -32,9 +32,6 @@ func (p *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // BatchingCapacity is the capacity per minute of RunBatching's keys.
 const BatchingCapacity = 300
 
-// dflt stands for no WithBatching option in RunBatching.
-const dflt = -1
-
 // RunBatching runs 64 goroutines of Inc on one key and on eight, with
 // limiter.WithBatching(128) and without (WithBatching(0)), on real Redis,
 // miniredis and the 3-master cluster, and on real Redis with neither
@@ -57,21 +54,26 @@ func RunBatching(t *testing.T, newLimiter func(t testing.TB, c redis.UniversalCl
 		"Mini":    func(t testing.TB) (redis.UniversalClient, *pipelines) { _, c := redistest.Mini(t); return c, nil },
 		"Cluster": func(t testing.TB) (redis.UniversalClient, *pipelines) { return redistest.Cluster(t), nil },
 	}
+	// The cases: the option given (none for the default) and whether the
+	// limiter batches.
+	cases := []struct {
+		sub     string
+		opts    []limiter.Option
+		batched bool
+	}{
+		{"batch=0", []limiter.Option{limiter.WithBatching(0)}, false},
+		{"batch=128", []limiter.Option{limiter.WithBatching(128)}, true},
+		{"batch=default", nil, config.DefaultBatch > 1},
+	}
 	for name, client := range clients {
-		for _, batch := range []int{0, 128, dflt} {
-			if batch == dflt && name != "Real" {
+		for _, bc := range cases {
+			if bc.opts == nil && name != "Real" {
 				continue
 			}
-			sub := fmt.Sprintf("%s/batch=%d", name, batch)
-			if batch == dflt {
-				sub = name + "/batch=default"
-			}
+			sub := name + "/" + bc.sub
 			t.Run(sub, func(t *testing.T) {
 				c, pipes := client(t)
-				opts := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t))}
-				if batch != dflt {
-					opts = append(opts, limiter.WithBatching(batch))
-				}
+				opts := append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t))}, bc.opts...)
 				l := newLimiter(t, c, opts...)
 				const goroutines, calls = 64, 40
 				rate := limiter.PerMinute(BatchingCapacity)
@@ -107,11 +109,10 @@ func RunBatching(t *testing.T, newLimiter func(t testing.TB, c redis.UniversalCl
 						}
 					}
 				}
-				batched := batch > 1 || batch == dflt && config.DefaultBatch > 1
-				if pipes != nil && batched && pipes.n.Load() == 0 {
+				if pipes != nil && bc.batched && pipes.n.Load() == 0 {
 					t.Errorf("%s: 64 goroutines sent no pipeline: nothing was batched", sub)
 				}
-				if pipes != nil && !batched && pipes.n.Load() != 0 {
+				if pipes != nil && !bc.batched && pipes.n.Load() != 0 {
 					t.Errorf("%s sent %d pipelines, want none", sub, pipes.n.Load())
 				}
 			})
