@@ -2,6 +2,7 @@ package hybrid_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -12,38 +13,71 @@ import (
 )
 
 // BenchmarkInc: Inc(1) from 64 goroutines (b.SetParallelism with
-// GOMAXPROCS 2) on one hot key and across 10,000 keys, on a real Redis.
-// The provider-against-provider comparison is in the bench module
-// (BenchmarkHybrid); this one is for profiling.
+// GOMAXPROCS 2) on one hot key and across 10,000 keys, for both
+// strategies at W = 1 min (B 600 ms) and W = 1 s (B 10 ms), on a real
+// Redis. It reports the Redis calls per 1,000 decisions by kind (fetch:
+// an Inc's lease request; renew, release and refresh: the sync's) and,
+// after the run, the Redis keys per limiter key. The comparison with the
+// other providers is in the bench module (BenchmarkHybrid); this one is
+// for profiling and for the calls a decision costs:
+//
+//	go test -run '^$' -bench Inc -benchtime 2s ./limiter/hybrid
 func BenchmarkInc(b *testing.B) {
 	keys := make([]string, 10_000)
 	for i := range keys {
 		keys[i] = "user:" + strconv.Itoa(i)
 	}
-	for _, w := range []struct {
-		name string
-		keys []string
-		rate limiter.Rate
-	}{
-		{"hot", keys[:1], limiter.PerSecond(1e6)},
-		{"10k", keys, limiter.PerMinute(1000)},
-	} {
-		b.Run(w.name, func(b *testing.B) {
-			l := newAbsolute(b, redistest.Real(b).Client(b), limiter.WithWindow(time.Minute))
-			ctx := context.Background()
-			var next atomic.Int64
-			b.SetParallelism(32)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					i := next.Add(1)
-					if _, err := l.Inc(ctx, w.keys[i%int64(len(w.keys))], w.rate, 1); err != nil {
-						b.Error(err)
-						return
+	for _, win := range []time.Duration{time.Minute, time.Second} {
+		for _, w := range []struct {
+			name string
+			keys []string
+			rate limiter.Rate
+		}{
+			{"hot", keys[:1], limiter.PerSecond(1e6)},
+			{"10k", keys, limiter.Every(1000, win)},
+		} {
+			for _, strategy := range []string{"absolute", "suppressed"} {
+				b.Run(fmt.Sprintf("W=%v/load=%s/strategy=%s", win, w.name, strategy), func(b *testing.B) {
+					c := redistest.Real(b).Client(b)
+					ctx := context.Background()
+					if err := c.FlushAll(ctx).Err(); err != nil {
+						b.Fatal(err)
 					}
-				}
-			})
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
-		})
+					opts := []limiter.Option{limiter.WithWindow(win), limiter.WithTimeout(5 * time.Second), limiter.WithHardLimitFactor(1.5)}
+					var l limiter.Limiter
+					var calls func() [4]int64
+					if strategy == "absolute" {
+						a := newAbsolute(b, c, opts...)
+						l, calls = a, func() [4]int64 { f, r, rel := a.Calls(); return [4]int64{f, r, rel} }
+					} else {
+						s := newSuppressed(b, c, opts...)
+						l, calls = s, func() [4]int64 { f, r, rel, ref := s.Calls(); return [4]int64{f, r, rel, ref} }
+					}
+					var next atomic.Int64
+					before := calls()
+					b.SetParallelism(32)
+					b.ResetTimer()
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							i := next.Add(1)
+							if _, err := l.Inc(ctx, w.keys[i%int64(len(w.keys))], w.rate, 1); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+					b.StopTimer()
+					after := calls()
+					n := float64(b.N)
+					b.ReportMetric(n/b.Elapsed().Seconds(), "ops/s")
+					for i, kind := range []string{"fetch", "renew", "release", "refresh"} {
+						b.ReportMetric(float64(after[i]-before[i])*1000/n, kind+"/1k")
+					}
+					if keys, err := c.DBSize(ctx).Result(); err == nil {
+						b.ReportMetric(float64(keys)/float64(min(len(w.keys), b.N)), "rkeys/key")
+					}
+				})
+			}
+		}
 	}
 }
