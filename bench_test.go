@@ -2,9 +2,11 @@ package sluice_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -126,39 +128,129 @@ func setBallast(on bool) {
 	runtime.GC()
 }
 
+// localRow is one row of the local comparison.
+type localRow struct {
+	heap  bool // a million live pointers beside the limiter
+	keys  int  // 1 (hot) or manyKeys, walked round-robin
+	g     int  // goroutines: 1, or 64 through RunParallel
+	fresh bool // an empty limiter per run, every first touch timed; else warm
+}
+
+func (r localRow) String() string {
+	heap, keys, state := "none", "hot", "warm"
+	if r.heap {
+		heap = "1M"
+	}
+	if r.keys > 1 {
+		keys = "10k"
+	}
+	if r.fresh {
+		state = "fresh"
+	}
+	return fmt.Sprintf("heap=%s/keys=%s/g=%d/limiter=%s", heap, keys, r.g, state)
+}
+
+func localRows() []localRow {
+	var rows []localRow
+	for _, heap := range []bool{false, true} {
+		for _, kn := range []int{1, manyKeys} {
+			for _, g := range []int{1, 64} {
+				for _, fresh := range []bool{true, false} {
+					rows = append(rows, localRow{heap, kn, g, fresh})
+				}
+			}
+		}
+	}
+	return rows
+}
+
 // BenchmarkLocal is the matrix of docs/benchmarks.md, Local: heap (none,
 // or a million live pointers), keys (one hot key, 10,000 walked
 // round-robin), g (1 goroutine, or 64 through RunParallel), limiter
 // (fresh: an empty limiter per run, every key's first touch timed; warm:
-// every key touched before the timer starts) and impl, the contender,
-// innermost so that -count alternates the contenders on every row.
+// every key touched before the timer starts) and impl, the contender.
+// -count repeats each contender back to back; TestLocalCompare alternates
+// them, which is what docs/benchmarks.md reports.
 func BenchmarkLocal(b *testing.B) {
-	for _, heap := range []string{"none", "1M"} {
-		b.Run("heap="+heap, func(b *testing.B) {
-			setBallast(heap == "1M")
+	for _, row := range localRows() {
+		b.Run(row.String(), func(b *testing.B) {
+			setBallast(row.heap)
 			defer setBallast(false)
-			for _, kn := range []int{1, manyKeys} {
-				name := "hot"
-				if kn > 1 {
-					name = "10k"
-				}
-				b.Run("keys="+name, func(b *testing.B) {
-					for _, g := range []int{1, 64} {
-						b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
-							for _, fresh := range []bool{true, false} {
-								state := map[bool]string{true: "fresh", false: "warm"}[fresh]
-								b.Run("limiter="+state, func(b *testing.B) {
-									for _, ct := range contenders {
-										b.Run("impl="+ct.name, func(b *testing.B) { runLocal(b, ct, keys[:kn], g, fresh) })
-									}
-								})
-							}
-						})
-					}
-				})
+			for _, ct := range contenders {
+				b.Run("impl="+ct.name, func(b *testing.B) { runLocal(b, ct, keys[:row.keys], row.g, row.fresh) })
 			}
 		})
 	}
+}
+
+var localRounds = flag.Int("local.rounds", 0, "TestLocalCompare: rounds of the local comparison; 0 skips it")
+
+// TestLocalCompare is the driver behind docs/benchmarks.md, Local: each
+// round runs every contender once on every row of BenchmarkLocal, in an
+// order rotated from round to round, plus the suppressed strategy's draw
+// alone, so the noise of a shared machine falls on every contender alike.
+// It prints benchmark lines (benchstat reads them) and, at the end, per
+// row the ratios of the medians over the rounds: local absolute against
+// the better x/time/rate variant, and local suppressed against local
+// absolute plus the draw:
+//
+//	go test -run TestLocalCompare -local.rounds 10 -benchtime 200ms -timeout 60m -v . | tee local.txt
+func TestLocalCompare(t *testing.T) {
+	if *localRounds <= 0 {
+		t.Skip("run with -local.rounds N")
+	}
+	procs := runtime.GOMAXPROCS(0)
+	ns := map[string][]float64{}
+	sample := func(name string, f func(b *testing.B)) {
+		res := testing.Benchmark(f)
+		if res.N == 0 {
+			t.Fatalf("%s: the benchmark failed", name)
+		}
+		fmt.Printf("Benchmark%s-%d\t%s\t%s\n", name, procs, res.String(), res.MemString())
+		ns[name] = append(ns[name], float64(res.T.Nanoseconds())/float64(res.N))
+	}
+	rows := localRows()
+	for r := 0; r < *localRounds; r++ {
+		for _, row := range rows {
+			setBallast(row.heap)
+			for i := range contenders {
+				ct := contenders[(i+r)%len(contenders)]
+				sample("Local/"+row.String()+"/impl="+ct.name, func(b *testing.B) { runLocal(b, ct, keys[:row.keys], row.g, row.fresh) })
+			}
+			if row.g == 1 {
+				sample("LocalDraw/"+row.String(), BenchmarkLocalDraw)
+			}
+		}
+		setBallast(false)
+	}
+	med := func(name string) float64 { return median(ns[name]) }
+	fmt.Printf("\nmedians of %d rounds (ns/op); abs/x: local absolute over the better x/time/rate; sup/(abs+draw): local suppressed over local absolute plus the draw\n", *localRounds)
+	fmt.Printf("%-40s %8s %8s %8s %8s %6s %7s %8s\n", "row", "abs", "sup", "x-mutex", "x-sync", "draw", "abs/x", "sup/(a+d)")
+	for _, row := range rows {
+		p := "Local/" + row.String() + "/impl="
+		abs, sup := med(p+"sluice-local-absolute"), med(p+"sluice-local-suppressed")
+		xm, xs := med(p+"xrate-map-mutex"), med(p+"xrate-sync-map")
+		// The draw at 64 goroutines is the serial draw's: it is per call
+		// and touches no shared state (a per-P generator).
+		dr := med("LocalDraw/" + localRow{row.heap, row.keys, 1, row.fresh}.String())
+		if row.g > 1 {
+			dr /= float64(procs)
+		}
+		fmt.Printf("%-40s %8.1f %8.1f %8.1f %8.1f %6.1f %7.3f %8.3f\n", row, abs, sup, xm, xs, dr, abs/min(xm, xs), sup/(abs+dr))
+	}
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	}
+	n := len(s)
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // runLocal times b.N calls of ct over ks from g goroutines.

@@ -34,6 +34,18 @@
 -- ARGV[13] units the instance declined from memory since its last call:
 --          recorded as offered and declined with this call, so that the
 --          fleet's observed rate includes them.
+-- ARGV[14] optional, the most ms, D, by which the bucket of a lease (a
+--          call that reserves units beyond n) may start after now: a
+--          forward-dated lease, which lives D + B instead of B. The
+--          script uses floor(D * min(S, 1.5 S - 2 a) / S) when positive,
+--          a the accepted units after the call: all of D while the call
+--          leaves three quarters of the soft capacity free, less and less
+--          below, 0 once it would leave a quarter or less. It joins the
+--          newest bucket when that starts less than B before (or after)
+--          now + that offset, and opens a bucket there otherwise. Every
+--          write to a hash whose newest bucket starts after now (a join by
+--          any call) joins that bucket, and every PEXPIRE then adds its
+--          start - now, so the key lives until that bucket dies.
 --          With ARGV[10] the reply is always {outcome, allowed, limit,
 --          remaining, retry after ms, reset after ms, factor ppm, never,
 --          g (the accepted units the call recorded: its lease, and n when
@@ -578,8 +590,8 @@ if hyb and hwant > n and not never then
   hext = math.max(0, math.min(hwant - n, math.floor((room + 3) / 4)))
 end
 
--- Record: join the newest bucket when now - newest < B, else open one at
--- now (no field of that name can exist: every start is <= newest < now).
+-- Record: join the newest bucket when at - newest < B, else open one at
+-- at (no field of that name can exist: every start is <= newest < at).
 if write then
   local pn, pacc = newest, ncount - ndec -- the newest bucket before the call
   -- rec: the units recorded; a refusal records them all as declined, at
@@ -596,8 +608,17 @@ if write then
     rec, dec = rec + hext + hpush, dec + hpush
     used, declined = used - hpush, declined - hpush
   end
-  local joins = live and now - newest < b
-  local start = now
+  -- at: the instant the write files its units under: now, or now + the
+  -- offset of a forward-dated lease (ARGV[14]); starts stay increasing
+  -- and B apart.
+  local at = now
+  if hext > 0 and ARGV[14] and ARGV[14] ~= '0' then
+    local a = used - declined + rec - dec
+    local d = math.floor(ARGV[14] * math.min(soft, 1.5 * soft - 2 * a) / soft)
+    if d > 0 then at = now + d end
+  end
+  local joins = live and at - newest < b
+  local start = at
   if joins then start = newest end
   if k then
     if joins then
@@ -690,8 +711,15 @@ if write then
   else
     redis.call('HSET', h, 'm', mv) -- the common call: one field
   end
-  -- The key dies with its newest bucket: W + B after that bucket opened.
-  if not joins or ARGV[1] ~= '' then redis.call('PEXPIRE', h, ttl) end
+  -- The key dies with its newest bucket: W + B after that bucket opened
+  -- (later than now for a forward-dated lease's bucket).
+  if not joins or ARGV[1] ~= '' then
+    if newest > now then
+      redis.call('PEXPIRE', h, fmt('%d', ttl + newest - now))
+    else
+      redis.call('PEXPIRE', h, ttl)
+    end
+  end
   live = true
 end
 

@@ -2,7 +2,6 @@ package hybrid
 
 import (
 	"context"
-	"fmt"
 	"hash/maphash"
 	"math"
 	"sync"
@@ -131,14 +130,7 @@ type entry struct {
 	// back: (bucket start, units) pairs.
 	pend []int64
 	idle int // ticks without a call
-	// slow: the key has no history, or a lease of it expired with units
-	// unused, and no lease of B (not forward-dated) was used up since:
-	// the key is called less often than such a lease lives, and its
-	// leases ask to be forward-dated (WithLeaseAhead). A busy key gains
-	// nothing from a longer lease, and its units should die W + B after
-	// its grant. fwd: the current lease is forward-dated (its bucket
-	// started after the script's now).
-	slow, fwd bool
+	pace
 }
 
 // NewAbsolute returns an absolute limiter that leases units from Redis
@@ -161,14 +153,11 @@ func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 	if l.maxLease <= 0 {
 		l.maxLease = math.MaxInt64
 	}
-	switch a := cfg.LeaseAhead; {
-	case a == 0:
-		l.ahead = min(cfg.WindowMs/20, DefaultLeaseAheadMax.Milliseconds())
-	case a > cfg.Window/4:
-		return nil, l.errorf("new", fmt.Errorf("%w: lease ahead %v above W/4 (%v)", limiter.ErrInvalidConfig, a, cfg.Window/4))
-	case a > 0:
-		l.ahead = a.Milliseconds()
+	ahead, err := leaseAhead(cfg)
+	if err != nil {
+		return nil, l.errorf("new", err)
 	}
+	l.ahead = ahead
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]*entry)
 	}
@@ -209,7 +198,7 @@ func (l *Absolute) entryFor(op, k string) (*entry, error) {
 	if e == nil {
 		// A key with no history is taken for a slow one: its first
 		// lease is forward-dated if it has room (the script decides).
-		e = &entry{key: k, hash: h, fetch: make(chan struct{}, 1), want: 1, slow: true}
+		e = &entry{key: k, hash: h, fetch: make(chan struct{}, 1), want: 1, pace: pace{slow: true}}
 		s.m[k] = e
 		l.tmu.Lock()
 		l.fresh = append(l.fresh, e)
@@ -483,7 +472,7 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 	e.granted = 0
 	e.left, e.until, e.refUntil = 0, 0, 0
 	want := min(max(n, e.wantFor(l, c)), c, max(n, l.maxLease))
-	ahead := e.aheadArg(l)
+	ahead := e.aheadArg(l.ahead)
 	e.mu.Unlock()
 
 	send := l.now()
@@ -549,40 +538,10 @@ func leaseReply(v any) (grant, bool) {
 	return grant{x[0], x[1], x[2], x[3], x[4]}, true
 }
 
-// ended updates slow as the current lease ends, with e.mu held: unused
-// tells whether it expired with units left.
-func (e *entry) ended(unused bool) {
-	switch {
-	case unused:
-		e.slow = true
-	case !e.fwd:
-		e.slow = false
-	}
-}
-
-// wantFor is the next lease's size at capacity c, with e.mu held: e.want,
-// and for a slow key at least the units the key may admit on average
-// (C/W) over a forward-dated lease's life, D + B: a key called once in a
-// while would otherwise take many leases, doubling from one unit, before
-// one outlived the gap between its calls. The script caps the grant at a
-// quarter of the room left, and forward-dates it only while the grant
-// leaves more than a quarter of the capacity free.
+// wantFor is the next lease's size at capacity c, with e.mu held (see
+// pace.wantFor).
 func (e *entry) wantFor(l *Absolute, c int64) int64 {
-	if !e.slow || l.ahead == 0 {
-		return e.want
-	}
-	cfg := &l.b.Cfg
-	share := (c*(l.ahead+cfg.BucketMs) + cfg.WindowMs - 1) / cfg.WindowMs
-	return min(max(e.want, share), c, l.maxLease)
-}
-
-// aheadArg is the lease request's ARGV[10], with e.mu held: the most ms
-// its bucket may start after now, 0 unless the key is slow.
-func (e *entry) aheadArg(l *Absolute) int64 {
-	if e.slow {
-		return l.ahead
-	}
-	return 0
+	return e.pace.wantFor(e.want, c, l.ahead, l.maxLease, &l.b.Cfg)
 }
 
 // install makes g e's lease, with e.mu held; send is the local time at
@@ -761,7 +720,7 @@ func (l *Absolute) visit(calls []syncCall, e *entry, now int64, closing, redisOK
 			call.want = e.wantFor(l, e.c)
 		}
 		call.gen = e.gen
-		call.ahead = e.aheadArg(l)
+		call.ahead = e.aheadArg(l.ahead)
 		e.renews++
 		calls = append(calls, call)
 	case e.left > 0 && used == 0 && (expired || full):

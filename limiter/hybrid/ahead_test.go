@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/hybrid"
 	"github.com/sluice-go/sluice/limiter/redisabs"
+	"github.com/sluice-go/sluice/limiter/redissup"
 )
 
 // meta reads the newest bucket's start and count of key k's hash on mr
@@ -166,6 +167,136 @@ func TestForwardDatedLease(t *testing.T) {
 			if !errors.Is(err, limiter.ErrInvalidConfig) {
 				t.Errorf("WithLeaseAhead(%v) at W = 1 min: err = %v, want ErrInvalidConfig", d, err)
 			}
+		}
+	})
+}
+
+// supMeta reads the newest bucket's start and offered units of key k's
+// suppressed hash on mr (docs/data-model.md: "m" = "<u> <x> <o> <n> <nc>
+// <nd>").
+func supMeta(t *testing.T, mr *miniredis.Miniredis, k string) (newest, count int64) {
+	t.Helper()
+	for _, name := range mr.Keys() {
+		if !strings.Contains(name, "{"+k+"}") {
+			continue
+		}
+		m := mr.HGet(name, "m")
+		var u, x, o, nd int64
+		if _, err := fmt.Sscanf(m, "%d %d %d %d %d %d", &u, &x, &o, &newest, &count, &nd); err != nil {
+			t.Fatalf("meta of %s = %q: %v", name, m, err)
+		}
+		return newest, count
+	}
+	t.Fatalf("no hash of key %q among %v", k, mr.Keys())
+	return 0, 0
+}
+
+// TestSuppressedForwardDatedLease is TestForwardDatedLease for the
+// suppressed hybrid (S = H = 100 per minute, B = 600 ms, D = 1 s): a slow
+// key's lease is forward-dated while the call leaves three quarters of S
+// free, serves past B from memory, a redissup call joins its bucket, the
+// units count until that bucket dies, the hash lives as long, and
+// WithLeaseAhead(0) turns it off.
+func TestSuppressedForwardDatedLease(t *testing.T) {
+	ctx := context.Background()
+	rate := limiter.PerMinute(100)
+	const w, b = 60_000, 600 // ms
+	setup := func(t *testing.T, opts ...limiter.Option) (*conformance.Clock, *miniredis.Miniredis, *hybrid.Suppressed, *redissup.Limiter) {
+		clk := conformance.NewClock()
+		mr, c := redistest.Mini(t)
+		clk.OnAdvance(func(now time.Time, d time.Duration) {
+			mr.SetTime(now)
+			mr.FastForward(d)
+		})
+		common := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0),
+			limiter.WithClock(clk), limiter.WithWindow(time.Minute)}
+		s := newSuppressed(t, c, append(append(common, hybrid.WithSyncInterval(time.Hour)), opts...)...)
+		r, err := redissup.New(c, common...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return clk, mr, s, r
+	}
+	inc := func(t *testing.T, l limiter.Limiter, k string, n int64) {
+		t.Helper()
+		d, err := l.Inc(ctx, k, rate, n)
+		if err != nil || !d.Allowed {
+			t.Fatalf("Inc(%q, %d) = %+v, %v; want admitted", k, n, d, err)
+		}
+	}
+	fetches := func(s *hybrid.Suppressed) int64 { f, _, _, _ := s.Calls(); return f }
+
+	t.Run("Forward", func(t *testing.T) {
+		clk, mr, s, r := setup(t)
+		// The first lease of a key with no history is ⌈S (D + B) / W⌉ =
+		// 3 units, filed at now + D.
+		inc(t, s, "k", 1)
+		now := clk.Now().UnixMilli()
+		start, count := supMeta(t, mr, "k")
+		if want := now + 1000; start != want || count != 3 || s.Forwards() != 1 {
+			t.Fatalf("lease bucket starts at now + %d with %d units (%d forward-dated); want now + 1000 with 3 (1)", start-now, count, s.Forwards())
+		}
+		clk.Advance(time.Duration(start+b-1-now) * time.Millisecond)
+		f := fetches(s)
+		inc(t, s, "k", 2)
+		if got := fetches(s); got != f {
+			t.Errorf("Inc at the forward lease's start + B − 1 made %d Redis calls, want 0", got-f)
+		}
+		inc(t, r, "k", 1)
+		if st, c := supMeta(t, mr, "k"); st != start || c != 4 {
+			t.Errorf("after redissup's Inc: newest bucket %d with %d units, want %d with 4", st, c, start)
+		}
+		now = clk.Now().UnixMilli()
+		clk.Advance(time.Duration(start+w+b-1-now) * time.Millisecond)
+		if u, err := r.Get(ctx, "k"); err != nil || u.Used != 4 {
+			t.Errorf("Get 1 ms before the lease's bucket dies = %+v, %v; want 4 units", u, err)
+		}
+		clk.Advance(time.Millisecond)
+		if u, err := r.Get(ctx, "k"); err != nil || u.Used != 0 {
+			t.Errorf("Get when the lease's bucket dies = %+v, %v; want 0", u, err)
+		}
+	})
+
+	t.Run("TTLUnderRedisTime", func(t *testing.T) {
+		mr, c := redistest.Mini(t)
+		mr.SetTime(time.Now())
+		s := newSuppressed(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithWindow(10*time.Second),
+			hybrid.WithSyncInterval(time.Hour))
+		if d, err := s.Inc(ctx, "k", limiter.Every(100, 10*time.Second), 1); err != nil || !d.Allowed {
+			t.Fatalf("Inc = %+v, %v", d, err)
+		}
+		now := time.Now().UnixMilli()
+		start, _ := supMeta(t, mr, "k")
+		if start <= now {
+			t.Fatalf("lease bucket starts at now + %d ms, want a forward-dated one", start-now)
+		}
+		if ttl, want := mr.TTL(mr.Keys()[0]), time.Duration(start-now+10_100)*time.Millisecond; ttl < want-5*time.Millisecond {
+			t.Errorf("TTL %v, want %v: until the lease's bucket dies", ttl, want)
+		}
+	})
+
+	t.Run("NotNearSoft", func(t *testing.T) {
+		clk, mr, s, r := setup(t)
+		inc(t, r, "k", 73) // with the lease's 3: more than three quarters of S
+		inc(t, s, "k", 1)
+		if start, c := supMeta(t, mr, "k"); start != clk.Now().UnixMilli() || c != 76 {
+			t.Errorf("lease bucket starts at now + %d ms with %d units on a key three quarters full, want now with 76", start-clk.Now().UnixMilli(), c)
+		}
+	})
+
+	t.Run("Off", func(t *testing.T) {
+		clk, mr, s, _ := setup(t, hybrid.WithLeaseAhead(0))
+		inc(t, s, "k", 1)
+		if start, _ := supMeta(t, mr, "k"); start != clk.Now().UnixMilli() || s.Forwards() != 0 {
+			t.Errorf("with WithLeaseAhead(0) the lease bucket starts at now + %d ms, want now", start-clk.Now().UnixMilli())
+		}
+	})
+
+	t.Run("Invalid", func(t *testing.T) {
+		_, c := redistest.Mini(t)
+		_, err := hybrid.NewSuppressed(c, limiter.WithWindow(time.Minute), hybrid.WithLeaseAhead(15*time.Second+time.Millisecond))
+		if !errors.Is(err, limiter.ErrInvalidConfig) {
+			t.Errorf("WithLeaseAhead(15.001 s) at W = 1 min: err = %v, want ErrInvalidConfig", err)
 		}
 	})
 }

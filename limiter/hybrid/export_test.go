@@ -21,3 +21,7 @@ func (l *Suppressed) Calls() (fetches, renewals, releases, refreshes int64) {
 
 // SyncErrors returns the calls of ticks that failed.
 func (l *Suppressed) SyncErrors() int64 { return l.syncErrs.Load() }
+
+// Forwards returns the leases l installed whose bucket starts after the
+// script's now (forward-dated).
+func (l *Suppressed) Forwards() int64 { return l.forwards.Load() }

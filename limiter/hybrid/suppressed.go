@@ -36,6 +36,9 @@ type Suppressed struct {
 	shards   [shardCount]supShard
 	interval time.Duration
 	maxLease int64
+	// ahead is the most ms a lease's bucket may start after now
+	// (WithLeaseAhead), 0 for none.
+	ahead int64
 
 	tmu     sync.Mutex  // guards tracked and fresh
 	tracked []*supEntry // every key in memory, in visiting order
@@ -49,6 +52,7 @@ type Suppressed struct {
 	// and this instance's declines, no lease).
 	fetches, renewals, releases, refreshes atomic.Int64
 	syncErrs                               atomic.Int64
+	forwards                               atomic.Int64 // grants in a bucket after now
 }
 
 var _ limiter.Limiter = (*Suppressed)(nil)
@@ -100,6 +104,7 @@ type supEntry struct {
 	lastUse int64   // local ms of the latest local decision or lease
 	pend    []int64 // unused units of replaced leases: (start, units) pairs
 	idle    int     // ticks without a call
+	pace
 }
 
 // NewSuppressed returns a suppressed limiter that leases accepted units
@@ -125,6 +130,11 @@ func NewSuppressed(client Client, opts ...limiter.Option) (*Suppressed, error) {
 	if l.maxLease <= 0 {
 		l.maxLease = math.MaxInt64
 	}
+	ahead, err := leaseAhead(cfg)
+	if err != nil {
+		return nil, l.errorf("new", err)
+	}
+	l.ahead = ahead
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]*supEntry)
 	}
@@ -165,7 +175,9 @@ func (l *Suppressed) entryFor(op, k string) (*supEntry, error) {
 	s.mu.Lock()
 	e := s.m[k]
 	if e == nil {
-		e = &supEntry{key: k, hash: h, fetch: make(chan struct{}, 1), want: 1}
+		// A key with no history is taken for a slow one: its first
+		// lease is forward-dated if it has room (the script decides).
+		e = &supEntry{key: k, hash: h, fetch: make(chan struct{}, 1), want: 1, pace: pace{slow: true}}
 		s.m[k] = e
 		l.tmu.Lock()
 		l.fresh = append(l.fresh, e)
@@ -556,6 +568,12 @@ func (e *supEntry) observe(send int64, rep *supReply) {
 	}
 }
 
+// wantFor is the next lease's size at capacities soft and hard, with e.mu
+// held (see pace.wantFor: a slow key's share is of the soft capacity).
+func (e *supEntry) wantFor(l *Suppressed, soft, hard int64) int64 {
+	return min(e.pace.wantFor(e.want, soft, l.ahead, l.maxLease, &l.b.Cfg), max(hard, 1))
+}
+
 // install makes rep's units e's lease, with e.mu held; send is the local
 // time at which the call was sent. As for the absolute leases, the lease
 // serves while its bucket takes units (start + B on the script's clock,
@@ -566,6 +584,10 @@ func (e *supEntry) install(l *Suppressed, send int64, rep *supReply) {
 		e.pend = append(e.pend, e.start, e.left)
 	}
 	e.start = rep.start
+	e.fwd = rep.start > rep.now
+	if e.fwd {
+		l.forwards.Add(1)
+	}
 	e.until = send + (rep.start + l.b.Cfg.BucketMs - rep.now)
 	e.left, e.granted = rep.g, rep.g
 	e.refUntil = 0
@@ -615,19 +637,21 @@ func (l *Suppressed) leaseLocked(ctx context.Context, e *supEntry, soft, hard, n
 	case e.soft != soft || e.hard != hard:
 		e.want, e.est = 1, 0 // a new rate: size afresh
 	case e.granted > 0:
+		e.ended(e.left > 0 && now >= e.until)
 		e.want = nextWant(e.want, e.granted, e.granted-e.left, hard, l.maxLease)
 	}
 	e.granted = 0
 	e.left, e.until, e.refUntil = 0, 0, 0
 	push := e.decl
 	e.decl = 0
-	want := min(max(n, e.want), hard, max(n, l.maxLease))
+	want := min(max(n, e.wantFor(l, soft, hard)), hard, max(n, l.maxLease))
+	ahead := e.aheadArg(l.ahead)
 	e.mu.Unlock()
 
 	send := l.now()
 	l.fetches.Add(1)
 	v, err := l.b.Run(ctx, scripts.SupInc, []string{e.hash},
-		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, n, l.b.Cache, draw, l.b.TTL, want, relStart, rel, push)
+		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, n, l.b.Cache, draw, l.b.TTL, want, relStart, rel, push, ahead)
 	if err != nil {
 		// The release may not have happened: those units stay counted
 		// until their bucket dies, which only admits less. The declines
@@ -695,6 +719,7 @@ type supSync struct {
 	soft, hard         int64
 	start, rel, push   int64
 	want, gen          int64
+	ahead              int64 // a renewal's ARGV[14]
 	renew, releaseOnly bool
 }
 
@@ -780,20 +805,27 @@ func (l *Suppressed) visit(calls []supSync, e *supEntry, now int64, closing, red
 			call.start, call.rel = e.start, e.left
 			e.left, e.until, e.granted = 0, 0, 0
 		}
-	case e.until > 0 && e.hits > 0 && recent && (e.left == 0 || now+l.interval.Milliseconds() >= e.until) && !(full && used == 0):
-		// As the absolute hybrid's renewals (see Absolute.visit).
+	case e.until > 0 && e.hits > 0 && recent && (e.left == 0 || !e.slow && now+l.interval.Milliseconds() >= e.until) && !(full && used == 0):
+		// As the absolute hybrid's renewals (see Absolute.visit): a slow
+		// key's lease is left to expire, and its next Inc gives back
+		// what is left in its lease request.
 		if expired {
 			if e.left > 0 {
 				call.start, call.rel = e.start, e.left
 				e.want = nextWant(e.want, e.granted, e.granted-e.left, e.hard, l.maxLease)
 			}
 			e.left, e.until, e.granted = 0, 0, 0
+			e.ended(call.rel > 0)
 		}
-		call.want, call.renew = e.want, true
+		call.want, call.renew = e.wantFor(l, e.soft, e.hard), true
+		call.ahead = e.aheadArg(l.ahead)
 		e.renews++
 	case e.left > 0 && used == 0 && (expired || full):
 		call.start, call.rel = e.start, e.left
 		e.want = nextWant(e.want, e.granted, e.granted-e.left, e.hard, l.maxLease)
+		if expired {
+			e.ended(true)
+		}
 		e.left, e.until, e.granted = 0, 0, 0
 	}
 	// Besides releases and renewals: the declines, once the lease is over
@@ -842,7 +874,7 @@ func (l *Suppressed) sendBatch(ctx context.Context, batch []supSync) {
 			l.refreshes.Add(1)
 		}
 		return s.e.hash, []any{redisx.NowArg(cfg), l.b.W, l.b.B, s.soft, s.hard, 0, l.b.Cache,
-			int64(window.PPM - 1), l.b.TTL, s.want, s.start, s.rel, s.push}
+			int64(window.PPM - 1), l.b.TTL, s.want, s.start, s.rel, s.push, s.ahead}
 	}, func(i int, send int64, cmd *redis.Cmd) {
 		s := &batch[i]
 		var rep supReply
