@@ -137,3 +137,42 @@ func TestCapacityFastPathMatchesHardCapacity(t *testing.T) {
 		}
 	}
 }
+
+// TestHardCapacityFastPathMatchesDefinition checks HardCapacity (whose fast
+// path Inc of every suppressed provider takes) against its definition,
+// floor(rate × window × factor + 1e-9), and an error exactly where the
+// definition has no capacity in [1, 2^50] or an input is invalid.
+func TestHardCapacityFastPathMatchesDefinition(t *testing.T) {
+	max := float64(int64(1) << 50)
+	rates := []float64{math.NaN(), math.Inf(1), -1, 0, 1e-9, 1.0 / 60, 0.7, 1, 3, 1e6, max / 2, max, max * 2}
+	windows := []time.Duration{-time.Second, 0, 1, time.Millisecond, time.Second, time.Minute, 744 * time.Hour}
+	factors := []float64{math.NaN(), math.Inf(1), 0.5, 1 - 1e-12, 1, 1 + 1e-12, 1.5, 2, 1e6}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 20000; i++ {
+		rates = append(rates, math.Exp(rng.Float64()*80-40))
+	}
+	for i, p := range rates {
+		for _, w := range windows {
+			for _, f := range factors {
+				if i >= 13 && rng.IntN(20) != 0 { // random rates: a sample of the pairs
+					continue
+				}
+				got, err := limiter.HardCapacity(limiter.PerSecond(p), w, f)
+				valid := p > 0 && !math.IsInf(p, 0) && w > 0 && f >= 1 && !math.IsInf(f, 0)
+				want := math.Floor(p*w.Seconds()*f + 1e-9)
+				if f == 1 {
+					want = math.Floor(p*w.Seconds() + 1e-9)
+				}
+				if !valid || want < 1 || want > max {
+					if err == nil {
+						t.Fatalf("HardCapacity(%v/s, %v, %v) = %d, want an error", p, w, f, got)
+					}
+					continue
+				}
+				if err != nil || got != int64(want) {
+					t.Fatalf("HardCapacity(%v/s, %v, %v) = %d, %v; want %v", p, w, f, got, err, want)
+				}
+			}
+		}
+	}
+}

@@ -18,7 +18,10 @@ import (
 // two hybrid instances A and B and a redissup instance R share one key on
 // a miniredis that follows a fake clock; the sync is an hour away, so only
 // the calls below move leases. S = 10, H = 20 over W = 1 s, B = 100 ms; the
-// factor is not cached and every draw is the value of draw.
+// factor is not cached and every draw is the value of draw. Forward-dating
+// is off (WithLeaseAhead(0)): the cases count leases unit by unit from a
+// first lease of one, where a slow key's first lease would take
+// ⌈S (D + B) / W⌉ = 2 (TestSuppressedForwardDatedLease covers that).
 func TestSuppressedDiffers(t *testing.T) {
 	ctx := context.Background()
 	rate := limiter.PerSecond(10)
@@ -35,7 +38,7 @@ func TestSuppressedDiffers(t *testing.T) {
 		opts := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0), limiter.WithClock(clk),
 			limiter.WithWindow(time.Second), limiter.WithBucket(100 * time.Millisecond), limiter.WithHardLimitFactor(2),
 			limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return draw }),
-			hybrid.WithSyncInterval(time.Hour)}
+			hybrid.WithSyncInterval(time.Hour), hybrid.WithLeaseAhead(0)}
 		a, b = newSuppressed(t, c, opts...), newSuppressed(t, c, opts...)
 		r, err := redissup.New(c, opts...)
 		if err != nil {
