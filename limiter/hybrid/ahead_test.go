@@ -292,6 +292,29 @@ func TestSuppressedForwardDatedLease(t *testing.T) {
 		}
 	})
 
+	t.Run("SparseKeyTakesNoLease", func(t *testing.T) {
+		// Calls further apart than a lease lives (B + D = 1.6 s) take no
+		// lease after the first: one Redis call each, which gives back
+		// what is left of the first lease; the sync (an hour away) has
+		// nothing to give back.
+		clk, _, s, r := setup(t)
+		for i := 0; i < 5; i++ {
+			inc(t, s, "k", 1)
+			clk.Advance(2 * time.Second)
+		}
+		if f, _, rel, _ := s.Calls(); f != 5 || rel != 0 {
+			t.Errorf("5 calls 2 s apart: %d lease requests and %d releases, want 5 and 0", f, rel)
+		}
+		if u, err := s.Get(ctx, "k"); err != nil || u.Used != 5 {
+			t.Errorf("Get = %+v, %v; want the 5 admitted units and no leased one", u, err)
+		}
+		inc(t, s, "k", 1) // 2 s after the previous call: no lease
+		inc(t, s, "k", 1) // at once after it: a lease
+		if u, err := r.Get(ctx, "k"); err != nil || u.Used <= 7 {
+			t.Errorf("redissup's Get after a call that follows its previous one at once = %+v, %v; want more than the 7 admitted units (a lease)", u, err)
+		}
+	})
+
 	t.Run("Invalid", func(t *testing.T) {
 		_, c := redistest.Mini(t)
 		_, err := hybrid.NewSuppressed(c, limiter.WithWindow(time.Minute), hybrid.WithLeaseAhead(15*time.Second+time.Millisecond))

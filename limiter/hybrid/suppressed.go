@@ -646,6 +646,15 @@ func (l *Suppressed) leaseLocked(ctx context.Context, e *supEntry, soft, hard, n
 	e.decl = 0
 	want := min(max(n, e.wantFor(l, soft, hard)), hard, max(n, l.maxLease))
 	ahead := e.aheadArg(l.ahead)
+	// plain: the key's calls come further apart than the lease would
+	// live, so that it would be given back unused at the cost of a
+	// release call: the call decides n alone, as redissup would, and the
+	// next call that follows within a lease's life asks for a lease. (A
+	// key with no history takes its first lease, forward-dated.)
+	plain := e.lastUse > 0 && now-e.lastUse >= l.b.Cfg.BucketMs+ahead
+	if plain {
+		want, ahead = n, 0
+	}
 	e.mu.Unlock()
 
 	send := l.now()
@@ -667,6 +676,7 @@ func (l *Suppressed) leaseLocked(ctx context.Context, e *supEntry, soft, hard, n
 	e.soft, e.hard = soft, hard
 	e.observe(send, &rep)
 	e.idle = 0
+	e.lastUse = send
 	if rep.g > 0 {
 		// A lease, with the call's n in it when admitted.
 		e.install(l, send, &rep)
@@ -674,7 +684,9 @@ func (l *Suppressed) leaseLocked(ctx context.Context, e *supEntry, soft, hard, n
 			e.left -= n
 			e.used += n
 		}
-		e.lastUse = send
+		if plain {
+			e.granted = 0 // no lease: nothing to size the next one by
+		}
 		// Remaining without the lease: the units this instance may still
 		// admit count as free.
 		d.Remaining = max(0, soft-(rep.acc-e.left))
