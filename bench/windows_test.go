@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"regexp"
 	"runtime"
 	"strconv"
 	"testing"
@@ -15,9 +16,13 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/hybrid"
 	"github.com/sluice-go/sluice/limiter/redisabs"
+	"github.com/sluice-go/sluice/limiter/redissup"
 )
 
-var hybridRounds = flag.Int("hybrid.rounds", 0, "TestHybridWindows: interleaved rounds; 0 skips it")
+var (
+	hybridRounds = flag.Int("hybrid.rounds", 0, "TestHybridWindows: interleaved rounds; 0 skips it")
+	hybridRowRE  = flag.String("hybrid.rows", "", "TestHybridWindows: a regexp the rows run must match (W=1s/load=10k, ...)")
+)
 
 // A hybridRow is one row of TestHybridWindows: a window W (B = W/100, the
 // default) and a key set, 10,000 keys at 1,000 per W each or one hot key at
@@ -48,12 +53,12 @@ func hybridRows() []hybridRow {
 }
 
 // hybridWindowContenders are the contenders of TestHybridWindows.
-var hybridWindowContenders = []string{"hybrid", "hybrid-sup", "redisabs-batched", "redis_rate"}
+var hybridWindowContenders = []string{"hybrid", "hybrid-sup", "redisabs-batched", "redissup-batched", "redis_rate"}
 
 // buildWindowContender returns the call of one contender at window win
 // (B = W/100) and what closes it. Every sluice contender gets WithTimeout(5
 // s), the shared client's bound, so that a loaded machine does not send it
-// to the failure policy; redisabs is batched, its default.
+// to the failure policy; redisabs and redissup are batched, their default.
 func buildWindowContender(c *redis.Client, name string, win time.Duration, p policy) (incFunc, func(), error) {
 	opts := []limiter.Option{limiter.WithTimeout(5 * time.Second), limiter.WithWindow(win)}
 	var l limiter.Limiter
@@ -65,6 +70,8 @@ func buildWindowContender(c *redis.Client, name string, win time.Duration, p pol
 		l, err = hybrid.NewSuppressed(c, append(opts, limiter.WithHardLimitFactor(hardLimitFactor))...)
 	case "redisabs-batched":
 		l, err = redisabs.New(c, opts...)
+	case "redissup-batched":
+		l, err = redissup.New(c, append(opts, limiter.WithHardLimitFactor(hardLimitFactor))...)
 	case "redis_rate":
 		rl := redis_rate.NewLimiter(c)
 		return func(ctx context.Context, k string) (bool, error) {
@@ -105,8 +112,18 @@ func TestHybridWindows(t *testing.T) {
 	const g = 64
 	procs := runtime.GOMAXPROCS(0)
 	ops := map[string][]float64{}
+	rowRE, err := regexp.Compile(*hybridRowRE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []hybridRow
+	for _, row := range hybridRows() {
+		if rowRE.MatchString(row.name()) {
+			rows = append(rows, row)
+		}
+	}
 	for r := 0; r < *hybridRounds; r++ {
-		for _, row := range hybridRows() {
+		for _, row := range rows {
 			for i := range hybridWindowContenders {
 				ct := hybridWindowContenders[(i+r)%len(hybridWindowContenders)]
 				name := "HybridWindows/" + row.name() + "/impl=" + ct
@@ -137,13 +154,13 @@ func TestHybridWindows(t *testing.T) {
 			}
 		}
 	}
-	fmt.Printf("\n| row | hybrid ops/s | hybrid-sup ops/s | redisabs batched ops/s | redis_rate ops/s | sup/abs | sup/redisabs |\n")
-	fmt.Printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	for _, row := range hybridRows() {
+	fmt.Printf("\n| row | hybrid ops/s | hybrid-sup ops/s | redisabs batched ops/s | redissup batched ops/s | redis_rate ops/s | sup/abs | sup/redisabs |\n")
+	fmt.Printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, row := range rows {
 		m := func(ct string) []float64 { return ops["HybridWindows/"+row.name()+"/impl="+ct] }
-		abs, sup, ra, rr := m("hybrid"), m("hybrid-sup"), m("redisabs-batched"), m("redis_rate")
+		abs, sup, ra, rs, rr := m("hybrid"), m("hybrid-sup"), m("redisabs-batched"), m("redissup-batched"), m("redis_rate")
 		sa, sr := ratios(sup, abs), ratios(sup, ra)
-		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.0f | %.2f (%s) | %.2f (%s) |\n", row.name(),
-			median(abs), median(sup), median(ra), median(rr), median(sa), spread(sa), median(sr), spread(sr))
+		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f (%s) | %.2f (%s) |\n", row.name(),
+			median(abs), median(sup), median(ra), median(rs), median(rr), median(sa), spread(sa), median(sr), spread(sr))
 	}
 }
