@@ -659,6 +659,11 @@ func (l *Suppressed) leaseLocked(ctx context.Context, e *supEntry, soft, hard, n
 
 	send := l.now()
 	l.fetches.Add(1)
+	if plain && rel == 0 && push == 0 {
+		// Nothing to give back or to send: redissup's own call, whose
+		// reply is one integer where a lease request's has 16.
+		return l.single(ctx, e, soft, hard, n, draw, send)
+	}
 	v, err := l.b.Run(ctx, scripts.SupInc, []string{e.hash},
 		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, n, l.b.Cache, draw, l.b.TTL, want, relStart, rel, push, ahead)
 	if err != nil {
@@ -699,6 +704,36 @@ func (l *Suppressed) leaseLocked(ctx context.Context, e *supEntry, soft, hard, n
 	}
 	e.mu.Unlock()
 	return d, false, nil
+}
+
+// single is leaseLocked's call for a sparse key with nothing to give back
+// or to send: sup_inc.lua without the hybrid's arguments, as redissup
+// calls it. It brings no figures back; a key without a lease decides
+// nothing from them.
+func (l *Suppressed) single(ctx context.Context, e *supEntry, soft, hard, n, draw, send int64) (limiter.Decision, bool, error) {
+	v, err := l.b.Run(ctx, scripts.SupInc, []string{e.hash},
+		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, n, l.b.Cache, draw, l.b.TTL)
+	if err != nil {
+		return limiter.Decision{}, false, l.errorf("inc", err)
+	}
+	r, err := redisx.Decision(v, soft, window.OutcomeAllowed, window.OutcomeSuppressed)
+	if err != nil {
+		return limiter.Decision{}, false, l.errorf("inc", err)
+	}
+	e.mu.Lock()
+	e.soft, e.hard = soft, hard
+	e.idle = 0
+	e.lastUse = send
+	if r.Allowed {
+		e.used += n
+	}
+	if !r.Allowed && !r.Never && r.FactorPPM == window.PPM && r.RetryAfter > 0 {
+		// Beyond H: answered from memory, as after a lease request.
+		e.refN, e.refRetry, e.refReset, e.refRemaining = n, send+r.RetryAfter, send+r.ResetAfter, r.Remaining
+		e.refUntil = min(e.refRetry, send+l.interval.Milliseconds())
+	}
+	e.mu.Unlock()
+	return r.Decision(), false, nil
 }
 
 // loop runs the sync every interval until Close.
