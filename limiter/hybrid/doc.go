@@ -31,7 +31,10 @@
 // which also renews the expiring leases of busy keys in pipelined batches,
 // and by Close. Lease sizes follow each key's local rate; near its
 // capacity a key gets leases of one unit, then one Redis call per
-// decision. A refusal asks Redis once and is repeated from memory, for the
+// decision. The suppressed hybrid (NewSuppressed) leases accepted units
+// the same way, forward-dated leases included (its D shrinks with the
+// soft capacity), and a key it remembers whose calls come further apart
+// than a lease lives takes no lease: one call per decision, as redissup. A refusal asks Redis once and is repeated from memory, for the
 // same n, until the RetryAfter Redis gave has passed or for the longer of
 // the sync interval and B.
 // docs/algorithms.md, "Hybrid leases", has the protocol, the proof of the

@@ -60,11 +60,12 @@ func WithMaxLease(n int64) limiter.Option {
 // + B, with no commit (docs/algorithms.md, Hybrid leases). The script
 // scales D down once the key is a quarter full and uses none once the
 // grant leaves a quarter of the capacity or less, so a saturated key
-// holds its units W + B, as without it. D is also how much longer a lease
-// may go on answering after Redis failed. Default W/20, at most
-// DefaultLeaseAheadMax (1 s); 0 turns forward-dating off (every lease
-// lives at most B). It must be between 0 and W/4. Other providers ignore
-// it.
+// holds its units W + B, as without it. Both hybrids read it; the
+// suppressed one scales D against the soft capacity. D is also how much
+// longer a lease may go on answering after Redis failed. Default W/20, at
+// most DefaultLeaseAheadMax (1 s); 0 turns forward-dating off (every
+// lease lives at most B). It must be between 0 and W/4. Other providers
+// ignore it.
 func WithLeaseAhead(d time.Duration) limiter.Option {
 	return func(c *config.Config) {
 		if d < 0 {
