@@ -4,7 +4,7 @@
 // Retry-After and the IETF RateLimit headers.
 //
 //	l, _ := local.NewAbsolute(limiter.WithWindow(time.Minute))
-//	mw, err := httplimit.New(l, limiter.Limit{Rate: limiter.PerMinute(100), Window: time.Minute})
+//	mw, err := httplimit.New(l, limiter.Limit{Rate: limiter.PerMinute(100)})
 //	...
 //	http.ListenAndServe(":8080", mw.Handler(mux))
 //

@@ -20,7 +20,7 @@ func Example() {
 		panic(err)
 	}
 	defer l.Close(ctx)
-	mw, err := httplimit.New(l, limiter.Limit{Rate: limiter.PerMinute(3), Window: time.Minute})
+	mw, err := httplimit.New(l, limiter.Limit{Rate: limiter.PerMinute(3)})
 	if err != nil {
 		panic(err)
 	}
@@ -57,7 +57,7 @@ func Example_tiers() {
 	}
 	defer l.Close(ctx)
 	tiers := map[string]limiter.Rate{"free": limiter.PerMinute(1), "pro": limiter.PerMinute(100)}
-	mw, err := httplimit.New(l, limiter.Limit{Name: "per-minute", Window: time.Minute},
+	mw, err := httplimit.New(l, limiter.Limit{Name: "per-minute"},
 		httplimit.WithKey(httplimit.KeyFromContext("user", ctxKey("user"))),
 		httplimit.WithRateFunc(func(r *http.Request) (limiter.Rate, error) {
 			tier, _ := r.Context().Value(ctxKey("tier")).(string)

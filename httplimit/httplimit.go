@@ -166,10 +166,13 @@ type Middleware struct {
 }
 
 // New returns a middleware that limits each key to limit on l: at most
-// limit.Rate × limit.Window units in any span of limit.Window, counted by
-// l. limit.Window must be the window l was built with (WithWindow): the
-// middleware cannot read it from l, and states it in the w parameter of
-// RateLimit-Policy. limit.Name names the policy in the headers ("" means
+// limit.Rate × W units in any span of W, where W is l's window, stated in
+// the w parameter of RateLimit-Policy. Every sluice provider reports its
+// window (limiter.Windowed), so leave limit.Window 0; a limit.Window that
+// differs from the provider's is an error, since the headers would promise
+// a window the limiter does not enforce. A Limiter that is not
+// limiter.Windowed (one of your own) must be given its window in
+// limit.Window. limit.Name names the policy in the headers ("" means
 // DefaultPolicyName) and follows the rules of limiter.Limit's Name.
 // limit.Rate may be the zero Rate only with WithRateFunc. limit.Bucket is
 // ignored (it is l's). Errors match limiter.ErrInvalidConfig, or the
@@ -191,8 +194,16 @@ func New(l limiter.Limiter, limit limiter.Limit, opts ...Option) (*Middleware, e
 	if err := key.ValidateLimitName(limit.Name); err != nil {
 		return nil, fmt.Errorf("%w: limit name: %w", limiter.ErrInvalidConfig, err)
 	}
+	if w, ok := l.(limiter.Windowed); ok {
+		switch lw := w.Window(); {
+		case limit.Window == 0:
+			limit.Window = lw
+		case limit.Window != lw:
+			return nil, fmt.Errorf("%w: limit %q: window %v differs from the limiter's window %v (leave Limit.Window 0 to use the limiter's)", limiter.ErrInvalidConfig, limit.Name, limit.Window, lw)
+		}
+	}
 	if limit.Window < time.Millisecond {
-		return nil, fmt.Errorf("%w: limit %q: window %v (want the limiter's window, at least 1ms)", limiter.ErrInvalidConfig, limit.Name, limit.Window)
+		return nil, fmt.Errorf("%w: limit %q: window %v (this limiter does not report its window: give Limit.Window, the window it was built with, at least 1ms)", limiter.ErrInvalidConfig, limit.Name, limit.Window)
 	}
 	m.one, m.name, m.rate, m.window = l, limit.Name, limit.Rate, limit.Window
 	if limit.Rate != (limiter.Rate{}) || m.cfg.rateFn == nil {
