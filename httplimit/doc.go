@@ -25,6 +25,12 @@
 // and per-route limits. A KeyFunc refuses a request it cannot key with a
 // *KeyError, which carries the status.
 //
+// # Exempt requests
+//
+// OPTIONS requests (CORS preflights, which browsers send on their own) are
+// not counted; WithSkipMethods changes the exempt methods, WithSkip exempts
+// by any test (health checks), and WithAllowKeys exempts keys.
+//
 // # Responses
 //
 // Every limited response carries, as draft-ietf-httpapi-ratelimit-headers-10

@@ -138,3 +138,38 @@ func ExampleNewIPKey() {
 	// ip:198.51.100.4 <nil>
 	// ip:2001:db8:1:2::/64 <nil>
 }
+
+// Exempt requests by method and by path: OPTIONS (CORS preflights) is
+// exempt by default; here HEAD is exempt too, and so is the health check.
+// Exempt requests get no RateLimit header.
+func ExampleWithSkipMethods() {
+	ctx := context.Background()
+	l, err := local.NewAbsolute(limiter.WithWindow(time.Minute))
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close(ctx)
+	mw, err := httplimit.New(l, limiter.Limit{Rate: limiter.PerMinute(1)},
+		httplimit.WithSkipMethods(http.MethodOptions, http.MethodHead),
+		httplimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }))
+	if err != nil {
+		panic(err)
+	}
+	handler := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+
+	for _, req := range []struct{ method, path string }{
+		{"OPTIONS", "/api"}, {"HEAD", "/api"}, {"GET", "/healthz"}, {"GET", "/api"}, {"GET", "/api"}, {"OPTIONS", "/api"},
+	} {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(req.method, req.path, nil)
+		handler.ServeHTTP(w, r)
+		fmt.Printf("%-7s %-8s %d %q\n", req.method, req.path, w.Code, w.Header().Get("RateLimit"))
+	}
+	// Output:
+	// OPTIONS /api     200 ""
+	// HEAD    /api     200 ""
+	// GET     /healthz 200 ""
+	// GET     /api     200 "\"default\";r=0;t=61"
+	// GET     /api     429 "\"default\";r=0;t=61"
+	// OPTIONS /api     200 ""
+}

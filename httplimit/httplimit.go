@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-go/sluice/key"
@@ -82,6 +84,8 @@ type config struct {
 	setFn   func(*http.Request) (*limiter.Set, error)
 	cost    func(*http.Request) (int64, error)
 	skip    func(*http.Request) bool
+	methods []string // exempt methods; nil until set means DefaultSkipMethods
+	setM    bool
 	allow   []string
 	legacy  bool
 	onDeny  DenyFunc
@@ -117,8 +121,29 @@ func WithCost(f func(*http.Request) (int64, error)) Option {
 
 // WithSkip sets a function that exempts a request (health checks,
 // metrics): it goes to the next handler without a key, a limiter call or a
-// header. Default: none.
+// header. Default: none. WithSkipMethods exempts by method (OPTIONS by
+// default).
 func WithSkip(f func(*http.Request) bool) Option { return func(c *config) { c.skip = f } }
+
+// WithSkipMethods sets the request methods that are exempt from the limit:
+// a request of one of them goes to the next handler without a key, a
+// limiter call or a header, as with WithSkip. Methods are compared in
+// upper case ("head" is HEAD). Default: OPTIONS alone. A browser sends a
+// CORS preflight (OPTIONS) on its own before a cross-origin request, so
+// counting it would charge a client twice for one call, and a refused
+// preflight comes back without CORS headers, which the browser reports as
+// a CORS failure instead of a rate limit; the request the preflight
+// announces is limited as usual. WithSkipMethods() with no method counts
+// every method, OPTIONS included; WithSkipMethods(http.MethodOptions,
+// http.MethodHead) exempts HEAD too.
+func WithSkipMethods(methods ...string) Option {
+	return func(c *config) {
+		c.methods, c.setM = make([]string, len(methods)), true
+		for i, m := range methods {
+			c.methods[i] = strings.ToUpper(m)
+		}
+	}
+}
 
 // WithAllowKeys exempts requests whose key (as the KeyFunc returns it,
 // "ip:10.0.0.7") is one of keys: they go to the next handler with no
@@ -260,6 +285,14 @@ func newMiddleware(opts []Option) (*Middleware, error) {
 	if m.cfg.onError == nil {
 		m.cfg.onError = DefaultError
 	}
+	if !m.cfg.setM {
+		m.cfg.methods = []string{http.MethodOptions}
+	}
+	for _, meth := range m.cfg.methods {
+		if meth == "" {
+			return nil, fmt.Errorf("%w: WithSkipMethods with an empty method", limiter.ErrInvalidConfig)
+		}
+	}
 	if len(m.cfg.allow) > 0 {
 		m.allow = make(map[string]struct{}, len(m.cfg.allow))
 		for _, k := range m.cfg.allow {
@@ -280,7 +313,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		http.Error(w, "httplimit: a Middleware not built by New or NewSet", http.StatusInternalServerError)
 		return
 	}
-	if c.skip != nil && c.skip(r) {
+	if (c.skip != nil && c.skip(r)) || slices.Contains(c.methods, r.Method) {
 		next.ServeHTTP(w, r)
 		return
 	}

@@ -114,3 +114,42 @@ func TestWindowUnreported(t *testing.T) {
 		t.Errorf("RateLimit-Policy %q, want %q", got, want)
 	}
 }
+
+// TestSkipMethods: OPTIONS is exempt by default and HEAD is counted;
+// WithSkipMethods replaces the set (lower case accepted), and with no
+// method counts OPTIONS too; an empty method is a configuration error.
+func TestSkipMethods(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opts    []httplimit.Option
+		counted map[string]bool
+	}{
+		{"default", nil, map[string]bool{"OPTIONS": false, "HEAD": true, "GET": true}},
+		{"options and head", []httplimit.Option{httplimit.WithSkipMethods("options", "HEAD")}, map[string]bool{"OPTIONS": false, "HEAD": false, "GET": true}},
+		{"none", []httplimit.Option{httplimit.WithSkipMethods()}, map[string]bool{"OPTIONS": true, "HEAD": true, "GET": true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{Limiter: newLocal(t, conformance.NewClock(), time.Minute)}
+			s := serve(t, mustNew(t, rec, limiter.Limit{Rate: limiter.PerMinute(100), Window: time.Minute}, tc.opts...))
+			for _, method := range []string{"OPTIONS", "HEAD", "GET"} {
+				before := rec.calls()
+				req, err := http.NewRequest(method, s.URL+"/", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp, err := s.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				counted := rec.calls() > before
+				if counted != tc.counted[method] || (resp.Header.Get("RateLimit") != "") != counted || resp.StatusCode != http.StatusOK {
+					t.Errorf("%s: counted %v, RateLimit %q, status %d; want counted %v", method, counted, resp.Header.Get("RateLimit"), resp.StatusCode, tc.counted[method])
+				}
+			}
+		})
+	}
+	if _, err := httplimit.New(newLocal(t, nil, time.Minute), limiter.Limit{Rate: limiter.PerSecond(1)}, httplimit.WithSkipMethods("")); !errors.Is(err, limiter.ErrInvalidConfig) {
+		t.Errorf("WithSkipMethods(\"\"): error %v, want ErrInvalidConfig", err)
+	}
+}
