@@ -173,3 +173,49 @@ func ExampleWithSkipMethods() {
 	// GET     /api     429 "\"default\";r=0;t=61"
 	// OPTIONS /api     200 ""
 }
+
+// A set of limits per client IP: 2 per second and 100 per hour, decided
+// as one. The headers carry one item per limit, each with its own window
+// (taken from the set, not from the limiter).
+func ExampleNewSet() {
+	ctx := context.Background()
+	// A stopped clock keeps the output exact; leave WithClock out in code.
+	l, err := local.NewAbsolute(limiter.WithClock(stoppedClock{}))
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close(ctx)
+	set, err := limiter.NewSet(
+		limiter.Limit{Name: "per-second", Rate: limiter.PerSecond(2), Window: time.Second},
+		limiter.Limit{Name: "per-hour", Rate: limiter.PerHour(100), Window: time.Hour},
+	)
+	if err != nil {
+		panic(err)
+	}
+	mw, err := httplimit.NewSet(l, set)
+	if err != nil {
+		panic(err)
+	}
+	handler := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+
+	for range 3 {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "192.0.2.7:51234"
+		handler.ServeHTTP(w, r)
+		fmt.Println(w.Code, w.Header().Get("RateLimit-Policy"))
+		fmt.Println("   ", w.Header().Get("RateLimit"))
+	}
+	// Output:
+	// 200 "per-second";q=2;w=1, "per-hour";q=100;w=3600
+	//     "per-second";r=1;t=2, "per-hour";r=99;t=3636
+	// 200 "per-second";q=2;w=1, "per-hour";q=100;w=3600
+	//     "per-second";r=0;t=2, "per-hour";r=98;t=3636
+	// 429 "per-second";q=2;w=1, "per-hour";q=100;w=3600
+	//     "per-second";r=0;t=2, "per-hour";r=98;t=3636
+}
+
+// stoppedClock is a limiter.Clock that always reads the same instant.
+type stoppedClock struct{}
+
+func (stoppedClock) Now() time.Time { return time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC) }
