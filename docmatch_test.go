@@ -142,3 +142,17 @@ func TestDocsGoRedisVersion(t *testing.T) {
 		t.Error("no doc names a go-redis version; the test looks for \"go-redis v9.N\" or \"in v9.N\"")
 	}
 }
+
+// TestPublicDocsNameNoInternals: the package doc of every package a user
+// imports speaks of what the user can reach: it names no internal package.
+func TestPublicDocsNameNoInternals(t *testing.T) {
+	internal := regexp.MustCompile(`\binternal/\w+|\bwindow\.[A-Z]\w*`)
+	for _, dir := range publicPackages(t) {
+		if dir == "." {
+			continue
+		}
+		if m := internal.FindAllString(packageDoc(t, dir), -1); len(m) > 0 {
+			t.Errorf("the package doc of %s names %q, which its users cannot import", dir, m)
+		}
+	}
+}
