@@ -133,3 +133,37 @@ func TestRateWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadBannerRate: the banner writes the rate as it was given (5/h, not
+// a rounded per-second figure) with the window it takes.
+func TestLoadBannerRate(t *testing.T) {
+	t.Parallel()
+	st, stdout, stderr := runArgs(t, "load", "--provider", "local", "--rate", "5/h", "--duration", "100ms", "--keys", "1", "--clients", "1", "--bursts=false")
+	if st != exitOK {
+		t.Fatalf("load = %d; stderr:\n%s", st, stderr)
+	}
+	for _, want := range []string{"Policies (window 1h0m0s, bucket 36s):", "5/h", "capacity 5 per window"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("load --rate 5/h: no %q in\n%s", want, stdout)
+		}
+	}
+	st, stdout, stderr = runArgs(t, "load", "--provider", "local", "--rate", "0.5/s", "--duration", "100ms", "--keys", "1", "--clients", "1", "--bursts=false")
+	if want := "Policies (window 2s, the shortest multiple of 1s that holds one unit, bucket 20ms):"; st != exitOK || !strings.Contains(stdout, want) {
+		t.Errorf("load --rate 0.5/s = %d: no %q in\n%s%s", st, want, stdout, stderr)
+	}
+}
+
+// TestNoArguments: sluice alone is a usage error: the usage goes to
+// stderr, stdout stays empty, and the status is 2, as with go alone;
+// sluice help prints the same usage on stdout with status 0.
+func TestNoArguments(t *testing.T) {
+	t.Parallel()
+	st, stdout, stderr := runArgs(t)
+	if st != exitUsage || stdout != "" || !strings.Contains(stderr, "Usage:") {
+		t.Errorf("sluice = %d, stdout %q, stderr %q; want 2, nothing, the usage", st, stdout, stderr)
+	}
+	st, help, _ := runArgs(t, "help")
+	if st != exitOK || help != stderr {
+		t.Errorf("sluice help = %d, stdout %q; want 0 and the usage sluice alone prints", st, help)
+	}
+}
