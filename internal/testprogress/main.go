@@ -4,8 +4,8 @@
 // test, and, at least every 20 s while packages run, one line naming them
 // and their running tests, so a long run never looks hung. At the end it
 // names the slowest packages and tests. It exits 1 if any test or
-// package failed, or if the input ends before every started package
-// ended (go test itself failed, for a build error say).
+// package failed, if the input ends before every started package ended,
+// or if it holds no package result at all (go test itself failed).
 //
 //	go test -json ./... | go run ./internal/testprogress
 package main
@@ -87,6 +87,10 @@ func (p *progress) read(r io.Reader) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(p.pkgTimes) == 0 && len(p.pkgs) == 0 {
+		fmt.Fprintln(p.out, "testprogress: no package result in the input (did go test run?)")
+		p.failed = true
+	}
 	for name, st := range p.pkgs {
 		fmt.Fprintf(p.out, "FAIL %s: no result (the run ended while it ran)\n%s", name, st.pkgOut.String())
 		p.failed = true

@@ -89,3 +89,16 @@ func TestHeartbeat(t *testing.T) {
 		t.Error("read = true with a package that never ended, want false")
 	}
 }
+
+// TestNoPackages: input without a package result (go test could not run)
+// fails.
+func TestNoPackages(t *testing.T) {
+	var out syncBuilder
+	p := &progress{out: &out, pkgs: map[string]*pkgState{}, begun: time.Now()}
+	if p.read(strings.NewReader("go: cannot find main module\n")) {
+		t.Errorf("read = true for input with no package, want false; output:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "go: cannot find main module") {
+		t.Errorf("the non-JSON line was not passed on:\n%s", out.String())
+	}
+}
