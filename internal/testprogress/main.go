@@ -1,8 +1,9 @@
 // Command testprogress reads the output of go test -json on stdin and
 // prints a short report as it goes: one line per package when it ends
 // (ok, FAIL or skipped, and its time), the full output of every failed
-// test, and, at least every 20 s while packages run, one line naming them
-// and their running tests, so a long run never looks hung. At the end it
+// test, and every 20 s one line naming the packages that run and their
+// running tests (or saying that test binaries are being built), so a long
+// run never looks hung. At the end it
 // names the slowest packages and tests. It exits 1 if any test or
 // package failed, if the input ends before every started package ended,
 // or if it holds no package result at all (go test itself failed).
@@ -183,6 +184,8 @@ func (p *progress) heartbeat(d time.Duration, stop <-chan struct{}) {
 		sort.Strings(parts)
 		if len(parts) > 0 {
 			fmt.Fprintf(p.out, "… %ds: running %s\n", int(time.Since(p.begun).Seconds()), strings.Join(parts, "; "))
+		} else {
+			fmt.Fprintf(p.out, "… %ds: building (%d packages done)\n", int(time.Since(p.begun).Seconds()), len(p.pkgTimes))
 		}
 		p.mu.Unlock()
 	}

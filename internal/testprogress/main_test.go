@@ -66,7 +66,8 @@ func TestReport(t *testing.T) {
 	}
 }
 
-// TestHeartbeat: while a package runs, a line names it and its running
+// TestHeartbeat: before any package runs, a line says the tests are
+// being built; while a package runs, a line names it and its running
 // test; a run that ends before the package does fails.
 func TestHeartbeat(t *testing.T) {
 	var out syncBuilder
@@ -74,15 +75,18 @@ func TestHeartbeat(t *testing.T) {
 	stop := make(chan struct{})
 	p.wg.Add(1)
 	go p.heartbeat(10*time.Millisecond, stop)
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(out.String(), "building (0 packages done)") && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	p.event(event{Action: "start", Package: "github.com/sluice-go/sluice/slow"})
 	p.event(event{Action: "run", Package: "github.com/sluice-go/sluice/slow", Test: "TestLong"})
-	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(out.String(), "running slow ") && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	close(stop)
 	p.wg.Wait()
-	if got := out.String(); !strings.Contains(got, "running slow 0s (TestLong 0s)") {
+	if got := out.String(); !strings.Contains(got, "running slow 0s (TestLong 0s)") || !strings.Contains(got, "building (0 packages done)") {
 		t.Errorf("no heartbeat naming the package and its test:\n%s", got)
 	}
 	if p.read(strings.NewReader("")) {
