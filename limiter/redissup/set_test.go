@@ -46,6 +46,7 @@ func TestSetTrace(t *testing.T) {
 	}{{"Mini", miniClockFactory}}, providers[1:]...)
 	for _, p := range ps {
 		t.Run(p.name, func(t *testing.T) {
+			t.Parallel() // miniredis runs in this process, the servers in theirs
 			for _, seed := range []uint64{1, 2} {
 				admitted, refused := conformance.RunSetTrace(t, conformance.SuppressedStrategy, 5000, seed, localFactory, p.f)
 				t.Logf("seed %d: %d admitted, %d refused", seed, admitted, refused)
