@@ -185,6 +185,7 @@ func overloadSetTrace(t *testing.T, f conformance.Factory, steps int, seed uint6
 func TestSetSameAsLocalOverloaded(t *testing.T) {
 	for _, p := range providers[:2] {
 		t.Run(p.name, func(t *testing.T) {
+			t.Parallel() // miniredis runs in this process, the server in its own
 			r := overloadSetTrace(t, p.f, 6000, 5)
 			t.Logf("%+v", r)
 			wantRegimes(t, "IncSet", r.calls, []regime{
