@@ -13,20 +13,17 @@ FUZZSMOKE ?= 10s
 # benchmarks are run by hand.
 NESTED_TESTED = sluiceotel
 
-# -p 1: one package's tests at a time. The fault matrix, the bounded-work
-# checks and the cleanup pacing measure latencies on a 2-core machine, and
-# two suites running at once (each with its own redis-servers) pushed their
-# p99s over the bounds in CI runs.
-#
-# The hybrid provider's fault matrices (absolute and suppressed) run
-# without -race: under the race detector its open-breaker p99 (a lease
-# lookup, the entry's lock, then the fallback) measured 31 to 97 µs against
-# the 50 µs bound the Redis providers meet; without it, the bound is 10 µs
-# and it passes. Its other tests run with -race.
+# The packages' tests run in parallel (go test's default -p, the number
+# of CPUs), all under the race detector. Their timing bounds are loose (at
+# least ten times the p99 measured on a loaded 2-core machine) so that one
+# package's tests do not push another's over them; latency targets are
+# measured by benchmarks (docs/benchmarks.md). go test -json goes through
+# internal/testprogress, which prints a line per package as it ends, every
+# failed test's output in full, a line at least every 20 s naming what is
+# still running, and the slowest packages and tests at the end. README.md
+# says how long the whole target takes.
 test: fmt-check vet tidy-check deps-check redis-note
-	$(GO) test -race -count=1 -p 1 $$($(GO) list ./... | grep -v '/limiter/hybrid$$')
-	$(GO) test -race -count=1 -skip '^Test(Suppressed)?FaultMatrix$$' ./limiter/hybrid/
-	$(GO) test -count=1 -run '^Test(Suppressed)?FaultMatrix$$' ./limiter/hybrid/
+	$(GO) test -race -count=1 -json ./... 2>&1 | $(GO) run ./internal/testprogress
 	cd bench && $(GO) test -race -count=1 -run '^TestRateLimitHeadersParse$$' .
 	for m in $(NESTED_TESTED); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
 	$(MAKE) fuzz-smoke

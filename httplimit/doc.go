@@ -4,7 +4,7 @@
 // Retry-After and the IETF RateLimit headers.
 //
 //	l, _ := local.NewAbsolute(limiter.WithWindow(time.Minute))
-//	mw, err := httplimit.New(l, limiter.Limit{Rate: limiter.PerMinute(100), Window: time.Minute})
+//	mw, err := httplimit.New(l, limiter.Limit{Rate: limiter.PerMinute(100)})
 //	...
 //	http.ListenAndServe(":8080", mw.Handler(mux))
 //
@@ -24,6 +24,12 @@
 // KeyFromContext, Static and Compose cover API keys, authenticated users
 // and per-route limits. A KeyFunc refuses a request it cannot key with a
 // *KeyError, which carries the status.
+//
+// # Exempt requests
+//
+// OPTIONS requests (CORS preflights, which browsers send on their own) are
+// not counted; WithSkipMethods changes the exempt methods, WithSkip exempts
+// by any test (health checks), and WithAllowKeys exempts keys.
 //
 // # Responses
 //

@@ -20,7 +20,7 @@ func Example() {
 		panic(err)
 	}
 	defer l.Close(ctx)
-	mw, err := httplimit.New(l, limiter.Limit{Rate: limiter.PerMinute(3), Window: time.Minute})
+	mw, err := httplimit.New(l, limiter.Limit{Rate: limiter.PerMinute(3)})
 	if err != nil {
 		panic(err)
 	}
@@ -57,7 +57,7 @@ func Example_tiers() {
 	}
 	defer l.Close(ctx)
 	tiers := map[string]limiter.Rate{"free": limiter.PerMinute(1), "pro": limiter.PerMinute(100)}
-	mw, err := httplimit.New(l, limiter.Limit{Name: "per-minute", Window: time.Minute},
+	mw, err := httplimit.New(l, limiter.Limit{Name: "per-minute"},
 		httplimit.WithKey(httplimit.KeyFromContext("user", ctxKey("user"))),
 		httplimit.WithRateFunc(func(r *http.Request) (limiter.Rate, error) {
 			tier, _ := r.Context().Value(ctxKey("tier")).(string)
@@ -138,3 +138,84 @@ func ExampleNewIPKey() {
 	// ip:198.51.100.4 <nil>
 	// ip:2001:db8:1:2::/64 <nil>
 }
+
+// Exempt requests by method and by path: OPTIONS (CORS preflights) is
+// exempt by default; here HEAD is exempt too, and so is the health check.
+// Exempt requests get no RateLimit header.
+func ExampleWithSkipMethods() {
+	ctx := context.Background()
+	l, err := local.NewAbsolute(limiter.WithWindow(time.Minute))
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close(ctx)
+	mw, err := httplimit.New(l, limiter.Limit{Rate: limiter.PerMinute(1)},
+		httplimit.WithSkipMethods(http.MethodOptions, http.MethodHead),
+		httplimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }))
+	if err != nil {
+		panic(err)
+	}
+	handler := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+
+	for _, req := range []struct{ method, path string }{
+		{"OPTIONS", "/api"}, {"HEAD", "/api"}, {"GET", "/healthz"}, {"GET", "/api"}, {"GET", "/api"}, {"OPTIONS", "/api"},
+	} {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(req.method, req.path, nil)
+		handler.ServeHTTP(w, r)
+		fmt.Printf("%-7s %-8s %d %q\n", req.method, req.path, w.Code, w.Header().Get("RateLimit"))
+	}
+	// Output:
+	// OPTIONS /api     200 ""
+	// HEAD    /api     200 ""
+	// GET     /healthz 200 ""
+	// GET     /api     200 "\"default\";r=0;t=61"
+	// GET     /api     429 "\"default\";r=0;t=61"
+	// OPTIONS /api     200 ""
+}
+
+// A set of limits per client IP: 2 per second and 100 per hour, decided
+// as one. The headers carry one item per limit, each with its own window
+// (taken from the set, not from the limiter).
+func ExampleNewSet() {
+	ctx := context.Background()
+	// A stopped clock keeps the output exact; leave WithClock out in code.
+	l, err := local.NewAbsolute(limiter.WithClock(stoppedClock{}))
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close(ctx)
+	set, err := limiter.NewSet(
+		limiter.Limit{Name: "per-second", Rate: limiter.PerSecond(2), Window: time.Second},
+		limiter.Limit{Name: "per-hour", Rate: limiter.PerHour(100), Window: time.Hour},
+	)
+	if err != nil {
+		panic(err)
+	}
+	mw, err := httplimit.NewSet(l, set)
+	if err != nil {
+		panic(err)
+	}
+	handler := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+
+	for range 3 {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "192.0.2.7:51234"
+		handler.ServeHTTP(w, r)
+		fmt.Println(w.Code, w.Header().Get("RateLimit-Policy"))
+		fmt.Println("   ", w.Header().Get("RateLimit"))
+	}
+	// Output:
+	// 200 "per-second";q=2;w=1, "per-hour";q=100;w=3600
+	//     "per-second";r=1;t=2, "per-hour";r=99;t=3636
+	// 200 "per-second";q=2;w=1, "per-hour";q=100;w=3600
+	//     "per-second";r=0;t=2, "per-hour";r=98;t=3636
+	// 429 "per-second";q=2;w=1, "per-hour";q=100;w=3600
+	//     "per-second";r=0;t=2, "per-hour";r=98;t=3636
+}
+
+// stoppedClock is a limiter.Clock that always reads the same instant.
+type stoppedClock struct{}
+
+func (stoppedClock) Now() time.Time { return time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC) }

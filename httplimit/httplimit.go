@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-go/sluice/key"
@@ -82,6 +84,8 @@ type config struct {
 	setFn   func(*http.Request) (*limiter.Set, error)
 	cost    func(*http.Request) (int64, error)
 	skip    func(*http.Request) bool
+	methods []string // exempt methods; nil until set means DefaultSkipMethods
+	setM    bool
 	allow   []string
 	legacy  bool
 	onDeny  DenyFunc
@@ -117,8 +121,29 @@ func WithCost(f func(*http.Request) (int64, error)) Option {
 
 // WithSkip sets a function that exempts a request (health checks,
 // metrics): it goes to the next handler without a key, a limiter call or a
-// header. Default: none.
+// header. Default: none. WithSkipMethods exempts by method (OPTIONS by
+// default).
 func WithSkip(f func(*http.Request) bool) Option { return func(c *config) { c.skip = f } }
+
+// WithSkipMethods sets the request methods that are exempt from the limit:
+// a request of one of them goes to the next handler without a key, a
+// limiter call or a header, as with WithSkip. Methods are compared in
+// upper case ("head" is HEAD). Default: OPTIONS alone. A browser sends a
+// CORS preflight (OPTIONS) on its own before a cross-origin request, so
+// counting it would charge a client twice for one call, and a refused
+// preflight comes back without CORS headers, which the browser reports as
+// a CORS failure instead of a rate limit; the request the preflight
+// announces is limited as usual. WithSkipMethods() with no method counts
+// every method, OPTIONS included; WithSkipMethods(http.MethodOptions,
+// http.MethodHead) exempts HEAD too.
+func WithSkipMethods(methods ...string) Option {
+	return func(c *config) {
+		c.methods, c.setM = make([]string, len(methods)), true
+		for i, m := range methods {
+			c.methods[i] = strings.ToUpper(m)
+		}
+	}
+}
 
 // WithAllowKeys exempts requests whose key (as the KeyFunc returns it,
 // "ip:10.0.0.7") is one of keys: they go to the next handler with no
@@ -166,10 +191,13 @@ type Middleware struct {
 }
 
 // New returns a middleware that limits each key to limit on l: at most
-// limit.Rate × limit.Window units in any span of limit.Window, counted by
-// l. limit.Window must be the window l was built with (WithWindow): the
-// middleware cannot read it from l, and states it in the w parameter of
-// RateLimit-Policy. limit.Name names the policy in the headers ("" means
+// limit.Rate × W units in any span of W, where W is l's window, stated in
+// the w parameter of RateLimit-Policy. Every sluice provider reports its
+// window (limiter.Windowed), so leave limit.Window 0; a limit.Window that
+// differs from the provider's is an error, since the headers would promise
+// a window the limiter does not enforce. A Limiter that is not
+// limiter.Windowed (one of your own) must be given its window in
+// limit.Window. limit.Name names the policy in the headers ("" means
 // DefaultPolicyName) and follows the rules of limiter.Limit's Name.
 // limit.Rate may be the zero Rate only with WithRateFunc. limit.Bucket is
 // ignored (it is l's). Errors match limiter.ErrInvalidConfig, or the
@@ -191,8 +219,16 @@ func New(l limiter.Limiter, limit limiter.Limit, opts ...Option) (*Middleware, e
 	if err := key.ValidateLimitName(limit.Name); err != nil {
 		return nil, fmt.Errorf("%w: limit name: %w", limiter.ErrInvalidConfig, err)
 	}
+	if w, ok := l.(limiter.Windowed); ok {
+		switch lw := w.Window(); {
+		case limit.Window == 0:
+			limit.Window = lw
+		case limit.Window != lw:
+			return nil, fmt.Errorf("%w: limit %q: window %v differs from the limiter's window %v (leave Limit.Window 0 to use the limiter's)", limiter.ErrInvalidConfig, limit.Name, limit.Window, lw)
+		}
+	}
 	if limit.Window < time.Millisecond {
-		return nil, fmt.Errorf("%w: limit %q: window %v (want the limiter's window, at least 1ms)", limiter.ErrInvalidConfig, limit.Name, limit.Window)
+		return nil, fmt.Errorf("%w: limit %q: window %v (this limiter does not report its window: give Limit.Window, the window it was built with, at least 1ms)", limiter.ErrInvalidConfig, limit.Name, limit.Window)
 	}
 	m.one, m.name, m.rate, m.window = l, limit.Name, limit.Rate, limit.Window
 	if limit.Rate != (limiter.Rate{}) || m.cfg.rateFn == nil {
@@ -249,6 +285,14 @@ func newMiddleware(opts []Option) (*Middleware, error) {
 	if m.cfg.onError == nil {
 		m.cfg.onError = DefaultError
 	}
+	if !m.cfg.setM {
+		m.cfg.methods = []string{http.MethodOptions}
+	}
+	for _, meth := range m.cfg.methods {
+		if meth == "" {
+			return nil, fmt.Errorf("%w: WithSkipMethods with an empty method", limiter.ErrInvalidConfig)
+		}
+	}
 	if len(m.cfg.allow) > 0 {
 		m.allow = make(map[string]struct{}, len(m.cfg.allow))
 		for _, k := range m.cfg.allow {
@@ -269,7 +313,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		http.Error(w, "httplimit: a Middleware not built by New or NewSet", http.StatusInternalServerError)
 		return
 	}
-	if c.skip != nil && c.skip(r) {
+	if (c.skip != nil && c.skip(r)) || slices.Contains(c.methods, r.Method) {
 		next.ServeHTTP(w, r)
 		return
 	}

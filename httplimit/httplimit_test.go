@@ -592,7 +592,10 @@ func TestNewErrors(t *testing.T) {
 			_, err := httplimit.New(l, limiter.Limit{Name: "Bad Name", Rate: limiter.PerSecond(1), Window: time.Minute})
 			return err
 		}, limiter.ErrInvalidConfig},
-		{"no window", func() error { _, err := httplimit.New(l, limiter.Limit{Rate: limiter.PerSecond(1)}); return err }, limiter.ErrInvalidConfig},
+		{"window differs", func() error {
+			_, err := httplimit.New(l, limiter.Limit{Rate: limiter.PerSecond(1), Window: time.Hour})
+			return err
+		}, limiter.ErrInvalidConfig},
 		{"no rate", func() error { _, err := httplimit.New(l, limiter.Limit{Window: time.Minute}); return err }, limiter.ErrInvalidRate},
 		{"tiny rate", func() error {
 			_, err := httplimit.New(l, limiter.Limit{Rate: limiter.PerDay(1), Window: time.Minute})

@@ -1,62 +1,44 @@
-// Package limiter holds what every sluice provider shares: the Rate type and
-// the capacity arithmetic, the options, the Decision a call returns, the
-// Limiter and SetLimiter interfaces and the sentinel errors.
+// Package limiter holds what every sluice provider shares: Rate, Limit and
+// Set, the options, the Decision a call returns, the Limiter and SetLimiter
+// interfaces and the sentinel errors. A limiter admits at most
+// rate × window units per key in any span of the window, a sliding window
+// counted in buckets.
 //
-// Providers live in sub-packages: local (in-process), redisabs and redissup
-// (Redis, absolute and suppressed strategies). They take the same options
-// and, fed the same trace of calls and times, return the same decisions.
+//	l, err := local.NewAbsolute(limiter.WithWindow(time.Minute))
+//	...
+//	d, err := l.Inc(ctx, "user:42", limiter.PerMinute(100), 1)
+//	if err != nil { ... }   // bad input, or a backend that could not answer
+//	if !d.Allowed { ... }   // refuse; d.RetryAfter says when it would fit
 //
-// # Capacity
+// The providers live in sub-packages and take the same options; fed the
+// same calls at the same times they return the same decisions:
 //
-// A window of length W at rate r admits C = floor(r × W + 1e-9) units. The
-// epsilon absorbs binary rounding, so 0.7/s over 10 s is 7, not 6. A
-// capacity below one unit is an error (ErrCapacityTooSmall), not a limiter
-// that silently refuses everything.
+//   - local: in one process, with no network call; nothing is shared
+//     between processes.
+//   - redisabs: on Redis, shared by every process that uses it; no window
+//     ever admits more than its capacity, fleet-wide. One round trip per
+//     call.
+//   - redissup: on Redis, the suppressed strategy: above the rate it admits
+//     with a falling probability, so an overloaded key's accepted rate
+//     settles near the rate and is spread fairly over its callers, under a
+//     hard ceiling (WithHardLimitFactor).
+//   - hybrid: leases units from Redis and decides from memory, for keys hot
+//     enough that a round trip per call costs too much; the fleet-wide
+//     bound holds, at the price of some under-admission.
 //
-// # Rates from text
+// The rate is an argument of every call, so one limiter serves every tier;
+// the window and bucket are the limiter's (WithWindow, default one minute;
+// WithBucket, default window/100). A capacity below one unit is an error
+// (ErrCapacityTooSmall), not a limiter that refuses everything. A unit
+// counts for between W and W + B, so a saturated key admits a little less
+// than the rate (at least C·W/(W + B)); a smaller bucket costs memory and
+// Redis work. A Set decides several limits on one key as one ("10 per
+// second and 20,000 per day"); Wait sleeps until a call fits; ParseRate
+// reads rates such as "100/s" and "3/10s".
 //
-// ParseRate reads "100/s", "1000/min", "5/h", "20000/day" and "3/10s";
-// Rate.String writes the same form back.
-//
-// # Sets of limits
-//
-// A Set holds up to MaxSetLimits named limits, each with its own rate,
-// window and bucket ("10 per second and 20,000 per day"). Every provider
-// implements SetLimiter: IncSet admits a call only if every limit has room
-// and then records it in every limit; a refused call is recorded in none.
-// SetDecision reports each limit's part and an exact RetryAfter for the
-// whole set.
-//
-// # Waiting instead of refusing
-//
-// Wait blocks until a call is admitted, sleeping each refusal's exact
-// RetryAfter, and returns ErrNeverFits at once for a call larger than the
-// capacity.
-//
-// # When Redis fails
-//
-// The Redis providers take WithTimeout, WithFailurePolicy (FallbackLocal,
-// FailOpen, FailClosed, FailError), WithFallbackInstances,
-// WithProbeInterval, WithStateChange and WithLogger: an unavailable Redis
-// costs one timeout, then a circuit breaker sends calls to the policy until
-// a background probe finds Redis back. Decisions the policy made have
-// Decision.Degraded set.
-//
-// # Batching
-//
-// The Redis providers batch concurrent calls (WithBatching, default 128):
-// up to 8 calls in progress to one Redis node each goes alone, as without
-// batching, so a few concurrent callers never wait for a batch; above 8,
-// the calls that arrive while two round trips to the node are in flight
-// are sent together, as one pipeline of at most the cap, and one round trip
-// carries many decisions. WithBatching(0) sends every call alone.
-//
-// # Metrics, traces and logs
-//
-// WithObserver registers an Observer that every provider calls once per
-// decision and once per backend event (a failed Redis call, the breaker
-// opening or closing, a cleanup run); NewLogObserver logs them with slog,
-// and the separate module github.com/sluice-go/sluice/sluiceotel exports
-// them as OpenTelemetry metrics and spans (docs/operations.md, Metrics,
-// traces and logs). With no observer a call pays one nil check.
+// The Redis providers take a failure policy (WithFailurePolicy, default
+// FallbackLocal) for when Redis cannot answer, and WithObserver reports
+// every decision and backend event. docs/algorithms.md describes the
+// strategies and their guarantees, docs/operations.md running them on
+// Redis, and docs/benchmarks.md what they cost.
 package limiter

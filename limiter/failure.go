@@ -34,9 +34,8 @@ const (
 	// with factor 1 for suppressed; Degraded), with RetryAfter set to the
 	// probe interval as a hint.
 	FailClosed
-	// FailError returns the error, as the providers did before failure
-	// policies existed: the call that found Redis unavailable returns
-	// Redis's error unchanged (wrapped with the package and operation), and
+	// FailError returns the error: the call that found Redis unavailable
+	// returns Redis's error unchanged (wrapped with the package and operation), and
 	// calls made while the breaker is open return ErrUnavailable wrapping
 	// that error, without waiting for a timeout of their own.
 	FailError
@@ -83,11 +82,9 @@ func internalStateChange(sc StateChange) config.StateChange {
 
 // WithTimeout bounds every Redis call of a Redis provider by d on top of
 // the caller's context: a call finds Redis unavailable after d at most.
-// Default 250 ms; 0 means the caller's context alone. Calls whose context
-// can never be cancelled (context.Background(), context.WithoutCancel)
-// share one deadline among the calls that start within d/16 of each other,
-// so each is bounded by between 15/16 of d and d; that saves a timer and
-// five allocations per call on the healthy path. go-redis honours a
+// Default 250 ms; 0 means the caller's context alone. A call whose context
+// can never be cancelled (context.Background()) may be bounded a little
+// sooner, by between 15/16 of d and d. go-redis honours a
 // context's deadline on the socket only when the client was built with
 // Options.ContextTimeoutEnabled; without it, reads wait for ReadTimeout
 // (3 s by default) whatever d is, and New logs a warning once.
@@ -155,40 +152,22 @@ func WithLogger(l *slog.Logger) Option {
 	return func(c *config.Config) { c.Logger = l }
 }
 
-// WithBatching sets the largest number of concurrent script calls of a
-// Redis provider to one Redis node that are sent together, as one pipeline.
-// Default 128; 0 or 1: every call alone, as one round trip. n must be
-// between 0 and 1,024; New returns ErrInvalidConfig beyond.
+// WithBatching lets concurrent calls of a Redis provider share round
+// trips: with more than 8 calls in progress to one Redis node, calls that
+// arrive while two round trips are in flight are sent together, as one
+// pipeline of at most n calls. Up to 8 calls in progress, each is sent at
+// once, alone, so a few callers never wait for a batch. Each call is still
+// one atomic script run and keeps its own context and WithTimeout.
+// Batching applies to *redis.Client and *redis.ClusterClient (per master);
+// calls through other clients go alone. Default 128; 0 or 1 sends every
+// call alone. n must be between 0 and 1,024; New returns ErrInvalidConfig
+// beyond.
 //
-// A provider counts its calls in progress per node. Up to 8, every call is
-// sent at once, alone, exactly as without batching: a few callers keep a
-// round trip each in flight and wait for nothing. Above 8, it keeps at most
-// two round trips of its scripts in flight per node: a call that finds
-// fewer is sent at once, alone; calls that arrive while two are in flight
-// wait for one of them to end and are then sent together, up to n per
-// pipeline. So the batch size follows the load, and under many concurrent
-// callers one round trip carries many decisions.
-//
-// Batching is on by default because with this rule it won or tied
-// everywhere measured. With the contenders interleaved round by round on
-// one redis-server, batched over unbatched decisions per second were 1.57
-// to 2.20 at 64 and 256 concurrent callers, both strategies, one hot key
-// and 10,000 keys, and 0.97 to 1.03 at 1 and 8 callers, where every call
-// goes alone (a lone caller's latency 1.00 to 1.01 of unbatched). Sending
-// every call alone up to 8 callers is what makes it never lose: two round
-// trips for eight callers had cost them 17 to 19 % on a quiet machine.
-// Keep it off, or the cap low, where the Redis server is shared with
-// latency-sensitive traffic: a pipeline of n worst-case calls holds the
-// server for their sum (docs/operations.md, Batching; docs/benchmarks.md,
-// A rule that never loses).
-//
-// Each caller keeps its context and WithTimeout: one whose context ends
-// while it waits returns the context's error at once and its call is not
-// sent (or, if already sent, goes on without it); a waiting caller honours
-// its deadline even on a client without ContextTimeoutEnabled. Batching
-// applies to *redis.Client and *redis.ClusterClient (per master; a call
-// whose slot moved is sent again alone through the cluster client); calls
-// through other clients always go alone. See docs/operations.md, Batching.
+// The trade-off: many concurrent callers get more decisions per second
+// from one Redis; a pipeline of n worst-case calls holds the server for
+// their sum, so keep batching off, or n low, where the Redis server is
+// shared with latency-sensitive traffic. docs/operations.md (Batching)
+// describes the rule and docs/benchmarks.md its measurements.
 func WithBatching(n int) Option {
 	return func(c *config.Config) { c.Batch = n }
 }

@@ -32,11 +32,11 @@ func WithWindow(d time.Duration) Option {
 // start of a key's newest bucket are counted in that bucket. Default W/100
 // rounded down to whole milliseconds, at least 1 ms. It must satisfy
 // 1 ms ≤ B ≤ W and W/B ≤ 500; New returns ErrInvalidConfig beyond. The
-// limit bounds the work of one Redis call: its worst case reads each of a
-// key's W/B + 1 buckets once, at most about 0.55 ms of Redis time at
-// W/B = 500 (docs/algorithms.md, Bounded work). Keeping W/B ≤ 250 keeps
-// every Redis hash of both strategies in its compact listpack encoding
-// (Redis' default limit is 512 fields; see docs/data-model.md).
+// trade-off: a unit counts for between W and W + B, so a larger B admits a
+// little less than the rate, while a smaller one keeps more buckets per
+// key, which costs memory and the worst case of a Redis call (W/B ≤ 250
+// keeps every hash in Redis' compact encoding; docs/data-model.md,
+// Choosing B).
 func WithBucket(d time.Duration) Option {
 	return func(c *config.Config) {
 		if d <= 0 {

@@ -127,11 +127,11 @@ func parsePeriod(p string) (time.Duration, error) {
 	case name == "" && p == "":
 		return 0, fmt.Errorf(`missing period after "/"`)
 	case name == "":
-		return 0, fmt.Errorf("period %q has no unit (want ms, s, min, h or day)", p)
+		return 0, fmt.Errorf("period %q has no unit (want ms, s, min, h or d)", p)
 	case name == "m":
 		return 0, fmt.Errorf(`ambiguous unit "m" (want "min" or "ms")`)
 	default:
-		return 0, fmt.Errorf("unknown unit %q (want ms, s, min, h or day)", name)
+		return 0, fmt.Errorf("unknown unit %q (want ms, s, min, h or d)", name)
 	}
 	if mul == "" {
 		return unit, nil

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -29,7 +30,7 @@ func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	window := fs.Duration("window", 0, "the longest window of the limiters under the prefix; without it nothing is deleted or trimmed")
 	bucket := fs.Duration("bucket", 0, "the bucket (WithBucket) that goes with --window; default window/100, at least 1ms")
 	dryRun := fs.Bool("dry-run", false, "write nothing: report what a pass would do")
-	rate := fs.Float64("rate", cleanup.DefaultRate, "the budget: `N` keys per second (inf: no pacing)")
+	rate := fs.Float64("keys-per-second", cleanup.DefaultRate, "the pacing budget: `N` keys per second (inf: no pacing)")
 	threshold := fs.Int("trim-threshold", cleanup.DefaultTrimThreshold, "trim a live hash holding more than `N` dead buckets")
 	if st, done := parse(fs, args, stdout, stderr); done {
 		return st
@@ -42,7 +43,12 @@ func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case *bucket != 0 && *window == 0:
 		return usageError(fs, stderr, "--bucket needs --window")
 	case math.IsNaN(*rate) || *rate <= 0:
-		return usageError(fs, stderr, "--rate %v: want a positive number of keys per second", *rate)
+		return usageError(fs, stderr, "--keys-per-second %v: want a positive number of keys per second", *rate)
+	}
+	windowGiven := false
+	fs.Visit(func(f *flag.Flag) { windowGiven = windowGiven || f.Name == "window" })
+	if windowGiven && *window <= 0 {
+		return usageError(fs, stderr, "--window %v: want the longest window of the limiters under the prefix, such as 1m; leave --window out to delete nothing", *window)
 	}
 	opts := []cleanup.Option{cleanup.WithPrefix(*prefix), cleanup.WithRate(*rate), cleanup.WithTrimThreshold(*threshold)}
 	if *window != 0 {

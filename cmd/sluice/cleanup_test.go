@@ -20,8 +20,10 @@ func TestCleanupUsage(t *testing.T) {
 	}{
 		{"no redis", []string{"cleanup"}, "--redis is required"},
 		{"argument", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "now"}, `unexpected argument "now"`},
-		{"zero rate", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--rate", "0"}, "--rate 0"},
-		{"NaN rate", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--rate", "NaN"}, "--rate NaN"},
+		{"zero rate", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--keys-per-second", "0"}, "--keys-per-second 0"},
+		{"NaN rate", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--keys-per-second", "NaN"}, "--keys-per-second NaN"},
+		{"rate is not cleanup's", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--rate", "5"}, "unknown flag --rate"},
+		{"zero window", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--window", "0s"}, "--window 0s: want the longest window"},
 		{"bucket alone", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--bucket", "1s"}, "--bucket needs --window"},
 		{"bad window", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--window", "1us"}, "window"},
 		{"bad bucket", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--window", "1h", "--bucket", "1ms"}, "W/B"},
@@ -82,7 +84,7 @@ func TestCleanupRun(t *testing.T) {
 	if st != exitOK || !strings.Contains(stderr, "no --window") || !strings.Contains(out, "skipped  10 keys") || !strings.Contains(out, "no window known:") || count() != 10 {
 		t.Fatalf("without --window = %d, %d keys left, stdout:\n%s\nstderr:\n%s", st, count(), out, stderr)
 	}
-	st, out, stderr = runArgs(t, "cleanup", "--redis", url, "--prefix", prefix, "--window", "1m", "--rate", "inf")
+	st, out, stderr = runArgs(t, "cleanup", "--redis", url, "--prefix", prefix, "--window", "1m", "--keys-per-second", "inf")
 	for _, want := range []string{"scanned  10 keys", "live     5 hashes kept", "deleted  5 hashes with no live bucket\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q", want)

@@ -56,6 +56,8 @@ type Options struct {
 	// Window and Bucket configure every provider; Bucket 0 is the default
 	// (Window/100).
 	Window, Bucket time.Duration
+	// WindowNote, when set, says in the banner how Window was chosen.
+	WindowNote string
 	// HardLimitFactor configures suppressed providers (≥ 1).
 	HardLimitFactor float64
 	// Cost is the units of every request (≥ 1).

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -54,6 +53,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			"with the report so far.")
 	redisURL := fs.String("redis", "", "use the Redis server at `URL` (redis://[user:password@]host:port[/db]) instead of an embedded one")
 	duration := fs.Duration("duration", demoDuration, "how long to run")
+	window := fs.Duration("window", demoWindow, "sliding window W of every limiter; with --redis, a longer one (1m) leaves time to inspect the keys after the run")
 	seed := fs.Uint64("seed", 1, "seed of the simulated workload")
 	if st, done := parse(fs, args, stdout, stderr); done {
 		return st
@@ -64,13 +64,16 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *duration <= 0 {
 		return usageError(fs, stderr, "--duration %v: want more than 0", *duration)
 	}
+	if _, err := config.New(limiter.WithWindow(*window)); err != nil {
+		return usageError(fs, stderr, "--window %v: %v", *window, err)
+	}
 	opts := Options{
 		Targets:         []Target{{Local, Absolute}, {Redis, Absolute}, {Redis, Suppressed}},
 		Keys:            demoKeys(),
 		Instances:       3,
 		Clients:         30,
 		Duration:        *duration,
-		Window:          demoWindow,
+		Window:          *window,
 		HardLimitFactor: demoHard,
 		Cost:            1,
 		Seed:            *seed,
@@ -89,8 +92,8 @@ func loadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	redisURL := fs.String("redis", "", "use the Redis server at `URL` instead of an embedded one")
 	provider := fs.String("provider", "both", "[local|redis|both] the providers to run")
 	strategy := fs.String("strategy", Absolute, "[absolute|suppressed] the strategy of every provider (abs and sup work too)")
-	rateFlag := fs.String("rate", "10/s", "the rate of every key: `N/UNIT` with UNIT s, m, h, d or a duration (100/10s); a bare N is per second")
-	window := fs.Duration("window", 10*time.Second, "sliding window W (whole ms, 1ms to 744h)")
+	rateFlag := fs.String("rate", "10/s", rateHelp)
+	window := fs.Duration("window", 0, "sliding window W (whole ms, 1ms to 744h); default the rate's UNIT")
 	bucket := fs.Duration("bucket", 0, "bucket B (whole ms); default W/100, at least 1ms")
 	keys := fs.Int("keys", 4, "number of keys")
 	clients := fs.Int("clients", 16, "number of clients, at least one per key")
@@ -121,10 +124,11 @@ func loadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	default:
 		return usageError(fs, stderr, "--provider %q: want local, redis or both", *provider)
 	}
-	rate, err := parseRate(*rateFlag)
-	if err != nil {
-		return usageError(fs, stderr, "--rate %q: %v", *rateFlag, err)
+	rate, w, capacity, note, st := limitFlags(fs, stderr, *rateFlag, *window)
+	if st != exitOK {
+		return st
 	}
+	*window = w
 	switch {
 	case *keys < 1:
 		return usageError(fs, stderr, "--keys %d: want at least 1", *keys)
@@ -148,10 +152,6 @@ func loadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if _, err := config.New(cfgOpts...); err != nil {
 		return usageError(fs, stderr, "%v", err)
-	}
-	capacity, err := limiter.Capacity(rate, *window)
-	if err != nil {
-		return capacityError(fs, stderr, *rateFlag, rate, *window, err)
 	}
 	if _, err := limiter.HardCapacity(rate, *window, *hard); err != nil {
 		return usageError(fs, stderr, "--rate %s over --window %v with --hard-limit %v: %v", *rateFlag, *window, *hard, err)
@@ -181,6 +181,7 @@ func loadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Clients:         *clients,
 		Duration:        *duration,
 		Window:          *window,
+		WindowNote:      note,
 		Bucket:          *bucket,
 		HardLimitFactor: *hard,
 		Cost:            *cost,
@@ -300,6 +301,9 @@ func writeKeysNote(ctx context.Context, w io.Writer, r *redisTarget, o *Options,
 	} else {
 		fmt.Fprintf(w, "They expire by themselves W + B = %v after the\n", life)
 		fmt.Fprintf(w, "run's last write, at %s. Look at one before then:\n", time.Now().Add(life).UTC().Format("15:04:05 MST"))
+		if life < time.Minute {
+			fmt.Fprintf(w, "(That is soon: run again with --window 1m for time to look.)\n")
+		}
 	}
 	bucket := ""
 	if o.Bucket != 0 {
@@ -351,7 +355,11 @@ func writePolicies(w io.Writer, o *Options) {
 	for _, t := range o.Targets {
 		suppressed = suppressed || t.Strategy == Suppressed
 	}
-	fmt.Fprintf(w, "Policies (window %v, bucket %v):\n", o.Window, bucket)
+	window := o.Window.String()
+	if o.WindowNote != "" {
+		window = o.WindowNote
+	}
+	fmt.Fprintf(w, "Policies (window %s, bucket %v):\n", window, bucket)
 	g := &grid{indent: "  ", align: "llrll"}
 	seen := map[string]bool{}
 	same := func(a, b KeySpec) bool { return a.Tier == b.Tier && a.Rate == b.Rate && a.Offered == b.Offered }
@@ -375,7 +383,7 @@ func writePolicies(w io.Writer, o *Options) {
 			h, _ := limiter.HardCapacity(k.Rate, o.Window, o.HardLimitFactor)
 			capacity += fmt.Sprintf(" (hard %d)", h)
 		}
-		g.add(strings.Join(names, ", "), k.Tier, fmtRate(k.Rate.PerSecondValue())+"/s", capacity,
+		g.add(strings.Join(names, ", "), k.Tier, k.Rate.String(), capacity,
 			offered(k, o.Cost))
 	}
 	g.write(w)
@@ -393,30 +401,6 @@ func strategyName(s string) (string, bool) {
 	return "", false
 }
 
-// capacityError reports a --rate that --window cannot hold: when the
-// capacity is below one unit, it says which flag to raise and how far.
-func capacityError(fs *flag.FlagSet, stderr io.Writer, rateFlag string, rate limiter.Rate, window time.Duration, err error) int {
-	if errors.Is(err, limiter.ErrCapacityTooSmall) {
-		return usageError(fs, stderr, "--rate %s over --window %v: %v; raise --window to %v or more, or --rate",
-			rateFlag, window, err, minWindow(rate))
-	}
-	return usageError(fs, stderr, "--rate %s over --window %v: %v", rateFlag, window, err)
-}
-
-// minWindow is the shortest window, in whole milliseconds, in which rate
-// admits one unit.
-func minWindow(r limiter.Rate) time.Duration {
-	ms := math.Ceil(1000 / r.PerSecondValue())
-	w := time.Duration(ms) * time.Millisecond
-	for i := 0; i < 3; i++ { // Capacity's rounding: step up until it admits one
-		if _, err := limiter.Capacity(r, w); err == nil {
-			break
-		}
-		w += time.Millisecond
-	}
-	return w
-}
-
 // offered describes the traffic offered to k, in units per second.
 func offered(k KeySpec, cost int64) string {
 	s := fmt.Sprintf("offered %s/s", fmtRate(k.Offered*float64(cost)))
@@ -432,41 +416,6 @@ func runPrefix(cmd string) string {
 	var b [3]byte
 	rand.Read(b[:])
 	return fmt.Sprintf("sluice-%s-%s-%s", cmd, time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(b[:]))
-}
-
-// parseRate reads N/UNIT (UNIT s, m, min, h, d, or a Go duration such as
-// 10s) or a bare N per second.
-func parseRate(s string) (limiter.Rate, error) {
-	num, unit, found := strings.Cut(strings.TrimSpace(s), "/")
-	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-	if err != nil {
-		return limiter.Rate{}, fmt.Errorf("%q is not a number", num)
-	}
-	var r limiter.Rate
-	if !found {
-		r = limiter.PerSecond(n)
-	} else {
-		switch unit = strings.TrimSpace(unit); unit {
-		case "s", "sec", "second":
-			r = limiter.PerSecond(n)
-		case "m", "min", "minute":
-			r = limiter.PerMinute(n)
-		case "h", "hour":
-			r = limiter.PerHour(n)
-		case "d", "day":
-			r = limiter.PerDay(n)
-		default:
-			d, err := time.ParseDuration(unit)
-			if err != nil || d <= 0 {
-				return limiter.Rate{}, fmt.Errorf("unit %q: want s, m, h, d or a duration such as 10s", unit)
-			}
-			r = limiter.Every(n, d)
-		}
-	}
-	if err := r.Validate(); err != nil {
-		return limiter.Rate{}, err
-	}
-	return r, nil
 }
 
 // usageErr is a bad --redis URL: a usage error, not a failure.

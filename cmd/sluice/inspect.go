@@ -33,6 +33,8 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	switch {
 	case fs.NArg() == 0:
 		return usageError(fs, stderr, "missing KEY")
+	case fs.NArg() > 1 && strings.HasPrefix(fs.Arg(1), "-"):
+		return usageError(fs, stderr, "%s after KEY %q: flags go before KEY (sluice inspect [flags] KEY)", fs.Arg(1), fs.Arg(0))
 	case fs.NArg() > 1:
 		return usageError(fs, stderr, "one KEY, got %d arguments (quote a key with spaces)", fs.NArg())
 	case *redisURL == "":

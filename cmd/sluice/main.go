@@ -26,6 +26,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -66,11 +67,11 @@ type command struct {
 // synopsis is each command's arguments, which both the top-level usage and
 // the command's own --help print.
 var synopsis = map[string]string{
-	"demo":    "[--redis URL] [--duration D] [--seed N]",
+	"demo":    "[--redis URL] [--duration D] [--window W] [--seed N]",
 	"load":    "[flags]",
 	"inspect": "--redis URL [--prefix P] [--strategy absolute|suppressed] [--window W [--bucket B]] KEY",
 	"serve":   "[--listen ADDR] [--redis URL] [--rate N/UNIT] [--window D] [--by ip|header:NAME] [--trust CIDRS [--proxy-header NAME]] [--legacy-headers]",
-	"cleanup": "--redis URL [--cluster] [--prefix P] [--window W [--bucket B]] [--dry-run] [--rate N] [--trim-threshold N]",
+	"cleanup": "--redis URL [--cluster] [--prefix P] [--window W [--bucket B]] [--dry-run] [--keys-per-second N] [--trim-threshold N]",
 	"version": "",
 }
 
@@ -201,14 +202,14 @@ func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (status in
 		io.WriteString(stdout, buf.String())
 		return exitOK, true
 	case err != nil:
-		return usageError(fs, stderr, "%s", flagError(err)), true
+		return usageError(fs, stderr, "%s", flagError(fs, err)), true
 	}
 	return exitOK, false
 }
 
 // flagError rewrites the flag package's error in the command's terms: flags
 // are written --name.
-func flagError(err error) string {
+func flagError(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
 		return "unknown flag " + dashes(name)
@@ -219,7 +220,15 @@ func flagError(err error) string {
 	// invalid value "x" for flag -name: parse error
 	if v, rest, ok := strings.Cut(msg, " for flag "); ok && strings.HasPrefix(v, "invalid ") {
 		name, why, _ := strings.Cut(rest, ": ")
-		return dashes(name) + ": " + strings.TrimPrefix(v, "invalid value ") + " is not valid: " + why
+		msg := dashes(name) + ": " + strings.TrimPrefix(v, "invalid value ") + " is not valid: " + why
+		if f := fs.Lookup(strings.TrimLeft(name, "-")); f != nil {
+			if g, ok := f.Value.(flag.Getter); ok {
+				if _, ok := g.Get().(time.Duration); ok {
+					msg += "; want a duration such as 500ms, 10s, 1m or 1h30m"
+				}
+			}
+		}
+		return msg
 	}
 	return msg
 }

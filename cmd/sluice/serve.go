@@ -26,8 +26,8 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			"  for i in 1 2 3 4 5 6; do curl -si localhost:8080/ | grep -iE '^(HTTP|ratelimit|retry)'; done")
 	listen := fs.String("listen", "localhost:8080", "listen on `ADDR` (host:port; :8080 for every interface)")
 	redisURL := fs.String("redis", "", "use the Redis server at `URL` instead of an embedded one")
-	rateFlag := fs.String("rate", "5/10s", "the rate of every key: `N/UNIT` as limiter.ParseRate reads it (5/s, 100/min, 3/10s)")
-	window := fs.Duration("window", 10*time.Second, "sliding window W: the capacity is rate × W")
+	rateFlag := fs.String("rate", "5/10s", rateHelp)
+	window := fs.Duration("window", 0, "sliding window W, for a rate averaged over a longer window: the capacity is rate × W; default the rate's UNIT")
 	by := fs.String("by", "ip", "[ip|header:NAME] key each request by the client address or by a request header")
 	trust := fs.String("trust", "", "with --by ip: comma-separated `CIDRs` of trusted proxies whose --proxy-header is read")
 	proxyHeader := fs.String("proxy-header", httplimit.HeaderXForwardedFor, "the header trusted proxies set: X-Forwarded-For, Forwarded or X-Real-IP")
@@ -38,13 +38,13 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if fs.NArg() > 0 {
 		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
 	}
-	rate, err := limiter.ParseRate(*rateFlag)
-	if err != nil {
-		return usageError(fs, stderr, "--rate: %v", err)
+	rate, w, capacity, note, st := limitFlags(fs, stderr, *rateFlag, *window)
+	if st != exitOK {
+		return st
 	}
-	capacity, err := limiter.Capacity(rate, *window)
-	if err != nil {
-		return capacityError(fs, stderr, *rateFlag, rate, *window, err)
+	*window = w
+	if note == "" {
+		note = w.String()
 	}
 	var keyFn httplimit.KeyFunc
 	switch name, ok := strings.CutPrefix(*by, "header:"); {
@@ -88,7 +88,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *legacy {
 		opts = append(opts, httplimit.WithLegacyHeaders())
 	}
-	mw, err := httplimit.New(l, limiter.Limit{Rate: rate, Window: *window}, opts...)
+	mw, err := httplimit.New(l, limiter.Limit{Rate: rate}, opts...)
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
@@ -108,7 +108,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(out, "sluice serve: listening on %s\n", url)
-	fmt.Fprintf(out, "Limit: %s over a %v window = %d requests per key (--by %s); Redis: %s.\n", *rateFlag, *window, capacity, *by, r.where)
+	fmt.Fprintf(out, "Limit: %s over a window of %s = %d requests per key (--by %s); Redis: %s.\n", *rateFlag, note, capacity, *by, r.where)
 	fmt.Fprintf(out, "Try: for i in $(seq %d); do curl -si %s/ | grep -iE '^(HTTP|ratelimit|retry)'; done\n", capacity+1, url)
 	fmt.Fprintf(out, "Ctrl-C stops.\n")
 

@@ -106,19 +106,7 @@ func TestServe(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			out := &lineWriter{url: make(chan string, 1)}
-			var stderr strings.Builder
-			done := make(chan int, 1)
-			args := append([]string{"serve", "--listen", "127.0.0.1:0", "--rate", "3/min", "--window", "1m", "--legacy-headers"}, tc.args...)
-			go func() { done <- runContext(ctx, args, out, &stderr) }()
-			var url string
-			select {
-			case url = <-out.url:
-			case st := <-done:
-				t.Fatalf("serve exited %d before listening: %s", st, stderr.String())
-			case <-time.After(20 * time.Second):
-				t.Fatal("serve did not start listening within 20 s")
-			}
+			url, out, stderr, done := startServe(t, ctx, append([]string{"--rate", "3/min", "--window", "1m", "--legacy-headers"}, tc.args...)...)
 			c := &http.Client{Timeout: 10 * time.Second}
 			for _, hdr := range tc.hdrs {
 				var codes []int
@@ -166,6 +154,26 @@ func TestServe(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startServe runs serve in process on 127.0.0.1:0 with args until ctx is
+// done, and returns its URL once it listens, its output and the channel of
+// its exit status.
+func startServe(t *testing.T, ctx context.Context, args ...string) (url string, out *lineWriter, stderr *strings.Builder, done chan int) {
+	t.Helper()
+	out = &lineWriter{url: make(chan string, 1)}
+	stderr = &strings.Builder{}
+	done = make(chan int, 1)
+	args = append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)
+	go func() { done <- runContext(ctx, args, out, stderr) }()
+	select {
+	case url = <-out.url:
+	case st := <-done:
+		t.Fatalf("serve exited %d before listening: %s", st, stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not start listening within 20 s")
+	}
+	return url, out, stderr, done
 }
 
 // TestServeBinaryNoRedis runs the sluice binary with a PATH that holds no

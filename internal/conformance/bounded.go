@@ -30,10 +30,12 @@ const (
 	BoundedNoise = 10 * time.Millisecond
 	// BoundedPing is how long 99% of the PINGs from another client may wait
 	// while four clients run worst-case refusals; BoundedPingMax bounds
-	// the slowest, scheduling noise included (on a shared 2-core machine at
-	// load 5, 40–55 ms, with no script call over 0.7 ms).
-	BoundedPing    = 20 * time.Millisecond
-	BoundedPingMax = 100 * time.Millisecond
+	// the slowest, scheduling noise included. Both are loose, over ten
+	// times what was measured (p99 up to 8.5 ms, the slowest 55 ms on a
+	// shared 2-core machine at load 5; docs/benchmarks.md, Bounded work),
+	// so the test catches a script that holds Redis, not a loaded machine.
+	BoundedPing    = 100 * time.Millisecond
+	BoundedPingMax = 600 * time.Millisecond
 )
 
 // RedisFactory builds a Redis provider on c; opts come last and win.

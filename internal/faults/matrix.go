@@ -33,13 +33,20 @@ const (
 	Slack     = 50 * time.Millisecond
 	SlackRace = 250 * time.Millisecond
 	// OpenP99 is the bound on the p99 cost of a call while the breaker is
-	// open; OpenP99Race under the race detector, which slows the
-	// in-process fallback (map, mutex, atomics) about tenfold.
-	OpenP99     = 10 * time.Microsecond
-	OpenP99Race = 50 * time.Microsecond
+	// open; OpenP99Race under the race detector. They are loose on purpose,
+	// so the matrix passes with other packages' tests running beside it:
+	// they catch a call that waits on Redis (the 250 ms timeout) while the
+	// breaker is open. The cost itself is measured by BenchmarkOpenBreaker
+	// (docs/benchmarks.md, The open breaker): p99 5 to 11 µs, and 48 to
+	// 417 µs under -race, on a loaded 2-core machine; 5 ms is more than
+	// ten times either.
+	OpenP99     = 5 * time.Millisecond
+	OpenP99Race = 5 * time.Millisecond
 	// Recovery is how soon after Redis answers again the limiter must be
-	// back on Redis.
-	Recovery = time.Second
+	// back on Redis: ten times the slowest recovery measured (216 ms; one
+	// probe interval, a probe and reconciliation), so that it catches a
+	// limiter that does not come back, not a loaded machine.
+	Recovery = 2500 * time.Millisecond
 	// Pace is each worker's pause between two calls.
 	Pace = 100 * time.Microsecond
 	// openSamples is how many calls the p99 is taken over, in openBatches
@@ -301,7 +308,7 @@ func runCell(t *testing.T, c Cell, newLimiter NewLimiter) {
 			t.Errorf("%d of %d calls while the breaker was open were degraded, want all", degraded, openSamples)
 		}
 		fixed = end()
-		back = rec.wait(t, false, 3*time.Second)
+		back = rec.wait(t, false, Recovery+2*time.Second)
 		ld.backNs.Store(back.UnixNano())
 		t.Logf("back on Redis %v after Redis answered again", back.Sub(fixed).Round(time.Millisecond))
 		if back.Sub(fixed) > Recovery {

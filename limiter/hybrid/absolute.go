@@ -86,7 +86,13 @@ type Absolute struct {
 	forwards                    atomic.Int64 // grants in a bucket after now
 }
 
-var _ limiter.Limiter = (*Absolute)(nil)
+var (
+	_ limiter.Limiter  = (*Absolute)(nil)
+	_ limiter.Windowed = (*Absolute)(nil)
+)
+
+// Window returns the window the limiter was built with (WithWindow).
+func (l *Absolute) Window() time.Duration { return l.b.Cfg.Window }
 
 type shard struct {
 	mu sync.RWMutex

@@ -55,7 +55,13 @@ type Suppressed struct {
 	forwards                               atomic.Int64 // grants in a bucket after now
 }
 
-var _ limiter.Limiter = (*Suppressed)(nil)
+var (
+	_ limiter.Limiter  = (*Suppressed)(nil)
+	_ limiter.Windowed = (*Suppressed)(nil)
+)
+
+// Window returns the window the limiter was built with (WithWindow).
+func (l *Suppressed) Window() time.Duration { return l.b.Cfg.Window }
 
 type supShard struct {
 	mu sync.RWMutex

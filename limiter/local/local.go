@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
@@ -17,7 +18,10 @@ var allowedUnknown = (&window.Result{Allowed: true}).Decision()
 // to stop its sweep.
 type Absolute struct{ s *store }
 
-var _ limiter.Limiter = (*Absolute)(nil)
+var (
+	_ limiter.Limiter  = (*Absolute)(nil)
+	_ limiter.Windowed = (*Absolute)(nil)
+)
 
 // NewAbsolute returns an absolute limiter. It reads WithWindow, WithBucket
 // and WithClock; it starts a background sweep that Close stops.
@@ -86,13 +90,19 @@ func (a *Absolute) Reset(_ context.Context, k string) error { return a.s.reset(k
 // return ErrClosed; closing twice is harmless.
 func (a *Absolute) Close(ctx context.Context) error { return a.s.close(ctx) }
 
+// Window returns the window the limiter was built with (WithWindow).
+func (a *Absolute) Window() time.Duration { return a.s.cfg.Window }
+
 // Suppressed is the in-process suppressed limiter: above the soft capacity
 // it admits with a probability that falls as traffic rises, up to the hard
 // capacity. It is safe for concurrent use; build it with NewSuppressed and
 // Close it to stop its sweep.
 type Suppressed struct{ s *store }
 
-var _ limiter.Limiter = (*Suppressed)(nil)
+var (
+	_ limiter.Limiter  = (*Suppressed)(nil)
+	_ limiter.Windowed = (*Suppressed)(nil)
+)
 
 // NewSuppressed returns a suppressed limiter. Beyond the absolute options it
 // reads WithHardLimitFactor, WithSuppressionCache and WithRandom.
@@ -164,3 +174,6 @@ func (l *Suppressed) Reset(_ context.Context, k string) error { return l.s.reset
 
 // Close stops the sweep and waits for it until ctx is done.
 func (l *Suppressed) Close(ctx context.Context) error { return l.s.close(ctx) }
+
+// Window returns the window the limiter was built with (WithWindow).
+func (l *Suppressed) Window() time.Duration { return l.s.cfg.Window }

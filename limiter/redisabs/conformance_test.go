@@ -76,9 +76,14 @@ var backends = []struct {
 	{"Ring", onRing},
 }
 
+// The backends run in parallel: miniredis runs the scripts in this
+// process, the servers in theirs.
 func TestConformance(t *testing.T) {
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) { conformance.RunAbsolute(t, b.f) })
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			conformance.RunAbsolute(t, b.f)
+		})
 	}
 }
 
@@ -88,6 +93,7 @@ const traceSteps = 10_000
 func TestTraceAgainstLocal(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			st := conformance.RunTrace(t, conformance.AbsoluteStrategy, traceSteps, 1, localAbsolute, b.f)
 			checkTraceStats(t, st)
 		})

@@ -14,83 +14,35 @@
 //	if err != nil { /* Redis could not be asked: apply your failure policy */ }
 //	if !d.Allowed { /* refuse; d.RetryAfter says when to come back */ }
 //
-// # Algorithm
+// # How it counts
 //
 // The strategy is the absolute one of docs/algorithms.md, computed by the
-// Lua script scripts/abs_inc.lua exactly as package internal/window
-// computes it for the local provider. Time is Redis TIME in whole milliseconds. A key keeps
-// buckets (start, count); a call joins the newest bucket when it comes less
-// than B after that bucket's start and opens a bucket otherwise. A bucket
-// is live while now − start < W + B: its units arrived within B of its
-// start, so each counts for at least W, and no span of length W ever holds
-// more than C admitted units (docs/algorithms.md, The window guarantee).
-// Inc(n) admits when used + n ≤ C, where
-// used sums the live buckets and C = limiter.Capacity(rate, W), and then
-// records n; otherwise it records nothing (all or nothing). n > C is
-// refused with Never set. n = 0 is a peek for one unit that writes nothing.
-// The capacity of the latest Inc is stored in the key, refusals included,
-// and IsAllowed answers for one unit at that stored capacity. RetryAfter
-// walks the live buckets oldest first until enough of them have expired
-// (a bucket that started at s expires at s + W + B); ResetAfter is when the
-// newest bucket expires.
+// Lua script scripts/abs_inc.lua exactly as package local computes it, so
+// both return the same decisions for the same calls and times. Inc(n)
+// admits when the live window has room for all n units (C =
+// limiter.Capacity(rate, W)) and records them, or records nothing; n > C
+// is refused with Never set, and n = 0 is a peek that writes nothing.
+// RetryAfter is exact: how long until the request would fit with no new
+// traffic. The clock is the Redis server's TIME, so the calling machines'
+// clocks do not matter.
 //
-// The state of a key is one Redis hash, <prefix>:{<escaped key>}:abs:h,
-// holding one field per closed bucket and one meta field, "m", with the
-// stored capacity, the running total, the oldest and newest bucket starts
-// and the newest bucket's count; docs/data-model.md describes it field by
-// field. The running total makes the common call O(1): the script reads
-// the meta field and writes it back (with the closed bucket when a new one
-// opens). Each closed bucket's value links it to the
-// next, so a bucket that has expired costs one more read to drop, however
-// many buckets the key holds; the whole hash is read only for a RetryAfter
-// that the oldest bucket cannot answer, or for data an earlier layout
-// wrote. A write that opens a bucket sets the hash's expiry to W + B, which
-// ends when that newest bucket dies, so an idle key disappears by itself
-// (docs/data-model.md, Expiry).
-//
-// Each call is one script call: Inc and IsAllowed run abs_inc.lua, Get runs
-// abs_get.lua, Reset is one UNLINK. IsAllowed, Get and a peek write
-// nothing, not even the deletion of dead buckets they see.
-//
-// # Batching
-//
-// With limiter.WithBatching(n) (default 128; see there for why it is on),
-// up to 8 calls of this limiter in progress to one Redis node are each sent
-// at once, alone, as without batching: there is no timer, and a few callers
-// pay nothing (two atomic additions). Above 8, calls that arrive while two
-// round trips of this limiter to the node are in flight are sent together,
-// as one pipeline of at most n EVALSHA, when one of them ends; a call that
-// finds fewer in flight is sent at once, alone. Each call keeps its own
-// context and timeout: a
-// caller whose context ends while it waits returns the context's error at
-// once, and its call is not sent if it was not yet taken into a pipeline.
-// NOSCRIPT inside a pipeline sends those calls again as EVAL; on a
-// *redis.ClusterClient the pipelines go per master, and a call answered
-// MOVED, ASK, TRYAGAIN or CLUSTERDOWN (it did not run) is sent again alone
-// through the cluster client. A *redis.Ring, or any other client, sends
-// every call alone. Batching changes the round trips only: each call is
-// still one atomic script run, and Consistency below holds unchanged.
-// docs/operations.md (Batching) has the details, docs/benchmarks.md the
-// figures.
+// A key's state is one Redis hash, <prefix>:{<escaped key>}:abs:h, with an
+// expiry, so an idle key disappears by itself; docs/data-model.md
+// describes its fields. A common call is one script run that reads and
+// writes one field; the worst case reads each of the key's W/B + 1
+// buckets once. Concurrent calls are sent together as pipelines
+// (limiter.WithBatching, on by default).
 //
 // # Consistency
 //
-// A script runs atomically on the Redis server that owns the key, so
-// concurrent calls from any number of processes are serialised per key: no
-// span of length W holds more than C admitted units, fleet-wide, and a
-// saturated key admits at least C·W/(W + B) per W on average. The clock is that
-// server's TIME, so the clocks of the calling machines do not matter. If
-// the server's clock steps backwards, calls join the newest bucket and
-// RetryAfter may exceed W + B for a while; if it steps forwards, buckets expire
-// early. Keys are independent: in a Redis Cluster each key's hash tag puts
-// its state in one slot, and different keys may live on different shards.
-//
-// Redis replication is asynchronous and sluice does not call WAIT: after a
-// failover the new master may have missed the latest increments and admit
-// them again. An evicted key (maxmemory with an allkeys-* or volatile-*
-// policy; sluice's keys always have a TTL) starts again from empty. Prefer
-// maxmemory-policy noeviction, under which a full Redis makes Inc fail with
-// an error instead of forgetting.
+// A script runs atomically on the Redis server that owns the key, so calls
+// from any number of processes are serialised per key: no span of length W
+// holds more than C admitted units, fleet-wide, and a saturated key admits
+// at least C·W/(W + B) per W. In a Redis Cluster, each key's hash tag puts
+// its state in one slot. Replication is asynchronous and sluice does not
+// call WAIT: after a failover the new master may have missed the latest
+// increments and admit them again. An evicted key starts again from empty;
+// prefer maxmemory-policy noeviction (docs/operations.md).
 //
 // # Failure modes
 //

@@ -1,11 +1,13 @@
 package redisabs_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/faults"
+	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/redisabs"
 )
@@ -31,3 +33,15 @@ func TestFailurePolicies(t *testing.T) { faults.RunPolicies(t, "redisabs", newFa
 // Redis for a context that can never be cancelled (docs/benchmarks.md,
 // Failure policy: the healthy path).
 func TestHealthyPath(t *testing.T) { faults.RunHealthyPath(t, newFaultLimiter) }
+
+// BenchmarkOpenBreaker: the cost of Inc while Redis is down and the
+// breaker open (the fallback's decision), mean and p99.
+func BenchmarkOpenBreaker(b *testing.B) {
+	srv := redistest.StartServer(b)
+	l, err := redisabs.New(srv.Client(b), limiter.WithPrefix(redistest.Prefix(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	faults.BenchOpen(b, srv, l)
+}

@@ -21,6 +21,7 @@ const setTraceSteps = 6_000
 func TestSetTraceAgainstLocal(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel() // miniredis runs in this process, the servers in theirs
 			steps := setTraceSteps
 			if b.name == "Cluster" || b.name == "Ring" {
 				steps = 2_000

@@ -6,9 +6,14 @@ import (
 	"github.com/sluice-go/sluice/internal/conformance"
 )
 
+// The backends run in parallel: miniredis runs the scripts in this
+// process, the servers in theirs.
 func TestConformance(t *testing.T) {
 	for _, p := range providers {
-		t.Run(p.name, func(t *testing.T) { conformance.RunSuppressed(t, p.f) })
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			conformance.RunSuppressed(t, p.f)
+		})
 	}
 }
 
@@ -17,6 +22,7 @@ func TestConformance(t *testing.T) {
 func TestTrace(t *testing.T) {
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
 			for _, seed := range []uint64{1, 2} {
 				st := conformance.RunTrace(t, conformance.SuppressedStrategy, 5000, seed, localFactory, p.f)
 				t.Logf("seed %d: %+v", seed, st)

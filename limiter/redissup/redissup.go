@@ -2,6 +2,7 @@ package redissup
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -37,7 +38,13 @@ type Limiter struct {
 	g failover.Guard
 }
 
-var _ limiter.Limiter = (*Limiter)(nil)
+var (
+	_ limiter.Limiter  = (*Limiter)(nil)
+	_ limiter.Windowed = (*Limiter)(nil)
+)
+
+// Window returns the window the limiter was built with (WithWindow).
+func (l *Limiter) Window() time.Duration { return l.b.Cfg.Window }
 
 // New returns a suppressed limiter that keeps its state in Redis through
 // client. It reads every option: WithWindow, WithBucket,

@@ -46,6 +46,7 @@ func TestSetTrace(t *testing.T) {
 	}{{"Mini", miniClockFactory}}, providers[1:]...)
 	for _, p := range ps {
 		t.Run(p.name, func(t *testing.T) {
+			t.Parallel() // miniredis runs in this process, the servers in theirs
 			for _, seed := range []uint64{1, 2} {
 				admitted, refused := conformance.RunSetTrace(t, conformance.SuppressedStrategy, 5000, seed, localFactory, p.f)
 				t.Logf("seed %d: %d admitted, %d refused", seed, admitted, refused)
@@ -184,6 +185,7 @@ func overloadSetTrace(t *testing.T, f conformance.Factory, steps int, seed uint6
 func TestSetSameAsLocalOverloaded(t *testing.T) {
 	for _, p := range providers[:2] {
 		t.Run(p.name, func(t *testing.T) {
+			t.Parallel() // miniredis runs in this process, the server in its own
 			r := overloadSetTrace(t, p.f, 6000, 5)
 			t.Logf("%+v", r)
 			wantRegimes(t, "IncSet", r.calls, []regime{
