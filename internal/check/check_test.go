@@ -62,7 +62,9 @@ var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func TestMostFromEach(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	at := func(ms int64, n int64) Admission { return Admission{At: t0.Add(time.Duration(ms) * time.Millisecond), Units: n} }
+	at := func(ms int64, n int64) Admission {
+		return Admission{At: t0.Add(time.Duration(ms) * time.Millisecond), Units: n}
+	}
 	mine := []Admission{at(100, 5), at(500, 5)}
 	other := []Admission{at(0, 7), at(900, 4), at(5000, 100)}
 	all := append(append([]Admission(nil), mine...), other...)

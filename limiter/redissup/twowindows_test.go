@@ -24,7 +24,9 @@ func TestTwoWindows(t *testing.T) {
 		p := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithClock(clk)}
 		return newLimiter(t, c, with(o1, p...)...), newLimiter(t, c, with(o2, p...)...)
 	}
-	t.Run("Mini", func(t *testing.T) { conformance.RunTwoWindows(t, conformance.SuppressedStrategy, miniFactory, miniPair) })
+	t.Run("Mini", func(t *testing.T) {
+		conformance.RunTwoWindows(t, conformance.SuppressedStrategy, miniFactory, miniPair)
+	})
 	t.Run("Real", func(t *testing.T) {
 		conformance.RunTwoWindows(t, conformance.SuppressedStrategy, clockFactory(func(t testing.TB) redissup.Client { return realClient(t) }), realPair)
 	})
