@@ -133,3 +133,60 @@ func TestCleanupKeepsSpentDayQuota(t *testing.T) {
 		gone(p.name)
 	}
 }
+
+// TestInspectSetsAndSingles: `sluice inspect KEY` shows every state the
+// key has, a single limit and each limit of a set, each with the window it
+// records, its usage and its life; --limit narrows it to one limit.
+func TestInspectSetsAndSingles(t *testing.T) {
+	t.Parallel()
+	mr, c := redistest.Mini(t)
+	prefix := redistest.Prefix(t)
+	ctx := context.Background()
+	l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithTimeout(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, err := limiter.NewSet(
+		limiter.Limit{Name: "per-second", Rate: limiter.PerSecond(10), Window: time.Second},
+		limiter.Limit{Name: "per-day", Rate: limiter.PerDay(1000), Window: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := l.IncSet(ctx, "user:3", free, 7); err != nil || !d.Allowed {
+		t.Fatalf("IncSet = %+v, %v", d, err)
+	}
+	if d, err := l.Inc(ctx, "user:3", limiter.PerMinute(100), 4); err != nil || !d.Allowed {
+		t.Fatalf("Inc = %+v, %v", d, err)
+	}
+	url := "redis://" + mr.Addr()
+	st, out, stderr := runArgs(t, "inspect", "--redis", url, "--prefix", prefix, "user:3")
+	if st != exitOK {
+		t.Fatalf("inspect = %d, stderr:\n%s", st, stderr)
+	}
+	for _, want := range []string{
+		prefix + ":{user%3A3}:abs:h\n",
+		`key "user:3", single limit, absolute strategy`,
+		`record "a2 60000 600": window 1m0s, bucket 600ms`,
+		"4 units admitted in the live window of capacity 100.",
+		prefix + ":{user%3A3}:abs:h:per-day\n",
+		`key "user:3", limit "per-day" of a set, absolute strategy`,
+		`record "a2 86400000 864000": window 24h0m0s, bucket 14m24s`,
+		"life 24h14m", // W + B less the few ms since the write
+		"7 units admitted in the live window of capacity 1000.",
+		prefix + ":{user%3A3}:abs:h:per-second\n",
+		`key "user:3", limit "per-second" of a set, absolute strategy`,
+		"7 units admitted in the live window of capacity 10.",
+	} {
+		if !strings.Contains(out, want) && !containsLine(out, want) {
+			t.Errorf("inspect output has no %q:\n%s", want, out)
+		}
+	}
+	st, out, stderr = runArgs(t, "inspect", "--redis", url, "--prefix", prefix, "--limit", "per-day", "user:3")
+	if st != exitOK || !strings.Contains(out, ":abs:h:per-day\n") || strings.Contains(out, "per-second") || strings.Contains(out, "single limit") {
+		t.Fatalf("inspect --limit per-day = %d, stdout:\n%s\nstderr:\n%s", st, out, stderr)
+	}
+	st, out, _ = runArgs(t, "inspect", "--redis", url, "--prefix", prefix, "--limit", "per-week", "user:3")
+	if st != exitOK || !strings.Contains(out, ":abs:h:per-week: no such key") {
+		t.Fatalf("inspect --limit per-week = %d, stdout:\n%s", st, out)
+	}
+}
