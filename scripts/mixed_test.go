@@ -165,7 +165,9 @@ func TestMixedVersions(t *testing.T) {
 		h := p + ":{newer}:abs:h"
 		c.HSet(ctx, h, "m", "10 1 1000 1000 1", "v", "a3 1000 10")
 		for _, call := range []func() error{
-			func() error { return scripts.AbsInc.Run(ctx, c, []string{h}, "1010", "1000", "10", "10", "1", ttl).Err() },
+			func() error {
+				return scripts.AbsInc.Run(ctx, c, []string{h}, "1010", "1000", "10", "10", "1", ttl).Err()
+			},
 			func() error { return scripts.AbsGet.Run(ctx, c, []string{h}, "1010", "1000", "10").Err() },
 		} {
 			if err := call(); err == nil || !strings.Contains(err.Error(), "SLUICELAYOUT a3 1000 10") {
