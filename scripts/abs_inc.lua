@@ -74,6 +74,16 @@
 -- ignores) reads as absent. A bucket value that is not a number fails the
 -- call with a script error.
 --
+-- The record "v", "a2 <W> <B>" (docs/data-model.md, The record): the
+-- layout and the window and bucket the hash was created with, written
+-- with "m" by the write that creates the hash and by the first write to a
+-- live hash without one (an earlier layout's). Every call reads it with
+-- "m" (HMGET m v) and compares it whole with "a2 ARGV[2] ARGV[3]": another
+-- window or bucket on a hash live under its own is the error reply
+-- "SLUICEWINDOW <stored> <the call's>", nothing read or written; dead
+-- under its own, the hash is absent. A record of another layout is the
+-- error reply "SLUICELAYOUT <stored>".
+--
 -- Reply, four forms (internal/redisx.Decision reads them all):
 --   an integer r ≥ 0: an Inc or peek (ARGV[4] > 0) admitted below capacity
 --     with fewer than 2^21 units remaining: remaining = floor(r / 2^32),

@@ -45,6 +45,12 @@
 -- (per limit HGET, HSET and PEXPIRE) cost Redis about 1.43 times a whole
 -- single-limit join, so a set of three stays above twice a single Inc
 -- (docs/benchmarks.md, Sets of limits, says what blocks the rest).
+--
+-- Each hash carries the record "v", "a2 <W> <B>", read and written as
+-- abs_inc.lua does (docs/data-model.md, The record); a limit whose live hash
+-- records another window or bucket fails the whole call with the error
+-- reply "SLUICEWINDOW <stored> <the call's>" before anything is written,
+-- another layout with "SLUICELAYOUT <stored>".
 if redis.replicate_commands then redis.replicate_commands() end
 
 -- scan reads every stored bucket of hash h in one HGETALL, as

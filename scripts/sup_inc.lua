@@ -102,7 +102,12 @@
 -- The worst call reads the whole hash once (HGETALL) and walks it once:
 -- at most W/B + 1 live buckets, which config.MaxBuckets bounds
 -- (docs/algorithms.md, Bounded work).
-
+--
+-- The record "v", "s2 <W> <B>", is read with "m" and "k" (HMGET m k v)
+-- and kept as abs_inc.lua keeps its "a2" record: another window or bucket
+-- on a live hash is the error reply "SLUICEWINDOW <stored> <the call's>",
+-- another layout "SLUICELAYOUT <stored>" (docs/data-model.md, The
+-- record).
 if redis.replicate_commands then redis.replicate_commands() end
 -- Globals as locals: a global's every use is a lookup in the globals
 -- table; a local's is a register.

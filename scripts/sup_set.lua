@@ -53,6 +53,12 @@
 -- sup_inc.lua does: at most W/B + 1 live buckets per limit, which
 -- config.MaxBuckets bounds (docs/algorithms.md, Bounded work).
 
+--
+-- Each hash carries the record "v", "s2 <W> <B>", read and written as
+-- sup_inc.lua does (docs/data-model.md, The record); a limit whose live hash
+-- records another window or bucket fails the whole call with the error
+-- reply "SLUICEWINDOW <stored> <the call's>" before anything is written,
+-- another layout with "SLUICELAYOUT <stored>".
 if redis.replicate_commands then redis.replicate_commands() end
 
 -- The functions below capture none of the script's locals (they are
