@@ -92,7 +92,9 @@ func TestLegacySetRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := func(t int64) string { return "10 3 " + strconv.FormatInt(hour, 10) + " " + strconv.FormatInt(hour, 10) + " 3 " + strconv.FormatInt(t, 10) }
+	m := func(t int64) string {
+		return "10 3 " + strconv.FormatInt(hour, 10) + " " + strconv.FormatInt(hour, 10) + " 3 " + strconv.FormatInt(t, 10)
+	}
 	c.HSet(ctx, dead, "m", m(1010))
 	c.HSet(ctx, day, "m", m(87_264_000))
 	c.Expire(ctx, dead, time.Hour)
