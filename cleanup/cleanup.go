@@ -223,9 +223,9 @@ func (c *Cleaner) walk(ctx context.Context, node Client, r *Report) error {
 	}
 }
 
-// span returns the W + B and the B in ms by which k's buckets are judged,
-// and whether they are known (else W + B is the bound no configuration
-// exceeds, and B is 0).
+// span returns the W + B and the B in ms the caller gives for k, and
+// whether it gives any (else 0, 0). clean.lua judges each hash by the
+// window it records, made longer by this one (never shorter).
 func (c *Cleaner) span(p key.Parsed) (sp, b int64, known bool) {
 	if c.o.fn != nil {
 		if w, b, ok := c.o.fn(p); ok {
@@ -242,7 +242,7 @@ func (c *Cleaner) span(p key.Parsed) (sp, b int64, known bool) {
 	if c.o.all.span > 0 {
 		return c.o.all.span, c.o.all.bucket, true
 	}
-	return unknownSpan.Milliseconds(), 0, false
+	return 0, 0, false
 }
 
 // Replies of clean.lua.
@@ -266,12 +266,12 @@ func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) e
 	case p.Suffix != key.Hash:
 		return c.unknown(ctx, node, k, UnknownLayout, r)
 	}
-	sp, b, own := c.span(p)
+	sp, b, _ := c.span(p)
 	var now any = ""
 	if c.o.clock != nil {
 		now = config.ClampMs(c.o.clock.Now().UnixMilli())
 	}
-	args := []any{now, p.Strategy, sp, b01(own), c.slack, c.o.threshold, step, b01(c.o.dryRun), b}
+	args := []any{now, p.Strategy, sp, unknownSpan.Milliseconds(), c.slack, c.o.threshold, step, b01(c.o.dryRun), b}
 	res, err := c.run(ctx, node, k, args)
 	if err != nil {
 		return c.failed(k, err, r)
@@ -282,11 +282,12 @@ func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) e
 		return nil
 	case stateDeleted:
 		r.Deleted++
+		r.list(k, res)
 		return nil
 	case stateLayout:
 		return c.unknown(ctx, node, k, UnknownLayout, r)
 	}
-	if own {
+	if res[4] == 1 {
 		r.Live++
 	} else {
 		r.skip(NoWindow, k)
@@ -379,7 +380,7 @@ func (c *Cleaner) batches(ctx context.Context, node Client, k string, args []any
 
 func (c *Cleaner) run(ctx context.Context, node Client, k string, args []any) ([]int64, error) {
 	res, err := scripts.Clean.Run(ctx, node, []string{k}, args...).Int64Slice()
-	if err == nil && len(res) != 4 {
+	if err == nil && len(res) != 8 {
 		err = fmt.Errorf("clean.lua replied %v", res)
 	}
 	return res, err

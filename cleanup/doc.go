@@ -32,12 +32,17 @@
 // ignore dead buckets; and since each step is one script, a concurrent Inc
 // sees it done or not done, never half done.
 //
-// A bucket is live while now − start < W + B, and a hash does not store W
-// or B: the cleaner must be told them (WithWindow, WithSet,
-// WithWindowFunc). A W + B longer than the truth is safe; a shorter one
-// would delete live counts. A hash whose window is not known is never
-// deleted or trimmed; if it has no TTL it gets the longest one any
-// configuration could need (2 × 31 days from its newest bucket). Keys the
+// A bucket is live while now − start < W + B, and every hash records its
+// own W and B (its field "v"; a set's limit written before the record, its
+// TTL span t), so the cleaner needs no window: cleanup.New(client) judges
+// each hash by its record. A window given with WithWindow, WithSet or
+// WithWindowFunc can only make it more careful: a hash is judged by the
+// longer of its own W + B and the one given, so nothing a hash records as
+// live is ever deleted or trimmed. A hash without a record (written before
+// it) has an unknown window and is never deleted or trimmed; if it has no
+// TTL it gets the longest one any configuration could need (2 × 31 days
+// from its newest bucket). A dry run lists each hash it would delete with
+// its recorded window and remaining TTL (Report.Deletions). Keys the
 // cleaner does not read are reported by reason and left alone, unless
 // WithDeleteUnknown names them. The clock is Redis TIME (WithClock for
 // limiters given limiter.WithClock).

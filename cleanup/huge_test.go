@@ -19,7 +19,8 @@ import (
 
 const linkUnit = int64(1) << 32
 
-// hugeHash writes, by hand, a hash of the strategy's layout holding dead
+// hugeHash writes, by hand, a hash of the strategy's layout (W = 1 min,
+// B = 600 ms in its record) holding dead
 // dead buckets one ms apart an hour ago, then five live buckets of 2 units
 // a second apart from 30 s ago, and the newest bucket (3 units) a second
 // ago. linked false stores the dead buckets as plain counts, without
@@ -63,9 +64,10 @@ func hugeHash(t testing.TB, c *redis.Client, strategy, name string, now int64, d
 		}
 	}
 	if strategy == key.Absolute {
-		c.HSet(ctx, name, "m", fmt.Sprintf("1000000 %d %d %d 3", u, starts[0], newest))
+		c.HSet(ctx, name, "m", fmt.Sprintf("1000000 %d %d %d 3", u, starts[0], newest), "v", "a2 60000 600")
 	} else {
-		c.HSet(ctx, name, "m", fmt.Sprintf("%d %d %d %d 3 0", u, x, starts[0], newest), "k", "1000000 1000000 0 0")
+		c.HSet(ctx, name, "m", fmt.Sprintf("%d %d %d %d 3 0", u, x, starts[0], newest), "k", "1000000 1000000 0 0",
+			"v", "s2 60000 600")
 	}
 	c.Expire(ctx, name, time.Hour)
 }

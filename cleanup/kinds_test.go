@@ -134,7 +134,8 @@ func TestKinds(t *testing.T) {
 	}
 	dry := want
 	dry.DryRun = true
-	r.Examples, r.Duration = nil, 0
+	checkDeletions(t, r, 4)
+	r.Examples, r.Duration, r.Deletions = nil, 0, nil
 	if !reflect.DeepEqual(r, dry) {
 		t.Errorf("dry run:\n%v\nwant:\n%v", r, dry)
 	}
@@ -153,7 +154,8 @@ func TestKinds(t *testing.T) {
 			}
 		}
 	}
-	r.Examples, r.Duration = nil, 0
+	checkDeletions(t, r, 4)
+	r.Examples, r.Duration, r.Deletions = nil, 0, nil
 	if !reflect.DeepEqual(r, want) {
 		t.Errorf("report:\n%v\nwant:\n%v", r, want)
 	}
@@ -178,26 +180,37 @@ func TestKinds(t *testing.T) {
 	}
 }
 
-// TestNoWindow: without any window option nothing is deleted or trimmed;
-// a hash without a TTL gets the longest one a configuration can need,
-// counted from its newest bucket: n + 2 × 31 days − now.
+// TestNoWindow: a hash without a record (written before the record:
+// "v" removed here) has an unknown window: with or without a window
+// option it is never deleted or trimmed, and without a TTL it gets the
+// longest one a configuration can need, counted from its newest bucket:
+// n + 2 × 31 days − now. The same hash with its record is deleted with
+// no window option.
 func TestNoWindow(t *testing.T) {
 	c := redistest.Real(t).Client(t)
 	prefix := redistest.Prefix(t)
 	now := redisNow(t, c).UnixMilli()
 	dead, persisted := hashName(t, prefix, "dead", key.Absolute), hashName(t, prefix, "p", key.Suppressed)
+	recorded := hashName(t, prefix, "recorded", key.Absolute)
 	write(t, c, key.Absolute, dead, now-3_600_000, 60_000, 600, 1)
 	write(t, c, key.Suppressed, persisted, now-3_600_000, 60_000, 600, 1)
+	write(t, c, key.Absolute, recorded, now-3_600_000, 60_000, 600, 1)
+	c.HDel(ctx, dead, "v")
+	c.HDel(ctx, persisted, "v")
 	c.Persist(ctx, persisted)
-	r, err := newCleaner(t, c, cleanup.WithPrefix(prefix), cleanup.WithRate(math.Inf(1))).Run(ctx)
+	r, err := newCleaner(t, c, cleanup.WithPrefix(prefix), cleanup.WithRate(math.Inf(1)),
+		cleanup.WithWindow(time.Minute, 0)).Run(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Deleted != 0 || r.Live != 0 || r.TTLSet != 1 || r.Skipped[cleanup.NoWindow] != 2 {
-		t.Errorf("report:\n%v\nwant 2 skipped for no window, 1 given a TTL", r)
+	if r.Deleted != 1 || r.Live != 0 || r.TTLSet != 1 || r.Skipped[cleanup.NoWindow] != 2 {
+		t.Errorf("report:\n%v\nwant 1 deleted, 2 skipped for no window, 1 given a TTL", r)
 	}
 	if n := c.Exists(ctx, dead).Val(); n != 1 {
 		t.Errorf("a hash of unknown window was deleted")
+	}
+	if n := c.Exists(ctx, recorded).Val(); n != 0 {
+		t.Errorf("a dead hash with its record was kept")
 	}
 	span := (62 * 24 * time.Hour).Milliseconds()
 	want := now - 3_600_000 + span - redisNow(t, c).UnixMilli()
@@ -288,6 +301,20 @@ func TestRing(t *testing.T) {
 	for _, k := range keys {
 		if ring.Exists(ctx, hashName(t, prefix, k, key.Absolute)).Val() != 0 {
 			t.Fatalf("%q still exists", k)
+		}
+	}
+}
+
+// checkDeletions checks that r lists n deletions, each with the window
+// and bucket its hash records.
+func checkDeletions(t *testing.T, r cleanup.Report, n int) {
+	t.Helper()
+	if len(r.Deletions) != n {
+		t.Fatalf("Deletions = %+v, want %d", r.Deletions, n)
+	}
+	for _, d := range r.Deletions {
+		if d.Window <= 0 || d.Bucket <= 0 || d.TTL == 0 {
+			t.Errorf("deletion %+v: want its recorded window, bucket and TTL", d)
 		}
 	}
 }

@@ -139,15 +139,14 @@ func spanMs(w, b time.Duration) (int64, int64, error) {
 // be a valid limiter.WithPrefix.
 func WithPrefix(p string) Option { return func(o *options) { o.prefix = p } }
 
-// WithWindow gives the window W and bucket B (0: W/100, at least 1 ms, as
-// limiter.WithBucket) of every hash under the prefix whose window no
-// WithWindowFunc or WithSet tells. A bucket is live while now − start <
-// W + B, so a hash may be deleted or trimmed only when its W + B is known.
-// A W + B longer than the limiter's is safe (the cleaner reclaims less, and
-// the TTLs it gives are longer); a shorter one would delete live counts.
-// So where several limiters write under one prefix, give the longest; given
-// twice, the longer W + B wins. Without any window the cleaner deletes and
-// trims nothing (docs/operations.md, Cleanup).
+// WithWindow gives a window W and bucket B (0: W/100, at least 1 ms, as
+// limiter.WithBucket) for every hash under the prefix whose window no
+// WithWindowFunc or WithSet tells. It is optional: each hash records its
+// own W and B, and a hash is judged by the longer of its own W + B and this
+// one, so a window given here only makes the cleaner more careful (it
+// deletes later, and the TTLs it gives are longer); it never deletes
+// what a hash's own record says is live. Given twice, the longer W + B wins
+// (docs/operations.md, Cleanup).
 func WithWindow(w, b time.Duration) Option {
 	return func(o *options) {
 		sp, bms, err := spanMs(w, b)
@@ -161,8 +160,8 @@ func WithWindow(w, b time.Duration) Option {
 
 // WithSet gives the windows of the limits of s: the hash of each limit of a
 // set (<prefix>:{k}:<strategy>:h:<name>, either strategy) is judged by the
-// W + B of the limit of that name. Pass every Set the application uses; a
-// name in several sets takes the longest W + B.
+// longer of its own recorded W + B and that of the limit of that name, as
+// WithWindow. A name in several sets takes the longest W + B.
 func WithSet(s *limiter.Set) Option {
 	return func(o *options) {
 		if err := s.Check(); err != nil {
@@ -179,8 +178,9 @@ func WithSet(s *limiter.Set) Option {
 	}
 }
 
-// WithWindowFunc sets a function that tells the window of any hash; where
-// it answers ok, it overrides WithSet and WithWindow. An answer the
+// WithWindowFunc sets a function that tells a window for any hash; where
+// it answers ok, it overrides WithSet and WithWindow (and, like them, only
+// lengthens the W + B the hash records). An answer the
 // providers would refuse (a window outside 1 ms to 31 days, a bad bucket)
 // counts as unknown.
 func WithWindowFunc(f WindowFunc) Option {

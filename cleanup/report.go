@@ -69,8 +69,11 @@ type Report struct {
 	Scanned int64
 	// Live counts limiter hashes with a live bucket, kept.
 	Live int64
-	// Deleted counts limiter hashes with no live bucket, UNLINKed.
-	Deleted int64
+	// Deleted counts limiter hashes with no live bucket, UNLINKed (dry
+	// run: that would be), judged by the window each records; Deletions
+	// lists the first MaxListed of them.
+	Deleted   int64
+	Deletions []Deletion
 	// TTLSet counts hashes that had no TTL and were given one.
 	TTLSet int64
 	// Trimmed counts live hashes whose dead buckets were removed, and
@@ -90,6 +93,32 @@ type Report struct {
 	Duration time.Duration
 }
 
+// MaxListed is the most deletions a Report lists (Report.Deletions).
+const MaxListed = 1000
+
+// Deletion is one hash a pass deleted, or in a dry run would delete:
+// its Redis key, the window and bucket it records (Bucket 0: a set's
+// limit's hash written before the record, whose Window is its recorded
+// W + B), and the TTL it had left (-1: none).
+type Deletion struct {
+	Key            string
+	Window, Bucket time.Duration
+	TTL            time.Duration
+}
+
+// list records a deletion from clean.lua's reply res.
+func (r *Report) list(k string, res []int64) {
+	if len(r.Deletions) >= MaxListed {
+		return
+	}
+	ttl := time.Duration(res[7]) * time.Millisecond
+	if res[7] < 0 {
+		ttl = -1
+	}
+	r.Deletions = append(r.Deletions, Deletion{Key: k, Window: time.Duration(res[5]) * time.Millisecond,
+		Bucket: time.Duration(res[6]) * time.Millisecond, TTL: ttl})
+}
+
 func (r *Report) skip(why Reason, k string) {
 	if r.Skipped == nil {
 		r.Skipped = make(map[Reason]int64)
@@ -106,6 +135,11 @@ func (r *Report) add(o *Report) {
 	r.Scanned += o.Scanned
 	r.Live += o.Live
 	r.Deleted += o.Deleted
+	for _, d := range o.Deletions {
+		if len(r.Deletions) < MaxListed {
+			r.Deletions = append(r.Deletions, d)
+		}
+	}
 	r.TTLSet += o.TTLSet
 	r.Trimmed += o.Trimmed
 	r.Buckets += o.Buckets
@@ -145,6 +179,16 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "  scanned  %d keys\n", r.Scanned)
 	fmt.Fprintf(&b, "  live     %d hashes kept\n", r.Live)
 	fmt.Fprintf(&b, "  deleted  %d hashes with no live bucket%s\n", r.Deleted, would)
+	for _, d := range r.Deletions {
+		if !r.DryRun {
+			break // a dry run lists what it would delete
+		}
+		ttl := "no TTL"
+		if d.TTL >= 0 {
+			ttl = "TTL " + d.TTL.String()
+		}
+		fmt.Fprintf(&b, "    %q  window %v, bucket %v, %s\n", d.Key, d.Window, d.Bucket, ttl)
+	}
 	fmt.Fprintf(&b, "  ttl      %d keys without a TTL given one%s\n", r.TTLSet, would)
 	fmt.Fprintf(&b, "  trimmed  %d live hashes, %d dead buckets%s\n", r.Trimmed, r.Buckets, would)
 	if r.Unlinked > 0 {

@@ -317,6 +317,17 @@ func runSeeded(t *testing.T, c redis.UniversalClient, nodes int) {
 		Skipped:  map[cleanup.Reason]int64{cleanup.Foreign: seedForeign},
 		Examples: r.Examples,
 		Duration: r.Duration,
+		// each dead hash is listed with the window it records
+		Deletions: r.Deletions,
+	}
+	if len(r.Deletions) != cleanup.MaxListed {
+		t.Errorf("%d deletions listed, want %d", len(r.Deletions), cleanup.MaxListed)
+	}
+	for _, d := range r.Deletions {
+		if d.Window != seedW || d.Bucket != seedB {
+			t.Errorf("deletion %+v: want window %v, bucket %v", d, seedW, seedB)
+			break
+		}
 	}
 	if !reflect.DeepEqual(r, want) {
 		t.Errorf("report:\n%v\nwant:\n%v", r, want)

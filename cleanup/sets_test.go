@@ -3,6 +3,7 @@ package cleanup_test
 import (
 	"math"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -71,5 +72,45 @@ func TestTrimKeepsSets(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLegacySetRecord: a set's limit written before the record (no "v")
+// is judged by its TTL span t: dead under t, it is deleted without any
+// window given; live under t (a day's), a one-minute window given to the
+// cleaner does not delete it.
+func TestLegacySetRecord(t *testing.T) {
+	c := redistest.Real(t).Client(t)
+	prefix := redistest.Prefix(t)
+	now := redisNow(t, c).UnixMilli()
+	hour := now - 3_600_000
+	dead, err := key.LimitName(prefix, "u", key.Absolute, "per-second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	day, err := key.LimitName(prefix, "u", key.Absolute, "per-day")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := func(t int64) string {
+		return "10 3 " + strconv.FormatInt(hour, 10) + " " + strconv.FormatInt(hour, 10) + " 3 " + strconv.FormatInt(t, 10)
+	}
+	c.HSet(ctx, dead, "m", m(1010))
+	c.HSet(ctx, day, "m", m(87_264_000))
+	c.Expire(ctx, dead, time.Hour)
+	c.Expire(ctx, day, 24*time.Hour)
+	for _, opts := range [][]cleanup.Option{nil, {cleanup.WithWindow(time.Minute, 0)}} {
+		r, err := newCleaner(t, c, append([]cleanup.Option{cleanup.WithPrefix(prefix), cleanup.WithRate(math.Inf(1))}, opts...)...).Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Exists(ctx, day).Val() != 1 {
+			t.Fatalf("the live day limit was deleted (report:\n%v)", r)
+		}
+		if c.Exists(ctx, dead).Val() != 0 {
+			t.Fatalf("the dead second limit was kept (report:\n%v)", r)
+		}
+		c.HSet(ctx, dead, "m", m(1010))
+		c.Expire(ctx, dead, time.Hour)
 	}
 }

@@ -22,6 +22,20 @@ var (
 	ErrInvalidCost = errors.New("sluice: invalid cost")
 	// ErrClosed: the limiter was closed.
 	ErrClosed = errors.New("sluice: limiter closed")
+	// ErrWindowConflict: the call gives a limit another window or bucket
+	// than the one its live state records. State is shared by limit name
+	// (a set's limit) or by prefix and strategy (a single limiter), and a
+	// count kept under one window cannot be read under another without
+	// breaking one of the two bounds, so such a call is refused with this
+	// error until that state dies, W + B (its own) after its newest bucket
+	// opened. Tiers that change only the rate share state as usual. Give
+	// the other window its own limit name, or its own prefix.
+	ErrWindowConflict = errors.New("sluice: limit state recorded with another window")
+	// ErrLayout: the key's state in Redis records a layout version this
+	// sluice does not read (a newer release on the same prefix). The call
+	// fails rather than misread counts (docs/data-model.md, Layout
+	// versions).
+	ErrLayout = errors.New("sluice: key state in another layout version")
 )
 
 // The internal packages wrap the same sentinel values: the configuration
@@ -34,5 +48,7 @@ func init() {
 	config.ErrCapacityTooSmall = ErrCapacityTooSmall
 	config.ErrInvalidCost = ErrInvalidCost
 	config.ErrClosed = ErrClosed
+	config.ErrWindowConflict = ErrWindowConflict
+	config.ErrLayout = ErrLayout
 	config.ErrUnavailable = ErrUnavailable
 }

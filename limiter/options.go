@@ -23,7 +23,11 @@ type settings = config.Config
 type Clock interface{ Now() time.Time }
 
 // WithWindow sets the sliding window length W. Default 1 minute. It must be
-// a whole number of milliseconds between 1 ms and 31 days.
+// a whole number of milliseconds between 1 ms and 31 days. Redis providers
+// record W and B in each key's state: a limiter with another window (or
+// bucket) on the same prefix and strategy gets ErrWindowConflict for a key
+// whose state the other keeps alive (docs/algorithms.md, One name, two
+// windows).
 func WithWindow(d time.Duration) Option {
 	return func(c *config.Config) { c.Window = d }
 }

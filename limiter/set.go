@@ -23,7 +23,11 @@ type Limit struct {
 	// Name identifies the limit: in the decision, in the Redis key of its
 	// hash and, through package httplimit, as the policy name of the
 	// RateLimit headers. 1 to 64 bytes of lowercase letters, digits, '_',
-	// '-' and '.', starting with a letter ("per-second", "daily").
+	// '-' and '.', starting with a letter ("per-second", "daily"). A key's
+	// state of a limit is found by its name; its window and bucket are
+	// recorded with it, and a call that gives a live state another Window
+	// or Bucket under the same name is ErrWindowConflict (another Rate is
+	// fine: a tier). Give another window its own name.
 	Name string
 	// Rate is the target rate; the limit's capacity is
 	// Capacity(Rate, Window).

@@ -12,7 +12,9 @@
 -- It reads the hashes of a set's limits too (abs_set.lua): KEYS[i] is
 -- limit i's hash, ARGV[2i] and ARGV[2i + 1] its W and B, and the reply
 -- {used_1, limit_1, used_2, limit_2, ...}. A set's "m" carries a sixth
--- value, its TTL span, which a read ignores.
+-- value, its TTL span, which a read ignores. A hash's record "v" (see
+-- abs_inc.lua) that names another window or layout is an error reply, as
+-- in abs_inc.lua.
 local now
 if ARGV[1] == '' then
   local t = redis.call('TIME')
@@ -24,13 +26,23 @@ local P = 4294967296
 
 -- usage returns the units held by the live buckets of hash h and its
 -- stored capacity.
-local function usage(h, sp)
-  local mv = redis.call('HGET', h, 'm')
+local function usage(h, w, b)
+  local sp = w + b
+  local mr = redis.call('HMGET', h, 'm', 'v')
+  local mv, vs = mr[1], mr[2]
   local cs, us, os, ns, ncs
   if mv then
     -- a sixth value changes no count: a single hash's z (abs_inc.lua) or
     -- a set's limit's TTL span t (abs_set.lua)
     cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) ?%-?%d*$')
+  end
+  local rec = 'a2 ' .. w .. ' ' .. b
+  if vs and vs ~= rec then
+    -- another record: as abs_inc.lua
+    local rw, rb = string.match(vs, '^a2 (%d+) (%d+)$')
+    if not rw then return nil, 'SLUICELAYOUT ' .. vs end
+    if ns and now - ns < rw + rb then return nil, 'SLUICEWINDOW ' .. vs .. ' ' .. rec end
+    return 0, 0
   end
   if not ns or now - ns >= sp then return 0, 0 end
   local used = us + 0
@@ -60,7 +72,8 @@ end
 local out = {}
 for i = 1, #KEYS do
   -- a bucket is live while now - start < W + B
-  local used, c = usage(KEYS[i], ARGV[2 * i] + ARGV[2 * i + 1])
+  local used, c = usage(KEYS[i], ARGV[2 * i], ARGV[2 * i + 1])
+  if not used then return redis.error_reply(c) end
   out[2 * i - 1], out[2 * i] = used, c
 end
 return out

@@ -74,6 +74,16 @@
 -- ignores) reads as absent. A bucket value that is not a number fails the
 -- call with a script error.
 --
+-- The record "v", "a2 <W> <B>" (docs/data-model.md, The record): the
+-- layout and the window and bucket the hash was created with, written
+-- with "m" by the write that creates the hash and by the first write to a
+-- live hash without one (an earlier layout's). Every call reads it with
+-- "m" (HMGET m v) and compares it whole with "a2 ARGV[2] ARGV[3]": another
+-- window or bucket on a hash live under its own is the error reply
+-- "SLUICEWINDOW <stored> <the call's>", nothing read or written; dead
+-- under its own, the hash is absent. A record of another layout is the
+-- error reply "SLUICELAYOUT <stored>".
+--
 -- Reply, four forms (internal/redisx.Decision reads them all):
 --   an integer r ≥ 0: an Inc or peek (ARGV[4] > 0) admitted below capacity
 --     with fewer than 2^21 units remaining: remaining = floor(r / 2^32),
@@ -169,13 +179,26 @@ if ARGV[9] and ARGV[9] ~= '0' then
   end
 end
 
-local mv = redis.call('HGET', h, 'm')
+local mr = redis.call('HMGET', h, 'm', 'v')
+local mv, vs = mr[1], mr[2]
+-- rec: the record this call writes, "a<layout> <W> <B>" (see the header)
+local rec = 'a2 ' .. ARGV[2] .. ' ' .. ARGV[3]
 -- cs, us, os, ns, ncs: the meta values as stored (strings)
 -- zs: z as stored, nil when "m" has five values
 local cs, us, os, ns, ncs, zs
 if mv then
   cs, us, os, ns, ncs = string.match(mv, M5)
   if not cs then cs, us, os, ns, ncs, zs = string.match(mv, M6) end
+end
+if vs and vs ~= rec then
+  -- Another record: another layout is an error; another window is one
+  -- while the hash is live under its own window, and absent after.
+  local rw, rb = string.match(vs, '^a2 (%d+) (%d+)$')
+  if not rw then return redis.error_reply('SLUICELAYOUT ' .. vs) end
+  if ns and now - ns < rw + rb then
+    return redis.error_reply('SLUICEWINDOW ' .. vs .. ' ' .. rec)
+  end
+  ns = nil
 end
 local live, stale, fresh = false, false, false
 local used, oldest, newest, ncount = 0, 0, 0, 0
@@ -189,7 +212,7 @@ if ns then
     fresh = now - oldest < sp -- no stored bucket has died
   end
 elseif mv then
-  stale = true -- "m" unreadable: absent
+  stale = true -- "m" unreadable or another window's dead state: absent
 end
 
 if c == 0 then
@@ -352,8 +375,8 @@ if n > 0 then
     used = used + n
     if not live then
       local s0 = fmt('%d', at)
-      redis.call('HSET', h, 'm', ARGV[4] .. ' ' .. ns5 .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ns5)
-      newest, live, opened = at, true, true
+      redis.call('HSET', h, 'm', ARGV[4] .. ' ' .. ns5 .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ns5, 'v', rec)
+      newest, live, opened, vs = at, true, true, rec
     elseif at - newest < b then
       -- Join the newest bucket.
       local mm = fmt('%s %d %s %s %d', ARGV[4], used, ofield, ns, ncount + n)
@@ -379,6 +402,8 @@ if n > 0 then
     redis.call('HSET', h, 'm', mm)
     wrote = true
   end
+  -- a live hash written before the record gets it with its first write
+  if wrote and live and vs ~= rec then redis.call('HSET', h, 'v', rec) end
   -- The key dies with its newest bucket: W + B after that bucket's start
   -- (later than now for a forward-dated lease's bucket).
   if opened or wrote and live and ARGV[1] ~= '' then

@@ -45,6 +45,12 @@
 -- (per limit HGET, HSET and PEXPIRE) cost Redis about 1.43 times a whole
 -- single-limit join, so a set of three stays above twice a single Inc
 -- (docs/benchmarks.md, Sets of limits, says what blocks the rest).
+--
+-- Each hash carries the record "v", "a2 <W> <B>", read and written as
+-- abs_inc.lua does (docs/data-model.md, The record); a limit whose live hash
+-- records another window or bucket fails the whole call with the error
+-- reply "SLUICEWINDOW <stored> <the call's>" before anything is written,
+-- another layout with "SLUICELAYOUT <stored>".
 if redis.replicate_commands then redis.replicate_commands() end
 
 -- scan reads every stored bucket of hash h in one HGETALL, as
@@ -123,19 +129,21 @@ local LINKS = 8
 -- from S[NV (i - 1) + 1]) rather than a table per limit: a table costs its
 -- allocation and a hash part for named fields, and the common call needs
 -- only these values between its read and its write.
-local NV = 12
-local SP, BK, CAP, USED, OLDEST, NEWEST, NCOUNT, STATE, OF, NS, MOVED, TS = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12
+local NV = 13
+local SP, BK, CAP, USED, OLDEST, NEWEST, NCOUNT, STATE, OF, NS, MOVED, TS, REC = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
 -- STATE: 0 absent, 1 live, 2 stale (no live bucket, or "m" unreadable: a
 -- write deletes the hash); OF: the oldest start as a string; NS: the
 -- newest start as stored; MOVED: the capacity to store differs from the
--- stored one; TS: the stored span t (see the TTL rule below).
+-- stored one; TS: the stored span t (see the TTL rule below); REC: the
+-- record the limit's writes store, false when "v" already holds it.
 -- Presized for three limits and a refusal's reply values (a table grown
 -- one value at a time is rehashed at every power of two); a larger set
 -- grows it. Sizing it for eight measured no cheaper for three limits.
 local S = {false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false, false, false,
-  false, false, false, false, false, false, false, false, false, false, false, false, false}
+  false, false, false, false, false, false, false, false, false, false, false, false, false,
+  false, false, false}
 -- Rare per-limit state, made only when needed: dead[i] the fields of the
 -- dead buckets found (a write deletes them), scanned[i] = {starts, counts,
 -- k} after a scan (see scan).
@@ -150,9 +158,22 @@ for i = 1, nk do
   local b, c = ARGV[a + 1] + 0, ARGV[a + 2] + 0
   local sp = ARGV[a] + b
   local h = KEYS[i]
-  local mv = redis.call('HGET', h, 'm')
+  local mr = redis.call('HMGET', h, 'm', 'v')
+  local mv, vs = mr[1], mr[2]
   local cs, us, os, ns, ncs, ts
   if mv then cs, us, os, ns, ncs, ts = string.match(mv, META) end
+  local rec = 'a2 ' .. ARGV[a] .. ' ' .. ARGV[a + 1]
+  if vs == rec then
+    rec = false
+  elseif vs then
+    -- another record: as abs_inc.lua
+    local rw, rb = string.match(vs, '^a2 (%d+) (%d+)$')
+    if not rw then return redis.error_reply('SLUICELAYOUT ' .. vs) end
+    if ns and now - ns < rw + rb then
+      return redis.error_reply('SLUICEWINDOW ' .. vs .. ' ' .. rec)
+    end
+    ns = nil
+  end
   local state, used, oldest, newest, ncount = 0, 0, 0, 0, 0
   if ns then
     newest = ns + 0
@@ -164,8 +185,8 @@ for i = 1, nk do
   elseif mv then
     state = 2
   end
-  S[o + SP], S[o + BK], S[o + CAP], S[o + STATE], S[o + OF], S[o + NS], S[o + MOVED], S[o + TS] = sp, b, c, state, os,
-    ns, cs ~= ARGV[a + 2], ts
+  S[o + SP], S[o + BK], S[o + CAP], S[o + STATE], S[o + OF], S[o + NS], S[o + MOVED], S[o + TS], S[o + REC] = sp, b, c,
+    state, os, ns, cs ~= ARGV[a + 2], ts, rec
   if state == 1 and now - oldest >= sp then
     -- Expire along the links (at most LINKS HGETs), else scan.
     local gone, ofield, fresh = {}, os, true
@@ -249,8 +270,9 @@ if n > 0 then
         S[o + USED] = used
         if state ~= 1 then
           local s0 = fmt('%d', now)
-          redis.call('HSET', h, 'm', ARGV[a + 2] .. ' ' .. ARGV[2] .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ARGV[2] .. ' ' .. keep)
-          S[o + NEWEST], S[o + STATE], tj = now, 1, tl
+          redis.call('HSET', h, 'm', ARGV[a + 2] .. ' ' .. ARGV[2] .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ARGV[2] .. ' ' .. keep,
+            'v', 'a2 ' .. ARGV[a] .. ' ' .. ARGV[a + 1])
+          S[o + NEWEST], S[o + STATE], S[o + REC], tj = now, 1, false, tl
         elseif now - newest < S[o + BK] then
           -- a join: one concatenation (numbers below 10^14 print as
           -- integers) costs less than string.format's sprintf per value
@@ -272,8 +294,10 @@ if n > 0 then
         redis.call('HSET', h, 'm', fmt('%s %d %s %s %d %s', ARGV[a + 2], S[o + USED], S[o + OF], S[o + NS], S[o + NCOUNT], keep))
         wrote = true
       end
-      if tj and wrote and S[o + STATE] == 1 then
-        redis.call('PEXPIRE', h, tj)
+      if wrote and S[o + STATE] == 1 then
+        -- a live hash written before the record gets it with its first write
+        if S[o + REC] then redis.call('HSET', h, 'v', S[o + REC]) end
+        if tj then redis.call('PEXPIRE', h, tj) end
       end
     end
   end

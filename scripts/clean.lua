@@ -27,11 +27,19 @@
 --          "<u> <x> <o> <n> <nc> <nd>" beside "k", which on a single hash
 --          may end with the RetryAfter cursor and on a set's limit ends in
 --          t); docs/data-model.md
--- ARGV[3]  the span W + B in ms
--- ARGV[4]  1 when ARGV[3] is at least the key's own W + B: the hash may be
---          deleted and trimmed; 0 when the window is unknown and ARGV[3] is
---          only a bound that no accepted configuration exceeds: the script
---          then only gives a hash without a TTL one, computed from it
+-- ARGV[3]  the caller's W + B in ms, or 0 when it gave none: it only
+--          makes the script more careful (the larger of it and the hash's
+--          own is used)
+-- ARGV[4]  the longest W + B any accepted configuration has: the span of
+--          a hash whose window is unknown, which is never deleted or
+--          trimmed, only given a TTL if it has none
+--
+-- The hash's own window comes from its record "v", "a2 <W> <B>" or
+-- "s2 <W> <B>" (abs_inc.lua, sup_inc.lua); a set's limit's hash without
+-- a record has its TTL span t (written by every version that wrote set
+-- hashes: the largest W + B of its writes), which stands for W + B. A
+-- single hash without a record (written by a version before the record)
+-- has an unknown window. A record of another layout is state 3.
 -- ARGV[5]  ms added to a TTL this script sets (the providers' slack under
 --          a caller's clock, internal/redisx.TTLMs; else 0)
 -- ARGV[6]  the trim threshold: a live hash of at most 1,024 fields is
@@ -39,14 +47,15 @@
 -- ARGV[7]  the most dead buckets one call follows along the links of a
 --          larger hash
 -- ARGV[8]  1: dry run, write nothing and report what would be done
--- ARGV[9]  B in ms, or 0 when unknown: buckets open at least B apart, so
+-- ARGV[9]  the caller's B in ms, or 0 (the hash's recorded B is used
+--          when smaller or when this is 0): buckets open at least B apart, so
 --          a hash whose oldest bucket died less than (ARGV[6] + 1) × B ago
 --          cannot hold more than ARGV[6] dead ones, and is not read
 -- ARGV[10…] (optional) field names read by HSCAN: remove those that are
 --          dead buckets (and their declined counts), for a hash of more
 --          than 1,024 fields whose links are broken (reply more = 2)
 --
--- Reply: {state, ttl, trimmed, more}, all integers:
+-- Reply: {state, ttl, trimmed, more, known, w, b, pttl}, all integers:
 --   state    0 no such key; 1 live (kept, perhaps trimmed or given a TTL);
 --            2 no live bucket: deleted (dry run: would be); 3 not a hash of
 --            the layout (no meta, unreadable meta, another type): untouched
@@ -55,6 +64,11 @@
 --   more     0 done; 1 dead buckets remain along the links: call again;
 --            2 the links are broken and the hash is too large to read in
 --            one call: call again with its fields (ARGV[10…]) in batches
+--   known    1 when the hash's window is known (its record, or a set's t)
+--   w, b     the recorded W and B in ms (0, 0 without a record; a set's
+--            hash without one: w = t, b = 0)
+--   pttl     the hash's PTTL in ms before the call (-1: none; -2: not
+--            read), which a dry run lists beside what it would delete
 --
 -- Cost: a live key with nothing to do costs TYPE, the meta read and PTTL.
 -- Trimming reads at most ARGV[7] buckets along the links (one HGET each,
@@ -74,16 +88,21 @@ else
   now = ARGV[1] + 0
 end
 local abs = ARGV[2] == 'abs'
-local sp, own, slack = ARGV[3] + 0, ARGV[4] == '1', ARGV[5] + 0
+local csp, longest, slack = ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
 local threshold, step, dry = ARGV[6] + 0, ARGV[7] + 0, ARGV[8] == '1'
-local bucket = ARGV[9] + 0
+local cbucket = ARGV[9] + 0
+-- what the reply reports besides the state (see the header)
+local known, rw, rb, pttl = 0, 0, 0, -2
+local function reply(state, ttl, trimmed, more)
+  return {state, ttl, trimmed, more, known, rw, rb, pttl}
+end
 local P = 4294967296 -- 2^32: a closed bucket's value is count * P + link
 local SCANMAX = 1024 -- a hash of at most this many fields is read whole
 local fmt = string.format
 
 local typ = redis.call('TYPE', h)['ok']
-if typ == 'none' then return {0, 0, 0, 0} end
-if typ ~= 'hash' then return {3, 0, 0, 0} end
+if typ == 'none' then return reply(0, 0, 0, 0) end
+if typ ~= 'hash' then return reply(3, 0, 0, 0) end
 
 -- The meta values, packed in "m" (strings as stored). abs: c, u, o, n,
 -- nc; sup: u, x (declined), o, n, nc, nd (its "k", capacities and cached
@@ -93,7 +112,8 @@ local used, declined, oldest, newest, ncount, ndec
 -- A set's limit's hash is <...>:h:<limit>; a single hash ends in ":h" (an
 -- escaped key holds no ":").
 local set = string.sub(h, -2) ~= ':h'
-local mv = redis.call('HGET', h, 'm')
+local mr = redis.call('HMGET', h, 'm', 'v', 'k')
+local mv, vs = mr[1], mr[2]
 if abs then
   if mv then
     -- the sixth value: a single hash's z, the newest bucket that may hold
@@ -109,20 +129,41 @@ if abs then
 elseif mv then
   us, xs, os, ns, ncs, nds = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$')
 end
-if not ns then return {3, 0, 0, 0} end
+if not ns then return reply(3, 0, 0, 0) end
 used, declined, oldest, newest, ncount, ndec = us + 0, xs + 0, os + 0, ns + 0, ncs + 0, nds + 0
+if set and not abs and mr[3] then ts = string.match(mr[3], '^%d+ %d+ %d+ %-?%d+ (%d+)$') end
+
+-- The window the hash is judged by: its own (the record, or a set's t),
+-- made longer by the caller's; unknown without either.
+local own, sp, bucket = false, longest, 0
+if vs then
+  local w, b = string.match(vs, abs and '^a2 (%d+) (%d+)$' or '^s2 (%d+) (%d+)$')
+  if not w then return reply(3, 0, 0, 0) end
+  rw, rb = w + 0, b + 0
+  own, sp, bucket = true, rw + rb, rb
+elseif set and ts and ts ~= '0' then
+  rw = ts + 0
+  own, sp = true, rw
+end
+if own then
+  known = 1
+  if set and ts and ts + 0 > sp then sp = ts + 0 end
+  if csp > sp then sp = csp end
+  if cbucket > 0 and (bucket == 0 or cbucket < bucket) then bucket = cbucket end
+end
+pttl = redis.call('PTTL', h)
 
 -- No live bucket: the key is absent to every call of its provider.
 if now - newest >= sp then
   if own then
     if not dry then redis.call('UNLINK', h) end
-    return {2, 0, 0, 0}
+    return reply(2, 0, 0, 0)
   end
 end
 
 -- A hash without a TTL gets the one its newest bucket implies.
 local ttl = 0
-if redis.call('PTTL', h) == -1 then
+if pttl == -1 then
   ttl = newest + sp - now
   -- a newest start ahead of the clock: a forward-dated lease's (less
   -- than W + B ahead) keeps its whole life, a wilder one is cut
@@ -133,12 +174,13 @@ if redis.call('PTTL', h) == -1 then
     -- a set's limit: its next write must set the TTL anew (t = 0 matches
     -- no W + B; abs_set.lua and sup_set.lua skip PEXPIRE only while t
     -- covers their W + B): t is the sixth value of an absolute "m", the
-    -- fifth of a suppressed "k"
-    if ts and ts ~= '0' then
+    -- fifth of a suppressed "k"; a hash without a record keeps its t,
+    -- which is its record (the TTL set here ends no earlier than n + t)
+    if ts and ts ~= '0' and vs then
       ts = '0'
       redis.call('HSET', h, 'm', cs .. ' ' .. us .. ' ' .. os .. ' ' .. ns .. ' ' .. ncs .. ' ' .. ts)
-    elseif set and not abs then
-      local kv = redis.call('HGET', h, 'k')
+    elseif set and not abs and vs then
+      local kv = mr[3]
       local k4 = kv and string.match(kv, '^(%d+ %d+ %d+ %-?%d+) %d+$')
       if k4 and string.sub(kv, -2) ~= ' 0' then redis.call('HSET', h, 'k', k4 .. ' 0') end
     end
@@ -151,13 +193,13 @@ if redis.call('PTTL', h) == -1 then
     end
   end
 end
-if not own or now - oldest < sp then return {1, ttl, 0, 0} end
+if not own or now - oldest < sp then return reply(1, ttl, 0, 0) end
 
 -- From here the hash is live and its oldest stored bucket is dead.
 local hlen = redis.call('HLEN', h)
 -- Too few buckets can have died to pass the threshold: nothing to read.
 if #ARGV <= 9 and bucket > 0 and hlen <= SCANMAX and math.floor((now - sp - oldest) / bucket) + 1 <= threshold then
-  return {1, ttl, 0, 0}
+  return reply(1, ttl, 0, 0)
 end
 
 -- countOf reads the units of a closed bucket from its value.
@@ -237,7 +279,7 @@ if #ARGV > 9 then
     del(gone)
     store(used, declined, oldest)
   end
-  return {1, ttl, n, 0}
+  return reply(1, ttl, n, 0)
 end
 
 -- Walk the links from the oldest bucket, one HGET (HMGET with its declined
@@ -276,17 +318,17 @@ if linked and reached and (o > newest or o == newest and (u ~= ncount or x ~= nd
 end
 
 if linked and (reached or hlen > SCANMAX) then
-  if reached and n <= threshold and hlen <= SCANMAX then return {1, ttl, 0, 0} end
+  if reached and n <= threshold and hlen <= SCANMAX then return reply(1, ttl, 0, 0) end
   if not dry then
     del(gone)
     store(u, x, o)
   end
   local more = 0
   if not reached and not dry then more = 1 end
-  return {1, ttl, n, more}
+  return reply(1, ttl, n, more)
 end
 
-if hlen > SCANMAX then return {1, ttl, 0, 2} end
+if hlen > SCANMAX then return reply(1, ttl, 0, 2) end
 
 -- Read the hash whole (at most SCANMAX fields) and keep its live buckets,
 -- as the providers' scan does: u and x become the sums of the live buckets
@@ -319,9 +361,9 @@ for i = 1, #all, 2 do
     end
   end
 end
-if n <= threshold then return {1, ttl, 0, 0} end
+if n <= threshold then return reply(1, ttl, 0, 0) end
 if not dry then
   del(gone)
   store(u, x, o)
 end
-return {1, ttl, n, 0}
+return reply(1, ttl, n, 0)

@@ -35,10 +35,20 @@ local function fmt(v) return string.format('%d', v) end
 
 -- "m" = "<u> <x> <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft>" and, on a
 -- single hash, perhaps the RetryAfter cursor after them (sup_inc.lua).
-local mk = redis.call('HMGET', h, 'm', 'k')
+local mk = redis.call('HMGET', h, 'm', 'k', 'v')
 local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts
 if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
 if mk[2] then cs, hcs, fs, fts = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)[ %d]*$') end
+if mk[3] and mk[3] ~= 's2 ' .. ARGV[2] .. ' ' .. ARGV[4] then
+  -- another record (see sup_inc.lua): another layout is an error, another
+  -- window one while the hash is live under its own window
+  local rw, rb = string.match(mk[3], '^s2 (%d+) (%d+)$')
+  if not rw then return redis.error_reply('SLUICELAYOUT ' .. mk[3]) end
+  if ns and cs and now - ns < rw + rb then
+    return redis.error_reply('SLUICEWINDOW ' .. mk[3] .. ' s2 ' .. ARGV[2] .. ' ' .. ARGV[4])
+  end
+  return {0, 0, 0}
+end
 local newest = num(ns)
 if newest == nil or cs == nil or now - newest >= sp then
   return {0, 0, 0}

@@ -114,7 +114,12 @@
 -- The worst call reads the whole hash once (HGETALL) and walks it once:
 -- at most W/B + 1 live buckets, which config.MaxBuckets bounds
 -- (docs/algorithms.md, Bounded work).
-
+--
+-- The record "v", "s2 <W> <B>", is read with "m" and "k" (HMGET m k v)
+-- and kept as abs_inc.lua keeps its "a2" record: another window or bucket
+-- on a live hash is the error reply "SLUICEWINDOW <stored> <the call's>",
+-- another layout "SLUICELAYOUT <stored>" (docs/data-model.md, The
+-- record).
 if redis.replicate_commands then redis.replicate_commands() end
 -- Globals as locals: a global's every use is a lookup in the globals
 -- table; a local's is a register.
@@ -198,7 +203,10 @@ end
 -- The meta fields, as stored (strings): "m" = "<u> <x> <o> <n> <nc> <nd>",
 -- "k" = "<c> <hc> <f> <ft>". A hash without both (an earlier layout, or
 -- damaged) is absent.
-local mk = redis.call('HMGET', h, 'm', 'k')
+local mk = redis.call('HMGET', h, 'm', 'k', 'v')
+-- vs: the record "v" as stored; vrec: the one this call writes,
+-- "s<layout> <W> <B>" (see the header)
+local vs, vrec = mk[3], 's2 ' .. ARGV[2] .. ' ' .. ARGV[3]
 -- kt: the rest of "k", the RetryAfter cursor (" <rd> <rb> <ra> <rl>") or
 -- an empty string. One pattern reads both forms: a four-value pattern
 -- that fails on a cursor would cost an overloaded key's refusal a second
@@ -221,6 +229,16 @@ if ns and cs then
   newest = ns + 0
   live = now - newest < sp
 end
+if vs and vs ~= vrec then
+  -- Another record: another layout is an error; another window is one
+  -- while the hash is live under its own window, and absent after.
+  local rw, rb = string.match(vs, '^s2 (%d+) (%d+)$')
+  if not rw then return redis.error_reply('SLUICELAYOUT ' .. vs) end
+  if ns and cs and now - ns < rw + rb then
+    return redis.error_reply('SLUICEWINDOW ' .. vs .. ' ' .. vrec)
+  end
+  live = false
+end
 if live then
   used, oldest, ncount = us + 0, os + 0, ncs + 0
   -- no declined unit (every key below its soft capacity): nothing to parse
@@ -242,6 +260,7 @@ local k, bs, bo, bd
 -- earlier layout, whose bucket fields must not be read as this one's.
 if not live then
   if write then redis.call('DEL', h) end
+  vs = false -- a write stores the record anew
   used, declined, oldest, newest, moved = 0, 0, nil, nil, true
   ncount, ndec, kt = 0, 0, ''
 end
@@ -703,6 +722,12 @@ if write then
     if #kv + #nt <= 64 then kv = kv .. nt end
     args = args or {}
     args[#args + 1], args[#args + 2] = 'k', kv
+  end
+  if vs ~= vrec then
+    -- the record: on a new hash after "m" and "k", on a live hash written
+    -- before the record with its first write
+    args = args or {}
+    args[#args + 1], args[#args + 2] = 'v', vrec
   end
   if args then
     -- "m" first: on a new key it leads the listpack, where the HMGET of

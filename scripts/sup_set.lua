@@ -53,6 +53,12 @@
 -- sup_inc.lua does: at most W/B + 1 live buckets per limit, which
 -- config.MaxBuckets bounds (docs/algorithms.md, Bounded work).
 
+--
+-- Each hash carries the record "v", "s2 <W> <B>", read and written as
+-- sup_inc.lua does (docs/data-model.md, The record); a limit whose live hash
+-- records another window or bucket fails the whole call with the error
+-- reply "SLUICEWINDOW <stored> <the call's>" before anything is written,
+-- another layout with "SLUICELAYOUT <stored>".
 if redis.replicate_commands then redis.replicate_commands() end
 
 -- The functions below capture none of the script's locals (they are
@@ -142,7 +148,7 @@ local function load(i, write, now, cache)
   -- <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft> <t>", t the span the
   -- hash's TTL counts from its newest bucket (see record); a hash without
   -- both reads as absent.
-  local mk = redis.call('HMGET', h, 'm', 'k')
+  local mk = redis.call('HMGET', h, 'm', 'k', 'v')
   local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts, ts
   if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
   if not mk[2] then
@@ -157,6 +163,18 @@ local function load(i, write, now, cache)
     newest = ns + 0
     live = now - newest < sp
   end
+  -- vrec: the record "v" to write (see sup_inc.lua), false when stored
+  local vrec = 's2 ' .. ARGV[a] .. ' ' .. ARGV[a + 1]
+  if mk[3] == vrec then
+    vrec = false
+  elseif mk[3] then
+    -- another record: another layout is an error, another window one
+    -- while the hash is live under its own window, absent after
+    local rw, rb = string.match(mk[3], '^s2 (%d+) (%d+)$')
+    if not rw then return nil, 'SLUICELAYOUT ' .. mk[3] end
+    if ns and cs and now - ns < rw + rb then return nil, 'SLUICEWINDOW ' .. mk[3] .. ' ' .. vrec end
+    live = false
+  end
   if live then used, declined, oldest, ncount, ndec = us + 0, xs + 0, os + 0, ncs + 0, nds + 0 end
   -- the capacities to store differ from the stored ones
   local moved = cs ~= sarg or hcs ~= harg
@@ -167,6 +185,7 @@ local function load(i, write, now, cache)
   -- dead, damaged or of an earlier layout.
   if not live then
     if write then redis.call('DEL', h) end
+    vrec = 's2 ' .. ARGV[a] .. ' ' .. ARGV[a + 1] -- a write stores the record anew
     used, declined, oldest, newest, moved = 0, 0, nil, nil, true
     ncount, ndec = 0, 0
   end
@@ -209,10 +228,10 @@ local function load(i, write, now, cache)
   -- 10 hard, 11 n, 12 ttl, 13 ns, 14 nds, 15 fs, 16 fts, 17 used,
   -- 18 declined, 19 oldest, 20 newest, 21 ncount, 22 ndec, 23 moved,
   -- 24 live, 25 expired, 26 k, 27 bs, 28 bo, 29 bd, 30 cost, 31 never,
-  -- 32 outcome, 33 f, 34 computed, 35 ts.
+  -- 32 outcome, 33 f, 34 computed, 35 ts, 36 vrec.
   local L = {now, cache, h, w, b, sp, sarg, harg, sarg + 0, harg + 0, ARGV[a + 4] + 0, ARGV[a + 5], ns,
     nds, fs, fts, used, declined, oldest or 0, newest or 0, ncount, ndec, moved, live, expired, false,
-    false, false, false, 0, false, 0, 0, false, ts or '0'}
+    false, false, false, 0, false, 0, 0, false, ts or '0', vrec}
 
   -- Expire by a scan where the links could not.
   if not linked then
@@ -403,6 +422,12 @@ local function record(L, allowed)
     args = args or {}
     args[#args + 1], args[#args + 2] = 'k', L[SARG] .. ' ' .. L[HARG] .. ' ' .. kf .. ' ' .. kft .. ' ' .. keep
   end
+  if L[36] then
+    -- the record: on a new hash after "m" and "k", on a live hash written
+    -- before the record with its first write
+    args = args or {}
+    args[#args + 1], args[#args + 2] = 'v', L[36]
+  end
   if args then
     redis.call('HSET', h, 'm', mv, unpack(args))
   else
@@ -437,7 +462,8 @@ local write = ARGV[8] + 0 > 0 -- the first limit's n: all are 0 for a peek
 local ls = {}
 local setf = 0
 for i = 1, nk do
-  local L = load(i, write, now, cache)
+  local L, lerr = load(i, write, now, cache)
+  if not L then return redis.error_reply(lerr) end
   ls[i] = L
   local cost = math.max(L[N], 1)
   L[COST] = cost

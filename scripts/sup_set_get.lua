@@ -28,10 +28,19 @@ local P = 4294967296
 local function usage(h, w, b)
   local sp = w + b -- a bucket is live while now - start < W + B
   -- "m" = "<u> <x> <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft>" (sup_inc.lua).
-  local mk = redis.call('HMGET', h, 'm', 'k')
+  local mk = redis.call('HMGET', h, 'm', 'k', 'v')
   local us, xs, os, ns, ncs, nds, cs
   if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
   if mk[2] then cs = string.match(mk[2], '^(%d+) %d+ %d+ %-?%d+ %d+$') end
+  local rec = 's2 ' .. w .. ' ' .. b
+  if mk[3] and mk[3] ~= rec then
+    -- another record (see sup_inc.lua): another layout is an error,
+    -- another window one while the hash is live under its own window
+    local rw, rb = string.match(mk[3], '^s2 (%d+) (%d+)$')
+    if not rw then return nil, 'SLUICELAYOUT ' .. mk[3] end
+    if ns and cs and now - ns < rw + rb then return nil, 'SLUICEWINDOW ' .. mk[3] .. ' ' .. rec end
+    return 0, 0, 0
+  end
   if not ns or not cs or now - ns >= sp then
     return 0, 0, 0
   end
@@ -66,7 +75,8 @@ end
 
 local reply = {}
 for i = 1, nk do
-  local a, d, c = usage(KEYS[i], tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1]))
+  local a, d, c = usage(KEYS[i], ARGV[2 * i], ARGV[2 * i + 1])
+  if not a then return redis.error_reply(d) end
   reply[3 * i - 2], reply[3 * i - 1], reply[3 * i] = a, d, c
 end
 return reply

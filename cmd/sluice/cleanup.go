@@ -20,14 +20,16 @@ func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		"Makes one pass of the cleanup loop over the keys of a prefix (SCAN MATCH <prefix>:{*,\n"+
 			"on every master with --cluster) and prints its report: hashes with no live\n"+
 			"bucket are deleted, keys without a TTL get the one their newest bucket implies,\n"+
-			"dead buckets of large live hashes are trimmed. Without --window it deletes and\n"+
-			"trims nothing: give the longest window (and bucket) of the limiters writing\n"+
-			"under the prefix. Keys it does not read are reported and left alone.\n"+
+			"dead buckets of large live hashes are trimmed. Each hash is judged by the window\n"+
+			"it records; --window can only make the pass more careful (the longer of the\n"+
+			"two counts). A hash written before the record is never deleted or trimmed.\n"+
+			"--dry-run lists what would be deleted. Keys it does not read are reported and\n"+
+			"left alone.\n"+
 			"docs/operations.md (Cleanup) explains when to run it.")
 	redisURL := fs.String("redis", "", "the Redis server, as a `URL` (redis://[user:password@]host:port[/db]); required")
 	cluster := fs.Bool("cluster", false, "--redis is a node of a Redis Cluster (extra nodes as ?addr=host:port): walk every master")
 	prefix := fs.String("prefix", config.DefaultPrefix, "the limiters' key `prefix` (WithPrefix)")
-	window := fs.Duration("window", 0, "the longest window of the limiters under the prefix; without it nothing is deleted or trimmed")
+	window := fs.Duration("window", 0, "optional: a window no hash is judged by less than (each hash's own recorded window counts when longer)")
 	bucket := fs.Duration("bucket", 0, "the bucket (WithBucket) that goes with --window; default window/100, at least 1ms")
 	dryRun := fs.Bool("dry-run", false, "write nothing: report what a pass would do")
 	rate := fs.Float64("keys-per-second", cleanup.DefaultRate, "the pacing budget: `N` keys per second (inf: no pacing)")
@@ -48,7 +50,7 @@ func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	windowGiven := false
 	fs.Visit(func(f *flag.Flag) { windowGiven = windowGiven || f.Name == "window" })
 	if windowGiven && *window <= 0 {
-		return usageError(fs, stderr, "--window %v: want the longest window of the limiters under the prefix, such as 1m; leave --window out to delete nothing", *window)
+		return usageError(fs, stderr, "--window %v: want a positive window such as 1m, or leave --window out to judge each hash by its own record", *window)
 	}
 	opts := []cleanup.Option{cleanup.WithPrefix(*prefix), cleanup.WithRate(*rate), cleanup.WithTrimThreshold(*threshold)}
 	if *window != 0 {
@@ -89,9 +91,6 @@ func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		fmt.Fprintln(stderr, plain(fmt.Sprintf("sluice cleanup: cannot reach %s: %v", addr, err)))
 		return exitFailure
-	}
-	if *window == 0 {
-		fmt.Fprintln(stderr, "sluice cleanup: no --window: hashes are neither deleted nor trimmed, only keys without a TTL get one")
 	}
 	r, err := cl.Run(ctx)
 	if r.Scanned > 0 || err == nil {

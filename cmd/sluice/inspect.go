@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,13 +20,16 @@ import (
 
 func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("inspect",
-		"Shows what Redis holds for KEY: its buckets, running totals, stored capacity\n"+
-			"and TTL, read with one MULTI of TIME, PTTL and HGETALL. It changes nothing.\n"+
+		"Shows every state Redis holds for KEY under the prefix: its single limits of\n"+
+			"each strategy and every limit of every set, each with the window and bucket it\n"+
+			"records, its usage, remaining life, buckets, running totals, stored capacity\n"+
+			"and TTL, each read with one MULTI of TIME, PTTL and HGETALL. It changes nothing.\n"+
 			"The fields are described in docs/data-model.md.")
 	redisURL := fs.String("redis", "", "the Redis server, as a `URL` (redis://[user:password@]host:port[/db]); required")
 	prefix := fs.String("prefix", config.DefaultPrefix, "the limiter's key `prefix` (WithPrefix)")
-	strategy := fs.String("strategy", Absolute, "[absolute|suppressed] the limiter's strategy (abs and sup work too)")
-	window := fs.Duration("window", 0, "the limiter's window, to tell live buckets from expired ones (optional)")
+	strategy := fs.String("strategy", "", "[absolute|suppressed] only the states of this strategy (abs and sup work too); default both")
+	limit := fs.String("limit", "", "only the limit called `NAME` of the key's sets")
+	window := fs.Duration("window", 0, "a window to judge live buckets by instead of the one each hash records (optional)")
 	bucket := fs.Duration("bucket", 0, "the limiter's bucket (WithBucket), with --window; default window/100, at least 1ms")
 	if st, done := parse(fs, args, stdout, stderr); done {
 		return st
@@ -58,20 +62,29 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		span = cfg.Window + cfg.Bucket
 	}
-	strat := key.Absolute
-	switch name, ok := strategyName(*strategy); {
-	case !ok:
-		return usageError(fs, stderr, "--strategy %q: want absolute or suppressed (abs, sup)", *strategy)
-	case name == Suppressed:
-		strat = key.Suppressed
+	strats := []string{key.Absolute, key.Suppressed}
+	if *strategy != "" {
+		switch name, ok := strategyName(*strategy); {
+		case !ok:
+			return usageError(fs, stderr, "--strategy %q: want absolute or suppressed (abs, sup)", *strategy)
+		case name == Suppressed:
+			strats = strats[1:]
+		default:
+			strats = strats[:1]
+		}
 	}
 	if err := config.ValidatePrefix(*prefix); err != nil {
 		return usageError(fs, stderr, "--prefix: %v", err)
 	}
 	k := fs.Arg(0)
-	name, err := key.Name(*prefix, k, strat, key.Hash)
+	name, err := key.Name(*prefix, k, strats[0], key.Hash)
 	if err != nil {
 		return usageError(fs, stderr, "KEY: %v", err)
+	}
+	if *limit != "" {
+		if _, err := key.LimitName(*prefix, k, strats[0], *limit); err != nil {
+			return usageError(fs, stderr, "--limit: %v", err)
+		}
 	}
 	o, err := redis.ParseURL(*redisURL)
 	if err != nil {
@@ -84,17 +97,98 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	c := redis.NewClient(o)
 	defer c.Close()
-	snap, err := readHash(ctx, c, name)
+	names, complete, err := keyStates(ctx, c, *prefix, k, strats, *limit)
 	if err != nil {
-		fmt.Fprintln(stderr, plain(fmt.Sprintf("sluice inspect: %s: %v", name, err)))
+		fmt.Fprintln(stderr, plain(fmt.Sprintf("sluice inspect: %v", err)))
 		return exitFailure
 	}
-	if len(snap.fields) == 0 {
-		writeMissing(ctx, stdout, c, k, name, *prefix, strat)
-		return exitOK
+	shown := 0
+	for _, n := range names {
+		snap, err := readHash(ctx, c, n)
+		if err != nil {
+			fmt.Fprintln(stderr, plain(fmt.Sprintf("sluice inspect: %s: %v", n, err)))
+			return exitFailure
+		}
+		if len(snap.fields) == 0 {
+			continue
+		}
+		if shown > 0 {
+			fmt.Fprintln(stdout)
+		}
+		shown++
+		p, _ := key.Parse(n)
+		writeInspect(stdout, k, n, p.Strategy, p.Limit, *window, span, snap)
 	}
-	writeInspect(stdout, k, name, strat, *window, span, snap)
+	if !complete {
+		fmt.Fprintf(stdout, "\n(the search for the key's sets stopped after %d keys: name one with --limit)\n", maxSetScan)
+	}
+	if shown == 0 {
+		if *limit != "" {
+			name, _ = key.LimitName(*prefix, k, strats[0], *limit)
+		}
+		writeMissing(ctx, stdout, c, k, name, *prefix, strats[0])
+	}
 	return exitOK
+}
+
+// maxSetScan bounds the keys the search for a key's set limits may read.
+const maxSetScan = 1_000_000
+
+// keyStates returns the Redis keys that may hold a state of k under prefix
+// for the strategies strats: with limit, that limit of a set; else the
+// single hashes and the set limits' hashes that SCAN MATCH
+// <prefix>:{<k>}:<strategy>:h:* finds (complete false when it stopped
+// after maxSetScan keys).
+func keyStates(ctx context.Context, c *redis.Client, prefix, k string, strats []string, limit string) ([]string, bool, error) {
+	var names []string
+	for _, st := range strats {
+		if limit != "" {
+			n, err := key.LimitName(prefix, k, st, limit)
+			if err != nil {
+				return nil, false, err
+			}
+			names = append(names, n)
+			continue
+		}
+		n, err := key.Name(prefix, k, st, key.Hash)
+		if err != nil {
+			return nil, false, err
+		}
+		names = append(names, n)
+	}
+	if limit != "" {
+		return names, true, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	complete := true
+	for _, st := range strats {
+		single, _ := key.Name(prefix, k, st, key.Hash)
+		pattern := globEscape(single) + ":*"
+		var sets []string
+		var cursor uint64
+		for seen := 0; ; seen += 1000 {
+			keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
+			if err != nil {
+				return nil, false, err
+			}
+			for _, rk := range keys {
+				if p, err := key.Parse(rk); err == nil && p.Key == k && p.Limit != "" {
+					sets = append(sets, rk)
+				}
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+			if seen >= maxSetScan {
+				complete = false
+				break
+			}
+		}
+		sort.Strings(sets)
+		names = append(names, slices.Compact(sets)...)
+	}
+	return names, complete, nil
 }
 
 // maxScan bounds the keys the search for a missing key's hashes under other
@@ -204,8 +298,10 @@ type bucket struct {
 // hashState is a limiter hash taken apart (docs/data-model.md).
 type hashState struct {
 	buckets []bucket          // oldest first
-	meta    map[string]int64  // c, u, o, n, nc; suppressed also x, nd, hc, f, ft
+	meta    map[string]int64  // c, u, o, n, nc; suppressed also x, nd, hc, f, ft; a set's t
 	cursor  []int64           // suppressed cursor: rs, rb, ra, rl, ro; nil for none
+	record  string            // the record "v" as stored, "" for none
+	w, b    int64             // the window and bucket it records, ms; 0 when none or unread
 	other   map[string]string // fields this version does not know
 }
 
@@ -213,6 +309,8 @@ type hashState struct {
 var (
 	absMeta = []string{"c", "u", "o", "n", "nc"}       // absolute "m"
 	absZero = []string{"c", "u", "o", "n", "nc", "z"}  // absolute single "m" while a bucket may hold 0
+	absSet  = []string{"c", "u", "o", "n", "nc", "t"}  // absolute set limit's "m"
+	supSetK = []string{"c", "hc", "f", "ft", "t"}      // suppressed set limit's "k"
 	supMeta = []string{"u", "x", "o", "n", "nc", "nd"} // suppressed "m"
 	supRate = []string{"c", "hc", "f", "ft"}           // suppressed "k"
 )
@@ -234,7 +332,7 @@ func parseInts(s string, want int) ([]int64, bool) {
 	return out, true
 }
 
-func parseHash(fields map[string]string) hashState {
+func parseHash(fields map[string]string, set bool) hashState {
 	h := hashState{meta: map[string]int64{}, other: map[string]string{}}
 	byStart := map[int64]*bucket{}
 	get := func(s int64) *bucket {
@@ -258,12 +356,17 @@ func parseHash(fields map[string]string) hashState {
 	for f, v := range fields {
 		switch f {
 		case "m": // absolute "<c> <u> <o> <n> <nc>", suppressed "<u> <x> <o> <n> <nc> <nd>"
-			// six values: a suppressed "m" beside "k", else an absolute one with z
-			if _, sup := fields["k"]; unpack(v, absMeta) || !sup && unpack(v, absZero) || sup && unpack(v, supMeta) {
+			// six values: a suppressed "m" beside "k", else an absolute one
+			// with z (a single hash) or t (a set's limit)
+			six := absZero
+			if set {
+				six = absSet
+			}
+			if _, sup := fields["k"]; unpack(v, absMeta) || !sup && unpack(v, six) || sup && unpack(v, supMeta) {
 				continue
 			}
-		case "k": // suppressed "<c> <hc> <f> <ft>", on a single hash perhaps " <rd> <rb> <ra> <rl>"
-			if unpack(v, supRate) {
+		case "k": // suppressed "<c> <hc> <f> <ft>", on a single hash perhaps " <rd> <rb> <ra> <rl>", on a set's " <t>"
+			if unpack(v, supRate) || set && unpack(v, supSetK) {
 				continue
 			}
 			if ns, ok := parseInts(v, len(supRate)+4); ok {
@@ -273,6 +376,16 @@ func parseHash(fields map[string]string) hashState {
 				kcursor = ns[len(supRate):] // rs - o: resolved once "m" is read
 				continue
 			}
+		case "v": // the record, "<a|s><layout> <W> <B>"
+			h.record = v
+			if f := strings.Fields(v); len(f) == 3 && (f[0] == "a2" || f[0] == "s2") {
+				w, err1 := strconv.ParseInt(f[1], 10, 64)
+				b, err2 := strconv.ParseInt(f[2], 10, 64)
+				if err1 == nil && err2 == nil {
+					h.w, h.b = w, b
+				}
+			}
+			continue
 		case "r": // an earlier layout's RetryAfter cursor "<rs> <rb> <ra> <rl> <ro>"
 			if ns, ok := parseInts(v, 5); ok {
 				h.cursor = ns
@@ -324,23 +437,53 @@ func isDigits(s string) bool {
 	return true
 }
 
-// writeInspect prints what s holds. With window > 0 it marks each bucket
-// live (age below span, W + B) or expired.
-func writeInspect(w io.Writer, k, name, strat string, window, span time.Duration, s *snapshot) {
+// writeInspect prints what s holds, the hash name of k's single limit of
+// strategy strat or of its set limit called limit. It judges buckets live
+// (age below span, W + B) or expired by window when window > 0, else by the
+// window the hash records (a set's limit without a record: its TTL span t).
+func writeInspect(w io.Writer, k, name, strat, limit string, window, span time.Duration, s *snapshot) {
 	fmt.Fprintf(w, "%s\n", name)
 	strategyName := Absolute
 	if strat == key.Suppressed {
 		strategyName = Suppressed
 	}
-	fmt.Fprintf(w, "  key %q, %s strategy; Redis time %d ms (%s)\n", k, strategyName, s.now,
+	what := "single limit"
+	if limit != "" {
+		what = fmt.Sprintf("limit %q of a set", limit)
+	}
+	fmt.Fprintf(w, "  key %q, %s, %s strategy; Redis time %d ms (%s)\n", k, what, strategyName, s.now,
 		time.UnixMilli(s.now).UTC().Format("2006-01-02 15:04:05.000 MST"))
+	h := parseHash(s.fields, limit != "")
+	switch {
+	case h.w > 0:
+		fmt.Fprintf(w, "  record %q: window %v, bucket %v\n", h.record, time.Duration(h.w)*time.Millisecond, time.Duration(h.b)*time.Millisecond)
+		if window == 0 {
+			window, span = time.Duration(h.w)*time.Millisecond, time.Duration(h.w+h.b)*time.Millisecond
+		}
+	case h.record != "":
+		fmt.Fprintf(w, "  record %q: another layout, which this version does not read\n", h.record)
+	case h.meta["t"] > 0:
+		fmt.Fprintf(w, "  no record (written before it): W + B = %v by the set's TTL span t\n", time.Duration(h.meta["t"])*time.Millisecond)
+		if window == 0 {
+			window = time.Duration(h.meta["t"]) * time.Millisecond
+			span = window
+		}
+	default:
+		fmt.Fprintf(w, "  no record (written before it): window unknown; add --window\n")
+	}
 	switch {
 	case s.pttl >= 0:
 		fmt.Fprintf(w, "  TTL %v (deleted by Redis unless written again)\n", s.pttl)
 	case s.pttl == -1:
 		fmt.Fprintf(w, "  TTL none: the key never expires by itself (not written by sluice?)\n")
 	}
-	h := parseHash(s.fields)
+	if n, ok := h.meta["n"]; ok && window > 0 {
+		if life := n + span.Milliseconds() - s.now; life > 0 {
+			fmt.Fprintf(w, "  life %v: the newest bucket dies then, and the state with it\n", time.Duration(life)*time.Millisecond)
+		} else {
+			fmt.Fprintf(w, "  life over: no live bucket (the key is absent to every call)\n")
+		}
+	}
 	ago := func(ms int64) string {
 		return fmtAge(time.Duration(s.now-ms) * time.Millisecond)
 	}
@@ -377,6 +520,9 @@ func writeInspect(w io.Writer, k, name, strat string, window, span time.Duration
 	meta("nd", "newest bucket declined", "")
 	if v, ok := h.meta["z"]; ok {
 		meta("z", "newest bucket that may hold 0", ago(v)+" ago")
+	}
+	if v, ok := h.meta["t"]; ok {
+		meta("t", "TTL span (ms)", fmt.Sprintf("the hash expires %v after its newest bucket opened", time.Duration(v)*time.Millisecond))
 	}
 	if v, ok := h.meta["f"]; ok {
 		meta("f", "cached factor (ppm)", fmt.Sprintf("%.6f", float64(v)/1e6))

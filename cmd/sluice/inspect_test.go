@@ -49,7 +49,8 @@ func TestInspectAbsolute(t *testing.T) {
 	t0 := inspectStart.UnixMilli()
 	for _, want := range []string{
 		name,
-		`key "user:42", absolute strategy; Redis time 1772366410100 ms (2026-03-01 12:00:10.100 UTC)`,
+		`key "user:42", single limit, absolute strategy; Redis time 1772366410100 ms (2026-03-01 12:00:10.100 UTC)`,
+		`record "a2 10000 100": window 10s, bucket 100ms`,
 		"TTL 10.1s",
 		"c  stored capacity                    100  of the latest Inc",
 		"u  units in stored buckets              7  buckets sum to 7",
@@ -132,14 +133,16 @@ func TestInspectSuppressed(t *testing.T) {
 	name, _ := key.Name(prefix, k, key.Suppressed, key.Hash)
 	for _, want := range []string{
 		name,
-		`key "tenant 7", suppressed strategy`,
+		`key "tenant 7", single limit, suppressed strategy`,
+		`record "s2 1000 10": window 1s, bucket 10ms`,
+		"life 1.01s: the newest bucket dies then, and the state with it",
 		"TTL 1.01s",
 		"c   soft capacity S",
 		"hc  hard capacity H",
 		"u   units offered in stored buckets   9  buckets sum to 9",
 		"units accepted                " + itoa(u.Used),
 		"x   units declined                    " + itoa(u.Declined),
-		"add --window to tell live buckets from expired ones",
+		"1 bucket, oldest first (live while age < W + B = 1.01s, window 1s):", // the recorded window
 		itoa(inspectStart.UnixMilli()) + "  0.000s        9         " + itoa(u.Declined) + "         " + itoa(u.Used),
 	} {
 		if !containsLine(out, want) {
@@ -180,7 +183,7 @@ func TestParseHash(t *testing.T) {
 	h := parseHash(map[string]string{
 		"100": "12884901988", "d100": "1", "m": "8 2 100 200 5 1", "k": "50 75 250000 190",
 		"r": "100 0 2 100 100", "n": "200", "zz": "9", "c2": "x",
-	})
+	}, false)
 	want := []bucket{{start: 100, count: 3, declined: 1}, {start: 200, count: 5, declined: 1}}
 	if !reflect.DeepEqual(h.buckets, want) {
 		t.Errorf("buckets = %+v, want %+v", h.buckets, want)

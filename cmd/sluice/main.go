@@ -69,7 +69,7 @@ type command struct {
 var synopsis = map[string]string{
 	"demo":    "[--redis URL] [--duration D] [--window W] [--seed N]",
 	"load":    "[flags]",
-	"inspect": "--redis URL [--prefix P] [--strategy absolute|suppressed] [--window W [--bucket B]] KEY",
+	"inspect": "--redis URL [--prefix P] [--strategy absolute|suppressed] [--limit NAME] [--window W [--bucket B]] KEY",
 	"serve":   "[--listen ADDR] [--redis URL] [--rate N/UNIT] [--window D] [--by ip|header:NAME] [--trust CIDRS [--proxy-header NAME]] [--legacy-headers]",
 	"cleanup": "--redis URL [--cluster] [--prefix P] [--window W [--bucket B]] [--dry-run] [--keys-per-second N] [--trim-threshold N]",
 	"version": "",

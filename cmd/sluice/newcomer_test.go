@@ -204,8 +204,8 @@ func TestInspectMissingKeyElsewhere(t *testing.T) {
 		{[]string{"--prefix", prefix, "user:8"},
 			name(prefix, key.Absolute, "user:8") + ": no such key (never written, expired, or reset)",
 			`  No hash of key "user:8" under any prefix or strategy.`},
-		{[]string{"--prefix", prefix, "--strategy", "sup", "user:7"}, name(prefix, key.Suppressed), "  key \"user:7\", suppressed strategy"},
-		{[]string{"--prefix", prefix, "--strategy", "suppressed", "user:7"}, name(prefix, key.Suppressed), "  key \"user:7\", suppressed strategy"},
+		{[]string{"--prefix", prefix, "--strategy", "sup", "user:7"}, name(prefix, key.Suppressed), "  key \"user:7\", single limit, suppressed strategy"},
+		{[]string{"--prefix", prefix, "--strategy", "suppressed", "user:7"}, name(prefix, key.Suppressed), "  key \"user:7\", single limit, suppressed strategy"},
 	}
 	for _, tt := range tests {
 		args := append([]string{"inspect", "--redis", url}, tt.args...)

@@ -47,3 +47,23 @@ func MostInAnyWindow(adm []Admission, w time.Duration) (most int64, at time.Time
 	}
 	return most, at
 }
+
+// MostFromEach returns the largest number of units of all admitted in a
+// span [x, x + w) that starts at an admission x of mine (a subset of all),
+// and that x: the bound of a limit whose state other callers may share
+// (one limit name given two windows), counted from each of its own
+// admissions, whatever the others admitted after it.
+func MostFromEach(all, mine []Admission, w time.Duration) (most int64, at time.Time) {
+	for _, x := range mine {
+		var sum int64
+		for _, a := range all {
+			if !a.At.Before(x.At) && a.At.Before(x.At.Add(w)) {
+				sum += a.Units
+			}
+		}
+		if sum > most {
+			most, at = sum, x.At
+		}
+	}
+	return most, at
+}

@@ -66,3 +66,24 @@ func TestMostInAnyWindow(t *testing.T) {
 }
 
 var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestMostFromEach(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	at := func(ms int64, n int64) Admission {
+		return Admission{At: t0.Add(time.Duration(ms) * time.Millisecond), Units: n}
+	}
+	mine := []Admission{at(100, 5), at(500, 5)}
+	other := []Admission{at(0, 7), at(900, 4), at(5000, 100)}
+	all := append(append([]Admission(nil), mine...), other...)
+	// [100, 1100) holds 5 + 5 + 4; the 7 before it and the 100 at 5 s
+	// are outside every span of 1 s that starts at one of mine
+	if got, from := MostFromEach(all, mine, time.Second); got != 14 || !from.Equal(at(100, 0).At) {
+		t.Errorf("MostFromEach = %d from %v, want 14 from 100 ms", got, from)
+	}
+	if got, _ := MostFromEach(all, mine, 10*time.Second); got != 114 {
+		t.Errorf("MostFromEach over 10 s = %d, want 114", got)
+	}
+	if got, _ := MostFromEach(all, nil, time.Second); got != 0 {
+		t.Errorf("MostFromEach with none of mine = %d, want 0", got)
+	}
+}

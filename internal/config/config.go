@@ -26,6 +26,8 @@ var (
 	ErrInvalidCost      = errors.New("sluice: invalid cost")
 	ErrClosed           = errors.New("sluice: limiter closed")
 	ErrUnavailable      = errors.New("sluice: redis unavailable")
+	ErrWindowConflict   = errors.New("sluice: limit state recorded with another window")
+	ErrLayout           = errors.New("sluice: key state in another layout version")
 )
 
 // Limits of the configuration and the counts (docs/algorithms.md, Bounds).

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -85,7 +86,7 @@ func RunSetTTL(t *testing.T, s Strategy, mr *miniredis.Miniredis, c redis.Cmdabl
 	}
 	rng := rand.New(rand.NewPCG(9, 9))
 	longest := int64(0) // the longest W + B admitted into x since it was created
-	mixed, raised := 0, 0
+	mixed, raised, conflicts := 0, 0, 0
 	for i := 0; i < 2000; i++ {
 		if rng.IntN(10) == 0 {
 			clk.Advance(time.Duration(1000+rng.IntN(2000)) * time.Millisecond) // x may die
@@ -106,6 +107,17 @@ func RunSetTTL(t *testing.T, s Strategy, mr *miniredis.Miniredis, c redis.Cmdabl
 			}
 		}
 		d, err := l.IncSet(ctx, "k", sets[j], n)
+		if errors.Is(err, limiter.ErrWindowConflict) {
+			// x is live under the other window: refused, nothing written
+			if !mr.Exists(hx) {
+				t.Fatalf("step %d: IncSet: %v, but x has no state", i, err)
+			}
+			if _, span := setMeta(t, s, c, hx); span == sp[j] {
+				t.Fatalf("step %d: IncSet: %v, but x has this call's span %d", i, err, span)
+			}
+			conflicts++
+			continue
+		}
 		if err != nil {
 			t.Fatalf("step %d: IncSet: %v", i, err)
 		}
@@ -137,8 +149,11 @@ func RunSetTTL(t *testing.T, s Strategy, mr *miniredis.Miniredis, c redis.Cmdabl
 			t.Fatalf("step %d: after IncSet(%d, %d) PTTL = %v, want %v: t = %dms after the newest bucket opened", i, j, n, ttl, want, span)
 		}
 	}
-	if mixed == 0 || raised == 0 {
-		t.Fatalf("%d writes of the shorter window kept the longer one's span, %d raised it: the trace must have both", mixed, raised)
+	// One name, two windows: while x lives under one, the other's calls
+	// are ErrWindowConflict, so no write of the shorter window meets the
+	// longer one's span and none raises it.
+	if mixed != 0 || raised != 0 || conflicts == 0 {
+		t.Fatalf("%d writes of the shorter window kept the longer one's span, %d raised it, %d conflicts: want 0, 0, some", mixed, raised, conflicts)
 	}
 
 	// One window: a join sets no TTL, and the hash goes W + B after its
@@ -162,28 +177,19 @@ func RunSetTTL(t *testing.T, s Strategy, mr *miniredis.Miniredis, c redis.Cmdabl
 	if ttl := mr.TTL(hx); ttl != w1+b1-j1 {
 		t.Fatalf("after a join PTTL = %v, want %v", ttl, w1+b1-j1)
 	}
-	// The longer window joins: the hash now lives its W + B from the
-	// bucket's start.
-	if d, err := l.IncSet(ctx, "k", sets[1], 1); err != nil || !d.Allowed {
-		t.Fatalf("IncSet: %+v, %v", d, err)
+	// The longer window is refused and changes nothing.
+	if _, err := l.IncSet(ctx, "k", sets[1], 1); !errors.Is(err, limiter.ErrWindowConflict) {
+		t.Fatalf("IncSet of the other window = %v, want ErrWindowConflict", err)
 	}
-	if n, span := setMeta(t, s, c, hx); n != opened.UnixMilli() || span != sp[1] {
-		t.Fatalf("newest bucket %d, t %d; want the join of %d, t %d", n, span, opened.UnixMilli(), sp[1])
+	if n, span := setMeta(t, s, c, hx); n != opened.UnixMilli() || span != sp[0] {
+		t.Fatalf("newest bucket %d, t %d; want %d, t %d", n, span, opened.UnixMilli(), sp[0])
 	}
-	if ttl := mr.TTL(hx); ttl != w2+b2-j1 {
-		t.Fatalf("after the longer window's join PTTL = %v, want %v", ttl, w2+b2-j1)
+	if ttl := mr.TTL(hx); ttl != w1+b1-j1 {
+		t.Fatalf("after the refused call PTTL = %v, want %v", ttl, w1+b1-j1)
 	}
-	// The shorter one joins again: nothing shortens.
-	clk.Advance(j2)
-	if d, err := l.IncSet(ctx, "k", sets[0], 1); err != nil || !d.Allowed {
-		t.Fatalf("IncSet: %+v, %v", d, err)
-	}
-	if ttl := mr.TTL(hx); ttl != w2+b2-j1-j2 {
-		t.Fatalf("after the shorter window's join PTTL = %v, want %v", ttl, w2+b2-j1-j2)
-	}
-	clk.Advance(w2 + b2 - j1 - j2 - time.Millisecond)
+	clk.Advance(w1 + b1 - j1 - time.Millisecond)
 	if !mr.Exists(hx) {
-		t.Fatal("hash gone while its newest bucket is live under the longer window")
+		t.Fatal("hash gone while its newest bucket is live")
 	}
 	clk.Advance(time.Millisecond)
 	if keys := mr.Keys(); len(keys) != 0 {
@@ -210,12 +216,19 @@ func RunSetTTLReal(t *testing.T, s Strategy, c redis.Cmdable, l limiter.SetLimit
 	starts := map[int64]bool{}
 	spans := map[int64]bool{}
 	longest := int64(0)
+	calls, conflicts := 0, 0
 	for i := 0; i < 60; i++ {
 		time.Sleep(time.Duration(rng.IntN(15)) * time.Millisecond)
 		j := rng.IntN(2)
-		if d, err := l.IncSet(ctx, "k", sets[j], 1); err != nil || !d.Allowed {
+		d, err := l.IncSet(ctx, "k", sets[j], 1)
+		if errors.Is(err, limiter.ErrWindowConflict) {
+			conflicts++ // x lives under the other window
+			continue
+		}
+		if err != nil || !d.Allowed {
 			t.Fatalf("IncSet %d: %+v, %v", i, d, err)
 		}
+		calls++
 		longest = max(longest, sp[j])
 		pttl, err := c.PTTL(ctx, hx).Result()
 		if err != nil {
@@ -238,8 +251,8 @@ func RunSetTTLReal(t *testing.T, s Strategy, c redis.Cmdable, l limiter.SetLimit
 			t.Fatalf("after IncSet %d PTTL = %v, but the newest bucket is live %v more", i, pttl, live)
 		}
 	}
-	if len(starts) < 2 || len(starts) == 60 {
-		t.Fatalf("%d buckets for 60 calls: the trace must both join and open", len(starts))
+	if len(starts) < 2 || len(starts) == calls || conflicts == 0 {
+		t.Fatalf("%d buckets for %d calls, %d conflicts: the trace must join, open and meet the other window", len(starts), calls, conflicts)
 	}
 	n, span := setMeta(t, s, c, hx)
 	now, err := c.Time(ctx).Result()

@@ -835,5 +835,7 @@ func notBackend(err error) bool {
 		errors.Is(err, config.ErrInvalidConfig) ||
 		errors.Is(err, config.ErrInvalidCost) ||
 		errors.Is(err, config.ErrCapacityTooSmall) ||
+		errors.Is(err, config.ErrWindowConflict) ||
+		errors.Is(err, config.ErrLayout) ||
 		errors.Is(err, key.ErrInvalid)
 }

@@ -70,9 +70,10 @@ func isNil(c Client) bool {
 	return false
 }
 
-// Errorf wraps err as "<pkg>: <op>: err".
+// Errorf wraps err as "<pkg>: <op>: err" (a script's record errors as
+// StateErr reads them).
 func (b *Base) Errorf(op string, err error) error {
-	return fmt.Errorf("%s: %s: %w", b.pkg, op, err)
+	return fmt.Errorf("%s: %s: %w", b.pkg, op, StateErr(err))
 }
 
 // Check rejects calls after Close and returns the key's hash name, which

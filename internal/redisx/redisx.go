@@ -4,7 +4,9 @@ package redisx
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -86,4 +88,30 @@ func BucketValue(v int64) (count, link int64) {
 		return -v, 0
 	}
 	return v, 0
+}
+
+// StateErr reads the error replies a script gives for a hash's record "v"
+// (docs/data-model.md, The record): "SLUICEWINDOW <stored> <call's>", a
+// live hash recorded with another window or bucket, is
+// config.ErrWindowConflict, and "SLUICELAYOUT <stored>", a record of a
+// layout these scripts do not read, config.ErrLayout. Any other error is
+// returned as it is.
+func StateErr(err error) error {
+	var re redis.Error
+	if err == nil || !errors.As(err, &re) {
+		return err
+	}
+	msg := re.Error()
+	switch {
+	case strings.HasPrefix(msg, "SLUICEWINDOW "):
+		f := strings.Fields(msg)
+		if len(f) == 7 {
+			return fmt.Errorf("%w: stored window %s ms, bucket %s ms; the call's window %s ms, bucket %s ms",
+				config.ErrWindowConflict, f[2], f[3], f[5], f[6])
+		}
+		return fmt.Errorf("%w: %s", config.ErrWindowConflict, msg)
+	case strings.HasPrefix(msg, "SLUICELAYOUT "):
+		return fmt.Errorf("%w: record %q", config.ErrLayout, strings.TrimPrefix(msg, "SLUICELAYOUT "))
+	}
+	return err
 }

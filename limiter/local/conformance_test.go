@@ -58,3 +58,10 @@ func TestSuppressedSets(t *testing.T) {
 func TestSetConcurrent(t *testing.T) {
 	conformance.RunSetConcurrent(t, absolute, absolute, 64, 40, 20, 100)
 }
+
+// TestTwoWindows: one limit name with two windows in sets keeps both
+// bounds (limiter.ErrWindowConflict); two local limiters share nothing.
+func TestTwoWindows(t *testing.T) {
+	t.Run("Absolute", func(t *testing.T) { conformance.RunTwoWindows(t, conformance.AbsoluteStrategy, absolute, nil) })
+	t.Run("Suppressed", func(t *testing.T) { conformance.RunTwoWindows(t, conformance.SuppressedStrategy, suppressed, nil) })
+}

@@ -13,14 +13,37 @@ import (
 // setEntry is one key's state in the limits of sets, behind one lock, so
 // that a set's limits are decided and recorded together. A limit's state
 // is found by its name; keepMs[i] is how long after its newest bucket the
-// sweep keeps states[i] (its latest call's W + B, plus the clock's minute).
+// sweep keeps states[i] (its latest call's W + B, plus the clock's minute)
+// and params[i] the window and bucket it is recorded with (a call with
+// others is ErrWindowConflict while it is live: see setStates).
 // Like entry, it is marked dead under its lock before it leaves the map.
 type setEntry struct {
 	mu     sync.Mutex
 	names  []string
 	states []*window.State
 	keepMs []int64
+	params []window.Params
 	dead   bool
+}
+
+// recorded checks a call's window and bucket p against those of the j-th
+// limit's state at now: the same, or a state dead under its own window,
+// which a write (create) then starts afresh under p; a live state of
+// another window is ErrWindowConflict, as in the Redis providers.
+func (e *setEntry) recorded(j int, p window.Params, now int64, create bool) (fresh bool, err error) {
+	q := e.params[j]
+	if q == p {
+		return false, nil
+	}
+	if st, ok := e.states[j].Newest(); ok && now-st < q.Span() {
+		return false, fmt.Errorf("%w: limit %q: stored window %d ms, bucket %d ms; the call's window %d ms, bucket %d ms",
+			limiter.ErrWindowConflict, e.names[j], q.W, q.B, p.W, p.B)
+	}
+	if create {
+		e.states[j].Reset()
+		e.params[j] = p
+	}
+	return true, nil
 }
 
 // find returns the state of the limit called name, or nil.
@@ -71,8 +94,20 @@ func (s *store) lockSet(k string, create bool) *setEntry {
 // setStates returns the states of set's limits in e (e may be nil for a
 // peek), creating the missing ones when create is true; a missing state of
 // a peek is an empty one from buf.
-func (s *store) setStates(e *setEntry, ls []window.Limit, set *limiter.Set, create bool, out *[window.MaxSet]*window.State, buf *[window.MaxSet]window.State) []*window.State {
+func (s *store) setStates(e *setEntry, ls []window.Limit, set *limiter.Set, now int64, create bool, out *[window.MaxSet]*window.State, buf *[window.MaxSet]window.State) ([]*window.State, error) {
 	states := out[:len(ls)]
+	// every limit is checked before any state is touched: a conflict
+	// leaves the key as it was
+	for i := range ls {
+		if e == nil {
+			break
+		}
+		if j := e.find(set.At(i).Name); j >= 0 {
+			if _, err := e.recorded(j, ls[i].P, now, false); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for i := range ls {
 		name := set.At(i).Name
 		j := -1
@@ -82,6 +117,9 @@ func (s *store) setStates(e *setEntry, ls []window.Limit, set *limiter.Set, crea
 		switch {
 		case j >= 0:
 			states[i] = e.states[j]
+			if fresh, _ := e.recorded(j, ls[i].P, now, create); fresh && !create {
+				states[i] = &buf[i] // a peek reads another window's dead state as absent
+			}
 			if create {
 				e.keepMs[j] = ls[i].P.Span() + s.slackMs()
 			}
@@ -90,12 +128,13 @@ func (s *store) setStates(e *setEntry, ls []window.Limit, set *limiter.Set, crea
 			e.names = append(e.names, name)
 			e.states = append(e.states, st)
 			e.keepMs = append(e.keepMs, ls[i].P.Span()+s.slackMs())
+			e.params = append(e.params, ls[i].P)
 			states[i] = st
 		default:
 			states[i] = &buf[i]
 		}
 	}
-	return states
+	return states, nil
 }
 
 // slackMs is the minute of sweep slack under WithClock (see keepMs).
@@ -124,9 +163,15 @@ func (s *store) incSet(ctx context.Context, op, k string, set *limiter.Set, n in
 	)
 	rs := rb[:len(ls)]
 	e := s.lockSet(k, n > 0)
-	decide(s.setStates(e, ls, set, n > 0, &ptrs, &buf), ls, now, rs)
+	// on a window conflict decide runs with nil states: it decides nothing
+	// but draws what a call draws
+	states, err := s.setStates(e, ls, set, now, n > 0, &ptrs, &buf)
+	decide(states, ls, now, rs)
 	if e != nil {
 		e.mu.Unlock()
+	}
+	if err != nil {
+		return limiter.SetDecision{}, fmt.Errorf("local: %s: %w", op, err)
 	}
 	d := window.SetDecision(set, rs)
 	if s.obs != nil {
@@ -155,6 +200,11 @@ func (s *store) getSet(k string, set *limiter.Set) ([]limiter.Usage, error) {
 		l := set.At(i)
 		if j := e.find(l.Name); j >= 0 {
 			p := window.Params{W: l.Window.Milliseconds(), B: l.Bucket.Milliseconds()}
+			if fresh, err := e.recorded(j, p, now, false); err != nil {
+				return nil, fmt.Errorf("local: get set: %w", err)
+			} else if fresh {
+				continue
+			}
 			used, declined, c := e.states[j].Usage(p, now)
 			us[i] = limiter.Usage{Used: used, Declined: declined, Limit: c}
 		}
@@ -189,8 +239,8 @@ func (s *store) resetSet(k string, set *limiter.Set) error {
 // drop removes the j-th limit's state.
 func (e *setEntry) drop(j int) {
 	last := len(e.names) - 1
-	e.names[j], e.states[j], e.keepMs[j] = e.names[last], e.states[last], e.keepMs[last]
-	e.names, e.states, e.keepMs = e.names[:last], e.states[:last], e.keepMs[:last]
+	e.names[j], e.states[j], e.keepMs[j], e.params[j] = e.names[last], e.states[last], e.keepMs[last], e.params[last]
+	e.names, e.states, e.keepMs, e.params = e.names[:last], e.states[:last], e.keepMs[:last], e.params[:last]
 }
 
 // sweepSets drops the limits' states whose newest bucket is older than
@@ -238,6 +288,9 @@ func (a *Absolute) IncSet(ctx context.Context, k string, set *limiter.Set, n int
 
 func (a *Absolute) incSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	return a.s.incSet(ctx, op, k, set, n, 1, func(states []*window.State, ls []window.Limit, now int64, rs []window.Result) {
+		if states == nil {
+			return
+		}
 		window.IncAbsoluteSet(states, ls, now, n, rs)
 	})
 }
@@ -272,7 +325,10 @@ func (l *Suppressed) IncSet(ctx context.Context, k string, set *limiter.Set, n i
 func (l *Suppressed) incSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	cfg := &l.s.cfg
 	return l.s.incSet(ctx, op, k, set, n, cfg.HardLimitFactor, func(states []*window.State, ls []window.Limit, now int64, rs []window.Result) {
-		window.IncSuppressedSet(states, ls, now, n, cfg.CacheMs, window.DrawPPM(cfg.Rand()), rs)
+		draw := window.DrawPPM(cfg.Rand()) // drawn by a refused call too, as the Redis provider draws
+		if states != nil {
+			window.IncSuppressedSet(states, ls, now, n, cfg.CacheMs, draw, rs)
+		}
 	})
 }
 

@@ -460,8 +460,8 @@ func TestDeadBucketsAreDeleted(t *testing.T) {
 		mustInc(t, l, "k", rate, 1)
 		clk.Advance(time.Millisecond)
 	}
-	if n := c.HLen(ctx, h).Val(); n != 479+1 {
-		t.Fatalf("HLEN = %d, want 480 (479 closed buckets and the meta field, which holds the newest)", n)
+	if n := c.HLen(ctx, h).Val(); n != 479+2 {
+		t.Fatalf("HLEN = %d, want 481 (479 closed buckets, the meta field, which holds the newest, and the record)", n)
 	}
 	// The clock reads +480 ms; at +965 ms (a bucket lives W + B = 501 ms)
 	// the buckets opened at 0 to 464 ms are dead and the 15 opened at 465
@@ -474,8 +474,8 @@ func TestDeadBucketsAreDeleted(t *testing.T) {
 	if !d.Allowed || d.Remaining != 1000-16 {
 		t.Fatalf("Inc(k, 1) = %+v, want allowed with 984 remaining", d)
 	}
-	if n := c.HLen(ctx, h).Val(); n != 15+1 {
-		t.Fatalf("HLEN after the write = %d, want 16 (15 closed buckets and the meta field)", n)
+	if n := c.HLen(ctx, h).Val(); n != 15+2 {
+		t.Fatalf("HLEN after the write = %d, want 17 (15 closed buckets, the meta field and the record)", n)
 	}
 	if u := mustGet(t, l, "k"); u.Used != 16 || u.Limit != 1000 {
 		t.Fatalf("Get(k) = %+v, want Used 16 Limit 1000", u)
@@ -492,9 +492,9 @@ func TestDeadBucketsAreDeleted(t *testing.T) {
 
 // TestListpack checks the encoding claim of docs/data-model.md: a full
 // window holds W/B + 1 buckets (a bucket lives W + B), W/B of them closed
-// fields and the newest in the meta field, so the hash stays a listpack
-// while W/B + 1 ≤ hash-max-listpack-entries (512 by default) and becomes a
-// hashtable beyond.
+// fields and the newest in the meta field, beside the record "v", so the
+// hash stays a listpack while W/B + 2 ≤ hash-max-listpack-entries (512 by
+// default) and becomes a hashtable beyond.
 func TestListpack(t *testing.T) {
 	c := realClient(t).(*redis.Client)
 	cfg, err := c.ConfigGet(ctx, "hash-max-listpack-entries").Result()
@@ -506,9 +506,9 @@ func TestListpack(t *testing.T) {
 		t.Fatalf("hash-max-listpack-entries = %q", cfg["hash-max-listpack-entries"])
 	}
 	// At the largest W/B accepted (config.MaxBuckets) a full hash holds
-	// MaxBuckets + 1 fields: a listpack under the default limit of 512.
+	// MaxBuckets + 2 fields: a listpack under the default limit of 512.
 	largest := "listpack"
-	if config.MaxBuckets+1 > max {
+	if config.MaxBuckets+2 > max {
 		largest = "hashtable"
 	}
 	for _, tc := range []struct {
@@ -530,9 +530,9 @@ func TestListpack(t *testing.T) {
 				clk.Advance(b)
 			}
 			h := hashOf(t, prefix, "k")
-			// W/B closed buckets and the meta field, which holds the newest
-			if n := c.HLen(ctx, h).Val(); n != int64(tc.buckets)+1 {
-				t.Fatalf("HLEN = %d, want %d", n, tc.buckets+1)
+			// W/B closed buckets, the meta field, which holds the newest, and the record
+			if n := c.HLen(ctx, h).Val(); n != int64(tc.buckets)+2 {
+				t.Fatalf("HLEN = %d, want %d", n, tc.buckets+2)
 			}
 			if enc := c.ObjectEncoding(ctx, h).Val(); enc != tc.want {
 				t.Fatalf("W/B = %d with hash-max-listpack-entries %d: OBJECT ENCODING = %q, want %q", tc.buckets, max, enc, tc.want)
@@ -798,14 +798,15 @@ func TestNewestBucketInMeta(t *testing.T) {
 	mustInc(t, l, "k", ten, 2)
 	clk.Advance(50 * time.Millisecond)
 	mustInc(t, l, "k", ten, 1) // joins
-	want := map[string]string{"m": fmt.Sprintf("10 3 %d %d 3", t0, t0)}
+	// "v": the record of the layout, the window and the bucket
+	want := map[string]string{"m": fmt.Sprintf("10 3 %d %d 3", t0, t0), "v": "a2 1000 100"}
 	if got, _ := c.HGetAll(ctx, h).Result(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after two calls in one bucket: HGETALL = %v, want %v", got, want)
 	}
 	clk.Advance(100 * time.Millisecond)
 	mustInc(t, l, "k", limiter.PerSecond(20), 4) // opens a bucket at t0 + 150, at a new rate
 	// The closed bucket's value: its count 3 and the link to the next start, 150 ms on.
-	want = map[string]string{"m": fmt.Sprintf("20 7 %d %d 4", t0, t0+150), fmt.Sprint(t0): fmt.Sprint(int64(3)<<32 + 150)}
+	want = map[string]string{"m": fmt.Sprintf("20 7 %d %d 4", t0, t0+150), fmt.Sprint(t0): fmt.Sprint(int64(3)<<32 + 150), "v": "a2 1000 100"}
 	if got, _ := c.HGetAll(ctx, h).Result(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after a second bucket: HGETALL = %v, want %v", got, want)
 	}
@@ -844,8 +845,10 @@ func TestPlainBucketValues(t *testing.T) {
 	if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); !d.Allowed || d.Remaining != 5 {
 		t.Fatalf("Inc after the oldest died = %+v, want allowed with 5 remaining", d)
 	}
+	// the hash, written without a record, gets its record "v" with the
+	// first write
 	want := map[string]string{"m": "10 5 " + ms(-500) + " " + ms(250) + " 1",
-		ms(-500): "3", ms(-100): fmt.Sprint(int64(1)<<32 + 350)}
+		ms(-500): "3", ms(-100): fmt.Sprint(int64(1)<<32 + 350), "v": "a2 1000 100"}
 	if got, _ := c.HGetAll(ctx, h).Result(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("HGETALL = %v, want %v", got, want)
 	}
@@ -878,9 +881,12 @@ func TestSteadyTrafficFollowsLinks(t *testing.T) {
 	}
 	// Buckets die from the first second on, one per 10 ms: about 260 in all,
 	// each found with one HGET by the call after its death, besides every
-	// call's HGET of the meta field.
-	if n := redistest.CommandCalls(t, c, "hget"); n < calls+200 || n > 2*calls+1 {
-		t.Errorf("HGET ran %d times, want one per call and one per dead bucket (about %d)", n, calls+260)
+	// call's HMGET of the meta field and the record.
+	if n := redistest.CommandCalls(t, c, "hmget"); n < calls || n > calls+10 {
+		t.Errorf("HMGET ran %d times, want one per call (%d) and per Get", n, calls)
+	}
+	if n := redistest.CommandCalls(t, c, "hget"); n < 200 || n > calls+1 {
+		t.Errorf("HGET ran %d times, want one per dead bucket (about 260)", n)
 	}
 	if n, _ := c.HLen(ctx, hashOf(t, prefix, "k")).Result(); n > 100+1 {
 		t.Errorf("the hash holds %d fields, want at most W/B + 1", n)

@@ -186,6 +186,9 @@ func TestHashLayout(t *testing.T) {
 	closed := func(offered, link int64) string { return strconv.FormatInt(offered<<32+link, 10) }
 	check := func(step string, want map[string]string, ttl time.Duration) {
 		t.Helper()
+		if len(want) > 0 {
+			want["v"] = "s2 1000 100" // the record: layout 2, W and B
+		}
 		got, err := c.HGetAll(ctx, h).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -277,7 +280,7 @@ func TestDeadKeyStartsAfresh(t *testing.T) {
 		t.Fatalf("Inc(k, 12) on a dead key = %s, want admitted with factor 0", conformance.Format(d))
 	}
 	now := strconv.FormatInt(clk.Now().UnixMilli(), 10)
-	want := map[string]string{"m": "12 0 " + now + " " + now + " 12 0", "k": "10 20 0 " + now}
+	want := map[string]string{"m": "12 0 " + now + " " + now + " 12 0", "k": "10 20 0 " + now, "v": "s2 1000 10"}
 	if got := c.HGetAll(ctx, h).Val(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("HGETALL = %v, want %v", got, want)
 	}
@@ -623,7 +626,7 @@ func TestEarlierLayoutIsAbsent(t *testing.T) {
 	if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); !d.Allowed || d.Remaining != 9 {
 		t.Fatalf("Inc on an earlier-layout hash = %s, want allowed with 9 remaining", conformance.Format(d))
 	}
-	want := map[string]string{"m": "1 0 " + now + " " + now + " 1 0", "k": "10 15 0 0"}
+	want := map[string]string{"m": "1 0 " + now + " " + now + " 1 0", "k": "10 15 0 0", "v": "s2 1000 100"}
 	if got := c.HGetAll(ctx, h).Val(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("HGETALL = %v, want %v", got, want)
 	}

@@ -1,0 +1,66 @@
+-- abs_get.lua: a key's usage under the absolute strategy, read-only. The
+-- Redis twin of the local provider's Get: the units held by live buckets
+-- and the stored capacity, both 0 for a key with no live bucket.
+--
+-- KEYS[1]  the key's hash, <prefix>:{<escaped key>}:abs:h (see abs_inc.lua)
+-- ARGV[1]  now in ms, or an empty string to read Redis TIME
+-- ARGV[2]  W, the window in ms
+-- ARGV[3]  B, the bucket in ms
+--
+-- Reply: {used, limit}
+--
+-- It reads the hashes of a set's limits too (abs_set.lua): KEYS[i] is
+-- limit i's hash, ARGV[2i] and ARGV[2i + 1] its W and B, and the reply
+-- {used_1, limit_1, used_2, limit_2, ...}. A set's "m" carries a sixth
+-- value, its TTL span, which a read ignores.
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+else
+  now = ARGV[1] + 0
+end
+local P = 4294967296
+
+-- usage returns the units held by the live buckets of hash h and its
+-- stored capacity.
+local function usage(h, sp)
+  local mv = redis.call('HGET', h, 'm')
+  local cs, us, os, ns, ncs
+  if mv then
+    -- a sixth value changes no count: a single hash's z (abs_inc.lua) or
+    -- a set's limit's TTL span t (abs_set.lua)
+    cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) ?%-?%d*$')
+  end
+  if not ns or now - ns >= sp then return 0, 0 end
+  local used = us + 0
+  if now - os >= sp then
+    -- Dead buckets are still stored: sum the live ones in one pass (W/B +
+    -- 1 at most: docs/algorithms.md, Bounded work). The newest bucket (in
+    -- "m") is live. A closed bucket's value is count * 2^32 + link, or
+    -- -count (see abs_inc.lua; a plain count has no link).
+    local all = redis.call('HGETALL', h)
+    used = ncs + 0
+    for i = 1, #all, 2 do
+      local st = tonumber(all[i])
+      if st and now - st < sp then
+        local v = all[i + 1] + 0
+        if v >= P then
+          v = (v - v % P) / P
+        elseif v < 0 then
+          v = -v
+        end
+        used = used + v
+      end
+    end
+  end
+  return used, cs + 0
+end
+
+local out = {}
+for i = 1, #KEYS do
+  -- a bucket is live while now - start < W + B
+  local used, c = usage(KEYS[i], ARGV[2 * i] + ARGV[2 * i + 1])
+  out[2 * i - 1], out[2 * i] = used, c
+end
+return out

@@ -1,0 +1,432 @@
+-- abs_inc.lua: one decision of the absolute strategy (docs/algorithms.md,
+-- Absolute strategy). It is the Redis twin of internal/window's
+-- State.IncAbsolute (ARGV[4] > 0) and State.IsAllowedAbsolute (ARGV[4] = 0)
+-- and must compute exactly what they compute.
+--
+-- KEYS[1]  the key's hash, <prefix>:{<escaped key>}:abs:h
+-- ARGV[1]  now in ms, or an empty string to read Redis TIME
+-- ARGV[2]  W, the window in ms
+-- ARGV[3]  B, the bucket in ms
+-- ARGV[4]  C, the capacity; 0 answers IsAllowed: the capacity stored by the
+--          key's latest Inc is used, and a key with no live bucket is
+--          allowed with every number 0 (ARGV[5] must then be 0)
+-- ARGV[5]  n, the cost; 0 is a peek for one unit that writes nothing
+-- ARGV[6]  the PEXPIRE in ms: W + B (longer only when the caller sends its
+--          own clock in ARGV[1], see internal/redisx.TTLMs). It is set by a
+--          write that opens a bucket (a new key included); a write that
+--          keeps the newest bucket (a join, or a refusal that stores the
+--          capacity or deletes dead buckets) skips it, since the TTL set
+--          when that bucket opened already ends W + B after its start,
+--          when it dies. Under the caller's clock every write sets it: that
+--          clock may stand still while Redis counts the TTL in real time.
+-- ARGV[7]  optional, the hybrid provider's lease (docs/algorithms.md, Hybrid
+--          leases): the most units to reserve. An admission of n (ARGV[5])
+--          then records g units, n <= g <= ARGV[7], at most a quarter of
+--          the room left (rounded up) beyond n, and answers
+--          {g, start of the bucket that holds them, now, remaining, reset}.
+-- ARGV[8]  optional, with ARGV[9]: the start (ms) of the bucket an earlier
+-- ARGV[9]  lease reserved its units in, and the units of it left unused.
+--          They are taken out of that bucket and of the total first, if the
+--          bucket is still stored and live; a closed bucket left with no
+--          unit is stored as a plain 0 (no link). ARGV[5] = 0 with a release
+--          only releases.
+-- ARGV[10] optional, with ARGV[7]: the most ms, D, by which the lease's
+--          bucket may start after now (a forward-dated lease, which lives
+--          D + B instead of B). For a grant of more than n units (a grant
+--          of n is a plain admission) the script uses
+--          floor(D * min(C, 1.5 C - 2 (used + g)) / C) when positive: all
+--          of D while the grant leaves three quarters of the capacity
+--          free, less and less below, 0 once it would leave a quarter or
+--          less. It joins
+--          the newest bucket when that starts less than B before (or
+--          after) now + that offset, and opens a bucket there otherwise.
+--          Every write to a hash whose newest bucket starts after now (a
+--          join by any call) joins that bucket, and every PEXPIRE then
+--          adds its start - now, so the key lives until that bucket dies.
+-- ARGV[4] and ARGV[5] are stored as sent, so they must be plain decimals
+-- (as go-redis sends an int64).
+--
+-- The hash (docs/data-model.md): one meta field "m", five decimals
+-- separated by spaces, "<c> <u> <o> <n> <nc>": c the stored capacity, u the
+-- sum of all stored bucket counts, o the oldest stored bucket start, n the
+-- newest bucket's start and nc its count; and one field "<start ms>"
+-- (decimal) for every older bucket, whose value links it to the next:
+-- count * 2^32 + (next start - start), or -count for a count of 2^21 or
+-- more (no link: the sum would not fit a double exactly). A closed bucket
+-- left with no unit (a lease's release) is a plain 0; while one may be
+-- stored, "m" has a sixth decimal, " <z>", the newest such bucket's start,
+-- dropped by the first write that finds the oldest bucket after it. A
+-- five-value "m" says every closed bucket holds a unit, so that a refusal
+-- that lacks one unit answers with the oldest bucket's death without
+-- reading it. The newest bucket lives in "m" until a newer one opens, so
+-- that joining it (nearly every call on a busy key) rewrites the one meta
+-- field at the front of the hash;
+-- one field costs Redis less to read and write than five (about 10,000
+-- instructions a call), and it holds the capacity as the call sent it, so
+-- the latest rate is stored by every write at no extra cost. Buckets with
+-- now - start >= W + B are dead: they are ignored at once and deleted by
+-- the next write that finds them. The links make that one HGET per dead
+-- bucket, oldest first, for up to 8 of them; more dead buckets, or a
+-- bucket without a link (-count, or a plain count, which no sluice
+-- writes), make the call read the whole hash once. A hash without a live
+-- bucket is an absent key; one whose "m" is not five or six decimals too,
+-- and one without "m" (an earlier layout, whose fields this script
+-- ignores) reads as absent. A bucket value that is not a number fails the
+-- call with a script error.
+--
+-- Reply, four forms (internal/redisx.Decision reads them all):
+--   an integer r ≥ 0: an Inc or peek (ARGV[4] > 0) admitted below capacity
+--     with fewer than 2^21 units remaining: remaining = floor(r / 2^32),
+--     reset_after_ms = r mod 2^32 (W < 2^32), limit = ARGV[4];
+--   {limit, remaining, reset_after_ms}: any other admission (IsAllowed on an
+--     absent key: all 0);
+--   an integer r < 0: a refusal of an Inc (ARGV[4] > 0) with nothing
+--     remaining, not never, and retry and reset after ms below 2^26: with
+--     v = -r - 1, reset_after_ms = v mod 2^26, retry_after_ms =
+--     floor(v / 2^26), limit = ARGV[4];
+--   {outcome (1 rejected), allowed (0), limit, remaining, retry_after_ms,
+--     reset_after_ms, factor_ppm (always 0), never (0/1)}: any other refusal.
+--
+-- Cost: the common call, on a key none of whose buckets has died, parses
+-- each number once (x + 0: tonumber parses twice), formats only what it
+-- computed, makes no closure and answers with one integer; each of those
+-- is worth about 1,000 to 6,000 instructions of a 60,000-instruction call
+-- (docs/benchmarks.md, Instructions per call). The worst call reads the
+-- whole hash once (HGETALL) and walks it once: at most W/B + 1 live
+-- buckets, which config.MaxBuckets bounds (docs/algorithms.md, Bounded
+-- work).
+if redis.replicate_commands then redis.replicate_commands() end
+-- Globals as locals: a global's every use is a lookup in the globals
+-- table; a local's is a register.
+local ARGV, redis, string = ARGV, redis, string
+
+local h = KEYS[1]
+local w, b, c, n = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
+local sp = w + b -- a bucket is live while now - start < W + B
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  local usec = t[2] + 0 -- whole ms without a call of math.floor
+  now = t[1] * 1000 + (usec - usec % 1000) / 1000
+else
+  now = ARGV[1] + 0
+end
+local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
+
+local P = 4294967296 -- 2^32: a closed bucket's value is count * P + link
+-- "m": five decimals, or six when a closed bucket may hold no unit (z, the
+-- newest such bucket's start; see the header)
+local M5 = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$'
+local M6 = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%-?%d+)$'
+
+-- A lease's release (ARGV[8], ARGV[9]): give back the unused units.
+if ARGV[9] and ARGV[9] ~= '0' then
+  local rel = ARGV[9] + 0
+  local rv = redis.call('HGET', h, 'm')
+  local rc, ru, ro, rn, rnc, rz
+  if rv then
+    rc, ru, ro, rn, rnc = string.match(rv, M5)
+    if not rc then rc, ru, ro, rn, rnc, rz = string.match(rv, M6) end
+  end
+  local rs = ARGV[8] + 0
+  if rn and now - rn < sp and now - rs < sp and rs >= ro + 0 then
+    local back = 0
+    if rs == rn + 0 then
+      back = math.min(rel, rnc + 0)
+      rnc = rnc - back
+    elseif rs < rn + 0 then
+      local v = redis.call('HGET', h, ARGV[8])
+      if v then
+        v = v + 0
+        local cnt, link = v, -1
+        if v >= P then
+          link = v % P
+          cnt = (v - link) / P
+        elseif v < 0 then
+          cnt = -v
+        end
+        back = math.min(rel, cnt)
+        cnt = cnt - back
+        if cnt == 0 then
+          v = 0
+          -- a closed bucket with no unit: z marks the newest such
+          if not rz or rs > rz + 0 then rz = ARGV[8] end
+        elseif link >= 0 then
+          v = cnt * P + link
+        elseif v < 0 then
+          v = -cnt
+        else
+          v = cnt
+        end
+        redis.call('HSET', h, ARGV[8], fmt('%d', v))
+      end
+    end
+    if back > 0 then
+      local rm = fmt('%s %d %s %s %d', rc, ru - back, ro, rn, rnc)
+      if rz then rm = rm .. ' ' .. rz end
+      redis.call('HSET', h, 'm', rm)
+    end
+  end
+end
+
+local mv = redis.call('HGET', h, 'm')
+-- cs, us, os, ns, ncs: the meta values as stored (strings)
+-- zs: z as stored, nil when "m" has five values
+local cs, us, os, ns, ncs, zs
+if mv then
+  cs, us, os, ns, ncs = string.match(mv, M5)
+  if not cs then cs, us, os, ns, ncs, zs = string.match(mv, M6) end
+end
+local live, stale, fresh = false, false, false
+local used, oldest, newest, ncount = 0, 0, 0, 0
+if ns then
+  newest = ns + 0
+  if now - newest >= sp then
+    stale = true -- every bucket is dead: absent
+  else
+    live = true
+    used, oldest, ncount = us + 0, os + 0, ncs + 0
+    fresh = now - oldest < sp -- no stored bucket has died
+  end
+elseif mv then
+  stale = true -- "m" unreadable: absent
+end
+
+if c == 0 then
+  if not live then return {0, 0, 0} end
+  c = cs + 0
+end
+local moved = cs ~= ARGV[4] -- the capacity to store differs from the stored one
+
+-- Expire along the links: drop the buckets that died since the last write,
+-- oldest first, one HGET each. dead (the fields to delete) is set once the
+-- oldest start has moved, by the links or by a scan below. A missing or
+-- broken link, or more than LINKS dead buckets (one HGETALL costs less
+-- than that many HGETs), leaves the call to scan.
+local LINKS = 8
+local dead, ofield = nil, os -- ofield: the oldest bucket's start as a string
+if live and not fresh then
+  dead = {}
+  fresh = true
+  while now - oldest >= sp do
+    if #dead >= LINKS then fresh = false break end
+    local v = redis.call('HGET', h, ofield)
+    if v then v = v + 0 end
+    local link = v and v % P
+    if not v or v < P or link < 1 then fresh = false break end
+    used = used - (v - link) / P
+    dead[#dead + 1] = ofield
+    oldest = oldest + link
+    ofield = fmt('%d', oldest)
+  end
+  -- the links must end at the newest bucket with the newest count left
+  if fresh and (oldest > newest or oldest == newest and used ~= ncount) then fresh = false end
+end
+
+local cost = n
+if cost < 1 then cost = 1 end
+local never = cost > c
+
+-- A refusal's RetryAfter, when the links left the totals exact: the
+-- oldest bucket alone often frees enough for cost to fit (one HGET of the
+-- field that follows "m"), and then the call needs no scan. A refusal with
+-- cost <= c means used > 0: the key is live. rdone false leaves it to the
+-- walk of the buckets at the end.
+local retry, rdone = 0, true
+if live and fresh and not never and used + cost > c then
+  local first = ncount
+  if oldest ~= newest and used + cost == c + 1 and (not zs or oldest > zs + 0) then
+    -- The oldest bucket is closed and holds a unit (no z at or after it),
+    -- and one unit is all the call lacks: its death is the answer, without
+    -- reading it. The usual refusal of a saturated key.
+    first = 1
+  elseif oldest ~= newest then
+    local v = redis.call('HGET', h, ofield)
+    v = v and v + 0 or 0
+    if v >= P then
+      first = (v - v % P) / P
+    elseif v < 0 then
+      first = -v
+    else
+      first = v
+    end
+  end
+  if first > 0 and (used - first + cost <= c or first >= used) then
+    retry = oldest + sp - now
+  else
+    rdone = false
+  end
+end
+
+-- scan reads every stored bucket in one HGETALL: it keeps the live ones,
+-- oldest first, in the parallel arrays starts and counts (k of them, the
+-- newest, from "m", last), sums them in used, notes the dead ones in dead
+-- and sets oldest. A compact (listpack) hash returns its fields in the
+-- order they were written, which is ascending start order, so the sort
+-- runs only for a hash Redis has converted to a hash table. Numbers are
+-- parsed once and no table is made per bucket. The newest bucket is live
+-- whenever scan runs. It is made only for a call that needs it (a closure
+-- costs about as much as parsing a number): one whose links are missing,
+-- broken or too many, or a refusal whose oldest bucket does not free
+-- enough.
+local scan, starts, counts, k
+if live and (not fresh or not rdone) then
+  scan = function()
+    local all = redis.call('HGETALL', h)
+    starts, counts, k = {}, {}, 0
+    used, dead, oldest = ncount, {}, newest
+    local sorted, prev = true, -1 / 0
+    for i = 1, #all, 2 do
+      local f = all[i]
+      local st = tonumber(f)
+      if st then
+        if now - st >= sp then
+          dead[#dead + 1] = f
+        else
+          local v = all[i + 1] + 0
+          if v >= P then
+            v = (v - v % P) / P
+          elseif v < 0 then
+            v = -v
+          end -- else a plain count: no link
+          k = k + 1
+          starts[k], counts[k] = st, v
+          used = used + v
+          if st < prev then sorted = false end
+          prev = st
+        end
+      end
+    end
+    if not sorted then
+      local by = {}
+      for i = 1, k do by[starts[i]] = counts[i] end
+      table.sort(starts)
+      for i = 1, k do counts[i] = by[starts[i]] end
+    end
+    if k > 0 then oldest = starts[1] end
+    k = k + 1
+    starts[k], counts[k] = newest, ncount
+    ofield = fmt('%d', oldest)
+  end
+  if not fresh then scan() end
+end
+
+local allowed = (not never) and used + cost <= c
+
+-- A lease reserves g units where a call would record n.
+local lease = ARGV[7]
+local ns5 = ARGV[5]
+-- at: the instant the write files its units under (now, or now + the
+-- lease's offset); starts stay increasing and B apart.
+local at = now
+if lease and allowed and n > 0 then
+  local room = c - used - n
+  local g = math.min(lease + 0, n + math.floor((room + 3) / 4))
+  if g > n then
+    n = g
+    ns5 = fmt('%d', g)
+    if ARGV[10] and ARGV[10] ~= '0' then
+      local d = math.floor(ARGV[10] * math.min(c, 1.5 * c - 2 * (used + n)) / c)
+      if d > 0 then at = now + d end
+    end
+  end
+end
+
+-- Writes: only for n > 0, never for a peek or IsAllowed.
+if n > 0 then
+  local wrote, opened = false, false
+  -- zt: z as the write stores it, kept while its bucket may still be
+  -- stored (nil: none)
+  local zt
+  if zs and oldest <= zs + 0 then zt = ' ' .. zs end
+  if stale then
+    redis.call('DEL', h)
+    wrote = true
+  elseif dead and #dead > 0 then
+    for i = 1, #dead, 1000 do
+      redis.call('HDEL', h, unpack(dead, i, math.min(i + 999, #dead)))
+    end
+    wrote = true
+  end
+  if allowed then
+    used = used + n
+    if not live then
+      local s0 = fmt('%d', at)
+      redis.call('HSET', h, 'm', ARGV[4] .. ' ' .. ns5 .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ns5)
+      newest, live, opened = at, true, true
+    elseif at - newest < b then
+      -- Join the newest bucket.
+      local mm = fmt('%s %d %s %s %d', ARGV[4], used, ofield, ns, ncount + n)
+      if zt then mm = mm .. zt end
+      redis.call('HSET', h, 'm', mm)
+    else
+      -- Open a bucket: the newest one becomes an ordinary field, its value
+      -- the count with the link to now.
+      -- (a count of 0, left by a lease's release, is a plain 0)
+      local closed = -ncount
+      if ncount > 0 and ncount < 2097152 and at - newest < P then closed = ncount * P + (at - newest) end
+      if ncount == 0 then zt = ' ' .. ns end -- it is the newest closed bucket with no unit
+      local mm = fmt('%s %d %s %d %s', ARGV[4], used, ofield, at, ns5)
+      if zt then mm = mm .. zt end
+      redis.call('HSET', h, ns, fmt('%d', closed), 'm', mm)
+      newest, opened = at, true
+    end
+    wrote = true
+  elseif live and (dead or moved) then
+    -- the latest rate wins, even on a refusal; the new totals after expiry
+    local mm = fmt('%s %d %s %s %d', ARGV[4], used, ofield, ns, ncount)
+    if zt then mm = mm .. zt end
+    redis.call('HSET', h, 'm', mm)
+    wrote = true
+  end
+  -- The key dies with its newest bucket: W + B after that bucket's start
+  -- (later than now for a forward-dated lease's bucket).
+  if opened or wrote and live and ARGV[1] ~= '' then
+    if newest > now then
+      redis.call('PEXPIRE', h, fmt('%d', ARGV[6] + newest - now))
+    else
+      redis.call('PEXPIRE', h, ARGV[6])
+    end
+  end
+end
+
+local reset = 0
+if live then reset = newest + sp - now end
+
+if allowed then
+  local remaining = c - used
+  if lease and n > 0 then return {n, newest, now, remaining, reset} end
+  if ARGV[4] ~= '0' and remaining < 2097152 and reset < P then
+    return remaining * 4294967296 + reset
+  end
+  return {c, remaining, reset}
+end
+
+local remaining = c - used
+if remaining < 0 then remaining = 0 end
+if not never and (not rdone or not fresh) then
+  -- Walk the live buckets oldest first until enough has expired for cost
+  -- to fit (the oldest alone did not, above, or the call scanned).
+  if not starts then scan() end
+  if starts then
+    local freed = 0
+    for i = 1, k do
+      local cnt = counts[i]
+      if cnt ~= 0 then
+        freed = freed + cnt
+        if used - freed + cost <= c or freed >= used then
+          retry = starts[i] + sp - now
+          break
+        end
+      end
+    end
+  end
+end
+if remaining == 0 and not never and ARGV[4] ~= '0' and retry < 67108864 and reset < 67108864 then
+  -- a refusal of a saturated key, one integer: a table of eight costs
+  -- Redis about 8,000 instructions more to answer
+  return -(retry * 67108864 + reset) - 1
+end
+local nv = 0
+if never then nv = 1 end
+return {1, 0, c, remaining, retry, reset, 0, nv}

@@ -1,0 +1,363 @@
+-- abs_set.lua: one decision of the absolute strategy on a set of limits
+-- (docs/algorithms.md, Sets of limits). It is the Redis twin of
+-- internal/window's IncAbsoluteSet and must compute exactly what it
+-- computes: the call is admitted only if every limit has room for it, and
+-- then recorded in every limit; a refusal records nothing.
+--
+-- KEYS[i]  the hash of limit i, <prefix>:{<escaped key>}:abs:h:<name>, for
+--          i = 1..k (k <= 8); every hash has the layout of abs_inc.lua's
+--          but for one more value in "m", "<c> <u> <o> <n> <nc> <t>": t,
+--          the span its TTL counts from the newest bucket (see the TTL
+--          rule below; docs/data-model.md, Expiry). A hash whose "m" is
+--          not six decimals reads as absent, and a write deletes it first.
+-- ARGV[1]  now in ms, or an empty string to read Redis TIME
+-- ARGV[2]  n, the cost; 0 is a peek for one unit that writes nothing; at
+--          most the largest capacity + 1 (a request that can never fit is
+--          sent so)
+-- ARGV[3 + 4(i-1) ..]  for limit i: W, B, C (a plain decimal, stored as
+--          sent) and the PEXPIRE of its writes in ms (W + B, longer only
+--          when the caller sends its own clock), a plain decimal
+--
+-- Reply: one string of decimals, each followed by a space, in one of two
+-- forms (limiter/redisabs reads both; Redis sends a string as it is, where
+-- it converts a table element by element):
+--   an admission with fewer than 2^21 units remaining in every limit: k
+--     values, per limit remaining * 2^32 + reset_after_ms;
+--   any other decision: 1 + 4k values, allowed (0/1), then per limit:
+--     refused (0/1), remaining, retry_after_ms, reset_after_ms. Refused is
+--     set for a limit without room (or whose C is below n); its retry is
+--     the time until it has room, 0 when it never will.
+-- Limit and never are known to the caller.
+--
+-- Each hash is handled as abs_inc.lua handles its one hash, with the same
+-- fields, the same expiry along the links (at most 8 HGETs, else one
+-- HGETALL) and the same writes, and the same TTL rule but for a second
+-- window for one name: under Redis TIME a join sets no PEXPIRE unless its
+-- W + B is longer than the hash's t (see the writes below), so that the
+-- cost per limit stays what abs_inc.lua costs (docs/algorithms.md,
+-- Bounded work); see abs_inc.lua for the layout and the reasons behind
+-- each step.
+--
+-- Cost: the limits' state lives in one flat table sized once, not a table
+-- per limit; the scan is a function that captures none of the script's
+-- locals (each captured local costs every call an upvalue); every reply
+-- is one string; a join's "m" is one concatenation. The commands alone
+-- (per limit HGET, HSET and PEXPIRE) cost Redis about 1.43 times a whole
+-- single-limit join, so a set of three stays above twice a single Inc
+-- (docs/benchmarks.md, Sets of limits, says what blocks the rest).
+if redis.replicate_commands then redis.replicate_commands() end
+
+-- scan reads every stored bucket of hash h in one HGETALL, as
+-- abs_inc.lua's scan, and returns the live ones oldest first in parallel
+-- arrays (starts, counts, k of them, the newest, from "m", last), their
+-- sum, the fields of the dead ones and the oldest live start. It takes
+-- everything as arguments: a function that captures the script's locals
+-- costs every call an upvalue per local (several thousand instructions
+-- for the dozen an earlier version captured), one that captures none a
+-- single allocation.
+local function scan(h, now, sp, newest, ncount)
+  local P = 4294967296
+  local all = redis.call('HGETALL', h)
+  local starts, counts, k = {}, {}, 0
+  local used, gone, oldest = ncount, {}, newest
+  local sorted, prev = true, -1 / 0
+  for j = 1, #all, 2 do
+    local f = all[j]
+    local st = tonumber(f)
+    if st then
+      if now - st >= sp then
+        gone[#gone + 1] = f
+      else
+        local v = all[j + 1] + 0
+        if v >= P then
+          v = (v - v % P) / P
+        elseif v < 0 then
+          v = -v
+        end
+        k = k + 1
+        starts[k], counts[k] = st, v
+        used = used + v
+        if st < prev then sorted = false end
+        prev = st
+      end
+    end
+  end
+  if not sorted then
+    local by = {}
+    for j = 1, k do by[starts[j]] = counts[j] end
+    table.sort(starts)
+    for j = 1, k do counts[j] = by[starts[j]] end
+  end
+  if k > 0 then oldest = starts[1] end
+  k = k + 1
+  starts[k], counts[k] = newest, ncount
+  return {starts, counts, k}, used, gone, oldest
+end
+
+-- Globals as locals: a global's every use is a lookup in the globals
+-- table; a local's is a register. (After scan, which so captures none.)
+local ARGV, redis, string = ARGV, redis, string
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  local usec = t[2] + 0 -- whole ms without a call of math.floor
+  now = t[1] * 1000 + (usec - usec % 1000) / 1000
+else
+  now = ARGV[1] + 0
+end
+local n = ARGV[2] + 0
+local cost = n
+if cost < 1 then cost = 1 end
+local nk = #KEYS
+-- Under the caller's clock t is never read (every write sets its TTL):
+-- the meta pattern then leaves it uncaptured, a capture costing about
+-- 600 instructions a limit.
+local clock = ARGV[1] ~= ''
+local META = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$'
+if clock then META = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) %d+$' end
+local fmt = string.format
+local P = 4294967296 -- 2^32: a closed bucket's value is count * P + link
+local LINKS = 8
+
+-- The limits' state, in one flat table of NV values per limit (limit i's
+-- from S[NV (i - 1) + 1]) rather than a table per limit: a table costs its
+-- allocation and a hash part for named fields, and the common call needs
+-- only these values between its read and its write.
+local NV = 12
+local SP, BK, CAP, USED, OLDEST, NEWEST, NCOUNT, STATE, OF, NS, MOVED, TS = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12
+-- STATE: 0 absent, 1 live, 2 stale (no live bucket, or "m" unreadable: a
+-- write deletes the hash); OF: the oldest start as a string; NS: the
+-- newest start as stored; MOVED: the capacity to store differs from the
+-- stored one; TS: the stored span t (see the TTL rule below).
+-- Presized for three limits and a refusal's reply values (a table grown
+-- one value at a time is rehashed at every power of two); a larger set
+-- grows it. Sizing it for eight measured no cheaper for three limits.
+local S = {false, false, false, false, false, false, false, false, false, false, false, false,
+  false, false, false, false, false, false, false, false, false, false, false, false,
+  false, false, false, false, false, false, false, false, false, false, false, false,
+  false, false, false, false, false, false, false, false, false, false, false, false, false}
+-- Rare per-limit state, made only when needed: dead[i] the fields of the
+-- dead buckets found (a write deletes them), scanned[i] = {starts, counts,
+-- k} after a scan (see scan).
+local dead, scanned = nil, nil
+
+-- Read every limit (one HGET of "m" each) and expire it at now, as
+-- abs_inc.lua does; the call is admitted when every limit has room.
+local allowed = true
+for i = 1, nk do
+  local a = 4 * i - 1 -- ARGV[a ..]: W, B, C, TTL
+  local o = NV * (i - 1)
+  local b, c = ARGV[a + 1] + 0, ARGV[a + 2] + 0
+  local sp = ARGV[a] + b
+  local h = KEYS[i]
+  local mv = redis.call('HGET', h, 'm')
+  local cs, us, os, ns, ncs, ts
+  if mv then cs, us, os, ns, ncs, ts = string.match(mv, META) end
+  local state, used, oldest, newest, ncount = 0, 0, 0, 0, 0
+  if ns then
+    newest = ns + 0
+    if now - newest >= sp then
+      state = 2
+    else
+      state, used, oldest, ncount = 1, us + 0, os + 0, ncs + 0
+    end
+  elseif mv then
+    state = 2
+  end
+  S[o + SP], S[o + BK], S[o + CAP], S[o + STATE], S[o + OF], S[o + NS], S[o + MOVED], S[o + TS] = sp, b, c, state, os,
+    ns, cs ~= ARGV[a + 2], ts
+  if state == 1 and now - oldest >= sp then
+    -- Expire along the links (at most LINKS HGETs), else scan.
+    local gone, ofield, fresh = {}, os, true
+    while now - oldest >= sp do
+      if #gone >= LINKS then fresh = false break end
+      local v = redis.call('HGET', h, ofield)
+      if v then v = v + 0 end
+      local link = v and v % P
+      if not v or v < P or link < 1 then fresh = false break end
+      used = used - (v - link) / P
+      gone[#gone + 1] = ofield
+      oldest = oldest + link
+      ofield = fmt('%d', oldest)
+    end
+    if fresh and (oldest > newest or oldest == newest and used ~= ncount) then fresh = false end
+    S[o + OF] = ofield
+    dead = dead or {}
+    dead[i] = gone
+    if not fresh then
+      local sc
+      sc, used, dead[i], oldest = scan(h, now, sp, newest, ncount)
+      scanned = scanned or {}
+      scanned[i] = sc
+      S[o + OF] = fmt('%d', oldest)
+    end
+  end
+  S[o + USED], S[o + OLDEST], S[o + NEWEST], S[o + NCOUNT] = used, oldest, newest, ncount
+  if cost > c or used + cost > c then allowed = false end
+end
+
+-- Record the call in every limit (or, on a refusal, store a limit's
+-- expiry and capacity) as abs_inc.lua's writes do.
+--
+-- The TTL: under Redis TIME a live hash expires at n + t, its newest
+-- bucket's start plus the span t stored in "m": the largest W + B of the
+-- writes since the hash was created. A write keeps that true. When it
+-- opens a bucket (n = now) it sets PEXPIRE t; when it keeps the newest
+-- bucket (a join, or a refusal that stores the capacity or deletes dead
+-- buckets) it sets nothing if its W + B is at most t, the TTL set before
+-- already ending when the bucket dies under its window (nearly every
+-- call: one limit name has one window), and otherwise PEXPIRE W + B -
+-- (now - n) and t = W + B. So two sets that give one limit name different
+-- windows never shorten the life of what the longer one still counts,
+-- and with one window the hash dies exactly W + B after its newest bucket
+-- opened, as a single hash does. Under the caller's clock every write sets
+-- PEXPIRE (that clock may stand still while Redis counts the TTL in real
+-- time) and stores t = 0, so the next write under TIME sets it anew.
+if n > 0 then
+  for i = 1, nk do
+    local o = NV * (i - 1)
+    local state, gone = S[o + STATE], dead and dead[i]
+    -- a refusal writes only a limit to delete, clean or give its capacity
+    if allowed or state == 2 or state == 1 and (gone or S[o + MOVED]) then
+      local a = 4 * i - 1
+      local h = KEYS[i]
+      local wrote = false
+      -- keep: the t to store; tl: the PEXPIRE of an open (t); tj: the
+      -- PEXPIRE of a write that keeps the newest bucket, false for none
+      local keep, tl, tj = ARGV[a + 3], ARGV[a + 3], false
+      if clock then
+        keep, tj = '0', tl
+      elseif state == 1 and S[o + TS] ~= keep then
+        local sv, tv = S[o + TS] + 0, keep + 0
+        if sv > tv then
+          keep, tl = S[o + TS], S[o + TS]
+        else
+          tj = fmt('%d', tv - (now - S[o + NEWEST]))
+        end
+      end
+      if state == 2 then
+        redis.call('DEL', h)
+        wrote = true
+      elseif gone and #gone > 0 then
+        for j = 1, #gone, 1000 do
+          redis.call('HDEL', h, unpack(gone, j, math.min(j + 999, #gone)))
+        end
+        wrote = true
+      end
+      if allowed then
+        local used, newest = S[o + USED] + n, S[o + NEWEST]
+        S[o + USED] = used
+        if state ~= 1 then
+          local s0 = fmt('%d', now)
+          redis.call('HSET', h, 'm', ARGV[a + 2] .. ' ' .. ARGV[2] .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ARGV[2] .. ' ' .. keep)
+          S[o + NEWEST], S[o + STATE], tj = now, 1, tl
+        elseif now - newest < S[o + BK] then
+          -- a join: one concatenation (numbers below 10^14 print as
+          -- integers) costs less than string.format's sprintf per value
+          local nc = S[o + NCOUNT] + n
+          if used < 1e14 then
+            redis.call('HSET', h, 'm', ARGV[a + 2] .. ' ' .. used .. ' ' .. S[o + OF] .. ' ' .. S[o + NS] .. ' ' .. nc .. ' ' .. keep)
+          else
+            redis.call('HSET', h, 'm', fmt('%s %d %s %s %d %s', ARGV[a + 2], used, S[o + OF], S[o + NS], nc, keep))
+          end
+        else
+          local ncount = S[o + NCOUNT]
+          local closed = -ncount
+          if ncount < 2097152 and now - newest < P then closed = ncount * P + (now - newest) end
+          redis.call('HSET', h, S[o + NS], fmt('%d', closed), 'm', fmt('%s %d %s %d %s %s', ARGV[a + 2], used, S[o + OF], now, ARGV[2], keep))
+          S[o + NEWEST], tj = now, tl
+        end
+        wrote = true
+      elseif state == 1 and (gone or S[o + MOVED]) then
+        redis.call('HSET', h, 'm', fmt('%s %d %s %s %d %s', ARGV[a + 2], S[o + USED], S[o + OF], S[o + NS], S[o + NCOUNT], keep))
+        wrote = true
+      end
+      if tj and wrote and S[o + STATE] == 1 then
+        redis.call('PEXPIRE', h, tj)
+      end
+    end
+  end
+end
+
+-- The reply is one string of decimals, each followed by a space: Redis
+-- sends a string as it is, where it converts a table element by element
+-- (about 8,000 instructions for a table of three integers against 2,000
+-- for the string, docs/benchmarks.md). The values go to S after the
+-- limits' state, and unpack hands them to string.format without a table.
+local r = NV * nk
+-- An admission with fewer than 2^21 units remaining in every limit: per
+-- limit, remaining * 2^32 + reset ms (both fit a double exactly): nothing
+-- else to compute.
+if allowed then
+  for i = 1, nk do
+    local o = NV * (i - 1)
+    local remaining, reset = S[o + CAP] - S[o + USED], 0
+    if S[o + STATE] == 1 then reset = S[o + NEWEST] + S[o + SP] - now end
+    if remaining >= 2097152 or reset >= P then
+      r = nil
+      break
+    end
+    S[r + i] = remaining * P + reset
+  end
+  if r then return fmt(string.rep('%d ', nk), unpack(S, r + 1, r + nk)) end
+  r = NV * nk
+end
+
+-- Otherwise: allowed, then per limit: refused, remaining, retry ms, reset
+-- ms. A refused limit's retry is abs_inc.lua's walk: the oldest bucket
+-- alone often frees enough (one HGET), else the live buckets oldest first.
+S[r + 1] = allowed and 1 or 0
+for i = 1, nk do
+  local o = NV * (i - 1)
+  local c, used, sp = S[o + CAP], S[o + USED], S[o + SP]
+  local refused, rt = 0, 0
+  if cost > c or used + cost > c then
+    refused = 1
+    if cost <= c then
+      local oldest, newest = S[o + OLDEST], S[o + NEWEST]
+      local sc = scanned and scanned[i]
+      if not sc then
+        local first = S[o + NCOUNT]
+        if oldest ~= newest then
+          local h = KEYS[i]
+          local v = redis.call('HGET', h, S[o + OF])
+          v = v and v + 0 or 0
+          if v >= P then
+            first = (v - v % P) / P
+          elseif v < 0 then
+            first = -v
+          else
+            first = v
+          end
+        end
+        if first > 0 and (used - first + cost <= c or first >= used) then
+          rt = oldest + sp - now
+        else
+          local h = KEYS[i]
+          sc, used = scan(h, now, sp, newest, S[o + NCOUNT]) -- the dead buckets a peek leaves are skipped
+          S[o + USED] = used
+        end
+      end
+      if sc then
+        local starts, counts, freed = sc[1], sc[2], 0
+        for j = 1, sc[3] do
+          local cnt = counts[j]
+          if cnt ~= 0 then
+            freed = freed + cnt
+            if used - freed + cost <= c or freed >= used then
+              rt = starts[j] + sp - now
+              break
+            end
+          end
+        end
+      end
+    end
+  end
+  local remaining = c - used
+  if remaining < 0 then remaining = 0 end
+  local reset = 0
+  if S[o + STATE] == 1 then reset = S[o + NEWEST] + sp - now end
+  local j = r + 4 * i - 2
+  S[j], S[j + 1], S[j + 2], S[j + 3] = refused, remaining, rt, reset
+end
+return fmt(string.rep('%d ', 1 + 4 * nk), unpack(S, r + 1, r + 1 + 4 * nk))

@@ -1,0 +1,171 @@
+-- sup_allowed.lua: IsAllowed of the suppressed strategy. Read-only: it
+-- computes what internal/window's State.IsAllowedSuppressed computes and
+-- writes nothing, not even the cleanup of expired buckets or the factor
+-- cache.
+--
+-- KEYS[1]  <prefix>:{<key>}:sup:h, the key's hash (fields: see sup_inc.lua)
+-- ARGV[1]  now in ms; an empty string reads Redis TIME
+-- ARGV[2]  W, the window in ms
+-- ARGV[3]  the suppression cache period in ms; 0 = no cache
+-- ARGV[4]  B, the bucket in ms
+--
+-- Reply: for one more unit at the capacities stored by the key's latest
+--         Inc, {limit, remaining, reset after ms} when it is admitted
+--         without suppression (a key with no live bucket: all 0), else
+--         {outcome, allowed, limit, remaining, retry after ms, reset after
+--         ms, factor ppm, never}, all integers (see sup_inc.lua).
+
+local PPM = 1000000
+local h = KEYS[1]
+local now = tonumber(ARGV[1])
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local w = tonumber(ARGV[2])
+local sp = w + tonumber(ARGV[4]) -- a bucket is live while now - start < W + B
+local cache = tonumber(ARGV[3])
+
+local function num(v)
+  if v then return tonumber(v) end
+  return nil
+end
+
+local function fmt(v) return string.format('%d', v) end
+
+-- "m" = "<u> <x> <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft>" and, on a
+-- single hash, perhaps the RetryAfter cursor after them (sup_inc.lua).
+local mk = redis.call('HMGET', h, 'm', 'k')
+local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts
+if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
+if mk[2] then cs, hcs, fs, fts = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)[ %d]*$') end
+local newest = num(ns)
+if newest == nil or cs == nil or now - newest >= sp then
+  return {0, 0, 0}
+end
+local ncount, ndec = ncs + 0, nds + 0
+local used, declined, oldest = us + 0, xs + 0, os + 0
+local fppm, fat = fs + 0, fts + 0
+local soft, hard = cs + 0, hcs + 0
+local P = 4294967296
+-- After a scan (k set), the live buckets oldest first, in parallel arrays:
+-- starts, offered units and declined units.
+local k, bs, bo, bd
+
+-- offered reads a closed bucket's offered units from its value, offered *
+-- 2^32 + link or -offered (see sup_inc.lua; a plain count is an earlier
+-- layout's).
+local function offered(v)
+  v = v + 0
+  if v >= P then return (v - v % P) / P end
+  if v < 0 then return -v end
+  return v
+end
+
+-- scan reads the whole hash in one HGETALL and sets k, bs, bo, bd to its
+-- live buckets (the dead ones a write has not deleted yet are skipped),
+-- oldest first, the newest (in meta fields) last, as sup_inc.lua's scan
+-- does; it returns the sums of their offered and declined units.
+local function scan()
+  local all = redis.call('HGETALL', h)
+  local su, sd = ncount, ndec
+  local sorted, prev, lost = true, -1 / 0, nil
+  k, bs, bo, bd = 0, {}, {}, {}
+  for i = 1, #all, 2 do
+    local f = all[i]
+    local c = string.byte(f, 1)
+    if c >= 48 and c <= 57 or c == 45 then -- a digit or '-': a bucket
+      local st = f + 0
+      if now - st < sp then
+        local v = offered(all[i + 1])
+        k = k + 1
+        bs[k], bo[k], bd[k] = st, v, 0
+        su = su + v
+        if st < prev then sorted = false end
+        prev = st
+      end
+    elseif c == 100 then -- 'd': a bucket's declined units
+      local st = string.sub(f, 2) + 0
+      if now - st < sp then
+        if k > 0 and bs[k] == st then
+          bd[k] = all[i + 1] + 0
+        else
+          lost = lost or {}
+          lost[st] = all[i + 1] + 0
+        end
+      end
+    end
+  end
+  if not sorted or lost then
+    local off, dec = {}, lost or {}
+    for i = 1, k do
+      off[bs[i]] = bo[i]
+      if bd[i] ~= 0 then dec[bs[i]] = bd[i] end
+    end
+    if not sorted then table.sort(bs) end
+    for i = 1, k do bo[i], bd[i] = off[bs[i]], dec[bs[i]] or 0 end
+  end
+  for i = 1, k do sd = sd + bd[i] end
+  k = k + 1
+  bs[k], bo[k], bd[k] = newest, ncount, ndec
+  return su, sd
+end
+
+if now - oldest >= sp then
+  -- Expired buckets are still stored: leave them, count only live ones.
+  used, declined = scan()
+  oldest = bs[1]
+end
+
+local function factor()
+  if cache > 0 and fppm ~= nil and fat ~= nil and fat > 0 and now - fat < cache then return fppm end -- ft 0: none
+  local r = math.min(w, 1000)
+  local recent = 0
+  if now - oldest < r then
+    recent = used
+  elseif now - newest < r then
+    if not k then scan() end
+    for i = k, 1, -1 do
+      if now - bs[i] >= r then break end
+      recent = recent + bo[i]
+    end
+  end
+  local mx = math.max(used * r, recent * w)
+  if mx <= 0 then return 0 end
+  local f = 1 - soft * r / mx
+  local ppm = math.floor(f * PPM + 0.5)
+  return math.min(math.max(ppm, 0), PPM)
+end
+
+local function retryAfter(held, cost, cap)
+  if not k then
+    local acc = ncount - ndec
+    if oldest ~= newest then
+      local v = redis.call('HMGET', h, fmt(oldest), 'd' .. fmt(oldest))
+      acc = (v[1] and offered(v[1]) or 0) - (num(v[2]) or 0)
+    end
+    if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
+      return oldest + sp - now
+    end
+    scan()
+  end
+  local freed = 0
+  for i = 1, k do
+    local u = bo[i] - bd[i]
+    if u ~= 0 then
+      freed = freed + u
+      if held - freed + cost <= cap or freed >= held then return bs[i] + sp - now end
+    end
+  end
+  return 0
+end
+
+local accepted = used - declined
+local remaining = math.max(soft - accepted, 0)
+local reset = newest + sp - now
+if accepted + 1 <= soft then
+  return {soft, remaining, reset}
+end
+local f = PPM
+if accepted + 1 <= hard then f = factor() end
+return {2, 0, soft, remaining, retryAfter(accepted, 1, soft), reset, f, 0}
