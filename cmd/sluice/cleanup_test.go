@@ -23,7 +23,7 @@ func TestCleanupUsage(t *testing.T) {
 		{"zero rate", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--keys-per-second", "0"}, "--keys-per-second 0"},
 		{"NaN rate", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--keys-per-second", "NaN"}, "--keys-per-second NaN"},
 		{"rate is not cleanup's", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--rate", "5"}, "unknown flag --rate"},
-		{"zero window", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--window", "0s"}, "--window 0s: want the longest window"},
+		{"zero window", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--window", "0s"}, "--window 0s: want a positive window"},
 		{"bucket alone", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--bucket", "1s"}, "--bucket needs --window"},
 		{"bad window", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--window", "1us"}, "window"},
 		{"bad bucket", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--window", "1h", "--bucket", "1ms"}, "W/B"},
