@@ -62,23 +62,29 @@ type StateChange struct {
 	Policy FailurePolicy
 	// Duration, leaving: how long the provider was degraded.
 	Duration time.Duration
-	// Reconciled, leaving: keys whose fallback units were written to Redis.
+	// Reconciled, leaving: keys (on a set: key and set pairs) whose
+	// fallback units Redis recorded, as admitted whatever it held.
 	Reconciled int
-	// Unreconciled, leaving: keys whose units could not be written (see
+	// Unreconciled, leaving: keys whose fallback units Redis did not
+	// record (the write failed, the limiter was closed, or more than
+	// 10,000 keys were pending), and UnreconciledUnits their units (see
 	// docs/operations.md, Reconciliation).
-	Unreconciled int
+	Unreconciled      int
+	UnreconciledUnits int64
 }
 
 // stateChange and internalStateChange convert between StateChange and the
 // configuration's copy of it, which the providers fill.
 func stateChange(sc config.StateChange) StateChange {
 	return StateChange{Provider: sc.Provider, Degraded: sc.Degraded, Cause: sc.Cause, Policy: FailurePolicy(sc.Policy),
-		Duration: sc.Duration, Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled}
+		Duration: sc.Duration, Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled,
+		UnreconciledUnits: sc.UnreconciledUnits}
 }
 
 func internalStateChange(sc StateChange) config.StateChange {
 	return config.StateChange{Provider: sc.Provider, Degraded: sc.Degraded, Cause: sc.Cause, Policy: config.FailurePolicy(sc.Policy),
-		Duration: sc.Duration, Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled}
+		Duration: sc.Duration, Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled,
+		UnreconciledUnits: sc.UnreconciledUnits}
 }
 
 // WithTimeout bounds every Redis call of a Redis provider by d on top of

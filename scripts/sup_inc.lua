@@ -13,7 +13,10 @@
 --          window.RecordedCost)
 -- ARGV[7]  the suppression cache period in ms; 0 computes the factor on
 --          every call
--- ARGV[8]  the call's random draw in ppm, in [0, 999999]
+-- ARGV[8]  the call's random draw in ppm, in [0, 999999]; 1000000 is the
+--          failover's write-back (internal/failover): n units a local
+--          fallback admitted while Redis could not be asked, recorded as
+--          accepted whatever the key holds, even above H
 -- ARGV[9]  the PEXPIRE in ms: W + B (longer only when the caller sends its
 --          own clock in ARGV[1], see limiter/redissup). A write that opens
 --          a bucket (a new key included) sets it; a join of the newest
@@ -562,6 +565,10 @@ if not decided or not rdone then
   end
   if not rdone then retry = retryAfter(used - declined, soft) end
 end
+-- The write-back (a draw of PPM) accepts its units above H too: they were
+-- admitted. Between S and H that draw admits already; checked on a
+-- refusal only, so that the admitted paths pay nothing for it.
+if not allowed and draw == PPM then allowed = true end
 if write and gone then
   for i = 1, #gone, 1000 do
     redis.call('HDEL', h, unpack(gone, i, math.min(i + 999, #gone)))

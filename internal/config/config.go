@@ -96,13 +96,14 @@ func (p FailurePolicy) String() string {
 // StateChange reports a Redis provider entering or leaving degraded mode;
 // package limiter documents it.
 type StateChange struct {
-	Provider     string
-	Degraded     bool
-	Cause        error
-	Policy       FailurePolicy
-	Duration     time.Duration
-	Reconciled   int
-	Unreconciled int
+	Provider          string
+	Degraded          bool
+	Cause             error
+	Policy            FailurePolicy
+	Duration          time.Duration
+	Reconciled        int
+	Unreconciled      int
+	UnreconciledUnits int64
 }
 
 // Clock is the time source of local and hybrid providers.

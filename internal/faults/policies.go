@@ -28,6 +28,8 @@ func RunPolicies(t *testing.T, pkg string, newLimiter NewLimiter) {
 	t.Run("Policies", func(t *testing.T) { runPolicies(t, pkg, newLimiter) })
 	t.Run("BadInputKeepsBreakerClosed", func(t *testing.T) { runBadInput(t, newLimiter) })
 	t.Run("Reconcile", func(t *testing.T) { runReconcile(t, newLimiter) })
+	t.Run("WriteBackOverFullKey", func(t *testing.T) { runWriteBackOverFull(t, newLimiter, false) })
+	t.Run("WriteBackOverFullSet", func(t *testing.T) { runWriteBackOverFull(t, newLimiter, true) })
 	t.Run("Fleet", func(t *testing.T) { runFleet(t, newLimiter) })
 }
 
@@ -263,5 +265,82 @@ func runFleet(t *testing.T, newLimiter NewLimiter) {
 	}
 	if len(times) < 3*capacity {
 		t.Errorf("only %d admitted: the fallbacks or Redis admitted too little", len(times))
+	}
+}
+
+// runWriteBackOverFull: Redis already holds C units of a key (another
+// instance admitted them) when the fallback admits C more during an
+// outage. The write-back records all C as admitted whatever Redis holds,
+// for both strategies (the suppressed one above H) and, with set, in every
+// limit of a two-limit set; the leaving event counts the key reconciled.
+func runWriteBackOverFull(t *testing.T, newLimiter NewLimiter, set bool) {
+	ctx := context.Background()
+	mr, c := redistest.Mini(t)
+	rec := &recorder{ch: make(chan limiter.StateChange, 16)}
+	l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithProbeInterval(5*time.Millisecond),
+		limiter.WithStateChange(rec.hook))
+	defer l.Close(ctx)
+	const capacity = 10
+	rate := limiter.PerMinute(capacity)
+	inc := func(k string) (limiter.Decision, error) { return l.Inc(ctx, k, rate, 1) }
+	get := func(k string) ([]limiter.Usage, error) {
+		u, err := l.Get(ctx, k)
+		return []limiter.Usage{u}, err
+	}
+	if set {
+		sl, ok := l.(limiter.SetLimiter)
+		if !ok {
+			t.Skip("the provider decides no sets")
+		}
+		s, err := limiter.NewSet(limiter.Limit{Name: "minute", Rate: rate, Window: time.Minute},
+			limiter.Limit{Name: "hour", Rate: limiter.PerHour(12 * capacity), Window: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inc = func(k string) (limiter.Decision, error) {
+			d, err := sl.IncSet(ctx, k, s, 1)
+			return d.Decision, err
+		}
+		get = func(k string) ([]limiter.Usage, error) { return sl.GetSet(ctx, k, s) }
+	}
+	for i := 0; i < capacity; i++ {
+		if d, err := inc("k"); err != nil || d.Degraded || !d.Allowed {
+			t.Fatalf("Inc %d on healthy Redis = %+v, %v; want admitted by Redis", i, d, err)
+		}
+	}
+	mr.SetError(loading)
+	admitted := 0
+	for i := 0; i < 2*capacity; i++ {
+		d, err := inc("k")
+		if err != nil || !d.Degraded {
+			t.Fatalf("Inc %d during the outage = %+v, %v; want degraded", i, d, err)
+		}
+		if d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != capacity {
+		t.Fatalf("the fallback admitted %d, want C = %d", admitted, capacity)
+	}
+	mr.SetError("")
+	rec.wait(t, false, 3*time.Second)
+	rec.mu.Lock()
+	last := rec.events[len(rec.events)-1].sc
+	rec.mu.Unlock()
+	if last.Reconciled != 1 || last.Unreconciled != 0 || last.UnreconciledUnits != 0 {
+		t.Errorf("leaving event = %+v, want 1 key reconciled, none lost", last)
+	}
+	us, err := get("k")
+	if err != nil {
+		t.Fatalf("Get(k) after recovery: %v", err)
+	}
+	for i, u := range us {
+		if accepted := u.Used - u.Declined; accepted != 2*capacity {
+			t.Errorf("limit %d after recovery: %+v, %d accepted; want 2C = %d (Redis's C and the fallback's C)",
+				i, u, accepted, 2*capacity)
+		}
+	}
+	if d, err := inc("k"); err != nil || d.Degraded || d.Allowed {
+		t.Errorf("Inc after recovery = %+v, %v; want refused by Redis", d, err)
 	}
 }
