@@ -154,11 +154,17 @@ func WithStateChange(fn func(StateChange)) Option {
 	}
 }
 
-// WithLogger sets a logger for the same transitions as WithStateChange
-// (Warn on entering degraded mode, Info on leaving it) and for
-// configuration warnings. Default: nil, no logging.
+// WithLogger sets the logger of a Redis provider. It receives the
+// limiter's first failed Redis call (Warn, with the address), the same
+// transitions as WithStateChange (Warn on entering degraded mode, Info on
+// leaving it; five outages, then at most one a minute, so that a flapping
+// Redis cannot flood the log, the outages left out counted in the next
+// record) and configuration warnings. Default: slog.Default(), read at
+// each record. WithLogger(nil), or a logger whose handler discards
+// (slog.DiscardHandler), silences it; give nil when a NewLogObserver
+// logs the same transitions.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config.Config) { c.Logger = l }
+	return func(c *config.Config) { c.Logger, c.LoggerSet = l, true }
 }
 
 // WithBatching sets the largest number of concurrent script calls of a

@@ -177,6 +177,8 @@ type Guard struct {
 	scaledSets sync.Map
 	nScaled    atomic.Int64
 
+	log logState
+
 	pmu          sync.Mutex
 	pending      map[string]*Pending
 	dropped      int   // keys not remembered (MaxPending)
@@ -338,6 +340,7 @@ func (g *Guard) failed(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
 	}
+	g.logFailure(op, err)
 	if !Unavailable(err) {
 		return err
 	}
@@ -355,6 +358,7 @@ func (g *Guard) FailedErr(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
 	}
 	g.observeErr(ctx, op, err)
+	g.logFailure(op, err)
 	if Unavailable(err) {
 		g.trip(err)
 	}
@@ -582,9 +586,7 @@ func (g *Guard) probeUntilUp(t *time.Timer) bool {
 
 func (g *Guard) notify(sc config.StateChange) {
 	sc.Provider, sc.Policy = g.pkg, g.cfg.Policy
-	if l := g.cfg.Logger; l != nil {
-		config.LogStateChange(context.Background(), l, sc)
-	}
+	g.logStateChange(sc)
 	if obs := g.observer(); obs != nil {
 		obs.ObserveEvent(context.Background(), limiter.Event{Kind: limiter.EventStateChange, Provider: sc.Provider, State: publicState(sc)})
 	}

@@ -31,3 +31,7 @@ func TestFailurePolicies(t *testing.T) { faults.RunPolicies(t, "redissup", newFa
 // Redis for a context that can never be cancelled (docs/benchmarks.md,
 // Failure policy: the healthy path).
 func TestHealthyPath(t *testing.T) { faults.RunHealthyPath(t, newFaultLimiter) }
+
+// TestLoud: a misconfiguration is loud by default, and Ping names the
+// address (docs/operations.md, Start-up check and logging).
+func TestLoud(t *testing.T) { faults.RunLoud(t, newFaultLimiter) }
