@@ -126,6 +126,7 @@ type Pending struct {
 	Units     int64        // admitted since the outage began
 	LastMs    int64        // time of the latest admission (the limiter's clock)
 	span      int64        // how long, in ms, an admission may count: W + B, the largest of a set
+	id        string       // its entry in the pending map, during a reconciliation
 }
 
 // Reconciler writes fallback units of one strategy to Redis.
@@ -178,6 +179,9 @@ type Guard struct {
 	nScaled    atomic.Int64
 
 	log logState
+
+	graceEnd atomic.Int64 // see startGrace: the grace's end (ms, the limiter's clock); 0: none
+	setSpan  atomic.Int64 // the longest W + B of a set the fallback decided (ms)
 
 	pmu          sync.Mutex
 	pending      map[string]*Pending
@@ -541,11 +545,14 @@ func (g *Guard) run() {
 		// fallback admitted during the first. (Closing first let Redis
 		// admit, during the whole write-back, into a window that did not
 		// yet hold those units.)
-		r := g.reconcile(false)
+		r := newTally()
+		g.reconcile(false, &r)
 		g.open.Store(false)
-		r.add(g.reconcile(true))
-		g.notify(config.StateChange{Duration: time.Since(since), Reconciled: r.done, Unreconciled: r.lost,
-			UnreconciledUnits: r.lostUnits})
+		g.reconcile(true, &r)
+		g.startGrace()
+		done, lost, units := r.counts()
+		g.notify(config.StateChange{Duration: time.Since(since), Reconciled: done, Unreconciled: lost,
+			UnreconciledUnits: units})
 		g.mu.Lock()
 		if !g.open.Load() || g.closed {
 			g.running = false
@@ -597,15 +604,35 @@ func (g *Guard) notify(sc config.StateChange) {
 
 type pipeliner interface{ Pipeline() redis.Pipeliner }
 
-// tally is what a reconciliation did: the keys whose units Redis
-// recorded, the keys whose units it did not, and those units.
+// tally is what the passes of one recovery did: the pending entries
+// (keys, or key and set pairs) whose units Redis recorded, those whose
+// units it did not, with the units, and the entries never remembered
+// (MaxPending). An entry written by one pass and lost by the next is lost.
 type tally struct {
-	done, lost int
-	lostUnits  int64
+	done      map[string]bool
+	lost      map[string]int64
+	dropped   int
+	droppedUn int64
 }
 
-func (t *tally) add(o tally) {
-	t.done, t.lost, t.lostUnits = t.done+o.done, t.lost+o.lost, t.lostUnits+o.lostUnits
+func newTally() tally { return tally{done: make(map[string]bool), lost: make(map[string]int64)} }
+
+func (t *tally) wrote(id string)           { t.done[id] = true }
+func (t *tally) missed(id string, n int64) { t.lost[id] += n }
+
+// counts returns StateChange's Reconciled, Unreconciled and
+// UnreconciledUnits.
+func (t *tally) counts() (done, lost int, units int64) {
+	units = t.droppedUn
+	for _, n := range t.lost {
+		units += n
+	}
+	for id := range t.done {
+		if _, ok := t.lost[id]; !ok {
+			done++
+		}
+	}
+	return done, len(t.lost) + t.dropped, units
 }
 
 // reconcile writes the units the fallback admitted for keys whose window
@@ -613,20 +640,22 @@ func (t *tally) add(o tally) {
 // reconcileBatch keys, each recorded as admitted whatever Redis holds.
 // closed says the breaker was closed for the pass: one that finds it open
 // again stops, and counts the rest as not written.
-func (g *Guard) reconcile(closed bool) tally {
+func (g *Guard) reconcile(closed bool, t *tally) {
 	g.pmu.Lock()
 	pend := g.pending
-	t := tally{lost: g.dropped, lostUnits: g.droppedUnits}
+	t.dropped += g.dropped
+	t.droppedUn += g.droppedUnits
 	g.pending, g.dropped, g.droppedUnits = make(map[string]*Pending), 0, 0
 	g.pmu.Unlock()
 	fbp := g.fb.Load()
 	if len(pend) == 0 || fbp == nil || g.recon.Queue == nil {
-		return t
+		return
 	}
 	fb := *fbp
 	now := g.cfg.NowMs()
 	items := make([]*Pending, 0, len(pend))
-	for _, p := range pend {
+	for id, p := range pend {
+		p.id = id
 		if now-p.LastMs >= p.span {
 			continue // dead in the window: nothing to count
 		}
@@ -635,8 +664,7 @@ func (g *Guard) reconcile(closed bool) tally {
 		// units, already written back then).
 		live, err := g.liveUnits(fb, p)
 		if err != nil {
-			t.lost++
-			t.lostUnits += p.Units
+			t.missed(id, p.Units)
 			continue
 		}
 		if p.Units = min(p.Units, live); p.Units > 0 {
@@ -644,7 +672,7 @@ func (g *Guard) reconcile(closed bool) tally {
 		}
 	}
 	if len(items) == 0 {
-		return t
+		return
 	}
 	to := g.cfg.Timeout
 	if to <= 0 {
@@ -657,17 +685,15 @@ func (g *Guard) reconcile(closed bool) tally {
 	}
 	for len(items) > 0 {
 		n := min(len(items), reconcileBatch)
-		t.add(g.writeBatch(items[:n], to))
+		g.writeBatch(items[:n], to, t)
 		items = items[n:]
 		if g.stopCtx.Err() != nil || closed && g.open.Load() {
 			for _, p := range items {
-				t.lost++
-				t.lostUnits += p.Units
+				t.missed(p.id, p.Units)
 			}
 			break
 		}
 	}
-	return t
 }
 
 // liveUnits returns the units the fallback still counts for p: on a set,
@@ -688,7 +714,7 @@ func (g *Guard) liveUnits(fb limiter.Limiter, p *Pending) (int64, error) {
 // writeBatch writes one batch, as one pipeline where the client has them,
 // and counts a key done when its command returned no error: the scripts
 // record the write-back whatever the key holds.
-func (g *Guard) writeBatch(batch []*Pending, to time.Duration) tally {
+func (g *Guard) writeBatch(batch []*Pending, to time.Duration, t *tally) {
 	ctx, cancel := context.WithTimeout(g.stopCtx, to)
 	defer cancel()
 	cmds := make([]*redis.Cmd, len(batch))
@@ -704,16 +730,13 @@ func (g *Guard) writeBatch(batch []*Pending, to time.Duration) tally {
 	if pipe != nil {
 		pipe.Exec(ctx) // errors are read per command
 	}
-	var t tally
 	for i, cmd := range cmds {
 		if cmd.Err() != nil {
-			t.lost++
-			t.lostUnits += batch[i].Units
+			t.missed(batch[i].id, batch[i].Units)
 			continue
 		}
-		t.done++
+		t.wrote(batch[i].id)
 	}
-	return t
 }
 
 // Close stops the probe and waits for it until ctx is done, then closes the

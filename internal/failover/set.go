@@ -42,6 +42,9 @@ func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set 
 		d, err = be.DecideSet(cctx, op, k, set, n)
 		cancel()
 		if err == nil {
+			if g.inGrace() {
+				return g.graceDecideSet(ctx, k, set, n, d), nil
+			}
 			return d, nil
 		}
 		if ctx.Err() != nil || !Unavailable(err) {
@@ -127,6 +130,8 @@ func (g *Guard) recordSet(k string, set *limiter.Set, n int64) {
 	for i := 0; i < set.Len(); i++ {
 		l := set.At(i)
 		span = max(span, (l.Window + l.Bucket).Milliseconds())
+	}
+	for cur := g.setSpan.Load(); span > cur && !g.setSpan.CompareAndSwap(cur, span); cur = g.setSpan.Load() {
 	}
 	g.pmu.Lock()
 	if p := g.pendingFor(setID(k, set), k, n); p != nil {
