@@ -40,7 +40,12 @@
 // WithProbeInterval, WithStateChange and WithLogger: an unavailable Redis
 // costs one timeout, then a circuit breaker sends calls to the policy until
 // a background probe finds Redis back. Decisions the policy made have
-// Decision.Degraded set.
+// Decision.Degraded set. By default (FallbackLocal) Inc and IncSet return
+// no error then: a local limiter answers, and what it admitted is written
+// to Redis as admitted when Redis is back; Get and Reset return
+// ErrUnavailable. The first failed call and each outage are logged through
+// slog.Default() unless WithLogger says otherwise, and each Redis provider
+// has a Ping for a start-up check.
 //
 // # Batching
 //

@@ -128,7 +128,11 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // stays near the rate. Default 1: each instance admits the full rate, so a
 // fleet of n may admit n × C per window during an outage, but one instance
 // that takes all the traffic of a key is never starved. n must be at least
-// 1. Other policies ignore it.
+// 1. Other policies ignore it. With n > 1, an instance back on Redis keeps
+// its share for W + B more (what Redis admits is charged to its fallback,
+// and a call the share cannot hold is refused), until the other instances'
+// fallback admissions are written back (docs/operations.md,
+// Reconciliation).
 func WithFallbackInstances(n int) Option {
 	return func(c *config.Config) { c.FallbackInstances = n }
 }

@@ -526,14 +526,7 @@ func (g *Guard) run() {
 	for {
 		g.notify(config.StateChange{Degraded: true, Cause: g.causeErr()})
 		if !g.probeUntilUp(t) {
-			g.mu.Lock()
-			since := g.since
-			g.running = false
-			g.mu.Unlock()
-			// Closed while degraded: the limiter leaves degraded mode
-			// with it, so that what counts degraded limiters (a gauge)
-			// stops counting this one. Nothing is reconciled.
-			g.notify(config.StateChange{Cause: config.ErrClosed, Duration: time.Since(since)})
+			g.closedDegraded()
 			return
 		}
 		g.mu.Lock()
@@ -546,9 +539,29 @@ func (g *Guard) run() {
 		// admit, during the whole write-back, into a window that did not
 		// yet hold those units.)
 		r := newTally()
-		g.reconcile(false, &r)
+		for g.reconcile(false, &r) {
+			// Redis failed again during the write-back: the units wait,
+			// the breaker stays open, and the probe goes on.
+			t.Reset(g.cfg.ProbeInterval)
+			if !g.probeUntilUp(t) {
+				break
+			}
+		}
+		if g.stopCtx.Err() != nil {
+			g.closedDegraded()
+			return
+		}
 		g.open.Store(false)
-		g.reconcile(true, &r)
+		// A write of this pass that found Redis unavailable is tried
+		// again twice, a probe interval apart, while the breaker stays
+		// closed (a stale pooled connection is no outage); the units of
+		// a breaker opened again wait for the next recovery.
+		for i := 0; g.reconcile(true, &r) && !g.open.Load(); i++ {
+			if i == 2 || !g.sleep(g.cfg.ProbeInterval) {
+				g.dropPending(&r)
+				break
+			}
+		}
 		g.startGrace()
 		done, lost, units := r.counts()
 		g.notify(config.StateChange{Duration: time.Since(since), Reconciled: done, Unreconciled: lost,
@@ -562,6 +575,41 @@ func (g *Guard) run() {
 		g.mu.Unlock() // opened again while reconciling: probe again
 		t.Reset(g.cfg.ProbeInterval)
 	}
+}
+
+// sleep waits d; false when Close came first.
+func (g *Guard) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-g.stopCtx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// dropPending counts every pending entry as not written.
+func (g *Guard) dropPending(t *tally) {
+	g.pmu.Lock()
+	pend := g.pending
+	g.pending = make(map[string]*Pending)
+	g.pmu.Unlock()
+	for id, p := range pend {
+		t.missed(id, p.Units)
+	}
+}
+
+// closedDegraded ends the probe goroutine of a limiter closed while
+// degraded: the limiter leaves degraded mode with it, so that what counts
+// degraded limiters (a gauge) stops counting this one. Nothing more is
+// reconciled.
+func (g *Guard) closedDegraded() {
+	g.mu.Lock()
+	since := g.since
+	g.running = false
+	g.mu.Unlock()
+	g.notify(config.StateChange{Cause: config.ErrClosed, Duration: time.Since(since)})
 }
 
 // probeUntilUp probes every interval, one probe at a time; false when
@@ -613,6 +661,8 @@ type tally struct {
 	lost      map[string]int64
 	dropped   int
 	droppedUn int64
+	again     []*Pending // written when Redis answers again (see reconcile)
+	err       error      // the error that sent them back
 }
 
 func newTally() tally { return tally{done: make(map[string]bool), lost: make(map[string]int64)} }
@@ -639,8 +689,10 @@ func (t *tally) counts() (done, lost int, units int64) {
 // is still live (since the last pass), in one pass of pipelines of
 // reconcileBatch keys, each recorded as admitted whatever Redis holds.
 // closed says the breaker was closed for the pass: one that finds it open
-// again stops, and counts the rest as not written.
-func (g *Guard) reconcile(closed bool, t *tally) {
+// again stops. Keys whose write found Redis unavailable, and those left
+// when the breaker opened again, go back to the pending keys, to be written
+// when Redis answers again; reconcile then returns true.
+func (g *Guard) reconcile(closed bool, t *tally) bool {
 	g.pmu.Lock()
 	pend := g.pending
 	t.dropped += g.dropped
@@ -649,7 +701,7 @@ func (g *Guard) reconcile(closed bool, t *tally) {
 	g.pmu.Unlock()
 	fbp := g.fb.Load()
 	if len(pend) == 0 || fbp == nil || g.recon.Queue == nil {
-		return
+		return false
 	}
 	fb := *fbp
 	now := g.cfg.NowMs()
@@ -672,7 +724,7 @@ func (g *Guard) reconcile(closed bool, t *tally) {
 		}
 	}
 	if len(items) == 0 {
-		return
+		return false
 	}
 	to := g.cfg.Timeout
 	if to <= 0 {
@@ -687,11 +739,41 @@ func (g *Guard) reconcile(closed bool, t *tally) {
 		n := min(len(items), reconcileBatch)
 		g.writeBatch(items[:n], to, t)
 		items = items[n:]
-		if g.stopCtx.Err() != nil || closed && g.open.Load() {
+		if g.stopCtx.Err() != nil {
 			for _, p := range items {
 				t.missed(p.id, p.Units)
 			}
 			break
+		}
+		if closed && g.open.Load() {
+			t.again = append(t.again, items...)
+			break
+		}
+	}
+	if len(t.again) == 0 {
+		return false
+	}
+	g.requeue(t.again)
+	t.again = t.again[:0]
+	return true
+}
+
+// requeue puts back entries whose write must wait for Redis, adding to
+// what the fallback admitted for them since.
+func (g *Guard) requeue(ps []*Pending) {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	for _, p := range ps {
+		q := g.pending[p.id]
+		switch {
+		case q != nil:
+			q.Units += p.Units
+			q.LastMs = max(q.LastMs, p.LastMs)
+		case len(g.pending) < MaxPending:
+			g.pending[p.id] = p
+		default:
+			g.dropped++
+			g.droppedUnits += p.Units
 		}
 	}
 }
@@ -731,11 +813,15 @@ func (g *Guard) writeBatch(batch []*Pending, to time.Duration, t *tally) {
 		pipe.Exec(ctx) // errors are read per command
 	}
 	for i, cmd := range cmds {
-		if cmd.Err() != nil {
+		switch err := cmd.Err(); {
+		case err == nil:
+			t.wrote(batch[i].id)
+		case Unavailable(err) && g.stopCtx.Err() == nil:
+			t.again = append(t.again, batch[i])
+			t.err = err
+		default:
 			t.missed(batch[i].id, batch[i].Units)
-			continue
 		}
-		t.wrote(batch[i].id)
 	}
 }
 

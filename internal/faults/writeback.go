@@ -76,12 +76,12 @@ type fleetCalls struct {
 
 func singleCalls() fleetCalls {
 	const w = time.Second
-	rate := limiter.PerSecond(60) // C = 60, 20 per instance in the fallback
+	rate := limiter.PerSecond(200) // C = 200, 66 per instance in the fallback
 	return fleetCalls{
 		// A one-second window (the default is a minute) keeps the cell
 		// short: the check runs until the written-back units expire.
 		opts:   []limiter.Option{limiter.WithWindow(w)},
-		limits: []fleetLimit{{"", w, w / 100, 60}},
+		limits: []fleetLimit{{"", w, w / 100, 200}},
 		inc: func(ctx context.Context, l limiter.Limiter, k string) (limiter.Decision, error) {
 			return l.Inc(ctx, k, rate, 1)
 		},
@@ -93,14 +93,14 @@ func singleCalls() fleetCalls {
 }
 
 func setCalls(t *testing.T) fleetCalls {
-	short := limiter.Limit{Name: "short", Rate: limiter.PerSecond(60), Window: 500 * time.Millisecond} // C = 30
-	long := limiter.Limit{Name: "long", Rate: limiter.PerSecond(45), Window: time.Second}              // C = 45
+	short := limiter.Limit{Name: "short", Rate: limiter.PerSecond(200), Window: 500 * time.Millisecond} // C = 100
+	long := limiter.Limit{Name: "long", Rate: limiter.PerSecond(150), Window: time.Second}              // C = 150
 	set, err := limiter.NewSet(short, long)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return fleetCalls{
-		limits: []fleetLimit{{"short", short.Window, short.Window / 100, 30}, {"long", long.Window, long.Window / 100, 45}},
+		limits: []fleetLimit{{"short", short.Window, short.Window / 100, 100}, {"long", long.Window, long.Window / 100, 150}},
 		inc: func(ctx context.Context, l limiter.Limiter, k string) (limiter.Decision, error) {
 			d, err := l.(limiter.SetLimiter).IncSet(ctx, k, set, 1)
 			return d.Decision, err
@@ -215,22 +215,11 @@ func runWriteBackCell(t *testing.T, c Cell, newLimiter NewLimiter, calls fleetCa
 	defer stopLoad()
 
 	time.Sleep(600 * time.Millisecond) // the keys fill from Redis
-	for _, m := range fleet {
-		// Forget the state changes so far (a breaker opened by a slow
-		// call while the pool dialled): the waits below are the fault's.
-		for len(m.rec.ch) > 0 {
-			<-m.rec.ch
-		}
-	}
 	injected := time.Now()
-	end := c.Inject(t, e)
-	for _, m := range fleet {
-		m.rec.wait(t, true, 5*time.Second)
-	}
-	fixed := end()
+	fixed := c.Inject(t, e)()
 	var backs []time.Duration
 	for _, m := range fleet {
-		backs = append(backs, m.rec.wait(t, false, 5*time.Second).Sub(fixed).Round(time.Millisecond))
+		backs = append(backs, m.rec.backAfter(t, fixed, 5*time.Second).Sub(fixed).Round(time.Millisecond))
 	}
 
 	// Get at once: what Redis holds for each key and limit, against what
@@ -350,5 +339,27 @@ func runWriteBackCell(t *testing.T, c Cell, newLimiter NewLimiter, calls fleetCa
 			t.Errorf("instance %d: %d leaving events, %d keys reconciled, %d unreconciled (%d units); want each of the %d keys reconciled",
 				i, leaving, done, lost, lostUnits, FleetKeys)
 		}
+	}
+}
+
+// backAfter waits until the limiter's latest state change is a recovery
+// after t, and returns when it came.
+func (r *recorder) backAfter(tb testing.TB, t time.Time, within time.Duration) time.Time {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		r.mu.Lock()
+		var last *event
+		if n := len(r.events); n > 0 {
+			last = &r.events[n-1]
+		}
+		r.mu.Unlock()
+		if last != nil && !last.sc.Degraded && last.at.After(t) {
+			return last.at
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("not back on Redis within %v of the fault's end", within)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
