@@ -2,11 +2,8 @@ package cleanup_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/cleanup"
 	"github.com/sluice-go/sluice/internal/redistest"
@@ -24,14 +21,8 @@ func TestPing(t *testing.T) {
 		t.Errorf("Ping on a healthy Redis: %v", err)
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	dead := redis.NewClient(&redis.Options{Addr: addr})
-	defer dead.Close()
+	dead := redistest.DeadClient(t)
+	addr := dead.Options().Addr
 	cl, err = cleanup.New(dead, cleanup.WithPrefix(redistest.Prefix(t)))
 	if err != nil {
 		t.Fatal(err)

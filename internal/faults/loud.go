@@ -3,13 +3,10 @@ package faults
 import (
 	"context"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
@@ -56,16 +53,19 @@ func (c *capture) lines(want string) []string {
 	return out
 }
 
-// deadAddr is a loopback address nothing listens on.
-func deadAddr(t *testing.T) string {
+// onDeadAddress builds the provider on a loopback address nothing
+// listens on, with opts, while slog.Default() writes to the capture it
+// returns (until the test ends).
+func onDeadAddress(t *testing.T, newLimiter NewLimiter, opts ...limiter.Option) (limiter.Limiter, string, *capture) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	h := &capture{}
+	prev := slog.Default()
+	slog.SetDefault(slog.New(h))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	c := redistest.DeadClient(t)
+	l := newLimiter(t, c, append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t))}, opts...)...)
+	t.Cleanup(func() { l.Close(context.Background()) })
+	return l, c.Options().Addr, h
 }
 
 // RunLoud checks that a misconfiguration is loud: a limiter on a dead
@@ -89,16 +89,7 @@ func RunLoud(t *testing.T, newLimiter NewLimiter) {
 
 func runDeadAddress(t *testing.T, newLimiter NewLimiter) {
 	ctx := context.Background()
-	h := &capture{}
-	prev := slog.Default()
-	slog.SetDefault(slog.New(h))
-	defer slog.SetDefault(prev)
-	addr := deadAddr(t)
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)))
-	defer l.Close(ctx)
-
+	l, addr, h := onDeadAddress(t, newLimiter)
 	start := time.Now()
 	err := l.(Pinger).Ping(ctx)
 	if err == nil || !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "ping") {
@@ -136,15 +127,8 @@ func runDeadAddress(t *testing.T, newLimiter NewLimiter) {
 
 func runSilent(t *testing.T, newLimiter NewLimiter) {
 	ctx := context.Background()
-	h := &capture{}
-	prev := slog.Default()
-	slog.SetDefault(slog.New(h))
-	defer slog.SetDefault(prev)
-	addr := deadAddr(t)
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
 	rec := &recorder{ch: make(chan limiter.StateChange, 16)}
-	l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithLogger(nil), limiter.WithStateChange(rec.hook))
+	l, addr, h := onDeadAddress(t, newLimiter, limiter.WithLogger(nil), limiter.WithStateChange(rec.hook))
 	if _, err := l.Inc(ctx, "k", limiter.PerSecond(10), 1); err != nil {
 		t.Fatal(err)
 	}
