@@ -816,7 +816,9 @@ func (g *Guard) writeBatch(batch []*Pending, to time.Duration, t *tally) {
 		switch err := cmd.Err(); {
 		case err == nil:
 			t.wrote(batch[i].id)
-		case Unavailable(err) && g.stopCtx.Err() == nil:
+		case (Unavailable(err) || redisx.NoScript(err)) && g.stopCtx.Err() == nil:
+			// NOSCRIPT: the server lost its scripts after the load above
+			// (a restart); the next pass loads them again.
 			t.again = append(t.again, batch[i])
 			t.err = err
 		default:
