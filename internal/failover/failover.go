@@ -662,7 +662,6 @@ type tally struct {
 	dropped   int
 	droppedUn int64
 	again     []*Pending // written when Redis answers again (see reconcile)
-	err       error      // the error that sent them back
 }
 
 func newTally() tally { return tally{done: make(map[string]bool), lost: make(map[string]int64)} }
@@ -820,7 +819,6 @@ func (g *Guard) writeBatch(batch []*Pending, to time.Duration, t *tally) {
 			// NOSCRIPT: the server lost its scripts after the load above
 			// (a restart); the next pass loads them again.
 			t.again = append(t.again, batch[i])
-			t.err = err
 		default:
 			t.missed(batch[i].id, batch[i].Units)
 		}
