@@ -301,7 +301,8 @@ if linked then
   if forecast <= soft then
     decided = true
   elseif forecast > hard then
-    outcome, allowed, f, decided = 2, false, PPM, true
+    -- refused, but for the write-back (a draw of PPM, see below)
+    outcome, allowed, f, decided = 2, draw == PPM, PPM, true
   elseif live and cache > 0 then
     local fat = fts + 0 -- ft 0: none cached
     if fat > 0 and now - fat < cache then
@@ -555,7 +556,7 @@ if not decided or not rdone then
     if forecast <= soft then
       -- below the soft capacity: admitted, factor 0
     elseif forecast > hard then
-      outcome, allowed, f = 2, false, PPM
+      outcome, allowed, f = 2, draw == PPM, PPM
     else
       outcome = 2
       f, computed = factor()
@@ -565,10 +566,10 @@ if not decided or not rdone then
   end
   if not rdone then retry = retryAfter(used - declined, soft) end
 end
--- The write-back (a draw of PPM) accepts its units above H too: they were
--- admitted. Between S and H that draw admits already; checked on a
--- refusal only, so that the admitted paths pay nothing for it.
-if not allowed and draw == PPM then allowed = true end
+-- The write-back (a draw of PPM) is admitted between S and H by the draw
+-- and above H by the two refusals above, which alone compare the draw
+-- with PPM: the other paths pay nothing for it. Its units were admitted,
+-- so they are accepted whatever the key holds.
 if write and gone then
   for i = 1, #gone, 1000 do
     redis.call('HDEL', h, unpack(gone, i, math.min(i + 999, #gone)))
