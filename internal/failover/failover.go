@@ -185,8 +185,9 @@ type Guard struct {
 
 	pmu          sync.Mutex
 	pending      map[string]*Pending
-	dropped      int   // keys not remembered (MaxPending)
-	droppedUnits int64 // and their units
+	dropped      int             // keys not remembered (MaxPending), beyond those in droppedIDs
+	droppedIDs   map[string]bool // up to MaxPending of them, counted once each
+	droppedUnits int64           // and their units
 }
 
 // Init sets g up for a provider. cfg must outlive g (it is the provider's
@@ -442,6 +443,23 @@ func (g *Guard) record(c *Call) {
 	g.pmu.Unlock()
 }
 
+// drop counts n units of id as not remembered, and id once (while fewer
+// than MaxPending keys were dropped; each call beyond). g.pmu must be
+// held.
+func (g *Guard) drop(id string, n int64) {
+	g.droppedUnits += n
+	switch {
+	case g.droppedIDs[id]:
+	case len(g.droppedIDs) < MaxPending:
+		if g.droppedIDs == nil {
+			g.droppedIDs = make(map[string]bool)
+		}
+		g.droppedIDs[id] = true
+	default:
+		g.dropped++
+	}
+}
+
 // pendingFor returns the Pending of id (the key, or the key and the set),
 // made for key k when new, or nil when MaxPending keys are pending already
 // (the n units are then counted as dropped). g.pmu must be held.
@@ -449,8 +467,7 @@ func (g *Guard) pendingFor(id, k string, n int64) *Pending {
 	p := g.pending[id]
 	if p == nil {
 		if len(g.pending) >= MaxPending {
-			g.dropped++
-			g.droppedUnits += n
+			g.drop(id, n)
 			return nil
 		}
 		p = &Pending{Key: k}
@@ -539,9 +556,12 @@ func (g *Guard) run() {
 		// admit, during the whole write-back, into a window that did not
 		// yet hold those units.)
 		r := newTally()
-		for g.reconcile(false, &r) {
+		for i := 0; g.reconcile(false, &r) && i < 2; i++ {
 			// Redis failed again during the write-back: the units wait,
-			// the breaker stays open, and the probe goes on.
+			// the breaker stays open, and the probe goes on, twice at
+			// most (a Redis too slow for the write-back's pipelines
+			// must not keep the limiter degraded); then the second
+			// pass takes what is left.
 			t.Reset(g.cfg.ProbeInterval)
 			if !g.probeUntilUp(t) {
 				break
@@ -694,7 +714,8 @@ func (t *tally) counts() (done, lost int, units int64) {
 func (g *Guard) reconcile(closed bool, t *tally) bool {
 	g.pmu.Lock()
 	pend := g.pending
-	t.dropped += g.dropped
+	t.dropped += g.dropped + len(g.droppedIDs)
+	g.droppedIDs = nil
 	t.droppedUn += g.droppedUnits
 	g.pending, g.dropped, g.droppedUnits = make(map[string]*Pending), 0, 0
 	g.pmu.Unlock()
@@ -771,8 +792,7 @@ func (g *Guard) requeue(ps []*Pending) {
 		case len(g.pending) < MaxPending:
 			g.pending[p.id] = p
 		default:
-			g.dropped++
-			g.droppedUnits += p.Units
+			g.drop(p.id, p.Units)
 		}
 	}
 }

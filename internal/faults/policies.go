@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -30,6 +32,7 @@ func RunPolicies(t *testing.T, pkg string, newLimiter NewLimiter) {
 	t.Run("Reconcile", func(t *testing.T) { runReconcile(t, newLimiter) })
 	t.Run("WriteBackOverFullKey", func(t *testing.T) { runWriteBackOverFull(t, newLimiter, false) })
 	t.Run("WriteBackOverFullSet", func(t *testing.T) { runWriteBackOverFull(t, newLimiter, true) })
+	t.Run("UnreconciledCountsUnits", func(t *testing.T) { runUnreconciled(t, newLimiter) })
 	t.Run("Fleet", func(t *testing.T) { runFleet(t, newLimiter) })
 }
 
@@ -341,5 +344,45 @@ func runWriteBackOverFull(t *testing.T, newLimiter NewLimiter, set bool) {
 	}
 	if d, err := inc("k"); err != nil || d.Degraded || d.Allowed {
 		t.Errorf("Inc after recovery = %+v, %v; want refused by Redis", d, err)
+	}
+}
+
+// runUnreconciled: an outage whose fallback admits units for one key more
+// than failover.MaxPending remembers; the leaving event counts the
+// remembered keys reconciled and the last one unreconciled, with its units.
+func runUnreconciled(t *testing.T, newLimiter NewLimiter) {
+	ctx := context.Background()
+	srv := redistest.StartServer(t)
+	opt := srv.Options()
+	opt.ContextTimeoutEnabled = true
+	c := redis.NewClient(opt)
+	defer c.Close()
+	rec := &recorder{ch: make(chan limiter.StateChange, 16)}
+	l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithStateChange(rec.hook), limiter.WithLogger(nil))
+	defer l.Close(ctx)
+	rate := limiter.PerMinute(10)
+	srv.Stop()
+	inc := func(k string) {
+		if d, err := l.Inc(ctx, k, rate, 1); err != nil || !d.Degraded || !d.Allowed {
+			t.Fatalf("Inc(%s) during the outage = %+v, %v; want admitted by the fallback", k, d, err)
+		}
+	}
+	for i := 0; i < failover.MaxPending; i++ {
+		inc(fmt.Sprintf("u:%d", i))
+	}
+	inc("last")
+	inc("last")
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	rec.wait(t, false, 10*time.Second)
+	rec.mu.Lock()
+	last := rec.events[len(rec.events)-1].sc
+	rec.mu.Unlock()
+	if last.Reconciled != failover.MaxPending || last.Unreconciled != 1 || last.UnreconciledUnits != 2 {
+		t.Errorf("leaving event = %+v; want %d reconciled, 1 unreconciled with 2 units", last, failover.MaxPending)
+	}
+	if u, err := l.Get(ctx, "u:0"); err != nil || u.Used != 1 {
+		t.Errorf("Get(u:0) = %+v, %v; want the unit written back", u, err)
 	}
 }
