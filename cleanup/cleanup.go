@@ -577,3 +577,26 @@ func (c *Cleaner) paced(ctx context.Context, r *Report) (bool, error) {
 	}
 	return held, nil
 }
+
+// pingTimeout bounds Ping when ctx has no deadline of its own.
+const pingTimeout = time.Second
+
+// Ping checks that Redis answers the cleaner: one SCAN of its prefix's
+// pattern (a single step, COUNT 1) and a SCRIPT LOAD of its script,
+// bounded by ctx, or by one second when ctx has no deadline. A failure is
+// an error naming the address. Call it at start-up, before Start.
+func (c *Cleaner) Ping(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, pingTimeout)
+		defer cancel()
+	}
+	err := c.client.Scan(ctx, 0, key.Pattern(c.o.prefix), 1).Err()
+	if err == nil {
+		err = scripts.Clean.Load(ctx, c.client).Err()
+	}
+	if err != nil {
+		return failover.PingError("cleanup", c.client, err)
+	}
+	return nil
+}

@@ -36,9 +36,14 @@
 // second and 20,000 per day"); Wait sleeps until a call fits; ParseRate
 // reads rates such as "100/s" and "3/10s".
 //
-// The Redis providers take a failure policy (WithFailurePolicy, default
-// FallbackLocal) for when Redis cannot answer, and WithObserver reports
-// every decision and backend event. docs/algorithms.md describes the
-// strategies and their guarantees, docs/operations.md running them on
-// Redis, and docs/benchmarks.md what they cost.
+// When Redis cannot answer, the Redis providers and the hybrid follow a
+// failure policy (WithFailurePolicy; default FallbackLocal: a local
+// limiter answers, Inc returns no error, Decision.Degraded is set, and what
+// it admitted is written to Redis when Redis is back). The first failure
+// and each outage are logged through slog.Default() unless WithLogger says
+// otherwise, and each Redis-backed provider has a Ping for a start-up
+// check. WithObserver reports every decision and backend event.
+// docs/algorithms.md describes the strategies and their guarantees,
+// docs/operations.md running them on Redis, and docs/benchmarks.md what
+// they cost.
 package limiter

@@ -61,23 +61,29 @@ type StateChange struct {
 	Policy FailurePolicy
 	// Duration, leaving: how long the provider was degraded.
 	Duration time.Duration
-	// Reconciled, leaving: keys whose fallback units were written to Redis.
+	// Reconciled, leaving: keys (on a set: key and set pairs) whose
+	// fallback units Redis recorded, as admitted whatever it held.
 	Reconciled int
-	// Unreconciled, leaving: keys whose units could not be written (see
+	// Unreconciled, leaving: keys whose fallback units Redis did not
+	// record (the write failed, the limiter was closed, or more than
+	// 10,000 keys were pending), and UnreconciledUnits their units (see
 	// docs/operations.md, Reconciliation).
-	Unreconciled int
+	Unreconciled      int
+	UnreconciledUnits int64
 }
 
 // stateChange and internalStateChange convert between StateChange and the
 // configuration's copy of it, which the providers fill.
 func stateChange(sc config.StateChange) StateChange {
 	return StateChange{Provider: sc.Provider, Degraded: sc.Degraded, Cause: sc.Cause, Policy: FailurePolicy(sc.Policy),
-		Duration: sc.Duration, Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled}
+		Duration: sc.Duration, Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled,
+		UnreconciledUnits: sc.UnreconciledUnits}
 }
 
 func internalStateChange(sc StateChange) config.StateChange {
 	return config.StateChange{Provider: sc.Provider, Degraded: sc.Degraded, Cause: sc.Cause, Policy: config.FailurePolicy(sc.Policy),
-		Duration: sc.Duration, Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled}
+		Duration: sc.Duration, Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled,
+		UnreconciledUnits: sc.UnreconciledUnits}
 }
 
 // WithTimeout bounds every Redis call of a Redis provider by d on top of
@@ -119,7 +125,11 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // stays near the rate. Default 1: each instance admits the full rate, so a
 // fleet of n may admit n × C per window during an outage, but one instance
 // that takes all the traffic of a key is never starved. n must be at least
-// 1. Other policies ignore it.
+// 1. Other policies ignore it. With n > 1, an instance back on Redis keeps
+// its share for W + B more (what Redis admits is charged to its fallback,
+// and a call the share cannot hold is refused), until the other instances'
+// fallback admissions are written back (docs/operations.md,
+// Reconciliation).
 func WithFallbackInstances(n int) Option {
 	return func(c *config.Config) { c.FallbackInstances = n }
 }
@@ -145,11 +155,17 @@ func WithStateChange(fn func(StateChange)) Option {
 	}
 }
 
-// WithLogger sets a logger for the same transitions as WithStateChange
-// (Warn on entering degraded mode, Info on leaving it) and for
-// configuration warnings. Default: nil, no logging.
+// WithLogger sets the logger of a Redis provider. It receives the
+// limiter's first failed Redis call (Warn, with the address), the same
+// transitions as WithStateChange (Warn on entering degraded mode, Info on
+// leaving it; five outages, then at most one a minute, so that a flapping
+// Redis cannot flood the log, the outages left out counted in the next
+// record) and configuration warnings. Default: slog.Default(), read at
+// each record. WithLogger(nil), or a logger whose handler discards
+// (slog.DiscardHandler), silences it; give nil when a NewLogObserver
+// logs the same transitions.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config.Config) { c.Logger = l }
+	return func(c *config.Config) { c.Logger, c.LoggerSet = l, true }
 }
 
 // WithBatching lets concurrent calls of a Redis provider share round

@@ -57,7 +57,7 @@ func TestMirrorsConfig(t *testing.T) {
 	}
 	// StateChange survives the round trip through the configuration's copy.
 	sc := StateChange{Provider: "redisabs", Degraded: true, Cause: errors.New("x"), Policy: FailClosed,
-		Duration: 3, Reconciled: 4, Unreconciled: 5}
+		Duration: 3, Reconciled: 4, Unreconciled: 5, UnreconciledUnits: 6}
 	if got := stateChange(internalStateChange(sc)); got != sc {
 		t.Errorf("round trip of %+v = %+v", sc, got)
 	}

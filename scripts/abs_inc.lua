@@ -43,6 +43,11 @@
 --          Every write to a hash whose newest bucket starts after now (a
 --          join by any call) joins that bucket, and every PEXPIRE then
 --          adds its start - now, so the key lives until that bucket dies.
+-- ARGV[11] optional, '1': the failover's write-back (internal/failover):
+--          n units a local fallback admitted while Redis could not be
+--          asked, recorded as admitted whatever the key holds, even above
+--          C (ARGV[7] to ARGV[10] are then sent as 0: no lease, no
+--          release). The reply is then the lease's form, {n, ...}.
 -- ARGV[4] and ARGV[5] are stored as sent, so they must be plain decimals
 -- (as go-redis sends an int64).
 --
@@ -335,6 +340,11 @@ if live and (not fresh or not rdone) then
 end
 
 local allowed = (not never) and used + cost <= c
+-- The write-back of units a local fallback admitted while Redis could not
+-- be asked (ARGV[11] '1'): they were admitted, so they are recorded
+-- whatever the key holds. Checked on a refusal only: the admitted paths
+-- pay nothing for it.
+if not allowed and ARGV[11] == '1' then allowed = true end
 
 -- A lease reserves g units where a call would record n.
 local lease = ARGV[7]

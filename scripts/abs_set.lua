@@ -17,6 +17,9 @@
 -- ARGV[3 + 4(i-1) ..]  for limit i: W, B, C (a plain decimal, stored as
 --          sent) and the PEXPIRE of its writes in ms (W + B, longer only
 --          when the caller sends its own clock), a plain decimal
+-- ARGV[3 + 4k]  optional, '1': the failover's write-back (internal/failover):
+--          n units a local fallback admitted while Redis could not be
+--          asked, recorded in every limit whatever it holds, even above C
 --
 -- Reply: one string of decimals, each followed by a space, in one of two
 -- forms (limiter/redisabs reads both; Redis sends a string as it is, where
@@ -216,6 +219,9 @@ for i = 1, nk do
   S[o + USED], S[o + OLDEST], S[o + NEWEST], S[o + NCOUNT] = used, oldest, newest, ncount
   if cost > c or used + cost > c then allowed = false end
 end
+-- The write-back (ARGV[3 + 4k] '1') records its units whatever the limits
+-- hold; checked on a refusal only, so that admissions pay nothing for it.
+if not allowed and ARGV[3 + 4 * nk] == '1' then allowed = true end
 
 -- Record the call in every limit (or, on a refusal, store a limit's
 -- expiry and capacity) as abs_inc.lua's writes do.

@@ -13,7 +13,10 @@
 --          window.RecordedCost)
 -- ARGV[7]  the suppression cache period in ms; 0 computes the factor on
 --          every call
--- ARGV[8]  the call's random draw in ppm, in [0, 999999]
+-- ARGV[8]  the call's random draw in ppm, in [0, 999999]; 1000000 is the
+--          failover's write-back (internal/failover): n units a local
+--          fallback admitted while Redis could not be asked, recorded as
+--          accepted whatever the key holds, even above H
 -- ARGV[9]  the PEXPIRE in ms: W + B (longer only when the caller sends its
 --          own clock in ARGV[1], see limiter/redissup). A write that opens
 --          a bucket (a new key included) sets it; a join of the newest
@@ -329,7 +332,8 @@ if linked then
   if forecast <= soft then
     decided = true
   elseif forecast > hard then
-    outcome, allowed, f, decided = 2, false, PPM, true
+    -- refused, but for the write-back (a draw of PPM, see below)
+    outcome, allowed, f, decided = 2, draw == PPM, PPM, true
   elseif live and cache > 0 then
     local fat = fts + 0 -- ft 0: none cached
     if fat > 0 and now - fat < cache then
@@ -583,7 +587,7 @@ if not decided or not rdone then
     if forecast <= soft then
       -- below the soft capacity: admitted, factor 0
     elseif forecast > hard then
-      outcome, allowed, f = 2, false, PPM
+      outcome, allowed, f = 2, draw == PPM, PPM
     else
       outcome = 2
       f, computed = factor()
@@ -593,6 +597,10 @@ if not decided or not rdone then
   end
   if not rdone then retry = retryAfter(used - declined, soft) end
 end
+-- The write-back (a draw of PPM) is admitted between S and H by the draw
+-- and above H by the two refusals above, which alone compare the draw
+-- with PPM: the other paths pay nothing for it. Its units were admitted,
+-- so they are accepted whatever the key holds.
 if write and gone then
   for i = 1, #gone, 1000 do
     redis.call('HDEL', h, unpack(gone, i, math.min(i + 999, #gone)))

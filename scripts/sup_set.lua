@@ -8,7 +8,11 @@
 -- KEYS[i]  <prefix>:{<key>}:sup:h:<name>, the hash of limit i, 1 <= i <= 8
 -- ARGV[1]  now in ms; an empty string reads Redis TIME
 -- ARGV[2]  the suppression cache period in ms; 0 computes every factor
--- ARGV[3]  the call's random draw in ppm, in [0, 999999]
+-- ARGV[3]  the call's random draw in ppm, in [0, 999999]; 1000000 is the
+--          failover's write-back (internal/failover): the units a local
+--          fallback admitted while Redis could not be asked, recorded as
+--          accepted in every limit whatever it holds (the set's factor is
+--          at most 1000000, so that draw always admits)
 -- then six values per limit i, from ARGV[4 + 6 (i - 1)]:
 --   W      the window in ms
 --   B      the bucket in ms

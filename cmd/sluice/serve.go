@@ -84,6 +84,13 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usageError(fs, stderr, "%v", err)
 	}
 	defer l.Close(context.Background())
+	// The start-up check: a Redis that answers PING but cannot run the
+	// limiter's scripts or take its writes (a read-only replica, a denied
+	// command) is an error here, not a server limiting from memory.
+	if err := l.Ping(ctx); err != nil {
+		fmt.Fprintln(stderr, plain(fmt.Sprintf("sluice serve: %v", err)))
+		return exitFailure
+	}
 	opts := []httplimit.Option{httplimit.WithKey(keyFn)}
 	if *legacy {
 		opts = append(opts, httplimit.WithLegacyHeaders())

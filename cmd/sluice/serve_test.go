@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/sluice-go/sluice/internal/redistest"
 	"io"
 	"net/http"
 	"os"
@@ -214,5 +215,25 @@ func TestServeBinaryNoRedis(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("serve after SIGINT: %v; stderr: %s", err, stderr.String())
+	}
+}
+
+// TestServeReadOnlyRedis: a Redis that answers PING but refuses the
+// limiter's writes (a replica) stops serve at start-up, through the
+// limiter's Ping, with an error naming the address: not a server that
+// would limit each process from memory.
+func TestServeReadOnlyRedis(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t, "--replicaof", "127.0.0.1", "1") // a master that never answers
+	var stdout, stderr strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a serve that starts runs until then
+	defer cancel()
+	st := runContext(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--rate", "3/min", "--window", "1m",
+		"--redis", "redis://" + srv.Addr}, &stdout, &stderr)
+	if st != exitFailure {
+		t.Fatalf("serve on a read-only replica = %d, want %d; stderr: %s", st, exitFailure, stderr.String())
+	}
+	if e := stderr.String(); !strings.Contains(e, "ping "+srv.Addr) || !strings.Contains(e, "READONLY") {
+		t.Errorf("stderr %q, want the ping error naming %s and READONLY", e, srv.Addr)
 	}
 }

@@ -98,13 +98,14 @@ func (p FailurePolicy) String() string {
 // StateChange reports a Redis provider entering or leaving degraded mode;
 // package limiter documents it.
 type StateChange struct {
-	Provider     string
-	Degraded     bool
-	Cause        error
-	Policy       FailurePolicy
-	Duration     time.Duration
-	Reconciled   int
-	Unreconciled int
+	Provider          string
+	Degraded          bool
+	Cause             error
+	Policy            FailurePolicy
+	Duration          time.Duration
+	Reconciled        int
+	Unreconciled      int
+	UnreconciledUnits int64
 }
 
 // Clock is the time source of local and hybrid providers.
@@ -158,7 +159,10 @@ type Config struct {
 	FallbackInstances int // the fallback admits C / FallbackInstances; ≥ 1
 	ProbeInterval     time.Duration
 	OnStateChange     func(StateChange)
-	Logger            *slog.Logger // nil: no logging
+	// Logger is WithLogger's logger (nil: silent); without WithLogger
+	// (LoggerSet false) the providers log through slog.Default().
+	Logger    *slog.Logger
+	LoggerSet bool
 	// Observer is the limiter.Observer of WithObserver, nil for none. It
 	// is an any because package limiter, which defines the interface,
 	// imports this one; providers assert it once when they are built.

@@ -21,5 +21,5 @@ func LogStateChange(ctx context.Context, l *slog.Logger, sc StateChange) {
 	}
 	l.InfoContext(ctx, "sluice: Redis answers again",
 		"provider", sc.Provider, "degraded_for", sc.Duration,
-		"reconciled", sc.Reconciled, "unreconciled", sc.Unreconciled)
+		"reconciled", sc.Reconciled, "unreconciled", sc.Unreconciled, "unreconciled_units", sc.UnreconciledUnits)
 }

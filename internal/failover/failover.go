@@ -53,9 +53,10 @@ import (
 	"github.com/sluice-go/sluice/scripts"
 )
 
-// MaxPending bounds the keys whose fallback admissions are remembered for
-// reconciliation during one outage; keys beyond it are decided as usual
-// but not written back (StateChange.Unreconciled counts them).
+// MaxPending bounds the keys (and key and set pairs) whose fallback
+// admissions are remembered for reconciliation during one outage; keys
+// beyond it are decided as usual but not written back
+// (StateChange.Unreconciled and UnreconciledUnits count them).
 const MaxPending = 10_000
 
 // reconcileBatch is how many keys one pipeline of reconciliation carries.
@@ -116,25 +117,28 @@ type Call struct {
 	Peek bool  // IsAllowed: no rate, no n
 }
 
-// Pending is one key's units admitted by the fallback during an outage.
+// Pending is one key's units admitted by the fallback during an outage,
+// on one limit (Set nil) or on a set of limits.
 type Pending struct {
 	Key, Hash string
 	Rate      limiter.Rate // of the key's latest fallback Inc
+	Set       *limiter.Set // the set of the IncSet calls, as the caller gave it; nil for Inc
 	Units     int64        // admitted since the outage began
 	LastMs    int64        // time of the latest admission (the limiter's clock)
+	span      int64        // how long, in ms, an admission may count: W + B, the largest of a set
+	id        string       // its entry in the pending map, during a reconciliation
 }
 
 // Reconciler writes fallback units of one strategy to Redis.
 type Reconciler struct {
-	// Script is the script Queue runs with EvalSha; it is loaded once
-	// before the pipelines.
-	Script *redis.Script
-	// Queue adds to pipe the write of n units of p's key and returns the
-	// command, whose reply is read after the pipeline runs.
+	// Scripts are the scripts Queue runs with EvalSha; they are loaded
+	// once before the pipelines.
+	Scripts []*redis.Script
+	// Queue adds to pipe the write of n units of p's key (in every limit
+	// of p.Set when it is not nil), recorded as admitted whatever Redis
+	// holds, and returns the command, whose error is read after the
+	// pipeline runs: no error means Redis recorded them.
 	Queue func(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd
-	// More reads the reply of a Queue of n units and returns how many
-	// units to write in a second round (0: done). Nil: no second round.
-	More func(cmd *redis.Cmd, p *Pending, n int64) int64
 }
 
 // Client is what the guard calls: the Redis providers' client.
@@ -174,9 +178,16 @@ type Guard struct {
 	scaledSets sync.Map
 	nScaled    atomic.Int64
 
-	pmu     sync.Mutex
-	pending map[string]*Pending
-	dropped int
+	log logState
+
+	graceEnd atomic.Int64 // see startGrace: the grace's end (ms, the limiter's clock); 0: none
+	setSpan  atomic.Int64 // the longest W + B of a set the fallback decided (ms)
+
+	pmu          sync.Mutex
+	pending      map[string]*Pending
+	dropped      int             // keys not remembered (MaxPending), beyond those in droppedIDs
+	droppedIDs   map[string]bool // up to MaxPending of them, counted once each
+	droppedUnits int64           // and their units
 }
 
 // Init sets g up for a provider. cfg must outlive g (it is the provider's
@@ -334,6 +345,7 @@ func (g *Guard) failed(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
 	}
+	g.logFailure(op, err)
 	if !Unavailable(err) {
 		return err
 	}
@@ -351,6 +363,7 @@ func (g *Guard) FailedErr(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
 	}
 	g.observeErr(ctx, op, err)
+	g.logFailure(op, err)
 	if Unavailable(err) {
 		g.trip(err)
 	}
@@ -423,19 +436,44 @@ func (g *Guard) scaled(r limiter.Rate) limiter.Rate {
 func (g *Guard) record(c *Call) {
 	now := g.cfg.NowMs()
 	g.pmu.Lock()
-	p := g.pending[c.Key]
+	if p := g.pendingFor(c.Key, c.Key, c.N); p != nil {
+		p.Hash, p.Rate, p.LastMs, p.span = c.Hash, c.Rate, now, g.cfg.WindowMs+g.cfg.BucketMs
+		p.Units += c.N
+	}
+	g.pmu.Unlock()
+}
+
+// drop counts n units of id as not remembered, and id once (while fewer
+// than MaxPending keys were dropped; each call beyond). g.pmu must be
+// held.
+func (g *Guard) drop(id string, n int64) {
+	g.droppedUnits += n
+	switch {
+	case g.droppedIDs[id]:
+	case len(g.droppedIDs) < MaxPending:
+		if g.droppedIDs == nil {
+			g.droppedIDs = make(map[string]bool)
+		}
+		g.droppedIDs[id] = true
+	default:
+		g.dropped++
+	}
+}
+
+// pendingFor returns the Pending of id (the key, or the key and the set),
+// made for key k when new, or nil when MaxPending keys are pending already
+// (the n units are then counted as dropped). g.pmu must be held.
+func (g *Guard) pendingFor(id, k string, n int64) *Pending {
+	p := g.pending[id]
 	if p == nil {
 		if len(g.pending) >= MaxPending {
-			g.dropped++
-			g.pmu.Unlock()
-			return
+			g.drop(id, n)
+			return nil
 		}
-		p = &Pending{Key: c.Key, Hash: c.Hash}
-		g.pending[c.Key] = p
+		p = &Pending{Key: k}
+		g.pending[id] = p
 	}
-	p.Rate, p.LastMs = c.Rate, now
-	p.Units += c.N
-	g.pmu.Unlock()
+	return p
 }
 
 // fallback returns the local limiter, built on first use.
@@ -505,14 +543,7 @@ func (g *Guard) run() {
 	for {
 		g.notify(config.StateChange{Degraded: true, Cause: g.causeErr()})
 		if !g.probeUntilUp(t) {
-			g.mu.Lock()
-			since := g.since
-			g.running = false
-			g.mu.Unlock()
-			// Closed while degraded: the limiter leaves degraded mode
-			// with it, so that what counts degraded limiters (a gauge)
-			// stops counting this one. Nothing is reconciled.
-			g.notify(config.StateChange{Cause: config.ErrClosed, Duration: time.Since(since)})
+			g.closedDegraded()
 			return
 		}
 		g.mu.Lock()
@@ -524,11 +555,37 @@ func (g *Guard) run() {
 		// fallback admitted during the first. (Closing first let Redis
 		// admit, during the whole write-back, into a window that did not
 		// yet hold those units.)
-		done, lost := g.reconcile(false)
+		r := newTally()
+		for i := 0; g.reconcile(false, &r) && i < 2; i++ {
+			// Redis failed again during the write-back: the units wait,
+			// the breaker stays open, and the probe goes on, twice at
+			// most (a Redis too slow for the write-back's pipelines
+			// must not keep the limiter degraded); then the second
+			// pass takes what is left.
+			t.Reset(g.cfg.ProbeInterval)
+			if !g.probeUntilUp(t) {
+				break
+			}
+		}
+		if g.stopCtx.Err() != nil {
+			g.closedDegraded()
+			return
+		}
 		g.open.Store(false)
-		d2, l2 := g.reconcile(true)
-		done, lost = done+d2, lost+l2
-		g.notify(config.StateChange{Duration: time.Since(since), Reconciled: done, Unreconciled: lost})
+		// A write of this pass that found Redis unavailable is tried
+		// again twice, a probe interval apart, while the breaker stays
+		// closed (a stale pooled connection is no outage); the units of
+		// a breaker opened again wait for the next recovery.
+		for i := 0; g.reconcile(true, &r) && !g.open.Load(); i++ {
+			if i == 2 || !g.sleep(g.cfg.ProbeInterval) {
+				g.dropPending(&r)
+				break
+			}
+		}
+		g.startGrace()
+		done, lost, units := r.counts()
+		g.notify(config.StateChange{Duration: time.Since(since), Reconciled: done, Unreconciled: lost,
+			UnreconciledUnits: units})
 		g.mu.Lock()
 		if !g.open.Load() || g.closed {
 			g.running = false
@@ -538,6 +595,41 @@ func (g *Guard) run() {
 		g.mu.Unlock() // opened again while reconciling: probe again
 		t.Reset(g.cfg.ProbeInterval)
 	}
+}
+
+// sleep waits d; false when Close came first.
+func (g *Guard) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-g.stopCtx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// dropPending counts every pending entry as not written.
+func (g *Guard) dropPending(t *tally) {
+	g.pmu.Lock()
+	pend := g.pending
+	g.pending = make(map[string]*Pending)
+	g.pmu.Unlock()
+	for id, p := range pend {
+		t.missed(id, p.Units)
+	}
+}
+
+// closedDegraded ends the probe goroutine of a limiter closed while
+// degraded: the limiter leaves degraded mode with it, so that what counts
+// degraded limiters (a gauge) stops counting this one. Nothing more is
+// reconciled.
+func (g *Guard) closedDegraded() {
+	g.mu.Lock()
+	since := g.since
+	g.running = false
+	g.mu.Unlock()
+	g.notify(config.StateChange{Cause: config.ErrClosed, Duration: time.Since(since)})
 }
 
 // probeUntilUp probes every interval, one probe at a time; false when
@@ -569,9 +661,7 @@ func (g *Guard) probeUntilUp(t *time.Timer) bool {
 
 func (g *Guard) notify(sc config.StateChange) {
 	sc.Provider, sc.Policy = g.pkg, g.cfg.Policy
-	if l := g.cfg.Logger; l != nil {
-		config.LogStateChange(context.Background(), l, sc)
-	}
+	g.logStateChange(sc)
 	if obs := g.observer(); obs != nil {
 		obs.ObserveEvent(context.Background(), limiter.Event{Kind: limiter.EventStateChange, Provider: sc.Provider, State: publicState(sc)})
 	}
@@ -582,123 +672,177 @@ func (g *Guard) notify(sc config.StateChange) {
 
 type pipeliner interface{ Pipeline() redis.Pipeliner }
 
+// tally is what the passes of one recovery did: the pending entries
+// (keys, or key and set pairs) whose units Redis recorded, those whose
+// units it did not, with the units, and the entries never remembered
+// (MaxPending). An entry written by one pass and lost by the next is lost.
+type tally struct {
+	done      map[string]bool
+	lost      map[string]int64
+	dropped   int
+	droppedUn int64
+	again     []*Pending // written when Redis answers again (see reconcile)
+}
+
+func newTally() tally { return tally{done: make(map[string]bool), lost: make(map[string]int64)} }
+
+func (t *tally) wrote(id string)           { t.done[id] = true }
+func (t *tally) missed(id string, n int64) { t.lost[id] += n }
+
+// counts returns StateChange's Reconciled, Unreconciled and
+// UnreconciledUnits.
+func (t *tally) counts() (done, lost int, units int64) {
+	units = t.droppedUn
+	for _, n := range t.lost {
+		units += n
+	}
+	for id := range t.done {
+		if _, ok := t.lost[id]; !ok {
+			done++
+		}
+	}
+	return done, len(t.lost) + t.dropped, units
+}
+
 // reconcile writes the units the fallback admitted for keys whose window
 // is still live (since the last pass), in one pass of pipelines of
-// reconcileBatch keys. It returns the keys written and the keys whose
-// units could not be written. closed says the breaker was closed for the
-// pass: one that finds it open again stops.
-func (g *Guard) reconcile(closed bool) (done, lost int) {
+// reconcileBatch keys, each recorded as admitted whatever Redis holds.
+// closed says the breaker was closed for the pass: one that finds it open
+// again stops. Keys whose write found Redis unavailable, and those left
+// when the breaker opened again, go back to the pending keys, to be written
+// when Redis answers again; reconcile then returns true.
+func (g *Guard) reconcile(closed bool, t *tally) bool {
 	g.pmu.Lock()
-	pend, dropped := g.pending, g.dropped
-	g.pending, g.dropped = make(map[string]*Pending), 0
+	pend := g.pending
+	t.dropped += g.dropped + len(g.droppedIDs)
+	g.droppedIDs = nil
+	t.droppedUn += g.droppedUnits
+	g.pending, g.dropped, g.droppedUnits = make(map[string]*Pending), 0, 0
 	g.pmu.Unlock()
-	lost = dropped
 	fbp := g.fb.Load()
 	if len(pend) == 0 || fbp == nil || g.recon.Queue == nil {
-		return 0, lost
+		return false
 	}
 	fb := *fbp
 	now := g.cfg.NowMs()
-	span := g.cfg.WindowMs + g.cfg.BucketMs
 	items := make([]*Pending, 0, len(pend))
-	for _, p := range pend {
-		if now-p.LastMs >= span {
+	for id, p := range pend {
+		p.id = id
+		if now-p.LastMs >= p.span {
 			continue // dead in the window: nothing to count
 		}
 		// Units still live in the fallback's window, and admitted during
 		// this outage (a key's local state may hold an earlier outage's
 		// units, already written back then).
-		u, err := fb.Get(g.stopCtx, p.Key)
+		live, err := g.liveUnits(fb, p)
 		if err != nil {
-			lost++
+			t.missed(id, p.Units)
 			continue
 		}
-		if p.Units = min(p.Units, u.Used); p.Units > 0 {
+		if p.Units = min(p.Units, live); p.Units > 0 {
 			items = append(items, p)
 		}
 	}
 	if len(items) == 0 {
-		return 0, lost
+		return false
 	}
 	to := g.cfg.Timeout
 	if to <= 0 {
 		to = probeTimeout
 	}
-	if g.recon.Script != nil {
+	for _, sc := range g.recon.Scripts {
 		ctx, cancel := context.WithTimeout(g.stopCtx, to)
-		g.recon.Script.Load(ctx, g.client)
+		sc.Load(ctx, g.client)
 		cancel()
 	}
 	for len(items) > 0 {
 		n := min(len(items), reconcileBatch)
-		ok := g.writeBatch(items[:n], to)
-		done += ok
-		lost += n - ok
+		g.writeBatch(items[:n], to, t)
 		items = items[n:]
-		if g.stopCtx.Err() != nil || closed && g.open.Load() {
-			lost += len(items)
+		if g.stopCtx.Err() != nil {
+			for _, p := range items {
+				t.missed(p.id, p.Units)
+			}
+			break
+		}
+		if closed && g.open.Load() {
+			t.again = append(t.again, items...)
 			break
 		}
 	}
-	return done, lost
+	if len(t.again) == 0 {
+		return false
+	}
+	g.requeue(t.again)
+	t.again = t.again[:0]
+	return true
 }
 
-// writeBatch writes one batch, with the Reconciler's second round for the
-// keys that asked for one, and returns how many keys were written.
-func (g *Guard) writeBatch(batch []*Pending, to time.Duration) int {
-	units := make([]int64, len(batch))
+// requeue puts back entries whose write must wait for Redis, adding to
+// what the fallback admitted for them since.
+func (g *Guard) requeue(ps []*Pending) {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	for _, p := range ps {
+		q := g.pending[p.id]
+		switch {
+		case q != nil:
+			q.Units += p.Units
+			q.LastMs = max(q.LastMs, p.LastMs)
+		case len(g.pending) < MaxPending:
+			g.pending[p.id] = p
+		default:
+			g.drop(p.id, p.Units)
+		}
+	}
+}
+
+// liveUnits returns the units the fallback still counts for p: on a set,
+// the most any of its limits counts (each limit is written as many).
+func (g *Guard) liveUnits(fb limiter.Limiter, p *Pending) (int64, error) {
+	if p.Set == nil {
+		u, err := fb.Get(g.stopCtx, p.Key)
+		return u.Used, err
+	}
+	us, err := fb.(limiter.SetLimiter).GetSet(g.stopCtx, p.Key, g.scaledSet(p.Set))
+	live := int64(0)
+	for _, u := range us {
+		live = max(live, u.Used)
+	}
+	return live, err
+}
+
+// writeBatch writes one batch, as one pipeline where the client has them,
+// and counts a key done when its command returned no error: the scripts
+// record the write-back whatever the key holds.
+func (g *Guard) writeBatch(batch []*Pending, to time.Duration, t *tally) {
+	ctx, cancel := context.WithTimeout(g.stopCtx, to)
+	defer cancel()
+	cmds := make([]*redis.Cmd, len(batch))
+	var pipe redis.Pipeliner
+	var sc redis.Scripter = g.client
+	if pl, isPl := g.client.(pipeliner); isPl {
+		pipe = pl.Pipeline()
+		sc = pipe
+	}
 	for i, p := range batch {
-		units[i] = p.Units
+		cmds[i] = g.recon.Queue(ctx, sc, p, p.Units)
 	}
-	ok := make([]bool, len(batch))
-	for round := 0; round < 2; round++ {
-		ctx, cancel := context.WithTimeout(g.stopCtx, to)
-		cmds := make([]*redis.Cmd, len(batch))
-		var pipe redis.Pipeliner
-		var sc redis.Scripter = g.client
-		if pl, isPl := g.client.(pipeliner); isPl {
-			pipe = pl.Pipeline()
-			sc = pipe
-		}
-		queued := 0
-		for i, p := range batch {
-			if units[i] > 0 {
-				cmds[i] = g.recon.Queue(ctx, sc, p, units[i])
-				queued++
-			}
-		}
-		if pipe != nil && queued > 0 {
-			pipe.Exec(ctx) // errors are read per command
-		}
-		cancel()
-		again := 0
-		for i, cmd := range cmds {
-			if cmd == nil {
-				continue
-			}
-			n := units[i]
-			units[i] = 0
-			if cmd.Err() != nil {
-				continue
-			}
-			ok[i] = true
-			if round == 0 && g.recon.More != nil {
-				if units[i] = g.recon.More(cmd, batch[i], n); units[i] > 0 {
-					again++
-				}
-			}
-		}
-		if again == 0 {
-			break
+	if pipe != nil {
+		pipe.Exec(ctx) // errors are read per command
+	}
+	for i, cmd := range cmds {
+		switch err := cmd.Err(); {
+		case err == nil:
+			t.wrote(batch[i].id)
+		case (Unavailable(err) || redisx.NoScript(err)) && g.stopCtx.Err() == nil:
+			// NOSCRIPT: the server lost its scripts after the load above
+			// (a restart); the next pass loads them again.
+			t.again = append(t.again, batch[i])
+		default:
+			t.missed(batch[i].id, batch[i].Units)
 		}
 	}
-	written := 0
-	for _, b := range ok {
-		if b {
-			written++
-		}
-	}
-	return written
 }
 
 // Close stops the probe and waits for it until ctx is done, then closes the
@@ -745,27 +889,49 @@ func Probe(client redis.Scripter, cfg *config.Config) func(ctx context.Context) 
 
 // AbsoluteReconciler is the Reconciler of an absolute provider whose
 // script calls carry b's arguments: the units are recorded at Redis TIME
-// with the capacity of the key's latest rate, like an Inc of that many
-// units (abs_inc.lua), and when the key has less room than that (another
-// instance wrote meanwhile) the room that is left is filled instead, since
-// the script is all or nothing.
+// with the capacity of the key's latest rate, as admitted whatever the key
+// holds, even above that capacity (abs_inc.lua's write-back, ARGV[11]; on
+// a set, abs_set.lua's, in every limit).
 func AbsoluteReconciler(b *redisx.Base) Reconciler {
 	cfg := &b.Cfg
 	return Reconciler{
-		Script: scripts.AbsInc,
+		Scripts: []*redis.Script{scripts.AbsInc, scripts.AbsSet},
 		Queue: func(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd {
-			c, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
-			return scripts.AbsInc.EvalSha(ctx, pipe, []string{p.Hash}, redisx.NowArg(cfg), b.W, b.B, c, n, b.TTL)
-		},
-		More: func(cmd *redis.Cmd, p *Pending, n int64) int64 {
-			c, _ := limiter.Capacity(p.Rate, cfg.Window)
-			r, err := redisx.Decision(cmd.Val(), c, window.OutcomeAllowed, window.OutcomeRejected)
-			if err != nil || r.Allowed || r.Never {
-				return 0
+			if p.Set == nil {
+				c, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
+				return scripts.AbsInc.EvalSha(ctx, pipe, []string{p.Hash}, redisx.NowArg(cfg), b.W, b.B, c, n, b.TTL,
+					0, 0, 0, 0, 1)
 			}
-			return min(r.Remaining, n)
+			hs, ls, err := setLimits(b, p, 1)
+			if err != nil {
+				return errCmd(ctx, err)
+			}
+			args := make([]any, 2, 3+4*len(ls))
+			args[0], args[1] = redisx.NowArg(cfg), n
+			for i := range ls {
+				args = append(args, ls[i].P.W, ls[i].P.B, ls[i].Soft, redisx.SetTTL(cfg, &ls[i]))
+			}
+			return scripts.AbsSet.EvalSha(ctx, pipe, hs, append(args, 1)...)
 		},
 	}
+}
+
+// setLimits returns the hashes and limits of p's set for its write-back.
+func setLimits(b *redisx.Base, p *Pending, factor float64) ([]string, []window.Limit, error) {
+	hs, err := b.CheckSet("inc set", p.Key, p.Set, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	var lb [window.MaxSet]window.Limit
+	ls, err := window.SetLimits(p.Set, factor, &lb)
+	return hs, ls, err
+}
+
+// errCmd is a command that failed before it was sent.
+func errCmd(ctx context.Context, err error) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(err)
+	return cmd
 }
 
 // AbsoluteCall validates an Inc (or, with peek, an IsAllowed) of an
@@ -808,20 +974,32 @@ func newCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek, sup
 }
 
 // SuppressedReconciler is the Reconciler of a suppressed provider whose
-// script calls carry b's arguments: the units are offered at Redis TIME
-// with the capacities of the key's latest rate and the draw that admits
-// whenever the factor is below 1, like an Inc of that many units
-// (sup_inc.lua). Above the hard capacity they are recorded as declined:
-// offered, not accepted.
+// script calls carry b's arguments: the units are recorded at Redis TIME
+// with the capacities of the key's latest rate, as accepted whatever the
+// key holds, even above the hard capacity (sup_inc.lua's and, on a set,
+// sup_set.lua's write-back: a draw of one million ppm).
 func SuppressedReconciler(b *redisx.Base) Reconciler {
 	cfg := &b.Cfg
 	return Reconciler{
-		Script: scripts.SupInc,
+		Scripts: []*redis.Script{scripts.SupInc, scripts.SupSet},
 		Queue: func(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd {
-			soft, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
-			hard, _ := limiter.HardCapacity(p.Rate, cfg.Window, cfg.HardLimitFactor)
-			return scripts.SupInc.EvalSha(ctx, pipe, []string{p.Hash},
-				redisx.NowArg(cfg), b.W, b.B, soft, hard, n, b.Cache, int64(window.PPM-1), b.TTL)
+			if p.Set == nil {
+				soft, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
+				hard, _ := limiter.HardCapacity(p.Rate, cfg.Window, cfg.HardLimitFactor)
+				return scripts.SupInc.EvalSha(ctx, pipe, []string{p.Hash},
+					redisx.NowArg(cfg), b.W, b.B, soft, hard, n, b.Cache, int64(window.PPM), b.TTL)
+			}
+			hs, ls, err := setLimits(b, p, cfg.HardLimitFactor)
+			if err != nil {
+				return errCmd(ctx, err)
+			}
+			args := make([]any, 3, 3+6*len(ls))
+			args[0], args[1], args[2] = redisx.NowArg(cfg), b.Cache, int64(window.PPM)
+			for i := range ls {
+				l := &ls[i]
+				args = append(args, l.P.W, l.P.B, l.Soft, l.Hard, n, redisx.SetTTL(cfg, l))
+			}
+			return scripts.SupSet.EvalSha(ctx, pipe, hs, args...)
 		},
 	}
 }

@@ -166,5 +166,5 @@ func (g *Guard) observeErr(ctx context.Context, op string, err error) {
 func publicState(sc config.StateChange) limiter.StateChange {
 	return limiter.StateChange{Provider: sc.Provider, Degraded: sc.Degraded, Cause: sc.Cause,
 		Policy: limiter.FailurePolicy(sc.Policy), Duration: sc.Duration,
-		Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled}
+		Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled, UnreconciledUnits: sc.UnreconciledUnits}
 }

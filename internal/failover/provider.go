@@ -40,6 +40,9 @@ func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limit
 	if err != nil {
 		return g.answer(ctx, be, op, k, rate, n, peek, err)
 	}
+	if g.inGrace() {
+		return g.graceDecide(ctx, k, rate, n, peek, d), nil
+	}
 	return d, nil
 }
 

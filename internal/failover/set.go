@@ -26,8 +26,9 @@ type SetBackend interface {
 
 // DecideSet runs an IncSet (n = 0: IsAllowedSet) under the policy, as
 // Decide runs an Inc. The local fallback decides sets with its own
-// IncSet; what it admits is not written back to Redis when Redis returns
-// (docs/operations.md, When Redis fails).
+// IncSet (on the set scaled by WithFallbackInstances); what it admits is
+// written back to every limit of the set when Redis answers again, as for
+// Inc (docs/operations.md, When Redis fails).
 func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	if g.cfg.Observer != nil {
 		if _, ok := be.(*timedSet); !ok {
@@ -41,6 +42,9 @@ func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set 
 		d, err = be.DecideSet(cctx, op, k, set, n)
 		cancel()
 		if err == nil {
+			if g.inGrace() {
+				return g.graceDecideSet(ctx, k, set, n, d), nil
+			}
 			return d, nil
 		}
 		if ctx.Err() != nil || !Unavailable(err) {
@@ -73,6 +77,9 @@ func (g *Guard) answerSet(ctx context.Context, op, k string, set *limiter.Set, n
 		d, err := fb.(limiter.SetLimiter).IncSet(ctx, k, g.scaledSet(set), n)
 		if err != nil {
 			return limiter.SetDecision{}, fmt.Errorf("%s: %s: fallback: %w", g.pkg, op, err)
+		}
+		if d.Allowed && n > 0 {
+			g.recordSet(k, set, n)
 		}
 		d.Degraded = true
 		return d, nil
@@ -109,6 +116,29 @@ func (g *Guard) answerSet(ctx context.Context, op, k string, set *limiter.Set, n
 	d := window.SetDecision(set, rs)
 	d.Degraded = true
 	return d, nil
+}
+
+// setID is the pending entry of key k on set: the set's description
+// (names, rates, windows) tells two sets apart, so that sets built per
+// call share an entry.
+func setID(k string, set *limiter.Set) string { return k + "\x00" + set.String() }
+
+// recordSet remembers n units of k that the fallback admitted on set.
+func (g *Guard) recordSet(k string, set *limiter.Set, n int64) {
+	now := g.cfg.NowMs()
+	span := int64(0)
+	for i := 0; i < set.Len(); i++ {
+		l := set.At(i)
+		span = max(span, (l.Window + l.Bucket).Milliseconds())
+	}
+	for cur := g.setSpan.Load(); span > cur && !g.setSpan.CompareAndSwap(cur, span); cur = g.setSpan.Load() {
+	}
+	g.pmu.Lock()
+	if p := g.pendingFor(setID(k, set), k, n); p != nil {
+		p.Set, p.LastMs, p.span = set, now, span
+		p.Units += n
+	}
+	g.pmu.Unlock()
 }
 
 // hardFactor is the hard-limit factor of the strategy: 1 for absolute.
@@ -188,6 +218,9 @@ func (g *Guard) ResetSet(ctx context.Context, be SetBackend, k string, set *limi
 		// The fallback finds a limit's state by its name: the set
 		// resets its scaled copy too.
 		(*p).(limiter.SetLimiter).ResetSet(ctx, k, set)
+		g.pmu.Lock()
+		delete(g.pending, setID(k, set))
+		g.pmu.Unlock()
 	}
 	return nil
 }

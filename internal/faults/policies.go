@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -28,6 +30,9 @@ func RunPolicies(t *testing.T, pkg string, newLimiter NewLimiter) {
 	t.Run("Policies", func(t *testing.T) { runPolicies(t, pkg, newLimiter) })
 	t.Run("BadInputKeepsBreakerClosed", func(t *testing.T) { runBadInput(t, newLimiter) })
 	t.Run("Reconcile", func(t *testing.T) { runReconcile(t, newLimiter) })
+	t.Run("WriteBackOverFullKey", func(t *testing.T) { runWriteBackOverFull(t, newLimiter, false) })
+	t.Run("WriteBackOverFullSet", func(t *testing.T) { runWriteBackOverFull(t, newLimiter, true) })
+	t.Run("UnreconciledCountsUnits", func(t *testing.T) { runUnreconciled(t, newLimiter) })
 	t.Run("Fleet", func(t *testing.T) { runFleet(t, newLimiter) })
 }
 
@@ -263,5 +268,121 @@ func runFleet(t *testing.T, newLimiter NewLimiter) {
 	}
 	if len(times) < 3*capacity {
 		t.Errorf("only %d admitted: the fallbacks or Redis admitted too little", len(times))
+	}
+}
+
+// runWriteBackOverFull: Redis already holds C units of a key (another
+// instance admitted them) when the fallback admits C more during an
+// outage. The write-back records all C as admitted whatever Redis holds,
+// for both strategies (the suppressed one above H) and, with set, in every
+// limit of a two-limit set; the leaving event counts the key reconciled.
+func runWriteBackOverFull(t *testing.T, newLimiter NewLimiter, set bool) {
+	ctx := context.Background()
+	mr, c := redistest.Mini(t)
+	rec := &recorder{ch: make(chan limiter.StateChange, 16)}
+	l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithProbeInterval(5*time.Millisecond),
+		limiter.WithStateChange(rec.hook))
+	defer l.Close(ctx)
+	const capacity = 10
+	rate := limiter.PerMinute(capacity)
+	inc := func(k string) (limiter.Decision, error) { return l.Inc(ctx, k, rate, 1) }
+	get := func(k string) ([]limiter.Usage, error) {
+		u, err := l.Get(ctx, k)
+		return []limiter.Usage{u}, err
+	}
+	if set {
+		sl, ok := l.(limiter.SetLimiter)
+		if !ok {
+			t.Skip("the provider decides no sets")
+		}
+		s, err := limiter.NewSet(limiter.Limit{Name: "minute", Rate: rate, Window: time.Minute},
+			limiter.Limit{Name: "hour", Rate: limiter.PerHour(12 * capacity), Window: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inc = func(k string) (limiter.Decision, error) {
+			d, err := sl.IncSet(ctx, k, s, 1)
+			return d.Decision, err
+		}
+		get = func(k string) ([]limiter.Usage, error) { return sl.GetSet(ctx, k, s) }
+	}
+	for i := 0; i < capacity; i++ {
+		if d, err := inc("k"); err != nil || d.Degraded || !d.Allowed {
+			t.Fatalf("Inc %d on healthy Redis = %+v, %v; want admitted by Redis", i, d, err)
+		}
+	}
+	mr.SetError(loading)
+	admitted := 0
+	for i := 0; i < 2*capacity; i++ {
+		d, err := inc("k")
+		if err != nil || !d.Degraded {
+			t.Fatalf("Inc %d during the outage = %+v, %v; want degraded", i, d, err)
+		}
+		if d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != capacity {
+		t.Fatalf("the fallback admitted %d, want C = %d", admitted, capacity)
+	}
+	mr.SetError("")
+	rec.wait(t, false, 3*time.Second)
+	rec.mu.Lock()
+	last := rec.events[len(rec.events)-1].sc
+	rec.mu.Unlock()
+	if last.Reconciled != 1 || last.Unreconciled != 0 || last.UnreconciledUnits != 0 {
+		t.Errorf("leaving event = %+v, want 1 key reconciled, none lost", last)
+	}
+	us, err := get("k")
+	if err != nil {
+		t.Fatalf("Get(k) after recovery: %v", err)
+	}
+	for i, u := range us {
+		if u.Used != 2*capacity { // Used: admitted (accepted, for suppressed)
+			t.Errorf("limit %d after recovery: %+v; want Used 2C = %d (Redis's C and the fallback's C)", i, u, 2*capacity)
+		}
+	}
+	if d, err := inc("k"); err != nil || d.Degraded || d.Allowed {
+		t.Errorf("Inc after recovery = %+v, %v; want refused by Redis", d, err)
+	}
+}
+
+// runUnreconciled: an outage whose fallback admits units for one key more
+// than failover.MaxPending remembers; the leaving event counts the
+// remembered keys reconciled and the last one unreconciled, with its units.
+func runUnreconciled(t *testing.T, newLimiter NewLimiter) {
+	ctx := context.Background()
+	srv := redistest.StartServer(t)
+	opt := srv.Options()
+	opt.ContextTimeoutEnabled = true
+	c := redis.NewClient(opt)
+	defer c.Close()
+	rec := &recorder{ch: make(chan limiter.StateChange, 16)}
+	l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithStateChange(rec.hook), limiter.WithLogger(nil))
+	defer l.Close(ctx)
+	rate := limiter.PerMinute(10)
+	srv.Stop()
+	inc := func(k string) {
+		if d, err := l.Inc(ctx, k, rate, 1); err != nil || !d.Degraded || !d.Allowed {
+			t.Fatalf("Inc(%s) during the outage = %+v, %v; want admitted by the fallback", k, d, err)
+		}
+	}
+	for i := 0; i < failover.MaxPending; i++ {
+		inc(fmt.Sprintf("u:%d", i))
+	}
+	inc("last")
+	inc("last")
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	rec.wait(t, false, 10*time.Second)
+	rec.mu.Lock()
+	last := rec.events[len(rec.events)-1].sc
+	rec.mu.Unlock()
+	if last.Reconciled != failover.MaxPending || last.Unreconciled != 1 || last.UnreconciledUnits != 2 {
+		t.Errorf("leaving event = %+v; want %d reconciled, 1 unreconciled with 2 units", last, failover.MaxPending)
+	}
+	if u, err := l.Get(ctx, "u:0"); err != nil || u.Used != 1 {
+		t.Errorf("Get(u:0) = %+v, %v; want the unit written back", u, err)
 	}
 }

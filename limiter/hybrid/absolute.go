@@ -829,3 +829,9 @@ func (l *Absolute) sendBatch(ctx context.Context, batch []syncCall) {
 		}
 	})
 }
+
+// Ping checks that Redis answers this limiter, as redisabs.Limiter.Ping
+// does: one script call that writes a unit to a key of the limiter's own,
+// bounded by WithTimeout on top of ctx; a failure is an error naming the
+// address. Call it at start-up.
+func (l *Absolute) Ping(ctx context.Context) error { return l.g.Ping(ctx) }

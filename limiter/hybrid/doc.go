@@ -51,9 +51,14 @@
 // # Failure modes
 //
 // The failure policy is redisabs' (limiter.WithFailurePolicy, WithTimeout
-// and the breaker; docs/operations.md): a lease keeps serving while its
-// bucket is open and it has units, whatever Redis' state, and then the
-// policy answers, with Degraded set. Units an instance leased and never
+// and the breaker; docs/operations.md, When Redis fails): a lease keeps
+// serving while its bucket is open and it has units, whatever Redis'
+// state, and then the policy answers — by default a local limiter in the
+// process, with Degraded set and no error; its admissions are written to
+// Redis as admitted when Redis answers again. Get and Reset return an
+// error wrapping limiter.ErrUnavailable meanwhile. The first failed call
+// and each outage are logged through slog.Default() unless
+// limiter.WithLogger says otherwise; Ping checks the address at start-up. Units an instance leased and never
 // gave back (a crash, a lost connection) stay counted until their bucket
 // dies, at most W + B + D after the grant: the fleet admits less
 // meanwhile, never more.

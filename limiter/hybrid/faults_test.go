@@ -45,3 +45,11 @@ func TestSuppressedFaultMatrix(t *testing.T) { faults.RunMatrix(t, newSupFaultLi
 func TestSuppressedFailurePolicies(t *testing.T) {
 	faults.RunPolicies(t, "hybrid", newSupFaultLimiter)
 }
+
+// TestLoud: a misconfiguration is loud by default, and Ping names the
+// address, for both hybrids (docs/operations.md, Start-up check and
+// logging).
+func TestLoud(t *testing.T) {
+	t.Run("Absolute", func(t *testing.T) { faults.RunLoud(t, newFaultLimiter) })
+	t.Run("Suppressed", func(t *testing.T) { faults.RunLoud(t, newSupFaultLimiter) })
+}

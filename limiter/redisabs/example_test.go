@@ -32,11 +32,18 @@ func Example() {
 	defer l.Close(context.Background())
 
 	ctx := context.Background()
+	// New makes no call: Ping at start-up turns a wrong address or
+	// password into an error naming the address.
+	if err := l.Ping(ctx); err != nil {
+		panic(err)
+	}
 	rate := limiter.PerMinute(3) // C = 3 per 1-minute window
 	for i := 0; i < 4; i++ {
 		d, err := l.Inc(ctx, "user:42", rate, 1)
 		if err != nil {
-			panic(err) // Redis could not be asked
+			// Bad input. A Redis that cannot be asked is no error: a
+			// local limiter answers, with d.Degraded set.
+			panic(err)
 		}
 		fmt.Printf("allowed=%v remaining=%d retry-after=%v\n", d.Allowed, d.Remaining, d.RetryAfter)
 	}

@@ -45,3 +45,13 @@ func BenchmarkOpenBreaker(b *testing.B) {
 	defer l.Close(context.Background())
 	faults.BenchOpen(b, srv, l)
 }
+
+// TestLoud: a misconfiguration is loud by default, and Ping names the
+// address (docs/operations.md, Start-up check and logging).
+func TestLoud(t *testing.T) { faults.RunLoud(t, newFaultLimiter) }
+
+// TestWriteBack: a fleet of three through each outage of the matrix, on
+// one limit and on a set of two: what the fallbacks admitted is in Redis
+// before Redis decides again, so no window after the fault holds more
+// than C (docs/operations.md, Reconciliation).
+func TestWriteBack(t *testing.T) { faults.RunWriteBack(t, newFaultLimiter) }

@@ -57,13 +57,25 @@
 //
 // # Failure modes
 //
-// A refused request is a Decision; an error means Redis could not be asked
-// or answered badly. Errors are wrapped with the package and operation
-// ("redissup: inc: …"), and bad input returns the same sentinel errors as
-// package local (key.ErrInvalid, limiter.ErrInvalidCost,
-// limiter.ErrInvalidRate, limiter.ErrCapacityTooSmall, limiter.ErrClosed)
-// before any call to Redis and before any draw. What to do when Redis
-// fails is the caller's choice; this package never guesses.
+// A refused request is a Decision, not an error. Bad input returns the
+// same sentinel errors as package local (key.ErrInvalid,
+// limiter.ErrInvalidCost, limiter.ErrInvalidRate,
+// limiter.ErrCapacityTooSmall, limiter.ErrClosed) before any call to
+// Redis and before any draw, wrapped with the package and operation ("redissup: inc: …").
+//
+// When Redis cannot be asked (connection refused, a timeout, LOADING,
+// OOM and the like), Inc, IsAllowed, IncSet and IsAllowedSet return no
+// error by default: after at most WithTimeout (250 ms) the circuit breaker
+// opens and a local limiter in the process answers (limiter.FallbackLocal),
+// with Decision.Degraded set; when Redis answers again, what it admitted
+// is written to Redis as accepted (even above H) before Redis decides
+// again. Get, Reset,
+// GetSet and ResetSet return an error wrapping limiter.ErrUnavailable
+// meanwhile. Other Redis errors (a wrong password, a wrong-type key) come
+// back as errors. The first failed call and each outage are logged through
+// slog.Default() unless limiter.WithLogger says otherwise, and Ping checks
+// the address at start-up. limiter.WithFailurePolicy chooses FailOpen,
+// FailClosed or FailError instead (docs/operations.md, When Redis fails).
 //
 // This package never retries: a call that timed out may or may not have
 // been counted. The one

@@ -42,6 +42,8 @@ func Example() {
 	for _, n := range []int64{10, 10, 5, 5, 1, 20} {
 		d, err := l.Inc(ctx, "user:42", rate, n)
 		if err != nil {
+			// Bad input. A Redis that cannot be asked is no error: a
+			// local limiter answers, with d.Degraded set.
 			panic(err)
 		}
 		fmt.Printf("Inc(%2d): %-10v admitted=%-5v factor=%.3f remaining=%d\n", n, d.Outcome, d.Allowed, d.SuppressionFactor, d.Remaining)

@@ -31,3 +31,13 @@ func TestFailurePolicies(t *testing.T) { faults.RunPolicies(t, "redissup", newFa
 // Redis for a context that can never be cancelled (docs/benchmarks.md,
 // Failure policy: the healthy path).
 func TestHealthyPath(t *testing.T) { faults.RunHealthyPath(t, newFaultLimiter) }
+
+// TestLoud: a misconfiguration is loud by default, and Ping names the
+// address (docs/operations.md, Start-up check and logging).
+func TestLoud(t *testing.T) { faults.RunLoud(t, newFaultLimiter) }
+
+// TestWriteBack: a fleet of three through each outage of the matrix, on
+// one limit and on a set of two: what the fallbacks admitted is in Redis
+// before Redis decides again, so no window after the fault holds more
+// than C (docs/operations.md, Reconciliation).
+func TestWriteBack(t *testing.T) { faults.RunWriteBack(t, newFaultLimiter) }

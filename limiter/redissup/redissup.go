@@ -133,3 +133,12 @@ func (l *Limiter) get(ctx context.Context, k string) (limiter.Usage, error) {
 	}
 	return limiter.Usage{Used: x[0], Declined: x[1], Limit: x[2]}, nil
 }
+
+// Ping checks that Redis answers this limiter: one script call that
+// writes a unit to a key of the limiter's own (never a caller's key),
+// bounded by WithTimeout on top of ctx, whatever the state of the circuit
+// breaker. Call it at start-up: a wrong address, a refused password or a
+// Redis that refuses writes is an error naming the address, where Inc
+// would answer from the local fallback (FallbackLocal, the default) and
+// say so only in Decision.Degraded and the log.
+func (l *Limiter) Ping(ctx context.Context) error { return l.g.Ping(ctx) }
