@@ -1,0 +1,315 @@
+// Package relief is hot-key relief: a key that Redis refuses is answered
+// from memory until Redis's own answer says it could change, so that a key
+// hammered past its limit costs Redis almost nothing (docs/algorithms.md,
+// Hot-key relief).
+//
+// A Refusal is one remembered refusal; the hybrid provider keeps one in
+// each key's entry. A Memory is a bounded map of them, per key, for the
+// Redis providers (redisabs, redissup), with the units declined from
+// memory that the suppressed strategy reports with the key's next Redis
+// call. Peeks lets identical concurrent IsAllowed calls on one key share
+// one round trip.
+//
+// The rule, for both strategies: a refusal of n units at capacity C (soft
+// S and hard H for the suppressed strategy) that Redis answered at or
+// after local time send, with RetryAfter r, proves that no call of n or
+// more units at the same capacities can be admitted before send + r, as
+// long as no units are given back (a hybrid lease's release) and the key is
+// not reset: units only leave the window by expiring, and RetryAfter is
+// the exact time until enough of them have. So such calls are refused from
+// memory until then, with RetryAfter and ResetAfter counting down from
+// Redis's answer and its Remaining. A call with other capacities (another
+// rate) goes to Redis.
+package relief
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluice-go/sluice/internal/window"
+)
+
+// Refusal is one remembered refusal. Its zero value remembers nothing. It
+// is not safe for concurrent use: its owner guards it.
+type Refusal struct {
+	c, h, n      int64 // the capacities the call sent and its cost; n 0: none
+	until        int64 // local ms: answered from memory while now < until
+	retry, reset int64 // local ms that RetryAfter and ResetAfter count down to
+	remaining    int64
+	ppm          int64 // the factor, window.PPM for an absolute refusal: draws below it are refused
+	outcome      int   // window.OutcomeRejected or window.OutcomeSuppressed
+}
+
+// Rememberable reports whether r, Redis's answer to a call of n units, is
+// a refusal that memory can repeat exactly until its RetryAfter: a refusal
+// of one unit, not never, with a RetryAfter. One unit, because then every
+// number of the answer holds until the RetryAfter: no unit of room appears
+// before it, so Remaining stays 0. A refusal of n > 1 units says nothing
+// of when an older bucket's death raises Remaining, nor of the RetryAfter
+// of a larger cost: such calls go to Redis (docs/algorithms.md, Hot-key
+// relief).
+func Rememberable(n int64, r *window.Result) bool {
+	return n == 1 && !r.Allowed && !r.Never && r.RetryAfter > 0 && r.Outcome != window.OutcomeAllowed
+}
+
+// Set remembers r, Redis's answer to a call of n units at capacities c and
+// h (h = c for the absolute strategy) sent at local ms send. It is
+// answered from memory until send + RetryAfter, and no later than limit
+// when limit > 0 (the hybrid caps it, see docs/algorithms.md). r must be
+// Rememberable.
+func (f *Refusal) Set(c, h, n, send, limit int64, r *window.Result) {
+	*f = Refusal{c: c, h: h, n: n, retry: send + r.RetryAfter, reset: send + r.ResetAfter,
+		remaining: r.Remaining, ppm: r.FactorPPM, outcome: r.Outcome}
+	f.until = f.retry
+	if limit > 0 && limit < f.until {
+		f.until = limit
+	}
+	if r.Outcome == window.OutcomeRejected {
+		f.ppm = window.PPM
+	}
+}
+
+// Update keeps the refusal exact after r, Redis's answer to another call
+// of the key at capacities c and h sent at local ms send, that is not
+// Rememberable: at other capacities it forgets the refusal (the call
+// stored its own capacities in the key); an admission at the same ones
+// moves ResetAfter and Remaining to its answer's.
+func (f *Refusal) Update(c, h, send int64, r *window.Result) {
+	switch {
+	case c != f.c || h != f.h:
+		f.Clear()
+	case r.Allowed:
+		f.reset, f.remaining = send+r.ResetAfter, r.Remaining
+	}
+}
+
+// Clear forgets the refusal.
+func (f *Refusal) Clear() { f.n, f.until = 0, 0 }
+
+// Live reports whether the refusal still answers at now.
+func (f *Refusal) Live(now int64) bool { return f.n > 0 && now < f.until }
+
+// Answer is the remembered refusal's answer to a call of n units at
+// capacities c and h at local ms now, with the call's draw in ppm (0 for
+// the absolute strategy): ok false when Redis must be asked. A suppressed
+// refusal with a factor below 1 answers only for draws below it, the ones
+// Redis would refuse with that factor; the others go to Redis.
+func (f *Refusal) Answer(c, h, n, now, draw int64) (r window.Result, ok bool) {
+	if f.n == 0 || n != f.n || c != f.c || h != f.h || now >= f.until || draw >= f.ppm {
+		return r, false
+	}
+	r = window.Result{Outcome: f.outcome, Limit: c, Remaining: f.remaining,
+		RetryAfter: f.retry - now, ResetAfter: max(f.reset-now, 0)}
+	if f.outcome == window.OutcomeSuppressed {
+		r.FactorPPM = f.ppm
+	}
+	return r, true
+}
+
+// Memory is the remembered refusals of a Redis provider, one per key, at
+// most MaxKeys of them. Every method is safe for concurrent use. Use it by
+// pointer after Init; the zero value is not usable.
+//
+// A key's entry lives until its refusal's RetryAfter; with declines still
+// to report (suppressed), until they would have left the window (W + B
+// after the latest), since by then Redis would not count them either.
+// Entries past that are dropped by the writes that meet them: each
+// Remember looks at a few entries of its shard and drops the dead ones, and
+// a shard that is full drops all its dead entries, then, if still full, an
+// arbitrary live one (relief for that key is lost, never correctness).
+type Memory struct {
+	seed   maphash.Seed
+	span   int64 // W + B in ms: how long an unreported decline matters
+	shards [shardCount]memShard
+}
+
+// MaxKeys bounds the keys a Memory holds.
+const MaxKeys = 1 << 16
+
+const (
+	shardCount = 64
+	shardMax   = MaxKeys / shardCount
+	// sweepEach is how many entries each Remember looks at for dead ones.
+	sweepEach = 2
+)
+
+type memShard struct {
+	mu sync.RWMutex
+	m  map[string]*entry
+	// epoch counts Forgets in the shard: a refusal whose call began
+	// before a Forget of its key is not remembered (Begin, Remember).
+	epoch atomic.Uint64
+	_     [24]byte // keep shards on their own cache lines
+}
+
+// entry is one key's refusal and its unreported declines. The refusal is
+// written under the shard's write lock and read under its read lock; decl
+// and lastDecl change under the read lock too, so they are atomic.
+type entry struct {
+	f        Refusal
+	decl     atomic.Int64 // units declined from memory, not yet reported
+	lastDecl atomic.Int64 // local ms of the latest of them
+}
+
+// Init sets m up for a window of w ms and buckets of b ms.
+func (m *Memory) Init(w, b int64) {
+	m.seed = maphash.MakeSeed()
+	m.span = w + b
+	for i := range m.shards {
+		m.shards[i].m = make(map[string]*entry)
+	}
+}
+
+func (m *Memory) shard(k string) *memShard {
+	return &m.shards[maphash.String(m.seed, k)%shardCount]
+}
+
+// Answer is k's remembered refusal's answer (see Refusal.Answer). A
+// suppressed answer's n units count as declined, for Take to report.
+func (m *Memory) Answer(k string, c, h, n, now, draw int64) (window.Result, bool) {
+	s := m.shard(k)
+	s.mu.RLock()
+	e := s.m[k]
+	if e == nil {
+		s.mu.RUnlock()
+		return window.Result{}, false
+	}
+	r, ok := e.f.Answer(c, h, n, now, draw)
+	if ok && r.Outcome == window.OutcomeSuppressed {
+		e.decl.Add(n)
+		e.lastDecl.Store(now)
+	}
+	s.mu.RUnlock()
+	return r, ok
+}
+
+// Begin is called before a Redis call whose refusal may be remembered; its
+// token goes to Remember.
+func (m *Memory) Begin(k string) uint64 { return m.shard(k).epoch.Load() }
+
+// Remember records r, Redis's answer to a call of k of n units at
+// capacities c and h, begun with token (Begin) and sent at local ms send.
+// A Rememberable refusal is remembered, as Refusal.Set does, in place of
+// the key's earlier one. Any other answer keeps the key's refusal exact for
+// what follows: at other capacities it forgets it (every Inc stores its
+// capacities in the key, which a refusal from memory would not); at the
+// same ones, an admission moves its ResetAfter and Remaining to the
+// answer's (units only grow, so it still refuses). Nothing is remembered
+// when k was forgotten since the call began (a Forget of another key of
+// the shard skips it too: relief lost for one call, never correctness).
+// Declines not yet reported stay.
+func (m *Memory) Remember(k string, token uint64, c, h, n, send int64, r *window.Result) {
+	s := m.shard(k)
+	keep := Rememberable(n, r)
+	if !keep {
+		s.mu.RLock()
+		e := s.m[k]
+		held := e != nil && e.f.n > 0
+		s.mu.RUnlock()
+		if !held {
+			return
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.epoch.Load() != token {
+		return
+	}
+	e := s.m[k]
+	switch {
+	case keep:
+		if e == nil {
+			m.sweep(s, send)
+			e = &entry{}
+			s.m[k] = e
+		}
+		e.f.Set(c, h, n, send, 0, r)
+	case e == nil:
+	default:
+		e.f.Update(c, h, send, r)
+	}
+}
+
+// sweep drops dead entries of s before an insert, with s.mu held: a few
+// of them, or all when s is full, and then one live one if it is still
+// full.
+func (m *Memory) sweep(s *memShard, now int64) {
+	full := len(s.m) >= shardMax
+	seen := 0
+	for k, e := range s.m {
+		if m.dead(e, now) {
+			delete(s.m, k)
+		}
+		if seen++; !full && seen >= sweepEach {
+			return
+		}
+	}
+	if len(s.m) >= shardMax {
+		for k := range s.m {
+			delete(s.m, k)
+			return
+		}
+	}
+}
+
+// dead reports whether e can go: its refusal no longer answers and no
+// declines it holds still count in the window.
+func (m *Memory) dead(e *entry, now int64) bool {
+	return !e.f.Live(now) && (e.decl.Load() == 0 || now-e.lastDecl.Load() >= m.span)
+}
+
+// Take returns and clears k's declines not yet reported, for the key's
+// next Redis call. Give them back with Restore if the call fails.
+func (m *Memory) Take(k string) int64 {
+	s := m.shard(k)
+	s.mu.RLock()
+	var d int64
+	if e := s.m[k]; e != nil && e.decl.Load() != 0 {
+		d = e.decl.Swap(0)
+	}
+	s.mu.RUnlock()
+	return d
+}
+
+// Restore gives back declines Take returned, when the call that was to
+// report them failed (it may have reported them: counting them twice only
+// raises the factor, which admits less).
+func (m *Memory) Restore(k string, d, now int64) {
+	if d == 0 {
+		return
+	}
+	s := m.shard(k)
+	s.mu.Lock()
+	e := s.m[k]
+	if e == nil {
+		m.sweep(s, now)
+		e = &entry{}
+		s.m[k] = e
+	}
+	e.decl.Add(d)
+	e.lastDecl.Store(now)
+	s.mu.Unlock()
+}
+
+// Forget drops k's refusal and declines (Reset): calls of k begun before
+// are not remembered either.
+func (m *Memory) Forget(k string) {
+	s := m.shard(k)
+	s.mu.Lock()
+	s.epoch.Add(1)
+	delete(s.m, k)
+	s.mu.Unlock()
+}
+
+// Len is the number of keys held, dead ones not yet dropped included.
+func (m *Memory) Len() int {
+	n := 0
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.RLock()
+		n += len(s.m)
+		s.mu.RUnlock()
+	}
+	return n
+}
