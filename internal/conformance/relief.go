@@ -1,0 +1,110 @@
+package conformance
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// ReliefStats counts what RunReliefTrace exercised.
+type ReliefStats struct {
+	Steps, Refused, Allowed, Resets, Peeks int
+}
+
+// RunReliefTrace feeds plain (a limiter without hot-key relief) and
+// relieved (the same provider with it, the default) the same random trace
+// on one fake clock, shaped as relief sees it: two keys hammered in small
+// steps of time so that they refuse most calls, mostly one unit at one
+// rate, with calls at another rate (a plan change), larger costs, peeks
+// (Inc of 0 units and IsAllowed), Get and Reset through the limiter. It
+// fails at the first decision or usage on which they differ: relief must
+// answer exactly as Redis would, when nothing else writes the keys.
+func RunReliefTrace(t *testing.T, s Strategy, steps int, seed uint64, plain, relieved Factory) ReliefStats {
+	t.Helper()
+	clk := NewClock()
+	opts := []limiter.Option{limiter.WithWindow(time.Second), limiter.WithBucket(50 * time.Millisecond)}
+	rate, other := limiter.PerSecond(20), limiter.PerSecond(30)
+	withRand := func(o []limiter.Option) []limiter.Option {
+		if s != SuppressedStrategy {
+			return o
+		}
+		return append(append([]limiter.Option(nil), o...), limiter.WithRandom(NewRand(seed)))
+	}
+	if s == SuppressedStrategy {
+		opts = append(opts, limiter.WithSuppressionCache(100*time.Millisecond))
+	}
+	la := plain(t, clk, withRand(append(opts, limiter.WithHotKeyRelief(false)))...)
+	defer closeLimiter(t, la)
+	lb := relieved(t, clk, withRand(opts)...)
+	defer closeLimiter(t, lb)
+
+	keys := []string{"hot", "hot", "hot", "warm{1}"}
+	rng := rand.New(rand.NewPCG(seed, 7))
+	ctx := context.Background()
+	var st ReliefStats
+	for i := 0; i < steps; i++ {
+		switch x := rng.IntN(1000); {
+		case x < 400:
+		case x < 995:
+			clk.Advance(time.Duration(1+rng.IntN(5)) * time.Millisecond)
+		default:
+			clk.Advance(time.Duration(200+rng.IntN(1200)) * time.Millisecond)
+		}
+		k := keys[rng.IntN(len(keys))]
+		at := clk.Now().Sub(Start)
+		st.Steps++
+		switch x := rng.IntN(1000); {
+		case x < 930:
+			rate, n := rate, int64(1)
+			switch y := rng.IntN(100); {
+			case y < 3:
+				n = 0
+			case y < 8:
+				n = int64(2 + rng.IntN(3))
+			case y < 12:
+				rate = other
+			}
+			da, ea := la.Inc(ctx, k, rate, n)
+			db, eb := lb.Inc(ctx, k, rate, n)
+			if ea != nil || eb != nil {
+				t.Fatalf("step %d at +%v: Inc(%q, %v, %d) errors: %v / %v", i, at, k, rate, n, ea, eb)
+			}
+			if !Same(da, db) {
+				t.Fatalf("step %d at +%v: Inc(%q, %v, %d) differs:\n\tplain:    %s\n\trelieved: %s", i, at, k, rate, n, Format(da), Format(db))
+			}
+			if da.Allowed {
+				st.Allowed++
+			} else {
+				st.Refused++
+			}
+		case x < 970:
+			st.Peeks++
+			da, ea := la.IsAllowed(ctx, k)
+			db, eb := lb.IsAllowed(ctx, k)
+			if ea != nil || eb != nil {
+				t.Fatalf("step %d at +%v: IsAllowed(%q) errors: %v / %v", i, at, k, ea, eb)
+			}
+			if !Same(da, db) {
+				t.Fatalf("step %d at +%v: IsAllowed(%q) differs:\n\tplain:    %s\n\trelieved: %s", i, at, k, Format(da), Format(db))
+			}
+		case x < 995:
+			ua, ea := la.Get(ctx, k)
+			ub, eb := lb.Get(ctx, k)
+			if ea != nil || eb != nil || ua != ub {
+				t.Fatalf("step %d at +%v: Get(%q) = %+v, %v / %+v, %v", i, at, k, ua, ea, ub, eb)
+			}
+		default:
+			st.Resets++
+			if ea, eb := la.Reset(ctx, k), lb.Reset(ctx, k); ea != nil || eb != nil {
+				t.Fatalf("step %d at +%v: Reset(%q) errors: %v / %v", i, at, k, ea, eb)
+			}
+		}
+	}
+	if st.Refused < st.Steps/2 || st.Allowed == 0 || st.Resets == 0 {
+		t.Errorf("trace %+v: want mostly refusals, some admissions and a Reset", st)
+	}
+	return st
+}
