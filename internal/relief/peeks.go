@@ -10,25 +10,25 @@ import (
 
 // Peeks lets identical concurrent peeks (IsAllowed) on one key share one
 // round trip, exactly: a peek never takes the answer of a round trip that
-// was sent before it began. A peek that finds none in flight for its key
-// sends its own. One that finds one in flight joins the next, which is
-// sent once the one in flight has landed, by the first of its members to
+// was sent before it began. A peek that finds none in peekFlight for its key
+// sends its own. One that finds one in peekFlight joins the next, which is
+// sent once the one in peekFlight has landed, by the first of its members to
 // see that, on behalf of all of them; so every member began before the
 // shared round trip was sent and is answered after Redis decided it, as if
 // its own call had been decided at that instant. A member waits at most
-// for the round trip in flight and its own, and never beyond its context.
+// for the round trip in peekFlight and its own, and never beyond its context.
 // Safe for concurrent use; the zero value is ready.
 type Peeks struct {
 	mu sync.Mutex
 	m  map[string]*peekSlot
 }
 
-type peekSlot struct{ cur, next *flight }
+type peekSlot struct{ cur, next *peekFlight }
 
-// flight is one round trip shared by its members. Fields but d and err
+// peekFlight is one round trip shared by its members. Fields but d and err
 // are guarded by Peeks.mu; d and err are written before done closes.
-type flight struct {
-	start   chan struct{} // closed when the flight may be sent
+type peekFlight struct {
+	start   chan struct{} // closed when the peekFlight may be sent
 	done    chan struct{} // closed when it has landed
 	members int           // peeks waiting to send or share it
 	claimed bool          // one member sends it
@@ -36,7 +36,7 @@ type flight struct {
 	err     error
 }
 
-func newFlight() *flight { return &flight{start: make(chan struct{}), done: make(chan struct{})} }
+func newPeekFlight() *peekFlight { return &peekFlight{start: make(chan struct{}), done: make(chan struct{})} }
 
 // Do answers a peek of k with fn, shared as the type describes; fn must be
 // the same peek for every caller of one key.
@@ -51,14 +51,14 @@ func (p *Peeks) Do(ctx context.Context, k string, fn func(context.Context) (limi
 		p.m[k] = s
 	}
 	if s.cur == nil {
-		f := newFlight()
+		f := newPeekFlight()
 		f.claimed = true
 		s.cur = f
 		p.mu.Unlock()
 		return p.fly(ctx, k, s, f, fn)
 	}
 	if s.next == nil {
-		s.next = newFlight()
+		s.next = newPeekFlight()
 	}
 	f := s.next
 	f.members++
@@ -91,8 +91,8 @@ func (p *Peeks) Do(ctx context.Context, k string, fn func(context.Context) (limi
 	return f.d, f.err
 }
 
-// fly sends f, lands it, and starts the next flight if it has members.
-func (p *Peeks) fly(ctx context.Context, k string, s *peekSlot, f *flight, fn func(context.Context) (limiter.Decision, error)) (limiter.Decision, error) {
+// fly sends f, lands it, and starts the next peekFlight if it has members.
+func (p *Peeks) fly(ctx context.Context, k string, s *peekSlot, f *peekFlight, fn func(context.Context) (limiter.Decision, error)) (limiter.Decision, error) {
 	d, err := fn(ctx)
 	f.d, f.err = d, err
 	p.mu.Lock()
@@ -102,7 +102,7 @@ func (p *Peeks) fly(ctx context.Context, k string, s *peekSlot, f *flight, fn fu
 	return d, err
 }
 
-// advance makes the next flight current, or drops the slot, with p.mu
+// advance makes the next peekFlight current, or drops the slot, with p.mu
 // held, after the current one landed or was abandoned.
 func (p *Peeks) advance(k string, s *peekSlot) {
 	s.cur, s.next = s.next, nil
@@ -113,9 +113,9 @@ func (p *Peeks) advance(k string, s *peekSlot) {
 	close(s.cur.start)
 }
 
-// leave takes a member whose context ended out of f; a flight left with
+// leave takes a member whose context ended out of f; a peekFlight left with
 // no member and not sent is dropped.
-func (p *Peeks) leave(k string, s *peekSlot, f *flight) {
+func (p *Peeks) leave(k string, s *peekSlot, f *peekFlight) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f.members--

@@ -23,6 +23,7 @@
 package relief
 
 import (
+	"context"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -121,6 +122,8 @@ func (f *Refusal) Answer(c, h, n, now, draw int64) (r window.Result, ok bool) {
 type Memory struct {
 	seed   maphash.Seed
 	span   int64 // W + B in ms: how long an unreported decline matters
+	bucket int64 // B in ms
+	cache  int64 // the suppression cache period in ms
 	shards [shardCount]memShard
 }
 
@@ -150,12 +153,20 @@ type entry struct {
 	f        Refusal
 	decl     atomic.Int64 // units declined from memory, not yet reported
 	lastDecl atomic.Int64 // local ms of the latest of them
+	// ask is the one call of the key in flight to Redis that memory
+	// could not answer (its refusal expired, or a suppressed call would
+	// open a bucket), nil for none; guarded by the shard's write lock.
+	ask *flight
 }
 
-// Init sets m up for a window of w ms and buckets of b ms.
-func (m *Memory) Init(w, b int64) {
+// flight is one Redis call that the key's other callers wait for.
+type flight struct{ done chan struct{} }
+
+// Init sets m up for a window of w ms, buckets of b ms and a suppression
+// cache period of cache ms (suppressed strategy; see Remember).
+func (m *Memory) Init(w, b, cache int64) {
 	m.seed = maphash.MakeSeed()
-	m.span = w + b
+	m.span, m.bucket, m.cache = w+b, b, cache
 	for i := range m.shards {
 		m.shards[i].m = make(map[string]*entry)
 	}
@@ -166,7 +177,14 @@ func (m *Memory) shard(k string) *memShard {
 }
 
 // Answer is k's remembered refusal's answer (see Refusal.Answer). A
-// suppressed answer's n units count as declined, for Take to report.
+// suppressed refusal records its n units as declined, in Redis: memory
+// answers only while the call would join the key's newest bucket (less
+// than B after it opened, as the remembered ResetAfter tells), and counts
+// them for Take to report with the key's next Redis call. A call that
+// would open a bucket goes to Redis, so the key's buckets open where they
+// would without relief and hold the same accepted units; the declined
+// units memory answered land in the next bucket instead of the one they
+// would have joined.
 func (m *Memory) Answer(k string, c, h, n, now, draw int64) (window.Result, bool) {
 	s := m.shard(k)
 	s.mu.RLock()
@@ -176,12 +194,101 @@ func (m *Memory) Answer(k string, c, h, n, now, draw int64) (window.Result, bool
 		return window.Result{}, false
 	}
 	r, ok := e.f.Answer(c, h, n, now, draw)
-	if ok && r.Outcome == window.OutcomeSuppressed {
-		e.decl.Add(n)
-		e.lastDecl.Store(now)
-	}
 	s.mu.RUnlock()
-	return r, ok
+	if !ok || r.Outcome != window.OutcomeSuppressed {
+		return r, ok
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e = s.m[k]; e == nil {
+		return window.Result{}, false
+	}
+	if r, ok = e.f.Answer(c, h, n, now, draw); !ok {
+		return r, false
+	}
+	if now-(e.f.reset-m.span) >= m.bucket {
+		// The call would open a bucket: Redis records it, so that the
+		// key's buckets stay those of a limiter without relief.
+		return window.Result{}, false
+	}
+	e.decl.Add(n)
+	e.lastDecl.Store(now)
+	return r, true
+}
+
+// Decide answers a call of n units of k at capacities c and h, with its
+// draw in ppm (0 for the absolute strategy): from memory when it can,
+// else by ask, Redis's decision of the call, which reports decl units
+// declined from memory with it (Take) and whose answer is remembered.
+// now is the local clock in ms.
+//
+// When memory holds a refusal for the call that no longer answers (its
+// RetryAfter has passed, or a suppressed call would open a bucket), one
+// caller of the key asks Redis and the others wait for its answer, then
+// try memory once more and otherwise ask Redis themselves: a key hammered
+// by many callers costs one Redis call when its refusal expires, not one
+// per caller. A waiter waits for that one call at most, and never beyond
+// ctx (then it returns ctx's error).
+func (m *Memory) Decide(ctx context.Context, k string, c, h, n, draw int64, now func() int64,
+	ask func(ctx context.Context, decl int64) (window.Result, error)) (window.Result, error) {
+	t := now()
+	if r, ok := m.Answer(k, c, h, n, t, draw); ok {
+		return r, nil
+	}
+	wait, lead := m.join(k, c, h, n)
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return window.Result{}, ctx.Err()
+		}
+		t = now()
+		if r, ok := m.Answer(k, c, h, n, t, draw); ok {
+			return r, nil
+		}
+	}
+	tok := m.Begin(k)
+	decl := m.Take(k)
+	r, err := ask(ctx, decl)
+	if err != nil {
+		m.Restore(k, decl, t)
+	} else {
+		m.Remember(k, tok, c, h, n, t, &r)
+	}
+	m.land(k, lead)
+	return r, err
+}
+
+// join finds what a call memory could not answer does: wait for the key's
+// call in flight (wait), be that call (lead), or, when memory holds no
+// refusal for the call, neither.
+func (m *Memory) join(k string, c, h, n int64) (wait <-chan struct{}, lead *flight) {
+	s := m.shard(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.m[k]
+	if e == nil || e.f.n != n || e.f.c != c || e.f.h != h {
+		return nil, nil
+	}
+	if e.ask != nil {
+		return e.ask.done, nil
+	}
+	e.ask = &flight{done: make(chan struct{})}
+	return nil, e.ask
+}
+
+// land ends the flight lead, if any: its waiters look at memory again.
+func (m *Memory) land(k string, lead *flight) {
+	if lead == nil {
+		return
+	}
+	s := m.shard(k)
+	s.mu.Lock()
+	if e := s.m[k]; e != nil && e.ask == lead {
+		e.ask = nil
+	}
+	s.mu.Unlock()
+	close(lead.done)
 }
 
 // Begin is called before a Redis call whose refusal may be remembered; its
@@ -224,11 +331,25 @@ func (m *Memory) Remember(k string, token uint64, c, h, n, send int64, r *window
 			e = &entry{}
 			s.m[k] = e
 		}
-		e.f.Set(c, h, n, send, 0, r)
+		e.f.Set(c, h, n, send, m.limit(h > c, send, r), r)
 	case e == nil:
 	default:
 		e.f.Update(c, h, send, r)
 	}
+}
+
+// limit is how long a suppressed refusal may answer when it is not the
+// certain one (factor 1 with H = S): a factor below 1, or a refusal above
+// H > S, which a drop of the accepted units into (S, H] turns into a draw
+// against a factor. Redis computes the factor again once its cache period
+// has passed; memory trusts it for one period after the call was sent, so
+// it uses a factor at most two periods old where Redis uses one at most
+// one period old (docs/algorithms.md, Hot-key relief). 0: no limit.
+func (m *Memory) limit(hardAbove bool, send int64, r *window.Result) int64 {
+	if r.Outcome != window.OutcomeSuppressed || !hardAbove && r.FactorPPM >= window.PPM {
+		return 0
+	}
+	return max(send+m.cache, 1) // no cache: until send, no answer from memory
 }
 
 // sweep drops dead entries of s before an insert, with s.mu held: a few
@@ -270,6 +391,18 @@ func (m *Memory) Take(k string) int64 {
 	}
 	s.mu.RUnlock()
 	return d
+}
+
+// Pending is k's declines not yet reported, for Get to count them: those
+// of an entry whose latest decline is still within W + B of now.
+func (m *Memory) Pending(k string, now int64) int64 {
+	s := m.shard(k)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if e := s.m[k]; e != nil && now-e.lastDecl.Load() < m.span {
+		return e.decl.Load()
+	}
+	return 0
 }
 
 // Restore gives back declines Take returned, when the call that was to

@@ -58,7 +58,7 @@ func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 	l.initGuard(client, opts)
 	if !l.b.Cfg.NoRelief {
 		l.relief = new(relief.Memory)
-		l.relief.Init(l.b.Cfg.WindowMs, l.b.Cfg.BucketMs)
+		l.relief.Init(l.b.Cfg.WindowMs, l.b.Cfg.BucketMs, l.b.Cfg.CacheMs)
 	}
 	return l, nil
 }
@@ -81,16 +81,12 @@ func (l *Limiter) inc(ctx context.Context, k string, rate limiter.Rate, n int64)
 		// script sees C + 1, so its numbers stay exact in a double.
 		return l.decide(ctx, "inc", h, c, min(n, c+1))
 	}
-	now := l.b.Cfg.NowMs()
-	if r, ok := l.relief.Answer(k, c, c, n, now, 0); ok {
-		return r.Decision(), nil
-	}
-	tok := l.relief.Begin(k)
-	r, err := l.run(ctx, "inc", h, c, n)
+	r, err := l.relief.Decide(ctx, k, c, c, n, 0, l.b.Cfg.NowMs, func(ctx context.Context, _ int64) (window.Result, error) {
+		return l.run(ctx, "inc", h, c, n)
+	})
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	l.relief.Remember(k, tok, c, c, n, now, &r)
 	return r.Decision(), nil
 }
 
