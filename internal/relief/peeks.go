@@ -36,7 +36,9 @@ type peekFlight struct {
 	err     error
 }
 
-func newPeekFlight() *peekFlight { return &peekFlight{start: make(chan struct{}), done: make(chan struct{})} }
+func newPeekFlight() *peekFlight {
+	return &peekFlight{start: make(chan struct{}), done: make(chan struct{})}
+}
 
 // Do answers a peek of k with fn, shared as the type describes; fn must be
 // the same peek for every caller of one key.
