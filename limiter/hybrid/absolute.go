@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisx"
+	"github.com/sluice-go/sluice/internal/relief"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -115,9 +116,10 @@ type entry struct {
 	// when the lease's bucket dies.
 	room, resetAt int64
 
-	// A cached refusal of refN units: answered from memory until refUntil
-	// (local ms), with a RetryAfter counting down to refRetry.
-	refN, refUntil, refRetry, refReset, refRemaining int64
+	// A cached refusal (hot-key relief, the Redis providers' mechanism):
+	// answered from memory until its RetryAfter, for the longer of the
+	// sync interval and B at most.
+	ref relief.Refusal
 
 	used    int64   // units admitted since the last tick
 	est     float64 // units admitted per tick, smoothed
@@ -234,10 +236,9 @@ func (e *entry) local(c, n, now int64) (d limiter.Decision, ok bool) {
 		return limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: c,
 			Remaining: e.room + e.left, ResetAfter: msDur(e.resetAt - now)}, true
 	}
-	if n == e.refN && now < e.refUntil {
+	if r, ok := e.ref.Answer(c, c, n, now, 0); ok {
 		e.idle = 0
-		return limiter.Decision{Outcome: limiter.Rejected, Limit: c, Remaining: e.refRemaining,
-			RetryAfter: msDur(e.refRetry - now), ResetAfter: msDur(e.refReset - now)}, true
+		return r.Decision(), true
 	}
 	return d, false
 }
@@ -327,7 +328,8 @@ func (l *Absolute) Reset(ctx context.Context, k string) error {
 	}
 	if e := l.lookup(k); e != nil {
 		e.mu.Lock()
-		e.left, e.until, e.refUntil = 0, 0, 0
+		e.left, e.until = 0, 0
+		e.ref.Clear()
 		e.mu.Unlock()
 	}
 	return l.g.Reset(ctx, &l.b, k)
@@ -481,7 +483,8 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 		e.resize(e.granted-e.left, c, l.maxLease)
 	}
 	e.granted = 0
-	e.left, e.until, e.refUntil = 0, 0, 0
+	e.left, e.until = 0, 0
+	e.ref.Clear()
 	want := min(max(n, e.wantFor(l, c)), c, max(n, l.maxLease))
 	ahead := e.aheadArg(l)
 	e.mu.Unlock()
@@ -511,7 +514,7 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 	if err != nil {
 		return limiter.Decision{}, false, l.errorf("inc", err)
 	}
-	if !r.Allowed && !r.Never && r.RetryAfter > 0 {
+	if !r.Allowed && !r.Never && r.RetryAfter > 0 && !l.b.Cfg.NoRelief {
 		e.mu.Lock()
 		e.c = c
 		// Answered from memory for one sync interval or one bucket,
@@ -519,8 +522,7 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 		// back (unused leases, which Redis' exact RetryAfter cannot
 		// foresee) are seen within that. (A saturated key called often
 		// would otherwise cost a Redis call per tick for every key.)
-		e.refN, e.refRetry, e.refReset, e.refRemaining = n, send+r.RetryAfter, send+r.ResetAfter, r.Remaining
-		e.refUntil = min(e.refRetry, send+max(l.interval.Milliseconds(), l.b.Cfg.BucketMs))
+		e.ref.Set(c, c, n, send, send+max(l.interval.Milliseconds(), l.b.Cfg.BucketMs), &r)
 		e.idle = 0
 		e.mu.Unlock()
 	}
@@ -611,7 +613,7 @@ func (e *entry) install(l *Absolute, c, send int64, g grant) {
 	e.granted = g.units
 	e.room = g.room
 	e.resetAt = send + g.reset
-	e.refUntil = 0
+	e.ref.Clear()
 	e.gen++
 	e.hits = 0
 }
@@ -780,7 +782,7 @@ func (l *Absolute) visit(calls []syncCall, e *entry, now int64, closing, redisOK
 	if closing {
 		return calls, false
 	}
-	if e.idle >= idleTicks && e.left == 0 && len(e.pend) == 0 && e.renews == 0 && now >= e.refUntil {
+	if e.idle >= idleTicks && e.left == 0 && len(e.pend) == 0 && e.renews == 0 && !e.ref.Live(now) {
 		l.forget(e)
 		return calls, false
 	}

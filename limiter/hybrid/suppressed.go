@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisx"
+	"github.com/sluice-go/sluice/internal/relief"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -87,9 +88,10 @@ type supEntry struct {
 	// the next call records as offered and declined.
 	decl int64
 
-	// A cached refusal beyond H of refN units, answered from memory until
-	// refUntil (local ms), with a RetryAfter counting down to refRetry.
-	refN, refUntil, refRetry, refReset, refRemaining int64
+	// A cached refusal beyond H (hot-key relief, the Redis providers'
+	// mechanism): answered from memory until its RetryAfter, for one sync
+	// interval at most.
+	ref relief.Refusal
 
 	used    int64   // units admitted since the last tick
 	est     float64 // units admitted per tick, smoothed
@@ -247,12 +249,11 @@ func (e *supEntry) local(soft, hard, n, now int64, cfg *config.Config, draw func
 		e.lastUse = now
 		return d, true
 	}
-	if n == e.refN && now < e.refUntil {
+	if r, ok := e.ref.Answer(soft, hard, n, now, 0); ok {
 		draw()
 		e.decl += n
 		e.idle = 0
-		return limiter.Decision{Outcome: limiter.Suppressed, Limit: soft, Remaining: e.refRemaining,
-			RetryAfter: msDur(e.refRetry - now), ResetAfter: msDur(e.refReset - now), SuppressionFactor: 1}, true
+		return r.Decision(), true
 	}
 	return d, false
 }
@@ -365,7 +366,8 @@ func (l *Suppressed) Reset(ctx context.Context, k string) error {
 	}
 	if e := l.lookup(k); e != nil {
 		e.mu.Lock()
-		e.left, e.until, e.refUntil, e.decl = 0, 0, 0, 0
+		e.left, e.until, e.decl = 0, 0, 0
+		e.ref.Clear()
 		e.acc, e.obs, e.recent = 0, 0, 0
 		e.mu.Unlock()
 	}
@@ -568,7 +570,7 @@ func (e *supEntry) install(l *Suppressed, send int64, rep *supReply) {
 	e.start = rep.start
 	e.until = send + (rep.start + l.b.Cfg.BucketMs - rep.now)
 	e.left, e.granted = rep.g, rep.g
-	e.refUntil = 0
+	e.ref.Clear()
 	e.gen++
 	e.hits = 0
 }
@@ -618,7 +620,8 @@ func (l *Suppressed) leaseLocked(ctx context.Context, e *supEntry, soft, hard, n
 		e.want = nextWant(e.want, e.granted, e.granted-e.left, hard, l.maxLease)
 	}
 	e.granted = 0
-	e.left, e.until, e.refUntil = 0, 0, 0
+	e.left, e.until = 0, 0
+	e.ref.Clear()
 	push := e.decl
 	e.decl = 0
 	want := min(max(n, e.want), hard, max(n, l.maxLease))
@@ -655,11 +658,10 @@ func (l *Suppressed) leaseLocked(ctx context.Context, e *supEntry, soft, hard, n
 		// admit count as free.
 		d.Remaining = max(0, soft-(rep.acc-e.left))
 	}
-	if !d.Allowed && !rep.r.Never && rep.r.FactorPPM == window.PPM && rep.r.RetryAfter > 0 {
+	if !d.Allowed && !rep.r.Never && rep.r.FactorPPM == window.PPM && rep.r.RetryAfter > 0 && !l.b.Cfg.NoRelief {
 		// Beyond H: answered from memory for one sync interval at most,
 		// as the absolute hybrid's refusals.
-		e.refN, e.refRetry, e.refReset, e.refRemaining = n, send+rep.r.RetryAfter, send+rep.r.ResetAfter, rep.r.Remaining
-		e.refUntil = min(e.refRetry, send+l.interval.Milliseconds())
+		e.ref.Set(soft, hard, n, send, send+l.interval.Milliseconds(), &rep.r)
 	}
 	e.mu.Unlock()
 	return d, false, nil
@@ -813,7 +815,7 @@ func (l *Suppressed) visit(calls []supSync, e *supEntry, now int64, closing, red
 	if closing {
 		return calls, false
 	}
-	if e.idle >= idleTicks && e.left == 0 && len(e.pend) == 0 && e.renews == 0 && e.decl == 0 && now >= e.refUntil {
+	if e.idle >= idleTicks && e.left == 0 && len(e.pend) == 0 && e.renews == 0 && e.decl == 0 && !e.ref.Live(now) {
 		e.gone = true
 		s := l.shardOf(e.key)
 		s.mu.Lock()
