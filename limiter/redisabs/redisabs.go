@@ -65,8 +65,7 @@ func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 
 // inc is Inc's call to Redis.
 func (l *Limiter) inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	h, err := l.b.Check("inc", k)
-	if err != nil {
+	if err := l.b.Valid("inc", k); err != nil {
 		return limiter.Decision{}, err
 	}
 	if err := config.CheckCost(n); err != nil {
@@ -75,6 +74,17 @@ func (l *Limiter) inc(ctx context.Context, k string, rate limiter.Rate, n int64)
 	c, err := limiter.Capacity(rate, l.b.Cfg.Window)
 	if err != nil {
 		return limiter.Decision{}, l.b.Errorf("inc", err)
+	}
+	if l.relief != nil {
+		// Before the key's hash name is built: a remembered refusal
+		// allocates nothing.
+		if r, ok := l.relief.Answer(k, c, c, n, l.b.Cfg.NowMs(), 0); ok {
+			return r.Decision(), nil
+		}
+	}
+	h, err := l.b.Check("inc", k)
+	if err != nil {
+		return limiter.Decision{}, err
 	}
 	if n == 0 || n > c || l.relief == nil {
 		// A request over the capacity is refused whatever its size: the

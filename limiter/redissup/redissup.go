@@ -72,8 +72,7 @@ const usageLen = 3
 
 // inc is Inc's call to Redis.
 func (l *Limiter) inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	h, err := l.b.Check("inc", k)
-	if err != nil {
+	if err := l.b.Valid("inc", k); err != nil {
 		return limiter.Decision{}, err
 	}
 	if err := config.CheckCost(n); err != nil {
@@ -88,6 +87,17 @@ func (l *Limiter) inc(ctx context.Context, k string, rate limiter.Rate, n int64)
 		return limiter.Decision{}, l.b.Errorf("inc", err)
 	}
 	draw := window.DrawPPM(l.b.Cfg.Rand())
+	if l.relief != nil && n > 0 {
+		// Before the key's hash name is built: a remembered refusal
+		// allocates nothing.
+		if r, ok := l.relief.Answer(k, soft, hard, n, l.b.Cfg.NowMs(), draw); ok {
+			return r.Decision(), nil
+		}
+	}
+	h, err := l.b.Check("inc", k)
+	if err != nil {
+		return limiter.Decision{}, err
+	}
 	if l.relief == nil {
 		r, err := l.run(ctx, h, soft, hard, n, draw, 0)
 		if err != nil {
