@@ -58,8 +58,12 @@ func sluiceHot(name string, build func(c *redis.Client, opts ...limiter.Option) 
 var hotKeyContenders = []hotKeyContender{
 	sluiceHot("redisabs", func(c *redis.Client, o ...limiter.Option) (limiter.Limiter, error) { return redisabs.New(c, o...) }),
 	sluiceHot("redissup", func(c *redis.Client, o ...limiter.Option) (limiter.Limiter, error) { return redissup.New(c, o...) }),
-	sluiceHot("hybrid-abs", func(c *redis.Client, o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewAbsolute(c, o...) }),
-	sluiceHot("hybrid-sup", func(c *redis.Client, o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewSuppressed(c, o...) }),
+	sluiceHot("hybrid-abs", func(c *redis.Client, o ...limiter.Option) (limiter.Limiter, error) {
+		return hybrid.NewAbsolute(c, o...)
+	}),
+	sluiceHot("hybrid-sup", func(c *redis.Client, o ...limiter.Option) (limiter.Limiter, error) {
+		return hybrid.NewSuppressed(c, o...)
+	}),
 	sluiceHot("redisabs-unrelieved", func(c *redis.Client, o ...limiter.Option) (limiter.Limiter, error) { return redisabs.New(c, o...) },
 		limiter.WithHotKeyRelief(false)),
 	{"redis_rate", func(c *redis.Client) (incFunc, func(), error) {

@@ -20,7 +20,9 @@ func TestHotKeyRelief(t *testing.T) {
 		name string
 		f    func(c *redis.Client, opts ...limiter.Option) (limiter.Limiter, error)
 	}{
-		{"Absolute", func(c *redis.Client, opts ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewAbsolute(c, opts...) }},
+		{"Absolute", func(c *redis.Client, opts ...limiter.Option) (limiter.Limiter, error) {
+			return hybrid.NewAbsolute(c, opts...)
+		}},
 		{"Suppressed", func(c *redis.Client, opts ...limiter.Option) (limiter.Limiter, error) {
 			return hybrid.NewSuppressed(c, opts...)
 		}},
