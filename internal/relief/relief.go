@@ -115,10 +115,10 @@ func (f *Refusal) Answer(c, h, n, now, draw int64) (r window.Result, ok bool) {
 // A key's entry lives until its refusal's RetryAfter; with declines still
 // to report (suppressed), until they would have left the window (W + B
 // after the latest), since by then Redis would not count them either.
-// Entries past that are dropped by the writes that meet them: each
-// Remember looks at a few entries of its shard and drops the dead ones, and
-// a shard that is full drops all its dead entries, then, if still full, an
-// arbitrary live one (relief for that key is lost, never correctness).
+// Entries past that are dropped by the writes that meet them: each insert
+// looks at a few entries of its shard (sweepEach, at random) and drops the
+// dead ones, then, if the shard is still full, one arbitrary entry (relief
+// for that key is lost, never correctness).
 type Memory struct {
 	seed   maphash.Seed
 	span   int64 // W + B in ms: how long an unreported decline matters
@@ -248,7 +248,7 @@ func (m *Memory) Decide(ctx context.Context, k string, c, h, n, draw int64, now 
 		}
 	}
 	tok := m.Begin(k)
-	decl := m.Take(k)
+	decl := m.Take(k, t)
 	r, err := ask(ctx, decl)
 	if err != nil {
 		m.Restore(k, decl, t)
@@ -352,24 +352,24 @@ func (m *Memory) limit(hardAbove bool, send int64, r *window.Result) int64 {
 	return max(send+m.cache, 1) // no cache: until send, no answer from memory
 }
 
-// sweep drops dead entries of s before an insert, with s.mu held: a few
-// of them, or all when s is full, and then one live one if it is still
-// full.
+// sweep drops dead entries of s before an insert, with s.mu held: it
+// looks at a few entries (map order is random) and drops the dead ones,
+// and if s is still full, drops one more, live or not. So each insert
+// costs O(1), and a shard never holds more than shardMax entries.
 func (m *Memory) sweep(s *memShard, now int64) {
-	full := len(s.m) >= shardMax
 	seen := 0
 	for k, e := range s.m {
 		if m.dead(e, now) {
 			delete(s.m, k)
 		}
-		if seen++; !full && seen >= sweepEach {
-			return
+		if seen++; seen >= sweepEach {
+			break
 		}
 	}
 	if len(s.m) >= shardMax {
 		for k := range s.m {
 			delete(s.m, k)
-			return
+			break
 		}
 	}
 }
@@ -381,25 +381,32 @@ func (m *Memory) dead(e *entry, now int64) bool {
 }
 
 // Take returns and clears k's declines not yet reported, for the key's
-// next Redis call. Give them back with Restore if the call fails.
-func (m *Memory) Take(k string) int64 {
+// next Redis call at local ms now. Give them back with Restore if the call
+// fails. They all joined the bucket that was the key's newest at the
+// latest Redis answer (Answer), so once that bucket has died (its
+// ResetAfter has passed) they are dropped: Redis would no longer count
+// them either.
+func (m *Memory) Take(k string, now int64) int64 {
 	s := m.shard(k)
 	s.mu.RLock()
 	var d int64
 	if e := s.m[k]; e != nil && e.decl.Load() != 0 {
 		d = e.decl.Swap(0)
+		if now >= e.f.reset {
+			d = 0
+		}
 	}
 	s.mu.RUnlock()
 	return d
 }
 
-// Pending is k's declines not yet reported, for Get to count them: those
-// of an entry whose latest decline is still within W + B of now.
+// Pending is k's declines not yet reported, for Get to count them while
+// the bucket they joined lives (see Take).
 func (m *Memory) Pending(k string, now int64) int64 {
 	s := m.shard(k)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if e := s.m[k]; e != nil && now-e.lastDecl.Load() < m.span {
+	if e := s.m[k]; e != nil && now < e.f.reset {
 		return e.decl.Load()
 	}
 	return 0
