@@ -52,6 +52,19 @@
 // abs_get.lua, Reset is one UNLINK. IsAllowed, Get and a peek write
 // nothing, not even the deletion of dead buckets they see.
 //
+// # Hot-key relief
+//
+// A refusal of one unit is remembered until its RetryAfter, and later
+// one-unit Incs of the key at the same rate are refused from memory with
+// the decision Redis would give, so a key hammered past its limit costs
+// Redis about one call each time its refusal expires, plus its admissions.
+// Relief never admits, answers only while the breaker is closed, and is
+// forgotten on Reset through this limiter; it may refuse a little longer
+// than needed when another instance resets the key or a hybrid instance
+// gives back a lease. Identical concurrent IsAllowed calls on one key share
+// one round trip. limiter.WithHotKeyRelief(false) turns it off
+// (docs/algorithms.md, Hot-key relief).
+//
 // # Batching
 //
 // With limiter.WithBatching(n) (default 128; see there for why it is on),

@@ -115,6 +115,18 @@
 // peek does); GetSet runs sup_set_get.lua and ResetSet one UNLINK of the
 // set's hashes. docs/algorithms.md, Sets of limits, has the rules.
 //
+// # Hot-key relief
+//
+// A refusal of one unit is remembered until its RetryAfter (for a factor
+// below 1, or above a hard capacity over the soft one, one suppression
+// cache period at most), and later one-unit Incs of the key at the same
+// rate whose draw Redis would refuse are refused from memory while they
+// would join the key's newest bucket. The units declined from memory are
+// reported with the key's next Redis call. With the default hard-limit
+// factor every decision is the one Redis would give; docs/algorithms.md,
+// Hot-key relief, bounds the error otherwise. limiter.WithHotKeyRelief
+// (false) turns it off.
+//
 // # Batching
 //
 // With limiter.WithBatching(n) (default 128; see there for why it is on),

@@ -70,7 +70,8 @@ func (l *Limiter) Get(ctx context.Context, k string) (limiter.Usage, error) {
 }
 
 // Reset forgets key: it UNLINKs the key's hash, and drops what the local
-// fallback holds for it. Redis failures are errors, as for Get.
+// fallback and hot-key relief hold for it. Redis failures are errors, as
+// for Get.
 func (l *Limiter) Reset(ctx context.Context, k string) error {
 	err := l.g.Reset(ctx, &l.b, k)
 	if l.relief != nil {
