@@ -62,9 +62,10 @@ type NewHotKey func(t *testing.T, c *redis.Client, opts ...limiter.Option) limit
 
 // RunHotKey runs the hot-key load on a private redis-server for
 // HotKeyShort (HotKeyLong with HotKeyLongEnv=1) and checks that the fleet
-// makes at most one script call per perRefused refused decisions and that
-// no window holds more than most admitted units. The fleet uses default
-// options but the window.
+// makes at most one script call per perRefused refused decisions, that no
+// window holds more than most admitted units, and that no decision is
+// degraded. The fleet uses default options but the window and the
+// timeout (see below).
 func RunHotKey(t *testing.T, newL NewHotKey, perRefused, most int64) HotKeyStats {
 	t.Helper()
 	srv := redistest.StartServer(t)
@@ -72,7 +73,14 @@ func RunHotKey(t *testing.T, newL NewHotKey, perRefused, most int64) HotKeyStats
 	if os.Getenv(HotKeyLongEnv) == "1" {
 		run = HotKeyLong
 	}
-	opts := []limiter.Option{limiter.WithWindow(HotKeyWindow), limiter.WithPrefix(redistest.Prefix(t))}
+	// WithTimeout(0): with the default 250 ms, 192 callers that wait
+	// behind each other locally (a batch slot, a key's token, the CPU) can
+	// open the breaker on this loaded machine, whose evidence rule is issue
+	// #30's items 1 to 3 and whose bound the contention matrix certifies
+	// with every default. Here the breaker would turn Redis's decisions
+	// into the policy's and the probe's and reconciliation's script calls
+	// into noise in the ratio this test certifies.
+	opts := []limiter.Option{limiter.WithWindow(HotKeyWindow), limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0)}
 	ls := make([]limiter.Limiter, HotKeyInstances)
 	for i := range ls {
 		c := redis.NewClient(srv.Options())
@@ -159,10 +167,9 @@ func RunHotKey(t *testing.T, newL NewHotKey, perRefused, most int64) HotKeyStats
 	t.Logf("%d × %d goroutines, %v: %d decisions, %d refused, %d admitted, %d degraded; %d script calls (one per %.0f refused); most in any %v: %d",
 		HotKeyInstances, HotKeyGoroutines, run, st.Decisions, st.Refused, st.Admitted, st.Degraded,
 		st.Scripts, float64(st.Refused)/float64(max(st.Scripts, 1)), st.Span, st.Most)
-	// Degraded decisions are the failure policy's: whether a busy client
-	// may open the breaker is the contention matrix's to bound. They are
-	// neither refused nor script calls, so the ratio below is over the
-	// time Redis decided.
+	if st.Degraded != 0 {
+		t.Errorf("%d degraded decisions on a healthy Redis, want none", st.Degraded)
+	}
 	switch {
 	case raceEnabled:
 		// The ratio is a throughput figure: the admissions cost a script

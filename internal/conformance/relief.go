@@ -3,11 +3,61 @@ package conformance
 import (
 	"context"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluice-go/sluice/limiter"
 )
+
+// ScriptCounter is a go-redis hook that counts the script calls (EVALSHA,
+// EVAL) a client sends, alone or in pipelines: add it with AddHook.
+type ScriptCounter struct{ N atomic.Int64 }
+
+func (h *ScriptCounter) count(cmds ...redis.Cmder) {
+	for _, c := range cmds {
+		if name := c.Name(); name == "evalsha" || name == "eval" {
+			h.N.Add(1)
+		}
+	}
+}
+
+// DialHook is go-redis' hook; it counts nothing.
+func (h *ScriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook counts a command sent alone.
+func (h *ScriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.count(cmd); return next(ctx, cmd) }
+}
+
+// ProcessPipelineHook counts the commands of a pipeline.
+func (h *ScriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.count(cmds...); return next(ctx, cmds) }
+}
+
+// RunReliefSpared runs RunReliefTrace with plain and relieved built by
+// newL on clients of connect, each counted, and checks that relief spared
+// at least half of the script calls.
+func RunReliefSpared(t *testing.T, s Strategy, steps int, connect func(testing.TB) *redis.Client,
+	newL func(t *testing.T, c *redis.Client, clk *Clock, opts ...limiter.Option) limiter.Limiter) {
+	t.Helper()
+	var plain, relieved ScriptCounter
+	factory := func(h *ScriptCounter) Factory {
+		return func(t *testing.T, clk *Clock, opts ...limiter.Option) limiter.Limiter {
+			c := redis.NewClient(connect(t).Options())
+			t.Cleanup(func() { c.Close() })
+			c.AddHook(h)
+			return newL(t, c, clk, opts...)
+		}
+	}
+	st := RunReliefTrace(t, s, steps, 11, factory(&plain), factory(&relieved))
+	t.Logf("%+v; script calls: %d without relief, %d with", st, plain.N.Load(), relieved.N.Load())
+	if 2*relieved.N.Load() > plain.N.Load() {
+		t.Errorf("%d script calls with relief, %d without: want relief to spare at least half", relieved.N.Load(), plain.N.Load())
+	}
+}
 
 // ReliefStats counts what RunReliefTrace exercised.
 type ReliefStats struct {

@@ -12,9 +12,11 @@ import (
 )
 
 // TestHotKeyRelief: three hybrid instances of 64 goroutines each on one
-// refusing key (C = 2,000 per second), with default options, make at most
-// one script call per 20 refused decisions (leases, renewals and releases
-// included) and admit no more than C (accept no more than H) in a window.
+// refusing key (C = 2,000 per second), with default options but the window
+// and the timeout (conformance.RunHotKey says why), make at most one script
+// call per 20 refused decisions (leases, renewals and releases included),
+// admit no more than C (accept no more than H) in a window, and never
+// answer degraded.
 func TestHotKeyRelief(t *testing.T) {
 	for _, p := range []struct {
 		name string
