@@ -80,6 +80,7 @@ type Absolute struct {
 
 	stop, done chan struct{}
 	closeOnce  sync.Once
+	peeks      relief.Peeks // IsAllowed calls in flight, shared
 
 	// Redis calls by kind, for tests and benchmarks: an Inc's lease
 	// request, a tick's renewal, a tick's release.
@@ -377,7 +378,7 @@ func (be *backend) Validate(op, k string, rate limiter.Rate, n int64, peek bool)
 func (be *backend) Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
 	l := (*Absolute)(be)
 	if peek {
-		return l.plain(ctx, "is allowed", k, 0, 0)
+		return l.peek(ctx, k)
 	}
 	c, err := limiter.Capacity(rate, l.b.Cfg.Window)
 	if err != nil {
@@ -388,6 +389,17 @@ func (be *backend) Decide(ctx context.Context, k string, rate limiter.Rate, n in
 		return l.plain(ctx, "inc", k, c, min(n, c+1))
 	}
 	return l.lease(ctx, k, rate, c, n)
+}
+
+// peek is IsAllowed's Redis call; identical concurrent ones share a round
+// trip (hot-key relief).
+func (l *Absolute) peek(ctx context.Context, k string) (limiter.Decision, error) {
+	if l.b.Cfg.NoRelief {
+		return l.plain(ctx, "is allowed", k, 0, 0)
+	}
+	return l.peeks.Do(ctx, k, func(ctx context.Context) (limiter.Decision, error) {
+		return l.plain(ctx, "is allowed", k, 0, 0)
+	})
 }
 
 // Usage is the Redis call of a Get.

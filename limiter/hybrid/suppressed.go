@@ -44,6 +44,7 @@ type Suppressed struct {
 
 	stop, done chan struct{}
 	closeOnce  sync.Once
+	peeks      relief.Peeks // IsAllowed calls in flight, shared
 
 	// Redis calls by kind, for tests and benchmarks: an Inc's lease
 	// request, a tick's renewal, release and refresh (the fleet's figures
@@ -417,7 +418,10 @@ func (be *supBackend) Validate(op, k string, rate limiter.Rate, n int64, peek bo
 func (be *supBackend) Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
 	l := (*Suppressed)(be)
 	if peek {
-		return l.isAllowed(ctx, k)
+		if l.b.Cfg.NoRelief {
+			return l.isAllowed(ctx, k)
+		}
+		return l.peeks.Do(ctx, k, func(ctx context.Context) (limiter.Decision, error) { return l.isAllowed(ctx, k) })
 	}
 	soft, hard, err := l.capacities("inc", rate)
 	if err != nil {
