@@ -222,9 +222,11 @@ func (l *Absolute) entryFor(op, k string) (*entry, error) {
 	return e, nil
 }
 
-// local answers an Inc of n units at capacity c from e's lease or cached
-// refusal, with e.mu held; ok false: Redis must be asked.
-func (e *entry) local(c, n, now int64) (d limiter.Decision, ok bool) {
+// local answers an Inc of n units at capacity c from e's lease or, when
+// refusals is true, its cached refusal, with e.mu held; ok false: Redis
+// must be asked. (While the breaker is open the policy answers what the
+// lease cannot: a cached refusal never answers differently from it.)
+func (e *entry) local(c, n, now int64, refusals bool) (d limiter.Decision, ok bool) {
 	if e.c != c || e.gone {
 		return d, false
 	}
@@ -237,7 +239,7 @@ func (e *entry) local(c, n, now int64) (d limiter.Decision, ok bool) {
 		return limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: c,
 			Remaining: e.room + e.left, ResetAfter: msDur(e.resetAt - now)}, true
 	}
-	if r, ok := e.ref.Answer(c, c, n, now, 0); ok {
+	if r, ok := e.ref.Answer(c, c, n, now, 0); ok && refusals {
 		e.idle = 0
 		return r.Decision(), true
 	}
@@ -277,7 +279,7 @@ func (l *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64
 		if e := l.lookup(k); e != nil {
 			now := l.now()
 			e.mu.Lock()
-			d, ok := e.local(c, n, now)
+			d, ok := e.local(c, n, now, !l.g.Open())
 			e.mu.Unlock()
 			if ok {
 				return d, nil
@@ -482,7 +484,7 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 		return limiter.Decision{}, true, nil
 	}
 	// Another caller may have brought a lease while this one waited.
-	if d, ok := e.local(c, n, now); ok {
+	if d, ok := e.local(c, n, now, true); ok {
 		e.mu.Unlock()
 		return d, false, nil
 	}

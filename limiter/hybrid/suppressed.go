@@ -217,9 +217,11 @@ func ppmFactor(ppm int64) float64 {
 }
 
 // local answers an Inc of n units at capacities soft and hard from e's
-// lease or cached refusal, with e.mu held, drawing once (draw) when it
-// answers; ok false: Redis must be asked (and nothing was drawn).
-func (e *supEntry) local(soft, hard, n, now int64, cfg *config.Config, draw func() int64) (d limiter.Decision, ok bool) {
+// lease or, when refusals is true, its cached refusal (false while the
+// breaker is open: the policy answers what the lease cannot), with e.mu
+// held, drawing once (draw) when it answers; ok false: Redis must be asked
+// (and nothing was drawn).
+func (e *supEntry) local(soft, hard, n, now int64, cfg *config.Config, draw func() int64, refusals bool) (d limiter.Decision, ok bool) {
 	if e.gone || e.soft != soft || e.hard != hard {
 		return d, false
 	}
@@ -250,7 +252,7 @@ func (e *supEntry) local(soft, hard, n, now int64, cfg *config.Config, draw func
 		e.lastUse = now
 		return d, true
 	}
-	if r, ok := e.ref.Answer(soft, hard, n, now, 0); ok {
+	if r, ok := e.ref.Answer(soft, hard, n, now, 0); ok && refusals {
 		draw()
 		e.decl += n
 		e.idle = 0
@@ -302,7 +304,7 @@ func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int
 		if e := l.lookup(k); e != nil {
 			now := l.now()
 			e.mu.Lock()
-			d, ok := e.local(soft, hard, n, now, &l.b.Cfg, l.draw)
+			d, ok := e.local(soft, hard, n, now, &l.b.Cfg, l.draw, !l.g.Open())
 			e.mu.Unlock()
 			if ok {
 				return d, nil
@@ -612,7 +614,7 @@ func (l *Suppressed) leaseLocked(ctx context.Context, e *supEntry, soft, hard, n
 	}
 	// Another caller may have brought a lease while this one waited: the
 	// call's draw decides from memory.
-	if d, ok := e.local(soft, hard, n, now, &l.b.Cfg, func() int64 { return draw }); ok {
+	if d, ok := e.local(soft, hard, n, now, &l.b.Cfg, func() int64 { return draw }, true); ok {
 		e.mu.Unlock()
 		return d, false, nil
 	}
