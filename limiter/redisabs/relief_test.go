@@ -90,3 +90,32 @@ func TestReliefResetElsewhere(t *testing.T) {
 		t.Fatalf("Inc(k, 1) after Reset through the same limiter = %s, want allowed", conformance.Format(d))
 	}
 }
+
+// TestReliefLeavesAnOpenBreakerToThePolicy: once the breaker is open,
+// a key whose refusal is remembered is answered by the failure policy
+// (FailOpen here: admitted, degraded), not from memory.
+func TestReliefLeavesAnOpenBreakerToThePolicy(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(srv.Options())
+	t.Cleanup(func() { c.Close() })
+	clk := conformance.NewClock()
+	l := newLimiter(t, c, limiter.WithClock(clk), limiter.WithFailurePolicy(limiter.FailOpen), limiter.WithTimeout(time.Second))
+	defer l.Close(ctx)
+	rate := limiter.PerSecond(1) // C = 60 per minute
+	if d := mustInc(t, l, "k", rate, 60); !d.Allowed {
+		t.Fatalf("Inc(k, 60) = %s, want allowed", conformance.Format(d))
+	}
+	if d := mustInc(t, l, "k", rate, 1); d.Allowed {
+		t.Fatalf("Inc(k, 1) on a full key = %s, want refused", conformance.Format(d))
+	}
+	srv.Stop()
+	// Another rate is asked of Redis, which is gone: the breaker opens.
+	if d, err := l.Inc(ctx, "k", limiter.PerSecond(2), 1); err != nil || !d.Degraded {
+		t.Fatalf("Inc at another rate with Redis stopped = %s, %v; want a degraded answer", conformance.Format(d), err)
+	}
+	d, err := l.Inc(ctx, "k", rate, 1)
+	if err != nil || !d.Degraded || !d.Allowed {
+		t.Fatalf("Inc(k, 1) with the breaker open = %s, %v; want FailOpen's admission, degraded, not the remembered refusal",
+			conformance.Format(d), err)
+	}
+}
