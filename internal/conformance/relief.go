@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -37,10 +38,28 @@ func (h *ScriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 	return func(ctx context.Context, cmds []redis.Cmder) error { h.count(cmds...); return next(ctx, cmds) }
 }
 
-// RunReliefSpared runs RunReliefTrace with plain and relieved built by
+// RunReliefSpared runs RunReliefSpared1 on a fresh miniredis (2,000 steps:
+// gopher-lua is slow) and on the shared real redis-server (10,000 steps).
+// newL builds a limiter on c that sends clk's reading as the script's
+// clock, with opts.
+func RunReliefSpared(t *testing.T, s Strategy, newL func(t *testing.T, c *redis.Client, clk *Clock, opts ...limiter.Option) limiter.Limiter) {
+	t.Helper()
+	for _, b := range []struct {
+		name    string
+		connect func(testing.TB) *redis.Client
+		steps   int
+	}{
+		{"Mini", func(t testing.TB) *redis.Client { _, c := redistest.Mini(t); return c }, 2_000},
+		{"Real", func(t testing.TB) *redis.Client { return redistest.Real(t).Client(t) }, 10_000},
+	} {
+		t.Run(b.name, func(t *testing.T) { RunReliefSpared1(t, s, b.steps, b.connect, newL) })
+	}
+}
+
+// RunReliefSpared1 runs RunReliefTrace with plain and relieved built by
 // newL on clients of connect, each counted, and checks that relief spared
 // at least half of the script calls.
-func RunReliefSpared(t *testing.T, s Strategy, steps int, connect func(testing.TB) *redis.Client,
+func RunReliefSpared1(t *testing.T, s Strategy, steps int, connect func(testing.TB) *redis.Client,
 	newL func(t *testing.T, c *redis.Client, clk *Clock, opts ...limiter.Option) limiter.Limiter) {
 	t.Helper()
 	var plain, relieved ScriptCounter

@@ -33,21 +33,10 @@ func TestHotKeyRelief(t *testing.T) {
 // limiter, relief answers exactly as the limiter without it, on miniredis
 // and on a real server, and spares most of the script calls.
 func TestReliefTrace(t *testing.T) {
-	for _, b := range []struct {
-		name    string
-		connect func(testing.TB) *redis.Client
-		steps   int
-	}{
-		{"Mini", func(t testing.TB) *redis.Client { _, c := redistest.Mini(t); return c }, 2_000},
-		{"Real", func(t testing.TB) *redis.Client { return redistest.Real(t).Client(t) }, 10_000},
-	} {
-		t.Run(b.name, func(t *testing.T) {
-			conformance.RunReliefSpared(t, conformance.AbsoluteStrategy, b.steps, b.connect,
-				func(t *testing.T, c *redis.Client, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
-					return newLimiter(t, c, append([]limiter.Option{limiter.WithClock(clk)}, opts...)...)
-				})
+	conformance.RunReliefSpared(t, conformance.AbsoluteStrategy,
+		func(t *testing.T, c *redis.Client, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
+			return newLimiter(t, c, append([]limiter.Option{limiter.WithClock(clk)}, opts...)...)
 		})
-	}
 }
 
 // TestReliefResetElsewhere: relief refuses from memory until the

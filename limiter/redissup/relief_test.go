@@ -35,20 +35,9 @@ func TestHotKeyRelief(t *testing.T) {
 // without it (Get's Declined aside: see RunReliefTrace), on miniredis and
 // on a real server, and spares most of the script calls.
 func TestReliefTrace(t *testing.T) {
-	for _, b := range []struct {
-		name    string
-		connect func(testing.TB) *redis.Client
-		steps   int
-	}{
-		{"Mini", func(t testing.TB) *redis.Client { _, c := redistest.Mini(t); return c }, 2_000},
-		{"Real", realClient, 10_000},
-	} {
-		t.Run(b.name, func(t *testing.T) {
-			conformance.RunReliefSpared(t, conformance.SuppressedStrategy, b.steps, b.connect,
-				func(t *testing.T, c *redis.Client, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
-					return newLimiter(t, c, with(append([]limiter.Option{limiter.WithHotKeyRelief(true)}, opts...),
-						limiter.WithClock(clk), limiter.WithPrefix(redistest.Prefix(t)))...)
-				})
+	conformance.RunReliefSpared(t, conformance.SuppressedStrategy,
+		func(t *testing.T, c *redis.Client, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
+			return newLimiter(t, c, with(append([]limiter.Option{limiter.WithHotKeyRelief(true)}, opts...),
+				limiter.WithClock(clk), limiter.WithPrefix(redistest.Prefix(t)))...)
 		})
-	}
 }
