@@ -170,6 +170,8 @@ type Config struct {
 	// Batch is the largest number of concurrent script calls to one Redis
 	// node sent as one pipeline; 0 or 1 sends every call alone.
 	Batch int
+	// NoRelief turns hot-key relief off (limiter.WithHotKeyRelief(false)).
+	NoRelief bool
 
 	// WindowMs and BucketMs are Window and Bucket in whole milliseconds.
 	WindowMs, BucketMs int64

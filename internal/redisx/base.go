@@ -101,6 +101,18 @@ func (b *Base) Reset(ctx context.Context, k string) error {
 	return nil
 }
 
+// Valid is Check without the hash name, which it does not allocate: it
+// rejects calls after Close and invalid keys, with Check's errors.
+func (b *Base) Valid(op, k string) error {
+	if b.closed.Load() {
+		return b.Errorf(op, config.ErrClosed)
+	}
+	if err := key.Validate(k); err != nil {
+		return b.Errorf(op, err)
+	}
+	return nil
+}
+
 // Close makes later calls return ErrClosed. The client belongs to the
 // caller and stays open.
 func (b *Base) Close() { b.closed.Store(true) }

@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisx"
+	"github.com/sluice-go/sluice/internal/relief"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -78,6 +79,7 @@ type Absolute struct {
 
 	stop, done chan struct{}
 	closeOnce  sync.Once
+	peeks      relief.Peeks // IsAllowed calls in flight, shared
 
 	// Redis calls by kind, for tests and benchmarks: an Inc's lease
 	// request, a tick's renewal, a tick's release.
@@ -120,9 +122,10 @@ type entry struct {
 	// when the lease's bucket dies.
 	room, resetAt int64
 
-	// A cached refusal of refN units: answered from memory until refUntil
-	// (local ms), with a RetryAfter counting down to refRetry.
-	refN, refUntil, refRetry, refReset, refRemaining int64
+	// A cached refusal (hot-key relief, the Redis providers' mechanism):
+	// answered from memory until its RetryAfter, for the longer of the
+	// sync interval and B at most.
+	ref relief.Refusal
 
 	used    int64   // units admitted since the last tick
 	est     float64 // units admitted per tick, smoothed
@@ -214,9 +217,11 @@ func (l *Absolute) entryFor(op, k string) (*entry, error) {
 	return e, nil
 }
 
-// local answers an Inc of n units at capacity c from e's lease or cached
-// refusal, with e.mu held; ok false: Redis must be asked.
-func (e *entry) local(c, n, now int64) (d limiter.Decision, ok bool) {
+// local answers an Inc of n units at capacity c from e's lease or, when
+// refusals is true, its cached refusal, with e.mu held; ok false: Redis
+// must be asked. (While the breaker is open the policy answers what the
+// lease cannot: a cached refusal never answers differently from it.)
+func (e *entry) local(c, n, now int64, refusals bool) (d limiter.Decision, ok bool) {
 	if e.c != c || e.gone {
 		return d, false
 	}
@@ -229,10 +234,9 @@ func (e *entry) local(c, n, now int64) (d limiter.Decision, ok bool) {
 		return limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: c,
 			Remaining: e.room + e.left, ResetAfter: msDur(e.resetAt - now)}, true
 	}
-	if n == e.refN && now < e.refUntil {
+	if r, ok := e.ref.Answer(c, c, n, now, 0); ok && refusals {
 		e.idle = 0
-		return limiter.Decision{Outcome: limiter.Rejected, Limit: c, Remaining: e.refRemaining,
-			RetryAfter: msDur(e.refRetry - now), ResetAfter: msDur(e.refReset - now)}, true
+		return r.Decision(), true
 	}
 	return d, false
 }
@@ -270,7 +274,7 @@ func (l *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64
 		if e := l.lookup(k); e != nil {
 			now := l.now()
 			e.mu.Lock()
-			d, ok := e.local(c, n, now)
+			d, ok := e.local(c, n, now, !l.g.Open())
 			e.mu.Unlock()
 			if ok {
 				return d, nil
@@ -322,7 +326,8 @@ func (l *Absolute) Reset(ctx context.Context, k string) error {
 	}
 	if e := l.lookup(k); e != nil {
 		e.mu.Lock()
-		e.left, e.until, e.refUntil = 0, 0, 0
+		e.left, e.until = 0, 0
+		e.ref.Clear()
 		e.mu.Unlock()
 	}
 	return l.g.Reset(ctx, &l.b, k)
@@ -370,7 +375,7 @@ func (be *backend) Validate(op, k string, rate limiter.Rate, n int64, peek bool)
 func (be *backend) Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
 	l := (*Absolute)(be)
 	if peek {
-		return l.plain(ctx, "is allowed", k, 0, 0)
+		return l.peek(ctx, k)
 	}
 	c, err := limiter.Capacity(rate, l.b.Cfg.Window)
 	if err != nil {
@@ -381,6 +386,17 @@ func (be *backend) Decide(ctx context.Context, k string, rate limiter.Rate, n in
 		return l.plain(ctx, "inc", k, c, min(n, c+1))
 	}
 	return l.lease(ctx, k, rate, c, n)
+}
+
+// peek is IsAllowed's Redis call; identical concurrent ones share a round
+// trip (hot-key relief).
+func (l *Absolute) peek(ctx context.Context, k string) (limiter.Decision, error) {
+	if l.b.Cfg.NoRelief {
+		return l.plain(ctx, "is allowed", k, 0, 0)
+	}
+	return l.peeks.Do(ctx, k, func(ctx context.Context) (limiter.Decision, error) {
+		return l.plain(ctx, "is allowed", k, 0, 0)
+	})
 }
 
 // Usage is the Redis call of a Get.
@@ -463,7 +479,7 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 		return limiter.Decision{}, true, nil
 	}
 	// Another caller may have brought a lease while this one waited.
-	if d, ok := e.local(c, n, now); ok {
+	if d, ok := e.local(c, n, now, true); ok {
 		e.mu.Unlock()
 		return d, false, nil
 	}
@@ -476,7 +492,8 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 		e.resize(e.granted-e.left, c, l.maxLease)
 	}
 	e.granted = 0
-	e.left, e.until, e.refUntil = 0, 0, 0
+	e.left, e.until = 0, 0
+	e.ref.Clear()
 	want := min(max(n, e.wantFor(l, c)), c, max(n, l.maxLease))
 	ahead := e.aheadArg(l.ahead)
 	e.mu.Unlock()
@@ -506,7 +523,7 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 	if err != nil {
 		return limiter.Decision{}, false, l.errorf("inc", err)
 	}
-	if !r.Allowed && !r.Never && r.RetryAfter > 0 {
+	if !r.Allowed && !r.Never && r.RetryAfter > 0 && !l.b.Cfg.NoRelief {
 		e.mu.Lock()
 		e.c = c
 		// Answered from memory for one sync interval or one bucket,
@@ -514,8 +531,7 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 		// back (unused leases, which Redis' exact RetryAfter cannot
 		// foresee) are seen within that. (A saturated key called often
 		// would otherwise cost a Redis call per tick for every key.)
-		e.refN, e.refRetry, e.refReset, e.refRemaining = n, send+r.RetryAfter, send+r.ResetAfter, r.Remaining
-		e.refUntil = min(e.refRetry, send+max(l.interval.Milliseconds(), l.b.Cfg.BucketMs))
+		e.ref.Set(c, c, n, send, send+max(l.interval.Milliseconds(), l.b.Cfg.BucketMs), &r)
 		e.idle = 0
 		e.mu.Unlock()
 	}
@@ -576,7 +592,7 @@ func (e *entry) install(l *Absolute, c, send int64, g grant) {
 	e.granted = g.units
 	e.room = g.room
 	e.resetAt = send + g.reset
-	e.refUntil = 0
+	e.ref.Clear()
 	e.gen++
 	e.hits = 0
 }
@@ -745,7 +761,7 @@ func (l *Absolute) visit(calls []syncCall, e *entry, now int64, closing, redisOK
 	if closing {
 		return calls, false
 	}
-	if e.idle >= idleTicks && e.left == 0 && len(e.pend) == 0 && e.renews == 0 && now >= e.refUntil {
+	if e.idle >= idleTicks && e.left == 0 && len(e.pend) == 0 && e.renews == 0 && !e.ref.Live(now) {
 		l.forget(e)
 		return calls, false
 	}

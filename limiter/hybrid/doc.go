@@ -36,7 +36,8 @@
 // soft capacity), and a key it remembers whose calls come further apart
 // than a lease lives takes no lease: one call per decision, as redissup. A refusal asks Redis once and is repeated from memory, for the
 // same n, until the RetryAfter Redis gave has passed or for the longer of
-// the sync interval and B.
+// the sync interval and B, while the breaker is closed: hot-key relief,
+// the Redis providers' mechanism (docs/algorithms.md, Hot-key relief).
 // docs/algorithms.md, "Hybrid leases", has the protocol, the proof of the
 // guarantee, and where and by how much it under-admits.
 //

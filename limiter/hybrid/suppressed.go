@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisx"
+	"github.com/sluice-go/sluice/internal/relief"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -46,6 +47,7 @@ type Suppressed struct {
 
 	stop, done chan struct{}
 	closeOnce  sync.Once
+	peeks      relief.Peeks // IsAllowed calls in flight, shared
 
 	// Redis calls by kind, for tests and benchmarks: an Inc's lease
 	// request, a tick's renewal, release and refresh (the fleet's figures
@@ -97,9 +99,10 @@ type supEntry struct {
 	// the next call records as offered and declined.
 	decl int64
 
-	// A cached refusal beyond H of refN units, answered from memory until
-	// refUntil (local ms), with a RetryAfter counting down to refRetry.
-	refN, refUntil, refRetry, refReset, refRemaining int64
+	// A cached refusal beyond H (hot-key relief, the Redis providers'
+	// mechanism): answered from memory until its RetryAfter, for one sync
+	// interval at most.
+	ref relief.Refusal
 
 	used    int64   // units admitted since the last tick
 	est     float64 // units admitted per tick, smoothed
@@ -232,9 +235,11 @@ func ppmFactor(ppm int64) float64 {
 }
 
 // local answers an Inc of n units at capacities soft and hard from e's
-// lease or cached refusal, with e.mu held, drawing once (draw) when it
-// answers; ok false: Redis must be asked (and nothing was drawn).
-func (e *supEntry) local(soft, hard, n, now int64, cfg *config.Config, draw func() int64) (d limiter.Decision, ok bool) {
+// lease or, when refusals is true, its cached refusal (false while the
+// breaker is open: the policy answers what the lease cannot), with e.mu
+// held, drawing once (draw) when it answers; ok false: Redis must be asked
+// (and nothing was drawn).
+func (e *supEntry) local(soft, hard, n, now int64, cfg *config.Config, draw func() int64, refusals bool) (d limiter.Decision, ok bool) {
 	if e.gone || e.soft != soft || e.hard != hard {
 		return d, false
 	}
@@ -265,12 +270,11 @@ func (e *supEntry) local(soft, hard, n, now int64, cfg *config.Config, draw func
 		e.lastUse = now
 		return d, true
 	}
-	if n == e.refN && now < e.refUntil {
+	if r, ok := e.ref.Answer(soft, hard, n, now, 0); ok && refusals {
 		draw()
 		e.decl += n
 		e.idle = 0
-		return limiter.Decision{Outcome: limiter.Suppressed, Limit: soft, Remaining: e.refRemaining,
-			RetryAfter: msDur(e.refRetry - now), ResetAfter: msDur(e.refReset - now), SuppressionFactor: 1}, true
+		return r.Decision(), true
 	}
 	return d, false
 }
@@ -318,7 +322,7 @@ func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int
 		if e := l.lookup(k); e != nil {
 			now := l.now()
 			e.mu.Lock()
-			d, ok := e.local(soft, hard, n, now, &l.b.Cfg, l.draw)
+			d, ok := e.local(soft, hard, n, now, &l.b.Cfg, l.draw, !l.g.Open())
 			e.mu.Unlock()
 			if ok {
 				return d, nil
@@ -383,7 +387,8 @@ func (l *Suppressed) Reset(ctx context.Context, k string) error {
 	}
 	if e := l.lookup(k); e != nil {
 		e.mu.Lock()
-		e.left, e.until, e.refUntil, e.decl = 0, 0, 0, 0
+		e.left, e.until, e.decl = 0, 0, 0
+		e.ref.Clear()
 		e.acc, e.obs, e.recent = 0, 0, 0
 		e.mu.Unlock()
 	}
@@ -433,7 +438,10 @@ func (be *supBackend) Validate(op, k string, rate limiter.Rate, n int64, peek bo
 func (be *supBackend) Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
 	l := (*Suppressed)(be)
 	if peek {
-		return l.isAllowed(ctx, k)
+		if l.b.Cfg.NoRelief {
+			return l.isAllowed(ctx, k)
+		}
+		return l.peeks.Do(ctx, k, func(ctx context.Context) (limiter.Decision, error) { return l.isAllowed(ctx, k) })
 	}
 	soft, hard, err := l.capacities("inc", rate)
 	if err != nil {
@@ -596,7 +604,7 @@ func (e *supEntry) install(l *Suppressed, send int64, rep *supReply) {
 	}
 	e.until = send + (rep.start + l.b.Cfg.BucketMs - rep.now)
 	e.left, e.granted = rep.g, rep.g
-	e.refUntil = 0
+	e.ref.Clear()
 	e.gen++
 	e.hits = 0
 }
@@ -634,7 +642,7 @@ func (l *Suppressed) leaseLocked(ctx context.Context, e *supEntry, soft, hard, n
 	}
 	// Another caller may have brought a lease while this one waited: the
 	// call's draw decides from memory.
-	if d, ok := e.local(soft, hard, n, now, &l.b.Cfg, func() int64 { return draw }); ok {
+	if d, ok := e.local(soft, hard, n, now, &l.b.Cfg, func() int64 { return draw }, true); ok {
 		e.mu.Unlock()
 		return d, false, nil
 	}
@@ -647,7 +655,8 @@ func (l *Suppressed) leaseLocked(ctx context.Context, e *supEntry, soft, hard, n
 		e.want = nextWant(e.want, e.granted, e.granted-e.left, hard, l.maxLease)
 	}
 	e.granted = 0
-	e.left, e.until, e.refUntil = 0, 0, 0
+	e.left, e.until = 0, 0
+	e.ref.Clear()
 	push := e.decl
 	e.decl = 0
 	want := min(max(n, e.wantFor(l, soft, hard)), hard, max(n, l.maxLease))
@@ -702,11 +711,10 @@ func (l *Suppressed) leaseLocked(ctx context.Context, e *supEntry, soft, hard, n
 		// admit count as free.
 		d.Remaining = max(0, soft-(rep.acc-e.left))
 	}
-	if !d.Allowed && !rep.r.Never && rep.r.FactorPPM == window.PPM && rep.r.RetryAfter > 0 {
+	if !d.Allowed && !rep.r.Never && rep.r.FactorPPM == window.PPM && rep.r.RetryAfter > 0 && !l.b.Cfg.NoRelief {
 		// Beyond H: answered from memory for one sync interval at most,
 		// as the absolute hybrid's refusals.
-		e.refN, e.refRetry, e.refReset, e.refRemaining = n, send+rep.r.RetryAfter, send+rep.r.ResetAfter, rep.r.Remaining
-		e.refUntil = min(e.refRetry, send+l.interval.Milliseconds())
+		e.ref.Set(soft, hard, n, send, send+l.interval.Milliseconds(), &rep.r)
 	}
 	e.mu.Unlock()
 	return d, false, nil
@@ -733,10 +741,9 @@ func (l *Suppressed) single(ctx context.Context, e *supEntry, soft, hard, n, dra
 	if r.Allowed {
 		e.used += n
 	}
-	if !r.Allowed && !r.Never && r.FactorPPM == window.PPM && r.RetryAfter > 0 {
+	if !r.Allowed && !r.Never && r.FactorPPM == window.PPM && r.RetryAfter > 0 && !l.b.Cfg.NoRelief {
 		// Beyond H: answered from memory, as after a lease request.
-		e.refN, e.refRetry, e.refReset, e.refRemaining = n, send+r.RetryAfter, send+r.ResetAfter, r.Remaining
-		e.refUntil = min(e.refRetry, send+l.interval.Milliseconds())
+		e.ref.Set(soft, hard, n, send, send+l.interval.Milliseconds(), &r)
 	}
 	e.mu.Unlock()
 	return r.Decision(), false, nil
@@ -898,7 +905,7 @@ func (l *Suppressed) visit(calls []supSync, e *supEntry, now int64, closing, red
 	if closing {
 		return calls, false
 	}
-	if e.idle >= idleTicks && e.left == 0 && len(e.pend) == 0 && e.renews == 0 && e.decl == 0 && now >= e.refUntil {
+	if e.idle >= idleTicks && e.left == 0 && len(e.pend) == 0 && e.renews == 0 && e.decl == 0 && !e.ref.Live(now) {
 		e.gone = true
 		s := l.shardOf(e.key)
 		s.mu.Lock()

@@ -10,11 +10,13 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// boundedFactory builds the provider on c with no per-call timeout: these
-// tests measure Redis time, not the failure policy.
+// boundedFactory builds the provider on c with no per-call timeout and
+// without hot-key relief: these tests measure the Redis time of script
+// calls in the worst states, not the failure policy, and relief would
+// answer their repeated refusals from memory.
 func boundedFactory(t *testing.T, c *redis.Client, opts ...limiter.Option) limiter.Limiter {
 	t.Helper()
-	return newLimiter(t, c, append([]limiter.Option{limiter.WithTimeout(0)}, opts...)...)
+	return newLimiter(t, c, append([]limiter.Option{limiter.WithTimeout(0), limiter.WithHotKeyRelief(false)}, opts...)...)
 }
 
 // TestBoundedWork: at the largest W/B accepted, no script call in any worst

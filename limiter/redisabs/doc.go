@@ -33,6 +33,12 @@
 // buckets once. Concurrent calls are sent together as pipelines
 // (limiter.WithBatching, on by default).
 //
+// A key refused for one unit is remembered until its RetryAfter, and later
+// one-unit calls at the same rate are refused from memory with the decision
+// Redis would give, so a key hammered past its limit costs Redis about one
+// call each time its refusal expires (limiter.WithHotKeyRelief, on by
+// default; docs/algorithms.md, Hot-key relief).
+//
 // # Consistency
 //
 // A script runs atomically on the Redis server that owns the key, so calls

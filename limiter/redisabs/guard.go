@@ -65,9 +65,16 @@ func (l *Limiter) Get(ctx context.Context, k string) (limiter.Usage, error) {
 }
 
 // Reset forgets key: it UNLINKs the key's hash, and drops what the local
-// fallback holds for it. Redis failures are errors, as for Get.
+// fallback and hot-key relief hold for it. Redis failures are errors, as
+// for Get.
 func (l *Limiter) Reset(ctx context.Context, k string) error {
-	return l.g.Reset(ctx, &l.b, k)
+	err := l.g.Reset(ctx, &l.b, k)
+	if l.relief != nil {
+		// Forgotten whether or not the UNLINK worked (a timed-out one
+		// may have): forgetting costs one Redis call, never a decision.
+		l.relief.Forget(k)
+	}
+	return err
 }
 
 // Close marks the limiter closed: later calls return ErrClosed. It stops

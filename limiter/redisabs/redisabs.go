@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisx"
+	"github.com/sluice-go/sluice/internal/relief"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -34,6 +35,9 @@ var _ redisx.Client = Client(nil)
 type Limiter struct {
 	b redisx.Base
 	g failover.Guard
+	// relief remembers refusals (hot-key relief), nil when it is off.
+	relief *relief.Memory
+	peeks  relief.Peeks
 }
 
 var (
@@ -59,13 +63,16 @@ func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 		return nil, err
 	}
 	l.initGuard(client, opts)
+	if !l.b.Cfg.NoRelief {
+		l.relief = new(relief.Memory)
+		l.relief.Init(l.b.Cfg.WindowMs, l.b.Cfg.BucketMs, l.b.Cfg.CacheMs)
+	}
 	return l, nil
 }
 
 // inc is Inc's call to Redis.
 func (l *Limiter) inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	h, err := l.b.Check("inc", k)
-	if err != nil {
+	if err := l.b.Valid("inc", k); err != nil {
 		return limiter.Decision{}, err
 	}
 	if err := config.CheckCost(n); err != nil {
@@ -75,9 +82,29 @@ func (l *Limiter) inc(ctx context.Context, k string, rate limiter.Rate, n int64)
 	if err != nil {
 		return limiter.Decision{}, l.b.Errorf("inc", err)
 	}
-	// A request over the capacity is refused whatever its size: the script
-	// sees C + 1, so its numbers stay exact in a double.
-	return l.decide(ctx, "inc", h, c, min(n, c+1))
+	if l.relief != nil {
+		// Before the key's hash name is built: a remembered refusal
+		// allocates nothing.
+		if r, ok := l.relief.Answer(k, c, c, n, l.b.Cfg.NowMs(), 0); ok {
+			return r.Decision(), nil
+		}
+	}
+	h, err := l.b.Check("inc", k)
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	if n == 0 || n > c || l.relief == nil {
+		// A request over the capacity is refused whatever its size: the
+		// script sees C + 1, so its numbers stay exact in a double.
+		return l.decide(ctx, "inc", h, c, min(n, c+1))
+	}
+	r, err := l.relief.Decide(ctx, k, c, c, n, 0, l.b.Cfg.NowMs, func(ctx context.Context, _ int64) (window.Result, error) {
+		return l.run(ctx, "inc", h, c, n)
+	})
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	return r.Decision(), nil
 }
 
 // isAllowed is IsAllowed's call to Redis.
@@ -86,21 +113,35 @@ func (l *Limiter) isAllowed(ctx context.Context, k string) (limiter.Decision, er
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	return l.decide(ctx, "is allowed", h, 0, 0)
+	if l.relief == nil {
+		return l.decide(ctx, "is allowed", h, 0, 0)
+	}
+	return l.peeks.Do(ctx, k, func(ctx context.Context) (limiter.Decision, error) {
+		return l.decide(ctx, "is allowed", h, 0, 0)
+	})
 }
 
 // decide runs abs_inc.lua; c = 0 asks for the stored capacity.
 func (l *Limiter) decide(ctx context.Context, op, h string, c, n int64) (limiter.Decision, error) {
+	r, err := l.run(ctx, op, h, c, n)
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	return r.Decision(), nil
+}
+
+// run is decide's script call, its reply read.
+func (l *Limiter) run(ctx context.Context, op, h string, c, n int64) (window.Result, error) {
 	v, err := l.b.Run(ctx, scripts.AbsInc, []string{h},
 		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL)
 	if err != nil {
-		return limiter.Decision{}, l.b.Errorf(op, err)
+		return window.Result{}, l.b.Errorf(op, err)
 	}
 	r, err := redisx.Decision(v, c, window.OutcomeAllowed, window.OutcomeRejected)
 	if err != nil {
-		return limiter.Decision{}, l.b.Errorf(op, err)
+		return window.Result{}, l.b.Errorf(op, err)
 	}
-	return r.Decision(), nil
+	return r, nil
 }
 
 // get is Get's call to Redis.

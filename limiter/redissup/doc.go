@@ -43,6 +43,12 @@
 // hash tag; docs/algorithms.md, Sets of limits), and concurrent calls are
 // sent together as pipelines (limiter.WithBatching, on by default).
 //
+// A key refused for one unit is remembered for a short while, and later
+// one-unit calls at the same rate whose draw Redis would refuse are refused
+// from memory; the units declined so go to Redis with the key's next call
+// (limiter.WithHotKeyRelief, on by default; docs/algorithms.md, Hot-key
+// relief, bounds the difference from asking Redis every time).
+//
 // # Consistency
 //
 // A script runs atomically on the Redis server that owns the key, so calls

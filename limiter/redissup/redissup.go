@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisx"
+	"github.com/sluice-go/sluice/internal/relief"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -36,6 +37,9 @@ var _ redisx.Client = Client(nil)
 type Limiter struct {
 	b redisx.Base
 	g failover.Guard
+	// relief remembers refusals (hot-key relief), nil when it is off.
+	relief *relief.Memory
+	peeks  relief.Peeks
 }
 
 var (
@@ -63,6 +67,10 @@ func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 		return nil, err
 	}
 	l.initGuard(client, opts)
+	if !l.b.Cfg.NoRelief {
+		l.relief = new(relief.Memory)
+		l.relief.Init(l.b.Cfg.WindowMs, l.b.Cfg.BucketMs, l.b.Cfg.CacheMs)
+	}
 	return l, nil
 }
 
@@ -71,8 +79,7 @@ const usageLen = 3
 
 // inc is Inc's call to Redis.
 func (l *Limiter) inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	h, err := l.b.Check("inc", k)
-	if err != nil {
+	if err := l.b.Valid("inc", k); err != nil {
 		return limiter.Decision{}, err
 	}
 	if err := config.CheckCost(n); err != nil {
@@ -87,17 +94,67 @@ func (l *Limiter) inc(ctx context.Context, k string, rate limiter.Rate, n int64)
 		return limiter.Decision{}, l.b.Errorf("inc", err)
 	}
 	draw := window.DrawPPM(l.b.Cfg.Rand())
-	v, err := l.b.Run(ctx, scripts.SupInc, []string{h},
-		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, window.RecordedCost(n, hard), l.b.Cache, draw, l.b.TTL)
-	if err != nil {
-		return limiter.Decision{}, l.b.Errorf("inc", err)
+	if l.relief != nil && n > 0 {
+		// Before the key's hash name is built: a remembered refusal
+		// allocates nothing.
+		if r, ok := l.relief.Answer(k, soft, hard, n, l.b.Cfg.NowMs(), draw); ok {
+			return r.Decision(), nil
+		}
 	}
-	r, err := redisx.Decision(v, soft, window.OutcomeAllowed, window.OutcomeSuppressed)
+	h, err := l.b.Check("inc", k)
 	if err != nil {
-		return limiter.Decision{}, l.b.Errorf("inc", err)
+		return limiter.Decision{}, err
+	}
+	if l.relief == nil {
+		r, err := l.run(ctx, h, soft, hard, n, draw, 0)
+		if err != nil {
+			return limiter.Decision{}, err
+		}
+		return r.Decision(), nil
+	}
+	if n == 0 {
+		// A peek writes nothing: the declines memory made wait for a
+		// call that writes.
+		r, err := l.run(ctx, h, soft, hard, n, draw, 0)
+		if err != nil {
+			return limiter.Decision{}, err
+		}
+		return r.Decision(), nil
+	}
+	r, err := l.relief.Decide(ctx, k, soft, hard, n, draw, l.b.Cfg.NowMs, func(ctx context.Context, decl int64) (window.Result, error) {
+		return l.run(ctx, h, soft, hard, n, draw, decl)
+	})
+	if err != nil {
+		return limiter.Decision{}, err
 	}
 	return r.Decision(), nil
 }
+
+// run is one call of sup_inc.lua, its reply read. decl > 0 reports units
+// declined from memory (hot-key relief) with the call, through the
+// hybrid's arguments of the script, whose reply begins with the decision.
+func (l *Limiter) run(ctx context.Context, h string, soft, hard, n, draw, decl int64) (window.Result, error) {
+	args := []any{redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, window.RecordedCost(n, hard), l.b.Cache, draw, l.b.TTL}
+	if decl > 0 {
+		args = append(args, 0, 0, 0, decl)
+	}
+	v, err := l.b.Run(ctx, scripts.SupInc, []string{h}, args...)
+	if err != nil {
+		return window.Result{}, l.b.Errorf("inc", err)
+	}
+	if arr, ok := v.([]any); ok && decl > 0 && len(arr) > decisionLen {
+		v = arr[:decisionLen]
+	}
+	r, err := redisx.Decision(v, soft, window.OutcomeAllowed, window.OutcomeSuppressed)
+	if err != nil {
+		return window.Result{}, l.b.Errorf("inc", err)
+	}
+	return r, nil
+}
+
+// decisionLen is the length of the decision at the head of sup_inc.lua's
+// long replies.
+const decisionLen = 8
 
 // isAllowed is IsAllowed's call to Redis.
 func (l *Limiter) isAllowed(ctx context.Context, k string) (limiter.Decision, error) {
@@ -105,6 +162,14 @@ func (l *Limiter) isAllowed(ctx context.Context, k string) (limiter.Decision, er
 	if err != nil {
 		return limiter.Decision{}, err
 	}
+	if l.relief == nil {
+		return l.peek(ctx, h)
+	}
+	return l.peeks.Do(ctx, k, func(ctx context.Context) (limiter.Decision, error) { return l.peek(ctx, h) })
+}
+
+// peek is isAllowed's script call.
+func (l *Limiter) peek(ctx context.Context, h string) (limiter.Decision, error) {
 	v, err := l.b.Run(ctx, scripts.SupAllowed, []string{h},
 		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.Cache, l.b.B)
 	if err != nil {
@@ -131,7 +196,13 @@ func (l *Limiter) get(ctx context.Context, k string) (limiter.Usage, error) {
 	if err != nil {
 		return limiter.Usage{}, l.b.Errorf("get", err)
 	}
-	return limiter.Usage{Used: x[0], Declined: x[1], Limit: x[2]}, nil
+	u := limiter.Usage{Used: x[0], Declined: x[1], Limit: x[2]}
+	if l.relief != nil {
+		// Units declined from memory reach Redis with the key's next
+		// call; until then they are counted here.
+		u.Declined += l.relief.Pending(k, l.b.Cfg.NowMs())
+	}
+	return u, nil
 }
 
 // Ping checks that Redis answers this limiter: one script call that
