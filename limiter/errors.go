@@ -22,6 +22,12 @@ var (
 	ErrInvalidCost = errors.New("sluice: invalid cost")
 	// ErrClosed: the limiter was closed.
 	ErrClosed = errors.New("sluice: limiter closed")
+	// ErrShed: under the FailError policy, a call whose budget ran out
+	// while Redis was not known to be down (the other policies answer
+	// such a call with a refusal marked Decision.Shed). Redis may still be
+	// fine: the caller waited for local resources, or for a round trip
+	// that a probe did not confirm as lost.
+	ErrShed = errors.New("sluice: call shed")
 )
 
 // The internal packages wrap the same sentinel values: the configuration
@@ -35,4 +41,5 @@ func init() {
 	config.ErrInvalidCost = ErrInvalidCost
 	config.ErrClosed = ErrClosed
 	config.ErrUnavailable = ErrUnavailable
+	config.ErrShed = ErrShed
 }

@@ -26,6 +26,7 @@ var (
 	ErrInvalidCost      = errors.New("sluice: invalid cost")
 	ErrClosed           = errors.New("sluice: limiter closed")
 	ErrUnavailable      = errors.New("sluice: redis unavailable")
+	ErrShed             = errors.New("sluice: call shed")
 )
 
 // Limits of the configuration and the counts (docs/algorithms.md, Bounds).

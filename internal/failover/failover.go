@@ -21,9 +21,13 @@
 //
 // # States
 //
-// Closed: calls go to Redis, each bounded by the timeout. The first call
-// whose error means "Redis unavailable" (Unavailable) opens the breaker:
-// one timeout per outage, not one per request. Open: calls answer by the
+// Closed: calls go to Redis, each bounded by the timeout (on any client:
+// see bounded). Only the wire is evidence against Redis (evidence.go): the
+// first call that gets a connection error or a "cannot serve now" reply
+// opens the breaker; a call that times out is shed (refused, marked Shed,
+// never admitted) and opens it only when a confirming probe with its own
+// deadline fails too: one timeout or two per outage, not one per request,
+// and a busy client never opens it. Open: calls answer by the
 // policy and are marked Degraded. The probe writes one unit to a key of its
 // own (so an OOM or read-only Redis does not look healthy); when it
 // succeeds the breaker closes, the units the fallback admitted are written
@@ -75,7 +79,9 @@ var unavailableReplies = [...]string{"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDO
 // MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY or OOM. Bad input, ErrClosed,
 // a cancelled context, a malformed reply and every other Redis error reply
 // are not. The caller's own context must be checked first: its deadline is
-// not Redis's fault, and Unavailable cannot tell it from the timeout's.
+// not Redis's fault, and Unavailable cannot tell it from the timeout's. A
+// timeout alone does not open the breaker (see judge): it needs a probe
+// that fails too.
 func Unavailable(err error) bool {
 	switch {
 	case notBackend(err), errors.Is(err, context.Canceled):
@@ -156,6 +162,7 @@ type Guard struct {
 	minRate  limiter.Rate // one unit per window: the floor of a scaled fallback
 
 	open     atomic.Bool
+	openCh   atomic.Pointer[chan struct{}] // closed when the breaker opens (Opened)
 	cause    atomic.Pointer[error]
 	fb       atomic.Pointer[limiter.Limiter]
 	deadline atomic.Pointer[shared] // see Context
@@ -177,6 +184,19 @@ type Guard struct {
 	pmu     sync.Mutex
 	pending map[string]*Pending
 	dropped int
+
+	// Evidence (evidence.go): bounded is set when the client ignores
+	// context deadlines on its sockets, so that calls run through bounded.
+	bounded      bool
+	maxAbandoned int64
+	abandoned    atomic.Int64 // calls past their deadline still running
+	probeBusy    atomic.Bool  // a bounded probe is still unanswered
+	confirming   atomic.Bool  // a confirming probe runs
+	lastOK       atomic.Int64 // unix ns of the latest confirming probe that succeeded
+	confirmed    atomic.Int64 // breaker openings by a confirming probe
+	shed         atomic.Int64 // calls shed
+	shedLogAt    atomic.Int64 // unix ns of the latest log of shed calls
+	shedLogged   atomic.Int64 // shed when last logged
 }
 
 // Init sets g up for a provider. cfg must outlive g (it is the provider's
@@ -198,11 +218,11 @@ func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, op
 	g.minRate = limiter.Every(1, cfg.Window)
 	g.stopCtx, g.stop = context.WithCancel(context.Background())
 	g.pending = make(map[string]*Pending)
-	if cfg.Logger != nil && cfg.Timeout > 0 && !contextTimeouts(client) {
-		cfg.Logger.Warn("sluice: the Redis client ignores context deadlines on its sockets (ContextTimeoutEnabled is false): "+
-			"calls are bounded by its ReadTimeout and WriteTimeout, not by WithTimeout",
-			"provider", pkg, "timeout", cfg.Timeout)
-	}
+	g.rearm()
+	// A client that ignores context deadlines on its sockets would hold a
+	// call for its ReadTimeout: the guard bounds such calls itself.
+	g.bounded = cfg.Timeout > 0 && !contextTimeouts(client)
+	g.maxAbandoned = maxAbandonedFor(client)
 }
 
 // contextTimeouts reports whether a go-redis client honours context
@@ -315,45 +335,16 @@ func (g *Guard) Err(op string) error {
 	return fmt.Errorf("%s: %s: %w: %w", g.pkg, op, config.ErrUnavailable, g.causeErr())
 }
 
-// Failed handles the error of a Redis call made with the caller's ctx. The
-// caller's own cancellation or deadline is returned as ctx's error; an
-// error that does not mean "unavailable" is returned as it is; otherwise
-// the breaker opens and FailError returns err unchanged, the other policies
-// answer.
-func (g *Guard) Failed(ctx context.Context, c *Call, err error) (limiter.Decision, error) {
-	if ferr := g.failed(ctx, c.Op, err); ferr != nil {
-		return limiter.Decision{}, ferr
-	}
-	return g.Answer(ctx, c)
-}
-
-// failed is Failed's judgement of the error of a call op, shared by the
-// calls on one limit and on sets: the error to return, or nil when the
-// breaker is now open and the policy must answer.
-func (g *Guard) failed(ctx context.Context, op string, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
-	}
-	if !Unavailable(err) {
-		return err
-	}
-	g.trip(err)
-	if g.cfg.Policy == config.FailError {
-		return err
-	}
-	return nil
-}
-
-// FailedErr is Failed for Get and Reset: the error is returned under every
-// policy, and opens the breaker when it means "unavailable".
+// FailedErr handles the error of a Get or Reset made with the caller's
+// ctx: the error is returned under every policy; it opens the breaker when
+// it is wire evidence, and asks for a confirming probe when it is a
+// timeout (see judge).
 func (g *Guard) FailedErr(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
 	}
 	g.observeErr(ctx, op, err)
-	if Unavailable(err) {
-		g.trip(err)
-	}
+	g.failedOther(err)
 	return err
 }
 
@@ -481,6 +472,7 @@ func (g *Guard) trip(err error) {
 	if !g.open.CompareAndSwap(false, true) {
 		return
 	}
+	close(*g.openCh.Load())
 	g.cause.Store(&err)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -525,6 +517,7 @@ func (g *Guard) run() {
 		// admit, during the whole write-back, into a window that did not
 		// yet hold those units.)
 		done, lost := g.reconcile(false)
+		g.rearm()
 		g.open.Store(false)
 		d2, l2 := g.reconcile(true)
 		done, lost = done+d2, lost+l2
@@ -543,19 +536,13 @@ func (g *Guard) run() {
 // probeUntilUp probes every interval, one probe at a time; false when
 // stopped by Close.
 func (g *Guard) probeUntilUp(t *time.Timer) bool {
-	to := g.cfg.Timeout
-	if to <= 0 {
-		to = probeTimeout
-	}
 	for {
 		select {
 		case <-g.stopCtx.Done():
 			return false
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(g.stopCtx, to)
-		err := g.probe(ctx)
-		cancel()
+		err := g.probeNow()
 		if g.stopCtx.Err() != nil {
 			return false
 		}
@@ -830,6 +817,8 @@ func SuppressedReconciler(b *redisx.Base) Reconciler {
 // closed limiter or bad input.
 func notBackend(err error) bool {
 	return err == nil ||
+		errors.Is(err, redisx.ErrOpened) ||
+		errors.Is(err, redisx.ErrBehindFailure) ||
 		errors.Is(err, config.ErrClosed) ||
 		errors.Is(err, config.ErrInvalidRate) ||
 		errors.Is(err, config.ErrInvalidConfig) ||
