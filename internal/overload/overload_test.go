@@ -31,8 +31,12 @@ var providers = []struct {
 	name string
 	new  newFn
 }{
-	{"HybridAbsolute", func(c *redis.Client, o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewAbsolute(c, o...) }},
-	{"HybridSuppressed", func(c *redis.Client, o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewSuppressed(c, o...) }},
+	{"HybridAbsolute", func(c *redis.Client, o ...limiter.Option) (limiter.Limiter, error) {
+		return hybrid.NewAbsolute(c, o...)
+	}},
+	{"HybridSuppressed", func(c *redis.Client, o ...limiter.Option) (limiter.Limiter, error) {
+		return hybrid.NewSuppressed(c, o...)
+	}},
 	{"Redisabs", func(c *redis.Client, o ...limiter.Option) (limiter.Limiter, error) { return redisabs.New(c, o...) }},
 	{"Redissup", func(c *redis.Client, o ...limiter.Option) (limiter.Limiter, error) { return redissup.New(c, o...) }},
 }
