@@ -25,15 +25,17 @@ import (
 // ran out of time (its budget, a socket timeout, the pool's wait) proves
 // nothing by itself: the time may have gone to waiting for a key's token,
 // a batch slot, a pooled connection or a CPU. Such a call is shed, and it
-// asks for a confirming probe: one round trip of its own, on its own
-// goroutine, with a deadline of its own (the timeout). The breaker opens
-// only when that probe fails too. At most one confirming probe runs at a
-// time, and none starts within one probe interval of a probe that
-// succeeded, so a busy client sends Redis at most one extra call per probe
-// interval. A frozen Redis is thus found within two timeouts and one probe
-// interval of the freeze: a call started at the freeze times out after one
-// timeout, its probe after another, and a probe that succeeded just before
-// the freeze holds the next one back by at most one probe interval.
+// asks for a confirming probe: one round trip on a connection of its own,
+// on its own goroutine, with a deadline of its own (the timeout and one
+// probe interval). The breaker opens only when that probe fails too, and
+// no call of the limiter got a reply from Redis while it ran: a starved
+// process misses its deadlines whatever the wire does, but then some
+// replies still arrive. At most one confirming probe runs at a time, and
+// none starts within one probe interval of one that found Redis
+// answering, so a busy client sends Redis at most one extra call per
+// probe interval. A frozen Redis is found within two timeouts and one
+// probe interval of the freeze: a call started at the freeze times out
+// after one timeout, its probe after another timeout and the interval.
 
 // verdict is what a failed Redis call of a decision leads to.
 type verdict int
@@ -144,10 +146,11 @@ func (g *Guard) confirm(cause error) {
 	go func() {
 		defer g.wg.Done()
 		defer g.confirming.Store(false)
-		err := g.probeNow()
+		g.replied.Store(false)
+		err := g.probeNow(g.cfg.ProbeInterval)
 		switch {
 		case g.stopCtx.Err() != nil:
-		case err == nil || !Unavailable(err):
+		case err == nil || !Unavailable(err) || g.replied.Load():
 			g.lastOK.Store(time.Now().UnixNano())
 		default:
 			g.confirmed.Add(1)
@@ -157,26 +160,26 @@ func (g *Guard) confirm(cause error) {
 }
 
 // probeNow runs one probe with a deadline of its own: the timeout, or
-// probeTimeout under WithTimeout(0). On a client that does not honour
+// probeTimeout under WithTimeout(0), plus extra. On a client that does not honour
 // context deadlines on its sockets the probe runs on a goroutine of its
 // own and probeNow returns at the deadline; the next probe is not sent
 // while that one is unanswered (it fails at once).
-func (g *Guard) probeNow() error {
+func (g *Guard) probeNow(extra time.Duration) error {
 	to := g.cfg.Timeout
 	if to <= 0 {
 		to = probeTimeout
 	}
-	ctx, cancel := context.WithTimeout(g.stopCtx, to)
+	ctx, cancel := context.WithTimeout(g.stopCtx, to+extra)
 	defer cancel()
 	if !g.bounded {
-		return g.probe(ctx)
+		return g.probe(ctx, g.prober)
 	}
 	if !g.probeBusy.CompareAndSwap(false, true) {
 		return errUnanswered
 	}
 	ch := make(chan error, 1)
 	go func() {
-		ch <- g.probe(ctx)
+		ch <- g.probe(ctx, g.prober)
 		g.probeBusy.Store(false)
 	}()
 	select {
@@ -184,6 +187,14 @@ func (g *Guard) probeNow() error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// answered notes that a call got its reply from Redis: one atomic load
+// on the healthy path, a store only while a confirming probe watches.
+func (g *Guard) answered() {
+	if !g.replied.Load() {
+		g.replied.Store(true)
 	}
 }
 
@@ -245,8 +256,8 @@ func (g *Guard) rearm() {
 }
 
 // maxAbandonedFor is the most calls whose callers left that may wait for
-// Redis in the background: half the client's pool, so that a frozen Redis
-// leaves the other half to the application's own commands.
+// Redis in the background: the client's pool size (no more can be on the
+// wire at once), so that a long freeze cannot pile up goroutines.
 func maxAbandonedFor(c Client) int64 {
 	size := 0
 	switch c := c.(type) {
@@ -260,19 +271,24 @@ func maxAbandonedFor(c Client) int64 {
 	if size <= 0 {
 		size = 10 * runtime.GOMAXPROCS(0) // go-redis's default
 	}
-	return int64(max(size/2, 1))
+	return int64(max(size, 1))
 }
 
 // bounded runs f with ctx, returning when f does or when ctx is done,
 // whichever comes first: f runs on a goroutine of its own and, when ctx
 // ends first, completes in the background. It is how the timeout bounds a
 // call on a client that ignores context deadlines on its sockets. While
-// maxAbandoned calls whose callers left are still running, f is not run:
-// the call fails at once with a timeout (errAbandoned).
+// maxAbandoned calls whose callers left are still running, f waits to
+// start until one of them ends; a call whose ctx ends first fails with a
+// timeout (errAbandoned), never sent.
 func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	var zero T
-	if g.abandoned.Load() >= g.maxAbandoned {
-		return zero, errAbandoned
+	for g.abandoned.Load() >= g.maxAbandoned {
+		select {
+		case <-g.released:
+		case <-ctx.Done():
+			return zero, errAbandoned
+		}
 	}
 	type result struct {
 		v   T
@@ -282,9 +298,16 @@ func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, e
 	var state atomic.Int32 // 0 running, 1 answered, 2 left by its caller
 	go func() {
 		v, err := f(ctx)
+		if err == nil {
+			g.answered()
+		}
 		ch <- result{v, err}
 		if !state.CompareAndSwap(0, 1) {
 			g.abandoned.Add(-1)
+			select {
+			case g.released <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	select {

@@ -157,9 +157,14 @@ type Guard struct {
 	strategy string
 	refused  limiter.Outcome
 	client   Client
-	probe    func(ctx context.Context) error
-	recon    Reconciler
-	minRate  limiter.Rate // one unit per window: the floor of a scaled fallback
+	probe    func(ctx context.Context, client redis.Scripter) error
+	// prober is what the probe calls: a client of one connection of its
+	// own for a *redis.Client, so that a probe never waits behind the
+	// callers for a pooled connection; else the client.
+	prober  redis.Scripter
+	own     *redis.Client // prober when the guard made it, closed by Close
+	recon   Reconciler
+	minRate limiter.Rate // one unit per window: the floor of a scaled fallback
 
 	open     atomic.Bool
 	openCh   atomic.Pointer[chan struct{}] // closed when the breaker opens (Opened)
@@ -189,14 +194,16 @@ type Guard struct {
 	// context deadlines on its sockets, so that calls run through bounded.
 	bounded      bool
 	maxAbandoned int64
-	abandoned    atomic.Int64 // calls past their deadline still running
-	probeBusy    atomic.Bool  // a bounded probe is still unanswered
-	confirming   atomic.Bool  // a confirming probe runs
-	lastOK       atomic.Int64 // unix ns of the latest confirming probe that succeeded
-	confirmed    atomic.Int64 // breaker openings by a confirming probe
-	shed         atomic.Int64 // calls shed
-	shedLogAt    atomic.Int64 // unix ns of the latest log of shed calls
-	shedLogged   atomic.Int64 // shed when last logged
+	abandoned    atomic.Int64  // calls past their deadline still running
+	released     chan struct{} // a token when an abandoned call ends
+	probeBusy    atomic.Bool   // a bounded probe is still unanswered
+	confirming   atomic.Bool   // a confirming probe runs
+	replied      atomic.Bool   // some call got a reply since the confirming probe began
+	lastOK       atomic.Int64  // unix ns of the latest confirming probe that succeeded
+	confirmed    atomic.Int64  // breaker openings by a confirming probe
+	shed         atomic.Int64  // calls shed
+	shedLogAt    atomic.Int64  // unix ns of the latest log of shed calls
+	shedLogged   atomic.Int64  // shed when last logged
 }
 
 // Init sets g up for a provider. cfg must outlive g (it is the provider's
@@ -205,7 +212,7 @@ type Guard struct {
 // writes fallback units back. Init starts nothing: the probe goroutine
 // exists only while the breaker is open.
 func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, opts []limiter.Option,
-	probe func(ctx context.Context) error, recon Reconciler) {
+	probe func(ctx context.Context, client redis.Scripter) error, recon Reconciler) {
 	g.cfg, g.opts, g.pkg, g.strategy, g.client = cfg, opts, pkg, strategy, client
 	// The fallback's decisions are reported by the guard, as the
 	// provider's, not by the fallback as a local limiter's.
@@ -223,6 +230,18 @@ func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, op
 	// call for its ReadTimeout: the guard bounds such calls itself.
 	g.bounded = cfg.Timeout > 0 && !contextTimeouts(client)
 	g.maxAbandoned = maxAbandonedFor(client)
+	g.released = make(chan struct{}, 1)
+	g.replied.Store(true)
+	g.prober = client
+	if rc, ok := client.(*redis.Client); ok {
+		// The probe's own connection: a probe that confirms a timeout
+		// must not itself wait for a pooled connection behind the busy
+		// callers whose timeouts it judges.
+		o := *rc.Options()
+		o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns = 1, 0, 1, 1
+		g.own = redis.NewClient(&o)
+		g.prober = g.own
+	}
 }
 
 // contextTimeouts reports whether a go-redis client honours context
@@ -542,7 +561,7 @@ func (g *Guard) probeUntilUp(t *time.Timer) bool {
 			return false
 		case <-t.C:
 		}
-		err := g.probeNow()
+		err := g.probeNow(0)
 		if g.stopCtx.Err() != nil {
 			return false
 		}
@@ -713,6 +732,9 @@ func (g *Guard) Close(ctx context.Context) error {
 			err = ferr
 		}
 	}
+	if g.own != nil {
+		g.own.Close()
+	}
 	return err
 }
 
@@ -720,11 +742,12 @@ func (g *Guard) Close(ctx context.Context) error {
 // that records one unit on ProbeKey(prefix, "abs") with a capacity that
 // never refuses, the window's TTL, and the limiter's clock argument. It is a
 // write, so a Redis that answers reads but refuses writes (OOM, READONLY)
-// keeps the breaker open.
-func Probe(client redis.Scripter, cfg *config.Config) func(ctx context.Context) error {
+// keeps the breaker open. The guard runs it on its own connection when it
+// can (see Init).
+func Probe(cfg *config.Config) func(ctx context.Context, client redis.Scripter) error {
 	h := ProbeKey(cfg.Prefix, key.Absolute)
 	w, b, ttl := cfg.WindowMs, cfg.BucketMs, redisx.TTLMs(cfg)
-	return func(ctx context.Context) error {
+	return func(ctx context.Context, client redis.Scripter) error {
 		return scripts.AbsInc.Run(ctx, client, []string{h},
 			redisx.NowArg(cfg), w, b, config.MaxCapacity, 1, ttl).Err()
 	}

@@ -42,8 +42,8 @@ func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limit
 		d, err = bounded(g, cctx, func(ctx context.Context) (limiter.Decision, error) {
 			return be.Decide(ctx, k, rate, n, peek)
 		})
-	} else {
-		d, err = be.Decide(cctx, k, rate, n, peek)
+	} else if d, err = be.Decide(cctx, k, rate, n, peek); err == nil {
+		g.answered()
 	}
 	cancel()
 	if err != nil {

@@ -43,8 +43,8 @@ func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set 
 			d, err = bounded(g, cctx, func(ctx context.Context) (limiter.SetDecision, error) {
 				return be.DecideSet(ctx, op, k, set, n)
 			})
-		} else {
-			d, err = be.DecideSet(cctx, op, k, set, n)
+		} else if d, err = be.DecideSet(cctx, op, k, set, n); err == nil {
+			g.answered()
 		}
 		cancel()
 		if err == nil {

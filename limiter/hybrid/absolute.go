@@ -174,7 +174,7 @@ func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]*entry)
 	}
-	l.g.Init("hybrid", key.Absolute, client, cfg, opts, failover.Probe(client, cfg), failover.AbsoluteReconciler(&l.b))
+	l.g.Init("hybrid", key.Absolute, client, cfg, opts, failover.Probe(cfg), failover.AbsoluteReconciler(&l.b))
 	l.b.SetGate(l.g.Opened)
 	go l.loop()
 	return l, nil

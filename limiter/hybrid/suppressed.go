@@ -130,7 +130,7 @@ func NewSuppressed(client Client, opts ...limiter.Option) (*Suppressed, error) {
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]*supEntry)
 	}
-	l.g.Init("hybrid", key.Suppressed, client, cfg, opts, failover.Probe(client, cfg), failover.SuppressedReconciler(&l.b))
+	l.g.Init("hybrid", key.Suppressed, client, cfg, opts, failover.Probe(cfg), failover.SuppressedReconciler(&l.b))
 	l.b.SetGate(l.g.Opened)
 	go l.loop()
 	return l, nil
