@@ -50,7 +50,6 @@ var strategies = []string{key.Absolute, key.Suppressed}
 
 func newLimiter(t testing.TB, strategy string, c redisabs.Client, opts ...limiter.Option) limiter.Limiter {
 	t.Helper()
-	opts = append([]limiter.Option{limiter.WithTimeout(0)}, opts...)
 	var l limiter.Limiter
 	var err error
 	if strategy == key.Absolute {

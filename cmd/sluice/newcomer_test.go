@@ -176,7 +176,7 @@ func TestInspectMissingKeyElsewhere(t *testing.T) {
 	mr, c := redistest.Mini(t)
 	url := "redis://" + mr.Addr()
 	prefix := redistest.Prefix(t)
-	l, err := redissup.New(c, limiter.WithPrefix(prefix), limiter.WithTimeout(0))
+	l, err := redissup.New(c, limiter.WithPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,11 +51,11 @@ type strategy struct {
 
 var strategies = []strategy{
 	{key.Absolute, func(c redisabs.Client, opts ...limiter.Option) (limiter.Limiter, error) {
-		return redisabs.New(c, append([]limiter.Option{limiter.WithTimeout(0)}, opts...)...)
+		return redisabs.New(c, opts...)
 	}},
 	{key.Suppressed, func(c redisabs.Client, opts ...limiter.Option) (limiter.Limiter, error) {
 		// F = 1 (the default): the hard capacity is the soft one.
-		return redissup.New(c, append([]limiter.Option{limiter.WithTimeout(0)}, opts...)...)
+		return redissup.New(c, opts...)
 	}},
 }
 

@@ -54,7 +54,7 @@ func TestForwardDatedLease(t *testing.T) {
 			mr.SetTime(now)
 			mr.FastForward(d)
 		})
-		common := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0),
+		common := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)),
 			limiter.WithClock(clk), limiter.WithWindow(time.Minute)}
 		a := newAbsolute(t, c, append(append(common, hybrid.WithSyncInterval(time.Hour)), opts...)...)
 		r, err := redisabs.New(c, common...)

@@ -21,7 +21,7 @@ import (
 func TestCloseCommits(t *testing.T) {
 	srv := redistest.Real(t)
 	prefix := redistest.Prefix(t)
-	opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithTimeout(0)}
+	opts := []limiter.Option{limiter.WithPrefix(prefix)}
 	const keys = 50
 	admitted := make([]atomic.Int64, keys)
 	var wg sync.WaitGroup
@@ -89,7 +89,7 @@ func TestCloseCommits(t *testing.T) {
 func TestSuppressedCloseCommits(t *testing.T) {
 	srv := redistest.Real(t)
 	prefix := redistest.Prefix(t)
-	opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithTimeout(0), limiter.WithHardLimitFactor(1.5)}
+	opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithHardLimitFactor(1.5)}
 	const keys = 50
 	accepted := make([]atomic.Int64, keys)
 	declined := make([]atomic.Int64, keys)

@@ -17,7 +17,7 @@ import (
 // last and win. It is closed when t ends.
 func newAbsolute(t testing.TB, client hybrid.Client, opts ...limiter.Option) *hybrid.Absolute {
 	t.Helper()
-	all := append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0)}, opts...)
+	all := append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t))}, opts...)
 	l, err := hybrid.NewAbsolute(client, all...)
 	if err != nil {
 		t.Fatalf("hybrid.NewAbsolute: %v", err)

@@ -60,7 +60,7 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64) {
 	srv := redistest.Real(t)
 	prefix := redistest.Prefix(t)
 	rate := limiter.Every(float64(r.capacity), r.window)
-	opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithWindow(r.window), limiter.WithTimeout(0)}
+	opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithWindow(r.window)}
 	type inc func(ctx context.Context, k string, n int64) (bool, error)
 	var incs []inc
 	var closers []func()

@@ -15,7 +15,7 @@ import (
 // an absolute one.
 func newSuppressed(t testing.TB, client hybrid.Client, opts ...limiter.Option) *hybrid.Suppressed {
 	t.Helper()
-	all := append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0)}, opts...)
+	all := append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t))}, opts...)
 	l, err := hybrid.NewSuppressed(client, all...)
 	if err != nil {
 		t.Fatalf("hybrid.NewSuppressed: %v", err)

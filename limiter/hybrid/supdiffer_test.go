@@ -32,7 +32,7 @@ func TestSuppressedDiffers(t *testing.T) {
 			mr.FastForward(d)
 		})
 		draw = 0.5
-		opts := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0), limiter.WithClock(clk),
+		opts := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithClock(clk),
 			limiter.WithWindow(time.Second), limiter.WithBucket(100 * time.Millisecond), limiter.WithHardLimitFactor(2),
 			limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return draw }),
 			hybrid.WithSyncInterval(time.Hour)}

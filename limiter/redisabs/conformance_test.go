@@ -18,7 +18,7 @@ import (
 // win.
 func newLimiter(t testing.TB, client redisabs.Client, opts ...limiter.Option) *redisabs.Limiter {
 	t.Helper()
-	all := append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0)}, opts...)
+	all := append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t))}, opts...)
 	l, err := redisabs.New(client, all...)
 	if err != nil {
 		t.Fatalf("redisabs.New: %v", err)

@@ -22,9 +22,7 @@ func with(opts []limiter.Option, more ...limiter.Option) []limiter.Option {
 
 func newLimiter(t testing.TB, c redissup.Client, opts ...limiter.Option) *redissup.Limiter {
 	t.Helper()
-	// No per-call timeout by default: these tests check decisions, and a
-	// loaded test machine must not send them to the failure policy.
-	l, err := redissup.New(c, append([]limiter.Option{limiter.WithTimeout(0)}, opts...)...)
+	l, err := redissup.New(c, opts...)
 	if err != nil {
 		t.Fatalf("redissup.New: %v", err)
 	}
