@@ -69,7 +69,7 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64) {
 		opts = append(opts, limiter.WithHardLimitFactor(r.factor))
 	}
 	for i := 0; i < r.hybrids && r.suppressed; i++ {
-		l := newSuppressed(t, srv.Client(t), opts...)
+		l := newDefaultSuppressed(t, srv.Client(t), opts...)
 		incs = append(incs, func(ctx context.Context, k string, n int64) (bool, error) {
 			d, err := l.Inc(ctx, k, rate, n)
 			return d.Allowed, err
@@ -92,7 +92,7 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64) {
 		closers = append(closers, func() { l.Close(context.Background()) })
 	}
 	for i := 0; i < r.hybrids && !r.suppressed; i++ {
-		l := newAbsolute(t, srv.Client(t), opts...)
+		l := newDefaultAbsolute(t, srv.Client(t), opts...)
 		hybrids = append(hybrids, l)
 		incs = append(incs, func(ctx context.Context, k string, n int64) (bool, error) {
 			d, err := l.Inc(ctx, k, rate, n)

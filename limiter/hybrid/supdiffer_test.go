@@ -32,7 +32,9 @@ func TestSuppressedDiffers(t *testing.T) {
 			mr.FastForward(d)
 		})
 		draw = 0.5
-		opts := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithClock(clk),
+		// No per-call timeout: every decision is compared with redissup's,
+		// and a call shed on a loaded machine would differ.
+		opts := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0), limiter.WithClock(clk),
 			limiter.WithWindow(time.Second), limiter.WithBucket(100 * time.Millisecond), limiter.WithHardLimitFactor(2),
 			limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return draw }),
 			hybrid.WithSyncInterval(time.Hour)}
