@@ -39,9 +39,13 @@ func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limit
 	var d limiter.Decision
 	var err error
 	if g.bounded {
+		// The call may finish in the background after this returns: an
+		// observed call is timed here, not by its timed Backend.
+		inner, t := untimed(be)
 		d, err = bounded(g, cctx, func(ctx context.Context) (limiter.Decision, error) {
-			return be.Decide(ctx, k, rate, n, peek)
+			return inner.Decide(ctx, k, rate, n, peek)
 		})
+		t.end(err)
 	} else if d, err = be.Decide(cctx, k, rate, n, peek); err == nil {
 		g.answered()
 	}

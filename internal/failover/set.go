@@ -40,9 +40,11 @@ func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set 
 		cctx, cancel := g.Context(ctx)
 		var d limiter.SetDecision
 		if g.bounded {
+			inner, t := untimedSet(be)
 			d, err = bounded(g, cctx, func(ctx context.Context) (limiter.SetDecision, error) {
-				return be.DecideSet(ctx, op, k, set, n)
+				return inner.DecideSet(ctx, op, k, set, n)
 			})
+			t.end(err)
 		} else if d, err = be.DecideSet(cctx, op, k, set, n); err == nil {
 			g.answered()
 		}
