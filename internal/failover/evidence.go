@@ -147,10 +147,14 @@ func (g *Guard) confirm(cause error) {
 		defer g.wg.Done()
 		defer g.confirming.Store(false)
 		g.replied.Store(false)
+		start := time.Now()
 		err := g.probeNow(g.cfg.ProbeInterval)
+		// A probe that returns well after its own deadline shows a
+		// process starved of CPU, not a silent wire: inconclusive.
+		late := time.Since(start) > g.probeDeadline()+g.cfg.ProbeInterval*5/4
 		switch {
 		case g.stopCtx.Err() != nil:
-		case err == nil || !Unavailable(err) || g.replied.Load():
+		case err == nil || !Unavailable(err) || g.replied.Load() || late:
 			g.lastOK.Store(time.Now().UnixNano())
 		default:
 			g.confirmed.Add(1)
@@ -165,10 +169,7 @@ func (g *Guard) confirm(cause error) {
 // own and probeNow returns at the deadline; the next probe is not sent
 // while that one is unanswered (it fails at once).
 func (g *Guard) probeNow(extra time.Duration) error {
-	to := g.cfg.Timeout
-	if to <= 0 {
-		to = probeTimeout
-	}
+	to := g.probeDeadline()
 	ctx, cancel := context.WithTimeout(g.stopCtx, to+extra)
 	defer cancel()
 	if !g.bounded {
@@ -196,6 +197,15 @@ func (g *Guard) answered() {
 	if !g.replied.Load() {
 		g.replied.Store(true)
 	}
+}
+
+// probeDeadline is a probe's deadline before any extra: the timeout, or
+// probeTimeout under WithTimeout(0).
+func (g *Guard) probeDeadline() time.Duration {
+	if g.cfg.Timeout <= 0 {
+		return probeTimeout
+	}
+	return g.cfg.Timeout
 }
 
 // Shed is the answer to a call c whose budget ran out while Redis was not
@@ -296,7 +306,9 @@ func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, e
 	}
 	ch := make(chan result, 1)
 	var state atomic.Int32 // 0 running, 1 answered, 2 left by its caller
+	var started atomic.Bool
 	go func() {
+		started.Store(true)
 		v, err := f(ctx)
 		if err == nil {
 			g.answered()
@@ -316,6 +328,10 @@ func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, e
 	case <-ctx.Done():
 		if state.CompareAndSwap(0, 2) {
 			g.abandoned.Add(1)
+			if !started.Load() {
+				// The call never got a CPU: no evidence either way.
+				return zero, redisx.ErrBehindFailure
+			}
 			return zero, ctx.Err()
 		}
 		r := <-ch

@@ -50,6 +50,11 @@ func runPolicies(t *testing.T, pkg string, newLimiter NewLimiter) {
 			var allowed int
 			for i := 0; i < 15; i++ {
 				d, err := l.Inc(ctx, "k", rate, 1)
+				if i == 0 && (err == nil && d.Shed || errors.Is(err, limiter.ErrShed)) {
+					// The first call ran out of time on a loaded machine
+					// before it saw the reply: shed, not evidence.
+					continue
+				}
 				if p == limiter.FailError {
 					want := pkg + ": inc: "
 					switch {
