@@ -147,20 +147,45 @@ func (g *Guard) confirm(cause error) {
 		defer g.wg.Done()
 		defer g.confirming.Store(false)
 		g.replied.Store(false)
-		start := time.Now()
-		err := g.probeNow(g.cfg.ProbeInterval)
-		// A probe that returns well after its own deadline shows a
-		// process starved of CPU, not a silent wire: inconclusive.
-		late := time.Since(start) > g.probeDeadline()+g.cfg.ProbeInterval*5/4
+		err, stalled := g.probeWatched()
 		switch {
 		case g.stopCtx.Err() != nil:
-		case err == nil || !Unavailable(err) || g.replied.Load() || late:
+		case stalled > g.probeDeadline()/4:
+			// The process was starved of CPU while the probe ran: its
+			// timeout says nothing about the wire. Inconclusive; the
+			// next call that times out asks again.
+		case err == nil || !Unavailable(err) || g.replied.Load():
 			g.lastOK.Store(time.Now().UnixNano())
 		default:
 			g.confirmed.Add(1)
 			g.trip(fmt.Errorf("%w (a probe confirmed it: %v)", cause, err))
 		}
 	}()
+}
+
+// stallTick is how often probeWatched looks at the clock.
+const stallTick = 5 * time.Millisecond
+
+// probeWatched runs a confirming probe (probeNow with one probe interval
+// extra) and watches meanwhile how late this process runs a goroutine
+// that asks to wake up every stallTick: it returns the probe's error and
+// the longest stall seen.
+func (g *Guard) probeWatched() (err error, stalled time.Duration) {
+	done := make(chan error, 1)
+	go func() { done <- g.probeNow(g.cfg.ProbeInterval) }()
+	tk := time.NewTicker(stallTick)
+	defer tk.Stop()
+	last := time.Now()
+	for {
+		select {
+		case err = <-done:
+			return err, max(stalled, time.Since(last)-stallTick)
+		case <-tk.C:
+			now := time.Now()
+			stalled = max(stalled, now.Sub(last)-stallTick)
+			last = now
+		}
+	}
 }
 
 // probeNow runs one probe with a deadline of its own: the timeout, or
