@@ -102,7 +102,9 @@ func TestLocalWaitIsShed(t *testing.T) {
 // the breaker; later calls are answered by the policy, marked Degraded.
 func TestConfirmedTimeoutOpens(t *testing.T) {
 	mr, client := redistest.Mini(t)
-	g, w := newWaiter(t, client, localWait, limiter.WithTimeout(20*time.Millisecond))
+	// 200 ms: a probe during a stall of a quarter of the timeout is
+	// inconclusive, and the race detector stalls for a few ms.
+	g, w := newWaiter(t, client, localWait, limiter.WithTimeout(200*time.Millisecond))
 	mr.Close() // the probe finds nobody
 	d, err := g.Decide(context.Background(), w, "inc", "k", limiter.PerSecond(10), 1, false)
 	if err != nil || !d.Shed {
