@@ -150,8 +150,9 @@ func (g *Guard) confirm(cause error) {
 		err, stalled := g.probeWatched()
 		switch {
 		case g.stopCtx.Err() != nil:
-		case stalled > g.probeDeadline()/4:
-			// The process was starved of CPU while the probe ran: its
+		case stalled > g.probeDeadline()/4, errors.Is(err, errUnanswered):
+			// The process was starved of CPU while the probe ran, or
+			// the previous probe's reply has not been read yet: the
 			// timeout says nothing about the wire. Inconclusive; the
 			// next call that times out asks again.
 		case err == nil || !Unavailable(err) || g.replied.Load():

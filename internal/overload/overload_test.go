@@ -64,6 +64,7 @@ type fleet struct {
 
 	mu     sync.Mutex
 	opened []time.Time // when the breaker of some instance opened
+	causes []error     // why
 	closed []time.Time // when one closed
 }
 
@@ -89,6 +90,7 @@ func (f *fleet) hook(sc limiter.StateChange) {
 	defer f.mu.Unlock()
 	if sc.Degraded {
 		f.opened = append(f.opened, time.Now())
+		f.causes = append(f.causes, sc.Cause)
 	} else {
 		f.closed = append(f.closed, time.Now())
 	}
@@ -313,7 +315,7 @@ func TestContentionMatrix(t *testing.T) {
 				t.Errorf("%d calls failed, first: %v", s.errs, s.firstErr)
 			}
 			if len(f.opened) > 0 {
-				t.Errorf("the breaker opened %d times on a healthy Redis", len(f.opened))
+				t.Errorf("the breaker opened %d times on a healthy Redis, first because %v", len(f.opened), f.causes[0])
 			}
 			if s.degraded > 0 {
 				t.Errorf("%d decisions degraded on a healthy Redis", s.degraded)
