@@ -333,7 +333,9 @@ func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, e
 	ch := make(chan result, 1)
 	var state atomic.Int32 // 0 running, 1 answered, 2 left by its caller
 	var started atomic.Bool
+	g.calls.Add(1)
 	go func() {
+		defer g.calls.Done()
 		started.Store(true)
 		v, err := f(ctx)
 		if err == nil {
@@ -362,6 +364,20 @@ func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, e
 		}
 		r := <-ch
 		return r.v, r.err
+	}
+}
+
+// WaitCalls waits until every call run by bounded has ended, or ctx is
+// done (then it returns ctx's error). Close calls it; so does the hybrid
+// provider before it gives its leases back.
+func (g *Guard) WaitCalls(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { g.calls.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

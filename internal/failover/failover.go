@@ -194,16 +194,17 @@ type Guard struct {
 	// context deadlines on its sockets, so that calls run through bounded.
 	bounded      bool
 	maxAbandoned int64
-	abandoned    atomic.Int64  // calls past their deadline still running
-	released     chan struct{} // a token when an abandoned call ends
-	probeBusy    atomic.Bool   // a bounded probe is still unanswered
-	confirming   atomic.Bool   // a confirming probe runs
-	replied      atomic.Bool   // some call got a reply since the confirming probe began
-	lastOK       atomic.Int64  // unix ns of the latest confirming probe that succeeded
-	confirmed    atomic.Int64  // breaker openings by a confirming probe
-	shed         atomic.Int64  // calls shed
-	shedLogAt    atomic.Int64  // unix ns of the latest log of shed calls
-	shedLogged   atomic.Int64  // shed when last logged
+	abandoned    atomic.Int64   // calls past their deadline still running
+	calls        sync.WaitGroup // every call run by bounded
+	released     chan struct{}  // a token when an abandoned call ends
+	probeBusy    atomic.Bool    // a bounded probe is still unanswered
+	confirming   atomic.Bool    // a confirming probe runs
+	replied      atomic.Bool    // some call got a reply since the confirming probe began
+	lastOK       atomic.Int64   // unix ns of the latest confirming probe that succeeded
+	confirmed    atomic.Int64   // breaker openings by a confirming probe
+	shed         atomic.Int64   // calls shed
+	shedLogAt    atomic.Int64   // unix ns of the latest log of shed calls
+	shedLogged   atomic.Int64   // shed when last logged
 }
 
 // Init sets g up for a provider. cfg must outlive g (it is the provider's
@@ -720,7 +721,7 @@ func (g *Guard) Close(ctx context.Context) error {
 	g.stop()
 	g.mu.Unlock()
 	idle := make(chan struct{})
-	go func() { g.wg.Wait(); close(idle) }()
+	go func() { g.wg.Wait(); g.calls.Wait(); close(idle) }()
 	var err error
 	select {
 	case <-idle:

@@ -355,6 +355,12 @@ func (l *Absolute) Close(ctx context.Context) error {
 			err = ctx.Err()
 			return
 		}
+		// Calls whose callers left (a client without context
+		// timeouts) may still install leases: wait for them, so that
+		// the closing tick gives those back too.
+		if err = l.g.WaitCalls(ctx); err != nil {
+			return
+		}
 		if !l.g.Open() {
 			l.tick(ctx, true)
 		}
