@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,6 +63,18 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64) {
 	rate := limiter.Every(float64(r.capacity), r.window)
 	opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithWindow(r.window)}
 	type inc func(ctx context.Context, k string, n int64) (bool, error)
+	// Degraded and shed decisions, logged: the fleet's bound holds with
+	// either, but a degraded one means a breaker opened.
+	var degraded, shed atomic.Int64
+	note := func(d limiter.Decision) {
+		if d.Degraded {
+			degraded.Add(1)
+		}
+		if d.Shed {
+			shed.Add(1)
+		}
+	}
+	defer func() { t.Logf("%d decisions degraded, %d shed", degraded.Load(), shed.Load()) }()
 	var incs []inc
 	var closers []func()
 	var hybrids []*hybrid.Absolute
@@ -72,6 +85,7 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64) {
 		l := newDefaultSuppressed(t, srv.Client(t), opts...)
 		incs = append(incs, func(ctx context.Context, k string, n int64) (bool, error) {
 			d, err := l.Inc(ctx, k, rate, n)
+			note(d)
 			return d.Allowed, err
 		})
 		closers = append(closers, func() {
@@ -87,6 +101,7 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64) {
 		}
 		incs = append(incs, func(ctx context.Context, k string, n int64) (bool, error) {
 			d, err := l.Inc(ctx, k, rate, n)
+			note(d)
 			return d.Allowed, err
 		})
 		closers = append(closers, func() { l.Close(context.Background()) })
@@ -96,6 +111,7 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64) {
 		hybrids = append(hybrids, l)
 		incs = append(incs, func(ctx context.Context, k string, n int64) (bool, error) {
 			d, err := l.Inc(ctx, k, rate, n)
+			note(d)
 			return d.Allowed, err
 		})
 		closers = append(closers, func() { l.Close(context.Background()) })
@@ -107,6 +123,7 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64) {
 		}
 		incs = append(incs, func(ctx context.Context, k string, n int64) (bool, error) {
 			d, err := l.Inc(ctx, k, rate, n)
+			note(d)
 			return d.Allowed, err
 		})
 		closers = append(closers, func() { l.Close(context.Background()) })
