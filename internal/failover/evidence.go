@@ -30,7 +30,11 @@ import (
 // probe interval). The breaker opens only when that probe fails too, and
 // no call of the limiter got a reply from Redis while it ran: a starved
 // process misses its deadlines whatever the wire does, but then some
-// replies still arrive. At most one confirming probe runs at a time, and
+// replies still arrive. Nor does a probe during which the process itself
+// stalled for more than a quarter of the timeout (probeWatched), nor one
+// not sent because the previous probe is unanswered, nor a call whose
+// goroutine never started before its deadline (bounded): all of those
+// are inconclusive. At most one confirming probe runs at a time, and
 // none starts within one probe interval of one that found Redis
 // answering, so a busy client sends Redis at most one extra call per
 // probe interval. A frozen Redis is found within two timeouts and one
