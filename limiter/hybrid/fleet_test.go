@@ -68,7 +68,12 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64, float64) {
 	srv := redistest.Real(t)
 	prefix := redistest.Prefix(t)
 	rate := limiter.Every(float64(r.capacity), r.window)
-	opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithWindow(r.window)}
+	opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithWindow(r.window),
+		limiter.WithStateChange(func(sc limiter.StateChange) {
+			if sc.Degraded {
+				t.Logf("%s: breaker opened: %v", sc.Provider, sc.Cause)
+			}
+		})}
 	type inc func(ctx context.Context, k string, n int64) (bool, error)
 	// Degraded and shed decisions, logged: the fleet's bound holds with
 	// either, but a degraded one means a breaker opened.
