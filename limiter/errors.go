@@ -26,7 +26,8 @@ var (
 	// while Redis was not known to be down (the other policies answer
 	// such a call with a refusal marked Decision.Shed). Redis may still be
 	// fine: the caller waited for local resources, or for a round trip
-	// that a probe did not confirm as lost.
+	// that a probe did not confirm as lost. The error wraps the call's
+	// own too (a deadline, a socket timeout).
 	ErrShed = errors.New("sluice: call shed")
 )
 

@@ -80,7 +80,8 @@ func waited(err error) bool {
 }
 
 // judge reads the error of a decision's Redis call made with the caller's
-// ctx: the verdict, and the error to return with vReturn.
+// ctx: the verdict, and the error to return with vReturn (with vShed,
+// the call's error, which ErrShed wraps under FailError).
 func (g *Guard) judge(ctx context.Context, op string, err error) (verdict, error) {
 	if cerr := ctx.Err(); cerr != nil {
 		return vReturn, fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
@@ -95,7 +96,7 @@ func (g *Guard) judge(ctx context.Context, op string, err error) (verdict, error
 		if !waited(err) {
 			g.confirm(err)
 		}
-		return vShed, nil
+		return vShed, err
 	case wireEvidence(err):
 		g.trip(err)
 		return g.policyVerdict(op, err)
@@ -241,11 +242,12 @@ func (g *Guard) probeDeadline() time.Duration {
 // Shed is the answer to a call c whose budget ran out while Redis was not
 // known to be down: a refusal marked Shed, with RetryAfter the probe
 // interval (Never set instead when the cost exceeds the hard capacity),
-// under every policy but FailError, which returns ErrShed.
-func (g *Guard) Shed(c *Call) (limiter.Decision, error) {
+// under every policy but FailError, which returns ErrShed wrapping cause,
+// the call's error.
+func (g *Guard) Shed(c *Call, cause error) (limiter.Decision, error) {
 	g.noteShed()
 	if g.cfg.Policy == config.FailError {
-		return limiter.Decision{}, fmt.Errorf("%s: %s: %w", g.pkg, c.Op, config.ErrShed)
+		return limiter.Decision{}, fmt.Errorf("%s: %s: %w: %w", g.pkg, c.Op, config.ErrShed, cause)
 	}
 	d := limiter.Decision{Outcome: g.refused, Limit: c.C, Never: !c.Peek && c.N > c.Hard, Shed: true}
 	if !d.Never {

@@ -70,7 +70,7 @@ func (g *Guard) answer(ctx context.Context, be Backend, op, k string, rate limit
 		return limiter.Decision{}, verr
 	}
 	if v == vShed {
-		return g.Shed(c)
+		return g.Shed(c, err)
 	}
 	return g.Answer(ctx, c)
 }

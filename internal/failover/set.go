@@ -60,7 +60,7 @@ func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set 
 		return limiter.SetDecision{}, verr
 	}
 	if v == vShed {
-		return g.shedSet(op, set, n)
+		return g.shedSet(op, set, n, err)
 	}
 	return g.answerSet(ctx, op, k, set, n)
 }
@@ -88,10 +88,10 @@ func (g *Guard) answerSet(ctx context.Context, op, k string, set *limiter.Set, n
 
 // shedSet is Shed for a set call: every limit refuses, and the decision
 // is marked Shed (under FailError: ErrShed).
-func (g *Guard) shedSet(op string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+func (g *Guard) shedSet(op string, set *limiter.Set, n int64, cause error) (limiter.SetDecision, error) {
 	g.noteShed()
 	if g.cfg.Policy == config.FailError {
-		return limiter.SetDecision{}, fmt.Errorf("%s: %s: %w", g.pkg, op, config.ErrShed)
+		return limiter.SetDecision{}, fmt.Errorf("%s: %s: %w: %w", g.pkg, op, config.ErrShed, cause)
 	}
 	return g.refuseSet(op, set, n, false, true)
 }
