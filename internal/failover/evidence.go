@@ -26,8 +26,8 @@ import (
 // nothing by itself: the time may have gone to waiting for a key's token,
 // a batch slot, a pooled connection or a CPU. Such a call is shed, and it
 // asks for a confirming probe: one round trip on a connection of its own,
-// on its own goroutine, with a deadline of its own (the timeout and one
-// probe interval). The breaker opens only when that probe fails too, and
+// on its own goroutine, with a deadline of its own (the timeout and half
+// a probe interval). The breaker opens only when that probe fails too, and
 // no call of the limiter got a reply from Redis while it ran: a starved
 // process misses its deadlines whatever the wire does, but then some
 // replies still arrive. Nor does a probe during which the process itself
@@ -39,7 +39,8 @@ import (
 // answering, so a busy client sends Redis at most one extra call per
 // probe interval. A frozen Redis is found within two timeouts and one
 // probe interval of the freeze: a call started at the freeze times out
-// after one timeout, its probe after another timeout and the interval.
+// after one timeout, its probe after another timeout and half the
+// interval, which leaves the other half for the goroutines' wake-ups.
 
 // verdict is what a failed Redis call of a decision leads to.
 type verdict int
@@ -172,13 +173,13 @@ func (g *Guard) confirm(cause error) {
 // stallTick is how often probeWatched looks at the clock.
 const stallTick = 5 * time.Millisecond
 
-// probeWatched runs a confirming probe (probeNow with one probe interval
-// extra) and watches meanwhile how late this process runs a goroutine
+// probeWatched runs a confirming probe (probeNow with half a probe
+// interval extra) and watches meanwhile how late this process runs a goroutine
 // that asks to wake up every stallTick: it returns the probe's error and
 // the longest stall seen.
 func (g *Guard) probeWatched() (err error, stalled time.Duration) {
 	done := make(chan error, 1)
-	go func() { done <- g.probeNow(g.cfg.ProbeInterval) }()
+	go func() { done <- g.probeNow(g.cfg.ProbeInterval / 2) }()
 	tk := time.NewTicker(stallTick)
 	defer tk.Stop()
 	last := time.Now()
