@@ -36,6 +36,13 @@ var (
 	// fails rather than misread counts (docs/data-model.md, Layout
 	// versions).
 	ErrLayout = errors.New("sluice: key state in another layout version")
+	// ErrShed: under the FailError policy, a call whose budget ran out
+	// while Redis was not known to be down (the other policies answer
+	// such a call with a refusal marked Decision.Shed). Redis may still be
+	// fine: the caller waited for local resources, or for a round trip
+	// that a probe did not confirm as lost. The error wraps the call's
+	// own too (a deadline, a socket timeout).
+	ErrShed = errors.New("sluice: call shed")
 )
 
 // The internal packages wrap the same sentinel values: the configuration
@@ -51,4 +58,5 @@ func init() {
 	config.ErrWindowConflict = ErrWindowConflict
 	config.ErrLayout = ErrLayout
 	config.ErrUnavailable = ErrUnavailable
+	config.ErrShed = ErrShed
 }

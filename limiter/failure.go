@@ -88,12 +88,14 @@ func internalStateChange(sc StateChange) config.StateChange {
 
 // WithTimeout bounds every Redis call of a Redis provider by d on top of
 // the caller's context: a call finds Redis unavailable after d at most.
-// Default 250 ms; 0 means the caller's context alone. A call whose context
-// can never be cancelled (context.Background()) may be bounded a little
-// sooner, by between 15/16 of d and d. go-redis honours a
-// context's deadline on the socket only when the client was built with
-// Options.ContextTimeoutEnabled; without it, reads wait for ReadTimeout
-// (3 s by default) whatever d is, and New logs a warning once.
+// Default 250 ms; 0 means the caller's context alone. The bound holds on
+// any client: when the client does not honour context deadlines on its
+// sockets (Options.ContextTimeoutEnabled false, go-redis's default), the
+// call returns at the deadline while its command completes in the
+// background (at most the client's pool size of them at once). A call that
+// runs out of d while Redis is not known to be down is shed
+// (Decision.Shed), not degraded: a timeout alone never opens the circuit
+// breaker (docs/operations.md, What counts as an outage).
 func WithTimeout(d time.Duration) Option {
 	return func(c *config.Config) {
 		if d < 0 {
@@ -108,13 +110,16 @@ func WithTimeout(d time.Duration) Option {
 // unavailable: FallbackLocal (the default), FailOpen, FailClosed or
 // FailError. Under the first three, Inc and IsAllowed return a Decision with
 // Degraded set and a nil error; the cause goes to the state-change hook and
-// the logger, not to the caller. Only these errors mean "unavailable":
-// connection refused or reset, timeouts (WithTimeout's, the client's and
-// the pool's), and Redis replies LOADING, BUSY, MASTERDOWN, CLUSTERDOWN,
-// TRYAGAIN, READONLY and OOM. Bad input, ErrClosed and the caller's own
-// context being cancelled or past its deadline are returned as errors under
-// every policy and never open the breaker. NOSCRIPT is not a failure: the
-// script is sent again.
+// the logger, not to the caller. The breaker opens on wire evidence
+// only: connection refused, reset or closed, and Redis replies LOADING,
+// BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY and OOM at once; a
+// timeout (WithTimeout's, the client's, the pool's) only when a probe of
+// its own, with its own deadline, fails too and no other call got a reply
+// meanwhile. Until then a call that timed out is shed: refused with
+// Decision.Shed set under every policy, ErrShed under FailError. Bad
+// input, ErrClosed and the caller's own context being cancelled or past
+// its deadline are returned as errors under every policy and never open
+// the breaker. NOSCRIPT is not a failure: the script is sent again.
 func WithFailurePolicy(p FailurePolicy) Option {
 	return func(c *config.Config) { c.Policy = config.FailurePolicy(p) }
 }

@@ -64,6 +64,15 @@ type Decision struct {
 	// Degraded is true when the backend could not be asked and the failure
 	// policy answered instead.
 	Degraded bool
+	// Shed is true when the call was refused because its budget
+	// (WithTimeout, or the caller's context) ran out while Redis was not
+	// known to be down: the caller waited for local resources or for a
+	// round trip that no independent probe confirmed as lost. A shed
+	// decision is a refusal (Allowed false, RetryAfter short) under every
+	// failure policy but FailError, which returns ErrShed instead; it is
+	// never Degraded and never admits (docs/operations.md, When Redis
+	// fails).
+	Shed bool
 }
 
 // Usage is a key's state in its current window.

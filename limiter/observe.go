@@ -58,7 +58,8 @@ const (
 // Event.ErrorClass: a small fixed set, fit for a metric attribute.
 const (
 	// ErrorTimeout: the call ran out of time (WithTimeout's deadline, a
-	// socket timeout, the client's pool wait). The breaker opens.
+	// socket timeout, the client's pool wait). The call is shed; the
+	// breaker opens only if a confirming probe fails too.
 	ErrorTimeout = "timeout"
 	// ErrorConnection: the connection was refused, reset or closed. The
 	// breaker opens.

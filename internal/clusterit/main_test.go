@@ -50,6 +50,8 @@ type strategy struct {
 }
 
 var strategies = []strategy{
+	// No per-call timeout: these tests compare decisions on a cluster,
+	// and a call shed on a loaded machine would differ.
 	{key.Absolute, func(c redisabs.Client, opts ...limiter.Option) (limiter.Limiter, error) {
 		return redisabs.New(c, append([]limiter.Option{limiter.WithTimeout(0)}, opts...)...)
 	}},

@@ -133,7 +133,8 @@ func TestGoRedisResendsLateIncrements(t *testing.T) {
 				d.armed.Store(true)
 				dec, incErr := l.Inc(ctx, "k", rate, 1)
 				// A fresh limiter reads what Redis counted: l's breaker may
-				// have opened on the late reply.
+				// have opened on the late reply. No timeout: the read must
+				// not be shed on a loaded machine.
 				reader, err := redisabs.New(cl.plain(t), limiter.WithPrefix(prefix), limiter.WithTimeout(0))
 				if err != nil {
 					t.Fatal(err)

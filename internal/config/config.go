@@ -28,6 +28,7 @@ var (
 	ErrUnavailable      = errors.New("sluice: redis unavailable")
 	ErrWindowConflict   = errors.New("sluice: limit state recorded with another window")
 	ErrLayout           = errors.New("sluice: key state in another layout version")
+	ErrShed             = errors.New("sluice: call shed")
 )
 
 // Limits of the configuration and the counts (docs/algorithms.md, Bounds).

@@ -21,9 +21,13 @@
 //
 // # States
 //
-// Closed: calls go to Redis, each bounded by the timeout. The first call
-// whose error means "Redis unavailable" (Unavailable) opens the breaker:
-// one timeout per outage, not one per request. Open: calls answer by the
+// Closed: calls go to Redis, each bounded by the timeout (on any client:
+// see bounded). Only the wire is evidence against Redis (evidence.go): the
+// first call that gets a connection error or a "cannot serve now" reply
+// opens the breaker; a call that times out is shed (refused, marked Shed,
+// never admitted) and opens it only when a confirming probe with its own
+// deadline fails too: one timeout or two per outage, not one per request,
+// and a busy client never opens it. Open: calls answer by the
 // policy and are marked Degraded. The probe writes one unit to a key of its
 // own (so an OOM or read-only Redis does not look healthy); when it
 // succeeds the breaker closes, the units the fallback admitted are written
@@ -76,7 +80,9 @@ var unavailableReplies = [...]string{"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDO
 // MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY or OOM. Bad input, ErrClosed,
 // a cancelled context, a malformed reply and every other Redis error reply
 // are not. The caller's own context must be checked first: its deadline is
-// not Redis's fault, and Unavailable cannot tell it from the timeout's.
+// not Redis's fault, and Unavailable cannot tell it from the timeout's. A
+// timeout alone does not open the breaker (see judge): it needs a probe
+// that fails too.
 func Unavailable(err error) bool {
 	switch {
 	case notBackend(err), errors.Is(err, context.Canceled):
@@ -155,11 +161,17 @@ type Guard struct {
 	strategy string
 	refused  limiter.Outcome
 	client   Client
-	probe    func(ctx context.Context) error
-	recon    Reconciler
-	minRate  limiter.Rate // one unit per window: the floor of a scaled fallback
+	probe    func(ctx context.Context, client redis.Scripter) error
+	// prober is what the probe calls: a client of one connection of its
+	// own for a *redis.Client, so that a probe never waits behind the
+	// callers for a pooled connection; else the client.
+	prober  redis.Scripter
+	own     *redis.Client // prober when the guard made it, closed by Close
+	recon   Reconciler
+	minRate limiter.Rate // one unit per window: the floor of a scaled fallback
 
 	open     atomic.Bool
+	openCh   atomic.Pointer[chan struct{}] // closed when the breaker opens (Opened)
 	cause    atomic.Pointer[error]
 	fb       atomic.Pointer[limiter.Limiter]
 	deadline atomic.Pointer[shared] // see Context
@@ -188,6 +200,22 @@ type Guard struct {
 	dropped      int             // keys not remembered (MaxPending), beyond those in droppedIDs
 	droppedIDs   map[string]bool // up to MaxPending of them, counted once each
 	droppedUnits int64           // and their units
+
+	// Evidence (evidence.go): bounded is set when the client ignores
+	// context deadlines on its sockets, so that calls run through bounded.
+	bounded      bool
+	maxAbandoned int64
+	abandoned    atomic.Int64   // calls past their deadline still running
+	calls        sync.WaitGroup // every call run by bounded
+	released     chan struct{}  // a token when an abandoned call ends
+	probeBusy    atomic.Bool    // a bounded probe is still unanswered
+	confirming   atomic.Bool    // a confirming probe runs
+	replied      atomic.Bool    // some call got a reply since the confirming probe began
+	lastOK       atomic.Int64   // unix ns of the latest confirming probe that succeeded
+	confirmed    atomic.Int64   // breaker openings by a confirming probe
+	shed         atomic.Int64   // calls shed
+	shedLogAt    atomic.Int64   // unix ns of the latest log of shed calls
+	shedLogged   atomic.Int64   // shed when last logged
 }
 
 // Init sets g up for a provider. cfg must outlive g (it is the provider's
@@ -196,7 +224,7 @@ type Guard struct {
 // writes fallback units back. Init starts nothing: the probe goroutine
 // exists only while the breaker is open.
 func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, opts []limiter.Option,
-	probe func(ctx context.Context) error, recon Reconciler) {
+	probe func(ctx context.Context, client redis.Scripter) error, recon Reconciler) {
 	g.cfg, g.opts, g.pkg, g.strategy, g.client = cfg, opts, pkg, strategy, client
 	// The fallback's decisions are reported by the guard, as the
 	// provider's, not by the fallback as a local limiter's.
@@ -209,10 +237,22 @@ func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, op
 	g.minRate = limiter.Every(1, cfg.Window)
 	g.stopCtx, g.stop = context.WithCancel(context.Background())
 	g.pending = make(map[string]*Pending)
-	if cfg.Logger != nil && cfg.Timeout > 0 && !contextTimeouts(client) {
-		cfg.Logger.Warn("sluice: the Redis client ignores context deadlines on its sockets (ContextTimeoutEnabled is false): "+
-			"calls are bounded by its ReadTimeout and WriteTimeout, not by WithTimeout",
-			"provider", pkg, "timeout", cfg.Timeout)
+	g.rearm()
+	// A client that ignores context deadlines on its sockets would hold a
+	// call for its ReadTimeout: the guard bounds such calls itself.
+	g.bounded = cfg.Timeout > 0 && !contextTimeouts(client)
+	g.maxAbandoned = maxAbandonedFor(client)
+	g.released = make(chan struct{}, 1)
+	g.replied.Store(true)
+	g.prober = client
+	if rc, ok := client.(*redis.Client); ok {
+		// The probe's own connection: a probe that confirms a timeout
+		// must not itself wait for a pooled connection behind the busy
+		// callers whose timeouts it judges.
+		o := *rc.Options()
+		o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns = 1, 0, 1, 1
+		g.own = redis.NewClient(&o)
+		g.prober = g.own
 	}
 }
 
@@ -326,47 +366,17 @@ func (g *Guard) Err(op string) error {
 	return fmt.Errorf("%s: %s: %w: %w", g.pkg, op, config.ErrUnavailable, g.causeErr())
 }
 
-// Failed handles the error of a Redis call made with the caller's ctx. The
-// caller's own cancellation or deadline is returned as ctx's error; an
-// error that does not mean "unavailable" is returned as it is; otherwise
-// the breaker opens and FailError returns err unchanged, the other policies
-// answer.
-func (g *Guard) Failed(ctx context.Context, c *Call, err error) (limiter.Decision, error) {
-	if ferr := g.failed(ctx, c.Op, err); ferr != nil {
-		return limiter.Decision{}, ferr
-	}
-	return g.Answer(ctx, c)
-}
-
-// failed is Failed's judgement of the error of a call op, shared by the
-// calls on one limit and on sets: the error to return, or nil when the
-// breaker is now open and the policy must answer.
-func (g *Guard) failed(ctx context.Context, op string, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
-	}
-	g.logFailure(op, err)
-	if !Unavailable(err) {
-		return err
-	}
-	g.trip(err)
-	if g.cfg.Policy == config.FailError {
-		return err
-	}
-	return nil
-}
-
-// FailedErr is Failed for Get and Reset: the error is returned under every
-// policy, and opens the breaker when it means "unavailable".
+// FailedErr handles the error of a Get or Reset made with the caller's
+// ctx: the error is returned under every policy; it opens the breaker when
+// it is wire evidence, and asks for a confirming probe when it is a
+// timeout (see judge).
 func (g *Guard) FailedErr(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
 	}
 	g.observeErr(ctx, op, err)
 	g.logFailure(op, err)
-	if Unavailable(err) {
-		g.trip(err)
-	}
+	g.failedOther(err)
 	return err
 }
 
@@ -519,6 +529,7 @@ func (g *Guard) trip(err error) {
 	if !g.open.CompareAndSwap(false, true) {
 		return
 	}
+	close(*g.openCh.Load())
 	g.cause.Store(&err)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -571,6 +582,7 @@ func (g *Guard) run() {
 			g.closedDegraded()
 			return
 		}
+		g.rearm()
 		g.open.Store(false)
 		// A write of this pass that found Redis unavailable is tried
 		// again twice, a probe interval apart, while the breaker stays
@@ -635,19 +647,13 @@ func (g *Guard) closedDegraded() {
 // probeUntilUp probes every interval, one probe at a time; false when
 // stopped by Close.
 func (g *Guard) probeUntilUp(t *time.Timer) bool {
-	to := g.cfg.Timeout
-	if to <= 0 {
-		to = probeTimeout
-	}
 	for {
 		select {
 		case <-g.stopCtx.Done():
 			return false
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(g.stopCtx, to)
-		err := g.probe(ctx)
-		cancel()
+		err := g.probeNow(0)
 		if g.stopCtx.Err() != nil {
 			return false
 		}
@@ -858,7 +864,7 @@ func (g *Guard) Close(ctx context.Context) error {
 	g.stop()
 	g.mu.Unlock()
 	idle := make(chan struct{})
-	go func() { g.wg.Wait(); close(idle) }()
+	go func() { g.wg.Wait(); g.calls.Wait(); close(idle) }()
 	var err error
 	select {
 	case <-idle:
@@ -870,6 +876,9 @@ func (g *Guard) Close(ctx context.Context) error {
 			err = ferr
 		}
 	}
+	if g.own != nil {
+		g.own.Close()
+	}
 	return err
 }
 
@@ -877,11 +886,12 @@ func (g *Guard) Close(ctx context.Context) error {
 // that records one unit on ProbeKey(prefix, "abs") with a capacity that
 // never refuses, the window's TTL, and the limiter's clock argument. It is a
 // write, so a Redis that answers reads but refuses writes (OOM, READONLY)
-// keeps the breaker open.
-func Probe(client redis.Scripter, cfg *config.Config) func(ctx context.Context) error {
+// keeps the breaker open. The guard runs it on its own connection when it
+// can (see Init).
+func Probe(cfg *config.Config) func(ctx context.Context, client redis.Scripter) error {
 	h := ProbeKey(cfg.Prefix, key.Absolute)
 	w, b, ttl := cfg.WindowMs, cfg.BucketMs, redisx.TTLMs(cfg)
-	return func(ctx context.Context) error {
+	return func(ctx context.Context, client redis.Scripter) error {
 		return scripts.AbsInc.Run(ctx, client, []string{h},
 			redisx.NowArg(cfg), w, b, config.MaxCapacity, 1, ttl).Err()
 	}
@@ -1008,6 +1018,8 @@ func SuppressedReconciler(b *redisx.Base) Reconciler {
 // closed limiter or bad input.
 func notBackend(err error) bool {
 	return err == nil ||
+		errors.Is(err, redisx.ErrOpened) ||
+		errors.Is(err, redisx.ErrBehindFailure) ||
 		errors.Is(err, config.ErrClosed) ||
 		errors.Is(err, config.ErrInvalidRate) ||
 		errors.Is(err, config.ErrInvalidConfig) ||

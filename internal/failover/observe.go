@@ -97,6 +97,33 @@ func (b *timed) Decide(ctx context.Context, k string, rate limiter.Rate, n int64
 	return d, err
 }
 
+// untimed returns be without its timing wrapper, if it has one, and the
+// timing, started now (nil when be is not timed): the call runs through
+// bounded, whose goroutine may outlive the caller's wait.
+func untimed(be Backend) (Backend, *timing) {
+	if tb, ok := be.(*timed); ok {
+		tb.t.asked, tb.t.start = true, time.Now()
+		return tb.Backend, &tb.t
+	}
+	return be, nil
+}
+
+// untimedSet is untimed for sets.
+func untimedSet(be SetBackend) (SetBackend, *timing) {
+	if tb, ok := be.(*timedSet); ok {
+		tb.t.asked, tb.t.start = true, time.Now()
+		return tb.SetBackend, &tb.t
+	}
+	return be, nil
+}
+
+// end records the end of a timed call; nothing for a nil timing.
+func (t *timing) end(err error) {
+	if t != nil {
+		t.took, t.err = time.Since(t.start), err
+	}
+}
+
 // timedSet is timed for sets.
 type timedSet struct {
 	SetBackend

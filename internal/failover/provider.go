@@ -23,8 +23,9 @@ type Backend interface {
 
 // Decide runs an Inc (peek false) or an IsAllowed (peek true) of a Redis
 // provider under the policy: straight to the policy while the breaker is
-// open, else one Redis call bounded by the timeout, whose failure the
-// policy answers when Redis is unavailable.
+// open, else one Redis call bounded by the timeout, whose failure is
+// judged (judge): the policy answers when the breaker is open, a call
+// that ran out of time is shed.
 func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
 	if g.cfg.Observer != nil {
 		if _, ok := be.(*timed); !ok {
@@ -35,7 +36,19 @@ func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limit
 		return g.answer(ctx, be, op, k, rate, n, peek, nil)
 	}
 	cctx, cancel := g.Context(ctx)
-	d, err := be.Decide(cctx, k, rate, n, peek)
+	var d limiter.Decision
+	var err error
+	if g.bounded {
+		// The call may finish in the background after this returns: an
+		// observed call is timed here, not by its timed Backend.
+		inner, t := untimed(be)
+		d, err = bounded(g, cctx, func(ctx context.Context) (limiter.Decision, error) {
+			return inner.Decide(ctx, k, rate, n, peek)
+		})
+		t.end(err)
+	} else if d, err = be.Decide(cctx, k, rate, n, peek); err == nil {
+		g.answered()
+	}
 	cancel()
 	if err != nil {
 		return g.answer(ctx, be, op, k, rate, n, peek, err)
@@ -49,19 +62,30 @@ func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limit
 // answer is the policy's answer to a call Redis cannot take (err is nil
 // when the breaker is open, else the Redis call's error).
 func (g *Guard) answer(ctx context.Context, be Backend, op, k string, rate limiter.Rate, n int64, peek bool, err error) (limiter.Decision, error) {
+	v := vPolicy
 	if err != nil { // the Redis call failed
-		if ctx.Err() != nil || !Unavailable(err) {
-			return g.Failed(ctx, &Call{Op: op}, err)
+		if v, err = g.judge(ctx, op, err); v == vReturn {
+			return limiter.Decision{}, err
 		}
 	}
 	c, verr := be.Validate(op, k, rate, n, peek)
 	if verr != nil {
 		return limiter.Decision{}, verr
 	}
-	if err != nil {
-		return g.Failed(ctx, c, err)
+	if v == vShed {
+		return g.Shed(c, err)
 	}
 	return g.Answer(ctx, c)
+}
+
+// call runs one Redis call of a Get or Reset bounded by the timeout.
+func call[T any](g *Guard, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	cctx, cancel := g.Context(ctx)
+	defer cancel()
+	if g.bounded {
+		return bounded(g, cctx, f)
+	}
+	return f(cctx)
 }
 
 // Get runs a Get: it has no Decision to mark as degraded, so under every
@@ -74,9 +98,7 @@ func (g *Guard) Get(ctx context.Context, be Backend, b *redisx.Base, k string) (
 		}
 		return limiter.Usage{}, g.Err("get")
 	}
-	cctx, cancel := g.Context(ctx)
-	u, err := be.Usage(cctx, k)
-	cancel()
+	u, err := call(g, ctx, func(ctx context.Context) (limiter.Usage, error) { return be.Usage(ctx, k) })
 	if err != nil {
 		return limiter.Usage{}, g.FailedErr(ctx, "get", err)
 	}
@@ -92,9 +114,7 @@ func (g *Guard) Reset(ctx context.Context, b *redisx.Base, k string) error {
 		}
 		return g.Err("reset")
 	}
-	cctx, cancel := g.Context(ctx)
-	err := b.Reset(cctx, k)
-	cancel()
+	_, err := call(g, ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, b.Reset(ctx, k) })
 	if err != nil {
 		return g.FailedErr(ctx, "reset", err)
 	}

@@ -36,10 +36,19 @@ func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set 
 		}
 	}
 	var err error
+	v := vPolicy
 	if !g.Open() {
 		cctx, cancel := g.Context(ctx)
 		var d limiter.SetDecision
-		d, err = be.DecideSet(cctx, op, k, set, n)
+		if g.bounded {
+			inner, t := untimedSet(be)
+			d, err = bounded(g, cctx, func(ctx context.Context) (limiter.SetDecision, error) {
+				return inner.DecideSet(ctx, op, k, set, n)
+			})
+			t.end(err)
+		} else if d, err = be.DecideSet(cctx, op, k, set, n); err == nil {
+			g.answered()
+		}
 		cancel()
 		if err == nil {
 			if g.inGrace() {
@@ -47,18 +56,15 @@ func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set 
 			}
 			return d, nil
 		}
-		if ctx.Err() != nil || !Unavailable(err) {
-			return limiter.SetDecision{}, g.failed(ctx, op, err)
+		if v, err = g.judge(ctx, op, err); v == vReturn {
+			return limiter.SetDecision{}, err
 		}
 	}
-	// Validation comes before the breaker opens: bad input never trips it.
 	if verr := be.ValidateSet(op, k, set, n); verr != nil {
 		return limiter.SetDecision{}, verr
 	}
-	if err != nil {
-		if ferr := g.failed(ctx, op, err); ferr != nil {
-			return limiter.SetDecision{}, ferr
-		}
+	if v == vShed {
+		return g.shedSet(op, set, n, err)
 	}
 	return g.answerSet(ctx, op, k, set, n)
 }
@@ -84,6 +90,23 @@ func (g *Guard) answerSet(ctx context.Context, op, k string, set *limiter.Set, n
 		d.Degraded = true
 		return d, nil
 	}
+	return g.refuseSet(op, set, n, g.cfg.Policy == config.FailOpen, false)
+}
+
+// shedSet is Shed for a set call: every limit refuses, and the decision
+// is marked Shed (under FailError: ErrShed).
+func (g *Guard) shedSet(op string, set *limiter.Set, n int64, cause error) (limiter.SetDecision, error) {
+	g.noteShed()
+	if g.cfg.Policy == config.FailError {
+		return limiter.SetDecision{}, fmt.Errorf("%s: %s: %w: %w", g.pkg, op, config.ErrShed, cause)
+	}
+	return g.refuseSet(op, set, n, false, true)
+}
+
+// refuseSet is the decision on a set without Redis: every limit admits
+// (open, unless the cost can never fit) or refuses, with RetryAfter the
+// probe interval; marked Shed when shed, else Degraded.
+func (g *Guard) refuseSet(op string, set *limiter.Set, n int64, admit, shed bool) (limiter.SetDecision, error) {
 	var lb [window.MaxSet]window.Limit
 	ls, err := window.SetLimits(set, g.hardFactor(), &lb)
 	if err != nil {
@@ -94,7 +117,7 @@ func (g *Guard) answerSet(ctx context.Context, op, k string, set *limiter.Set, n
 	for _, l := range ls {
 		never = never || cost > l.Hard
 	}
-	open := g.cfg.Policy == config.FailOpen && !never
+	open := admit && !never
 	var rb [window.MaxSet]window.Result
 	rs := rb[:len(ls)]
 	for i, l := range ls {
@@ -103,7 +126,7 @@ func (g *Guard) answerSet(ctx context.Context, op, k string, set *limiter.Set, n
 		switch {
 		case open:
 			r.Remaining = max(l.Soft-n, 0)
-		case r.Never || g.cfg.Policy == config.FailClosed:
+		case r.Never || !admit:
 			r.Outcome, r.Refused = int(g.refused)-1, true
 			if g.refused == limiter.Suppressed {
 				r.FactorPPM = window.PPM
@@ -114,7 +137,7 @@ func (g *Guard) answerSet(ctx context.Context, op, k string, set *limiter.Set, n
 		}
 	}
 	d := window.SetDecision(set, rs)
-	d.Degraded = true
+	d.Degraded, d.Shed = !shed, shed
 	return d, nil
 }
 
@@ -190,9 +213,7 @@ func (g *Guard) GetSet(ctx context.Context, be SetBackend, k string, set *limite
 		}
 		return nil, g.Err("get set")
 	}
-	cctx, cancel := g.Context(ctx)
-	u, err := be.UsageSet(cctx, k, set)
-	cancel()
+	u, err := call(g, ctx, func(ctx context.Context) ([]limiter.Usage, error) { return be.UsageSet(ctx, k, set) })
 	if err != nil {
 		return nil, g.FailedErr(ctx, "get set", err)
 	}
@@ -208,9 +229,7 @@ func (g *Guard) ResetSet(ctx context.Context, be SetBackend, k string, set *limi
 		}
 		return g.Err("reset set")
 	}
-	cctx, cancel := g.Context(ctx)
-	err := be.UnlinkSet(cctx, k, set)
-	cancel()
+	_, err := call(g, ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, be.UnlinkSet(ctx, k, set) })
 	if err != nil {
 		return g.FailedErr(ctx, "reset set", err)
 	}

@@ -117,6 +117,10 @@ func (b *Base) Valid(op, k string) error {
 // caller and stays open.
 func (b *Base) Close() { b.closed.Store(true) }
 
+// SetGate makes the calls that wait for a batch slot watch the circuit
+// breaker (Batcher.SetGate).
+func (b *Base) SetGate(opened func() <-chan struct{}) { b.batch.SetGate(opened) }
+
 // Wait waits, after Close, for the batching goroutines to end (they end
 // once the calls made before Close are answered), or until ctx is done.
 func (b *Base) Wait(ctx context.Context) error { return b.batch.Wait(ctx) }

@@ -86,6 +86,9 @@ type Batcher struct {
 	single   *lane                // the lane of a *redis.Client
 	cluster  *redis.ClusterClient // nil unless the client is one
 	lanes    sync.Map             // *redis.Client (a master) → *lane
+	// gate returns a channel closed while the circuit breaker is open
+	// (SetGate); nil: none.
+	gate func() <-chan struct{}
 
 	mu       sync.Mutex // guards what follows
 	flushers int
@@ -176,6 +179,10 @@ func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, 
 	c.state.Store(queued)
 	ln.q = append(ln.q, c)
 	ln.mu.Unlock()
+	var opened <-chan struct{}
+	if b.gate != nil {
+		opened = b.gate()
+	}
 	select {
 	case r := <-c.done:
 		c.ctx, c.script, c.keys, c.args = nil, nil, nil, nil
@@ -188,6 +195,36 @@ func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, 
 		// Not put back: a flusher that took it will still reply to it.
 		c.state.CompareAndSwap(queued, abandoned)
 		return nil, ctx.Err()
+	case <-opened:
+		// The breaker opened while the call waited: the policy answers
+		// it at once (if a flusher took it already, it goes on without
+		// its caller).
+		c.state.CompareAndSwap(queued, abandoned)
+		return nil, ErrOpened
+	}
+}
+
+// SetGate makes waiting calls watch the circuit breaker: opened returns a
+// channel that is closed while the breaker is open. A call waiting in a
+// queue then leaves at once with ErrOpened, and a flusher that finds the
+// breaker open answers its batch with ErrOpened instead of sending it.
+// Call it before the first Run.
+func (b *Batcher) SetGate(opened func() <-chan struct{}) {
+	if b != nil {
+		b.gate = opened
+	}
+}
+
+// isOpen reports whether the gate says the breaker is open.
+func (b *Batcher) isOpen() bool {
+	if b.gate == nil {
+		return false
+	}
+	select {
+	case <-b.gate():
+		return true
+	default:
+		return false
 	}
 }
 
@@ -251,7 +288,15 @@ func (ln *lane) flush() {
 			return
 		}
 		ln.mu.Unlock()
-		if len(batch) > 0 {
+		switch {
+		case len(batch) == 0:
+		case ln.b.isOpen():
+			// Re-checked after the wait: while the breaker is open the
+			// queued calls go to the policy, not to Redis.
+			for _, c := range batch {
+				c.done <- reply{err: ErrOpened}
+			}
+		default:
 			ln.send(batch)
 		}
 	}

@@ -20,6 +20,19 @@ type Client interface {
 	Unlink(ctx context.Context, keys ...string) *redis.IntCmd
 }
 
+// Errors of a call that waited for a local resource (a key's token in the
+// hybrid provider, a batch slot) and was not sent. The failure policy reads
+// them: neither is evidence against Redis.
+var (
+	// ErrOpened: the circuit breaker opened while the call waited; the
+	// failure policy answers it.
+	ErrOpened = errors.New("sluice: the circuit breaker opened while the call waited")
+	// ErrBehindFailure: the call waited behind another call of the same
+	// key that failed; it is not sent again, so that no caller waits more
+	// than about one timeout behind others.
+	ErrBehindFailure = errors.New("sluice: the call waited behind one that failed")
+)
+
 // NowArg is the script's clock argument: an empty string tells the script
 // to read Redis TIME; an integer (given WithClock) is the time in ms to use
 // instead, whatever instant it is (0 and times before 1970 included).

@@ -110,6 +110,8 @@ type entry struct {
 	// back. Ticks do not take it: their renewals are installed only if no
 	// Inc brought a lease meanwhile (gen).
 	fetch chan struct{}
+	// fails counts the lease requests of the key that failed (takeFetch).
+	fails atomic.Int64
 
 	mu   sync.Mutex
 	gone bool  // removed from the map: look the key up again
@@ -170,7 +172,8 @@ func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]*entry)
 	}
-	l.g.Init("hybrid", key.Absolute, client, cfg, opts, failover.Probe(client, cfg), failover.AbsoluteReconciler(&l.b))
+	l.g.Init("hybrid", key.Absolute, client, cfg, opts, failover.Probe(cfg), failover.AbsoluteReconciler(&l.b))
+	l.b.SetGate(l.g.Opened)
 	go l.loop()
 	return l, nil
 }
@@ -352,6 +355,12 @@ func (l *Absolute) Close(ctx context.Context) error {
 			err = ctx.Err()
 			return
 		}
+		// Calls whose callers left (a client without context
+		// timeouts) may still install leases: wait for them, so that
+		// the closing tick gives those back too.
+		if err = l.g.WaitCalls(ctx); err != nil {
+			return
+		}
 		if !l.g.Open() {
 			l.tick(ctx, true)
 		}
@@ -456,12 +465,11 @@ func (l *Absolute) lease(ctx context.Context, k string, rate limiter.Rate, c, n 
 		if err != nil {
 			return limiter.Decision{}, err
 		}
-		select {
-		case e.fetch <- struct{}{}:
-		case <-ctx.Done():
-			return limiter.Decision{}, l.errorf("inc", ctx.Err())
+		if err := takeFetch(ctx, &l.g, e.fetch, &e.fails); err != nil {
+			return limiter.Decision{}, l.errorf("inc", err)
 		}
 		d, retry, err := l.leaseLocked(ctx, e, rate, c, n)
+		fetched(&l.b.Cfg, err, &e.fails)
 		<-e.fetch
 		if !retry {
 			return d, err

@@ -55,6 +55,8 @@ func TestForwardDatedLease(t *testing.T) {
 			mr.SetTime(now)
 			mr.FastForward(d)
 		})
+		// No per-call timeout: the test counts exact leases and decisions,
+		// and a call shed on a loaded machine would differ.
 		common := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0),
 			limiter.WithClock(clk), limiter.WithWindow(time.Minute)}
 		a := newAbsolute(t, c, append(append(common, hybrid.WithSyncInterval(time.Hour)), opts...)...)

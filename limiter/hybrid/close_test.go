@@ -21,11 +21,14 @@ import (
 func TestCloseCommits(t *testing.T) {
 	srv := redistest.Real(t)
 	prefix := redistest.Prefix(t)
-	opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithTimeout(0)}
+	opts := []limiter.Option{limiter.WithPrefix(prefix)}
 	const keys = 50
 	admitted := make([]atomic.Int64, keys)
 	var wg sync.WaitGroup
 	for i := 0; i < 3; i++ {
+		// No per-call timeout (newAbsolute): the test certifies exact
+		// accounting, and a call shed on a loaded machine may have
+		// been counted by Redis.
 		l := newAbsolute(t, srv.Client(t), opts...)
 		var iwg sync.WaitGroup
 		for g := 0; g < 16; g++ {
@@ -89,12 +92,15 @@ func TestCloseCommits(t *testing.T) {
 func TestSuppressedCloseCommits(t *testing.T) {
 	srv := redistest.Real(t)
 	prefix := redistest.Prefix(t)
-	opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithTimeout(0), limiter.WithHardLimitFactor(1.5)}
+	opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithHardLimitFactor(1.5)}
 	const keys = 50
 	accepted := make([]atomic.Int64, keys)
 	declined := make([]atomic.Int64, keys)
 	var wg sync.WaitGroup
 	for i := 0; i < 3; i++ {
+		// No per-call timeout (newSuppressed): the test certifies
+		// exact accounting, and a call shed on a loaded machine may
+		// have been counted by Redis.
 		l := newSuppressed(t, srv.Client(t), opts...)
 		var iwg sync.WaitGroup
 		for g := 0; g < 16; g++ {
@@ -115,9 +121,10 @@ func TestSuppressedCloseCommits(t *testing.T) {
 						t.Error(err)
 						return
 					}
-					if d.Allowed {
+					switch {
+					case d.Allowed:
 						accepted[k].Add(n)
-					} else {
+					case !d.Shed: // a shed call is refused without Redis
 						declined[k].Add(n)
 					}
 				}

@@ -17,7 +17,18 @@ import (
 // last and win. It is closed when t ends.
 func newAbsolute(t testing.TB, client hybrid.Client, opts ...limiter.Option) *hybrid.Absolute {
 	t.Helper()
-	all := append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0)}, opts...)
+	// No per-call timeout: these tests compare every decision with a
+	// reference, and a call shed on a loaded machine (its budget ran out
+	// waiting for a CPU) would differ. The bounds under load are
+	// certified with the defaults (newDefaultAbsolute: the fleet and
+	// close tests; internal/overload: the contention matrix).
+	return newDefaultAbsolute(t, client, append([]limiter.Option{limiter.WithTimeout(0)}, opts...)...)
+}
+
+// newDefaultAbsolute is newAbsolute with the default options.
+func newDefaultAbsolute(t testing.TB, client hybrid.Client, opts ...limiter.Option) *hybrid.Absolute {
+	t.Helper()
+	all := append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t))}, opts...)
 	l, err := hybrid.NewAbsolute(client, all...)
 	if err != nil {
 		t.Fatalf("hybrid.NewAbsolute: %v", err)

@@ -35,6 +35,8 @@ func TestSuppressedDiffers(t *testing.T) {
 			mr.FastForward(d)
 		})
 		draw = 0.5
+		// No per-call timeout: every decision is compared with redissup's,
+		// and a call shed on a loaded machine would differ.
 		opts := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0), limiter.WithClock(clk),
 			limiter.WithWindow(time.Second), limiter.WithBucket(100 * time.Millisecond), limiter.WithHardLimitFactor(2),
 			limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return draw }),

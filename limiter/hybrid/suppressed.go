@@ -76,6 +76,8 @@ type supEntry struct {
 	// fetch is held by the one lease request of an Inc in flight for the
 	// key, and by Close while it gives the key's lease back.
 	fetch chan struct{}
+	// fails counts the lease requests of the key that failed (takeFetch).
+	fails atomic.Int64
 
 	mu         sync.Mutex
 	gone       bool
@@ -147,7 +149,8 @@ func NewSuppressed(client Client, opts ...limiter.Option) (*Suppressed, error) {
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]*supEntry)
 	}
-	l.g.Init("hybrid", key.Suppressed, client, cfg, opts, failover.Probe(client, cfg), failover.SuppressedReconciler(&l.b))
+	l.g.Init("hybrid", key.Suppressed, client, cfg, opts, failover.Probe(cfg), failover.SuppressedReconciler(&l.b))
+	l.b.SetGate(l.g.Opened)
 	go l.loop()
 	return l, nil
 }
@@ -414,6 +417,12 @@ func (l *Suppressed) Close(ctx context.Context) error {
 			err = ctx.Err()
 			return
 		}
+		// Calls whose callers left (a client without context
+		// timeouts) may still install leases: wait for them, so that
+		// the closing tick gives those back too.
+		if err = l.g.WaitCalls(ctx); err != nil {
+			return
+		}
 		if !l.g.Open() {
 			l.tick(ctx, true)
 		}
@@ -620,12 +629,11 @@ func (l *Suppressed) lease(ctx context.Context, k string, soft, hard, n, draw in
 		if err != nil {
 			return limiter.Decision{}, err
 		}
-		select {
-		case e.fetch <- struct{}{}:
-		case <-ctx.Done():
-			return limiter.Decision{}, l.errorf("inc", ctx.Err())
+		if err := takeFetch(ctx, &l.g, e.fetch, &e.fails); err != nil {
+			return limiter.Decision{}, l.errorf("inc", err)
 		}
 		d, retry, err := l.leaseLocked(ctx, e, soft, hard, n, draw)
+		fetched(&l.b.Cfg, err, &e.fails)
 		<-e.fetch
 		if !retry {
 			return d, err

@@ -2,13 +2,59 @@ package hybrid
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisx"
 )
+
+// takeFetch waits for a key's fetch token (fetch), and re-checks after the
+// wait: it returns nil with the token held, or without it ctx's error,
+// redisx.ErrOpened when the breaker is open (the policy answers at once,
+// also while waiting), or redisx.ErrBehindFailure when a lease request of
+// the key failed while this one waited (fails counts them): a waiter is
+// never sent after a request that found Redis slow or gone, so no caller
+// waits more than about one call behind others, WithTimeout(0) included.
+func takeFetch(ctx context.Context, g *failover.Guard, fetch chan struct{}, fails *atomic.Int64) error {
+	seen := fails.Load()
+	select {
+	case fetch <- struct{}{}:
+	default:
+		select {
+		case fetch <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.Opened():
+			return redisx.ErrOpened
+		}
+	}
+	var err error
+	switch {
+	case g.Open():
+		err = redisx.ErrOpened
+	case fails.Load() != seen:
+		err = redisx.ErrBehindFailure
+	}
+	if err != nil {
+		<-fetch
+	}
+	return err
+}
+
+// fetched records the outcome of a lease request made with the fetch
+// token held: a failure that may mean Redis is gone counts in fails, for
+// the waiters (takeFetch). A timeout counts only under WithTimeout(0):
+// otherwise each waiter's own budget, which started before its wait,
+// bounds it, and the request may have timed out because of its own wait.
+func fetched(cfg *config.Config, err error, fails *atomic.Int64) {
+	if err != nil && failover.Unavailable(err) && (cfg.Timeout <= 0 || !failover.TimedOut(err)) {
+		fails.Add(1)
+	}
+}
 
 // syncTimeout bounds one tick's Redis calls: the per-call timeout, or 1 s
 // when calls are left to the caller's context (a tick has no caller).

@@ -11,7 +11,8 @@ import (
 // initGuard sets up the failure policy, breaker and fallback.
 func (l *Limiter) initGuard(client Client, opts []limiter.Option) {
 	cfg := &l.b.Cfg
-	l.g.Init("redisabs", key.Absolute, client, cfg, opts, failover.Probe(client, cfg), failover.AbsoluteReconciler(&l.b))
+	l.g.Init("redisabs", key.Absolute, client, cfg, opts, failover.Probe(cfg), failover.AbsoluteReconciler(&l.b))
+	l.b.SetGate(l.g.Opened)
 }
 
 // backend is the Limiter as its Guard sees it (failover.Backend): a

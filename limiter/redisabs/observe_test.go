@@ -85,12 +85,13 @@ func TestObserverHealthy(t *testing.T) {
 }
 
 // TestObserverOutage: with Redis gone (the client retries its dial until
-// WithTimeout's deadline, so the class is a timeout), the call that finds it so is one
-// EventBackendError and a degraded DecisionEvent with the failed call's
-// time; later calls, answered while the breaker is open, ask no backend;
-// the breaker's opening is one EventStateChange; the local fallback's own
-// decisions are not reported as a local provider's; Close while degraded
-// leaves degraded mode.
+// WithTimeout's deadline, so the class is a timeout), the call that finds
+// it so is one EventBackendError and a shed DecisionEvent with the failed
+// call's time (a timeout alone is no evidence); the confirming probe's
+// dial is refused and opens the breaker, one EventStateChange; later
+// calls, answered while the breaker is open, are degraded and ask no
+// backend; the local fallback's own decisions are not reported as a local
+// provider's; Close while degraded leaves degraded mode.
 func TestObserverOutage(t *testing.T) {
 	for _, policy := range []limiter.FailurePolicy{limiter.FallbackLocal, limiter.FailOpen} {
 		t.Run(policy.String(), func(t *testing.T) {
@@ -102,21 +103,24 @@ func TestObserverOutage(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close(ctx)
-			for i := 0; i < 3; i++ {
+			if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); d.Allowed || !d.Shed || d.Degraded {
+				t.Fatalf("Inc 0 = %+v, want shed", d)
+			}
+			<-changed // the observer is told before WithStateChange's hook
+			for i := 1; i < 3; i++ {
 				if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); !d.Allowed || !d.Degraded {
 					t.Fatalf("Inc %d = %+v, want allowed and degraded", i, d)
 				}
 			}
-			<-changed // the observer is told before WithStateChange's hook
 			ds, es := rec.snapshot()
 			if len(ds) != 3 {
 				t.Fatalf("%d decision events, want 3: %+v", len(ds), ds)
 			}
 			for i, e := range ds {
 				first := i == 0
-				if e.Provider != limiter.ProviderRedisAbs || !e.Decision.Degraded || e.Backend != first ||
+				if e.Provider != limiter.ProviderRedisAbs || e.Decision.Degraded == first || e.Decision.Shed != first || e.Backend != first ||
 					(e.Duration > 0) != first || (e.ErrorClass == limiter.ErrorTimeout) != first {
-					t.Errorf("decision %d: %+v, want degraded redisabs, backend call %v", i, e, first)
+					t.Errorf("decision %d: %+v, want redisabs, shed with a backend call %v, else degraded", i, e, first)
 				}
 			}
 			// The state change comes from the probe goroutine, so it may

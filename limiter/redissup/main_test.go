@@ -23,12 +23,13 @@ func with(opts []limiter.Option, more ...limiter.Option) []limiter.Option {
 func newLimiter(t testing.TB, c redissup.Client, opts ...limiter.Option) *redissup.Limiter {
 	t.Helper()
 	// No per-call timeout by default: these tests check decisions, and a
-	// loaded test machine must not send them to the failure policy. No
-	// hot-key relief either (tests that want it pass
-	// WithHotKeyRelief(true)): these tests certify that every decision is
-	// the script's, exactly the local provider's, while relief answers
-	// within the error docs/algorithms.md bounds (Hot-key relief), which
-	// relief_test.go checks.
+	// call shed on a loaded machine would differ (internal/overload
+	// certifies the bounds under load with the defaults). No hot-key
+	// relief either (tests that want it pass WithHotKeyRelief(true)):
+	// these tests certify that every decision is the script's, exactly the
+	// local provider's, while relief answers within the error
+	// docs/algorithms.md bounds (Hot-key relief), which relief_test.go
+	// checks.
 	l, err := redissup.New(c, append([]limiter.Option{limiter.WithTimeout(0), limiter.WithHotKeyRelief(false)}, opts...)...)
 	if err != nil {
 		t.Fatalf("redissup.New: %v", err)

@@ -48,8 +48,8 @@ func TestMemoryPerKey(t *testing.T) {
 			clk := conformance.NewClock()
 			prefix := redistest.Prefix(t)
 			// No timeout: on a loaded machine a call past it would be
-			// answered by the local fallback, and the breaker's probe
-			// would write a key of its own. No batching: the figures are
+			// shed and write nothing, and a confirming probe would write
+			// a key of its own. No batching: the figures are
 			// the data's, and batched calls change how many connections
 			// the pool holds at each reading, whose buffers used_memory
 			// counts.
