@@ -74,14 +74,21 @@ func (f *Refusal) Set(c, h, n, send, limit int64, r *window.Result) {
 // Update keeps the refusal exact after r, Redis's answer to another call
 // of the key at capacities c and h sent at local ms send, that is not
 // Rememberable: at other capacities it forgets the refusal (the call
-// stored its own capacities in the key); an admission at the same ones
-// moves ResetAfter and Remaining to its answer's.
+// stored its own capacities in the key). An admission at the same ones
+// that left room (Remaining > 0) forgets it too: either room appeared
+// after the refusal, or the answer is an older call's that arrived late
+// (concurrent replies come back in any order); memory cannot tell which,
+// and only a refusal with no room left can be repeated. An admission that
+// left no room (the suppressed strategy above S) moves ResetAfter to the
+// later of the two.
 func (f *Refusal) Update(c, h, send int64, r *window.Result) {
 	switch {
 	case c != f.c || h != f.h:
 		f.Clear()
+	case r.Allowed && r.Remaining > 0:
+		f.Clear()
 	case r.Allowed:
-		f.reset, f.remaining = send+r.ResetAfter, r.Remaining
+		f.reset = max(f.reset, send+r.ResetAfter)
 	}
 }
 
@@ -301,8 +308,8 @@ func (m *Memory) Begin(k string) uint64 { return m.shard(k).epoch.Load() }
 // the key's earlier one. Any other answer keeps the key's refusal exact for
 // what follows: at other capacities it forgets it (every Inc stores its
 // capacities in the key, which a refusal from memory would not); at the
-// same ones, an admission moves its ResetAfter and Remaining to the
-// answer's (units only grow, so it still refuses). Nothing is remembered
+// same ones, an admission is handled by Refusal.Update (forgotten when it
+// left room). Nothing is remembered
 // when k was forgotten since the call began (a Forget of another key of
 // the shard skips it too: relief lost for one call, never correctness).
 // Declines not yet reported stay.

@@ -87,6 +87,23 @@ func TestOtherCallsKeepItExact(t *testing.T) {
 	}
 }
 
+// TestLateAdmissionWithRoomForgets: concurrent replies arrive in any
+// order, so an admission that left room may be read after a later
+// refusal; the refusal must not then answer with that Remaining (a
+// refusal of one unit with Remaining > 0), nor go on refusing while Redis
+// has room. Regression: TestExactUnderConcurrency saw refusals with
+// Remaining 1 to 14 on a Ring and a Cluster.
+func TestLateAdmissionWithRoomForgets(t *testing.T) {
+	m := newMemory()
+	r := refusal(300, 900)
+	m.Remember("k", m.Begin("k"), 10, 10, 1, 1000, &r)
+	adm := window.Result{Outcome: window.OutcomeAllowed, Allowed: true, Limit: 10, Remaining: 3, ResetAfter: 950}
+	m.Remember("k", m.Begin("k"), 10, 10, 1, 1000, &adm)
+	if got, ok := m.Answer("k", 10, 10, 1, 1001, 0); ok {
+		t.Fatalf("Answer after an admission with Remaining 3 = %+v, want Redis asked", got)
+	}
+}
+
 func TestForgetBeatsACallInFlight(t *testing.T) {
 	m := newMemory()
 	tok := m.Begin("k")
