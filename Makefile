@@ -9,7 +9,7 @@ FUZZSMOKE ?= 10s
 
 # Nested modules with tests that need no network beyond what the core's
 # tests need (a local redis-server, miniredis): vetted and tested with the
-# core. bench/ runs only the one test named in the test target; its
+# core. bench/ runs only the header tests named in the test target; its
 # benchmarks are run by hand.
 NESTED_TESTED = sluiceotel
 
