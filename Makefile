@@ -27,7 +27,7 @@ test: fmt-check vet tidy-check deps-check redis-note
 	$(GO) test -race -count=1 -p 1 $$($(GO) list ./... | grep -v '/limiter/hybrid$$')
 	$(GO) test -race -count=1 -skip '^Test(Suppressed)?FaultMatrix$$' ./limiter/hybrid/
 	$(GO) test -count=1 -run '^Test(Suppressed)?FaultMatrix$$' ./limiter/hybrid/
-	cd bench && $(GO) test -race -count=1 -run '^TestRateLimitHeadersParse$$' .
+	cd bench && $(GO) test -race -count=1 -run '^TestRateLimitHeaders(Parse|ClampedIntegers)$$' .
 	for m in $(NESTED_TESTED); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
 	$(MAKE) fuzz-smoke
 
