@@ -32,7 +32,7 @@ local function usage(h, sp)
     -- a set's limit's TTL span t (abs_set.lua)
     cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) ?%-?%d*$')
   end
-  if not ns or now - ns >= sp then return 0, 0 end
+  if not ns or now - ns >= sp or ns - now >= sp then return 0, 0 end
   local used = us + 0
   if now - os >= sp then
     -- Dead buckets are still stored: sum the live ones in one pass (W/B +

@@ -40,7 +40,7 @@ local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts
 if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
 if mk[2] then cs, hcs, fs, fts = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)[ %d]*$') end
 local newest = num(ns)
-if newest == nil or cs == nil or now - newest >= sp then
+if newest == nil or cs == nil or now - newest >= sp or newest - now >= sp then
   return {0, 0, 0}
 end
 local ncount, ndec = ncs + 0, nds + 0

@@ -155,7 +155,7 @@ local function load(i, write, now, cache)
   local live = false
   if ns and cs then
     newest = ns + 0
-    live = now - newest < sp
+    live = now - newest < sp and newest - now < sp -- as in sup_inc.lua
   end
   if live then used, declined, oldest, ncount, ndec = us + 0, xs + 0, os + 0, ncs + 0, nds + 0 end
   -- the capacities to store differ from the stored ones

@@ -32,7 +32,7 @@ local function usage(h, w, b)
   local us, xs, os, ns, ncs, nds, cs
   if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
   if mk[2] then cs = string.match(mk[2], '^(%d+) %d+ %d+ %-?%d+ %d+$') end
-  if not ns or not cs or now - ns >= sp then
+  if not ns or not cs or now - ns >= sp or ns - now >= sp then
     return 0, 0, 0
   end
   local used, declined = us + 0, xs + 0

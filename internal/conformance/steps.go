@@ -43,7 +43,8 @@ func get(key string, want limiter.Usage) step { return step{op: opGet, key: key,
 
 func reset(key string) step { return step{op: opReset, key: key} }
 
-// after returns s preceded by an advance of the clock by d.
+// after returns s preceded by an advance of the clock by d (a negative d
+// steps it back).
 func after(d time.Duration, s step) step { s.advance = d; return s }
 
 // table is one scenario: a fresh provider built with opts runs steps in
@@ -58,6 +59,9 @@ type table struct {
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
+// year is the clock jump of the tables "clock jumps a year ahead and back".
+const year = 365 * 24 * time.Hour
+
 // runTables runs every table against a fresh provider from f.
 func runTables(t *testing.T, f Factory, tables []table) {
 	t.Helper()
@@ -68,7 +72,7 @@ func runTables(t *testing.T, f Factory, tables []table) {
 			defer closeLimiter(t, l)
 			ctx := context.Background()
 			for i, s := range tc.steps {
-				if s.advance > 0 {
+				if s.advance != 0 {
 					clk.Advance(s.advance)
 				}
 				at := clk.Now().Sub(Start)

@@ -46,6 +46,7 @@ func suppressedTables() []table {
 	d := NewSeq(0.5, 0.5, 0.79, 0.84)
 	p := NewSeq(0.5)
 	r := NewSeq(0.5)
+	j := NewSeq(0.5)
 	// A bucket opened at s lives until s + W + B: 1100 ms here, 10100 ms
 	// in the 10 s table.
 	return []table{
@@ -117,6 +118,19 @@ func suppressedTables() []table {
 			after(ms(1), isAllowed("k", unknown)),
 			get("k", limiter.Usage{}),
 		}, check: wantDraws(r, 2)},
+		// As in the absolute table of that name.
+		{name: "clock jumps a year ahead and back", opts: suppOpts(j, 1.5, 100*time.Millisecond, time.Second), steps: []step{
+			inc("k", ten, 10, sAllowed(10, 0, ms(1100))),
+			after(year, inc("k", ten, 8, sAllowed(10, 2, ms(1100)))),
+			after(-year, inc("k", ten, 1, sAllowed(10, 9, ms(1100)))),
+			isAllowed("k", sAllowed(10, 9, ms(1100))),
+			get("k", limiter.Usage{Used: 1, Limit: 10}),
+			inc("b", ten, 10, sAllowed(10, 0, ms(1100))),
+			after(-ms(1099), inc("b", ten, 6, supp(false, 10, 0, ms(2199), ms(2199), 1e6))),
+			after(-ms(1), isAllowed("b", unknown)),
+			get("b", limiter.Usage{}),
+			inc("b", ten, 1, sAllowed(10, 9, ms(1100))),
+		}, check: wantDraws(j, 6)},
 	}
 }
 
