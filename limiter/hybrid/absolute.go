@@ -118,6 +118,11 @@ type entry struct {
 	// A cached refusal of refN units: answered from memory until refUntil
 	// (local ms), with a RetryAfter counting down to refRetry.
 	refN, refUntil, refRetry, refReset, refRemaining int64
+	// memAt is the local ms at which the lease or the cached refusal was
+	// given: a clock that reads earlier has stepped back, and then memory
+	// answers nothing and Redis decides (docs/algorithms.md, Clocks that
+	// jump).
+	memAt int64
 
 	used    int64   // units admitted since the last tick
 	est     float64 // units admitted per tick, smoothed
@@ -222,7 +227,7 @@ func (l *Absolute) entryFor(op, k string) (*entry, error) {
 // local answers an Inc of n units at capacity c from e's lease or cached
 // refusal, with e.mu held; ok false: Redis must be asked.
 func (e *entry) local(c, n, now int64) (d limiter.Decision, ok bool) {
-	if e.c != c || e.gone {
+	if e.c != c || e.gone || now < e.memAt {
 		return d, false
 	}
 	if now < e.until && e.left >= n {
@@ -296,7 +301,7 @@ func (l *Absolute) IsAllowed(ctx context.Context, k string) (limiter.Decision, e
 	if e := l.lookup(k); e != nil {
 		now := l.now()
 		e.mu.Lock()
-		if !e.gone && now < e.until && e.left >= 1 {
+		if !e.gone && now < e.until && now >= e.memAt && e.left >= 1 {
 			d := limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: e.c,
 				Remaining: e.room + e.left, ResetAfter: msDur(e.resetAt - now)}
 			e.mu.Unlock()
@@ -521,6 +526,7 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 		// would otherwise cost a Redis call per tick for every key.)
 		e.refN, e.refRetry, e.refReset, e.refRemaining = n, send+r.RetryAfter, send+r.ResetAfter, r.Remaining
 		e.refUntil = min(e.refRetry, send+max(l.interval.Milliseconds(), l.b.Cfg.BucketMs))
+		e.memAt = send
 		e.idle = 0
 		e.mu.Unlock()
 	}
@@ -607,6 +613,7 @@ func (e *entry) install(l *Absolute, c, send int64, g grant) {
 		l.forwards.Add(1)
 	}
 	e.until = send + (g.start + l.b.Cfg.BucketMs - g.now)
+	e.memAt = send
 	e.left = g.units
 	e.granted = g.units
 	e.room = g.room
