@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/textproto"
+	"slices"
 	"strings"
 
 	"github.com/sluice-go/sluice/limiter"
@@ -33,6 +34,7 @@ type IPOption func(*ipConfig)
 type ipConfig struct {
 	header  string
 	proxies []string
+	nat64   []string
 	v4, v6  int
 	err     error
 }
@@ -57,6 +59,18 @@ func IPv6Prefix(bits int) IPOption { return func(c *ipConfig) { c.v6 = bits } }
 // Default 32, the address. 1 to 32.
 func IPv4Prefix(bits int) IPOption { return func(c *ipConfig) { c.v4 = bits } }
 
+// NAT64Prefixes names the network's own NAT64 (or SIIT) prefixes, RFC 6052
+// IPv6 prefixes of 32, 40, 48, 56, 64 or 96 bits ("2001:db8:64::/96")
+// under which a translator writes IPv4 clients: an address in one is
+// keyed by the IPv4 address it embeds, at the position RFC 6052 gives for
+// that length, as the well-known 64:ff9b::/96 always is. Without it, an
+// address in the local-use 64:ff9b:1::/48 (RFC 8215), whose embedding
+// depends on the prefix length the network chose, is keyed by the full
+// address. Default: none.
+func NAT64Prefixes(cidrs ...string) IPOption {
+	return func(c *ipConfig) { c.nat64 = append(c.nat64[:0:0], cidrs...) }
+}
+
 // IPKey finds a request's client address and keys the request by it. Build
 // one with NewIPKey; it is immutable and safe for concurrent use. The zero
 // IPKey trusts no proxy and groups IPv6 addresses by /64, as KeyByIP does.
@@ -64,6 +78,7 @@ type IPKey struct {
 	header  string // canonical; "" trusts no header
 	kind    int
 	proxies []netip.Prefix
+	nat64   []netip.Prefix // NAT64Prefixes
 	v4, v6  int
 }
 
@@ -86,6 +101,16 @@ func NewIPKey(opts ...IPOption) (*IPKey, error) {
 	}
 	if c.v6 < 1 || c.v6 > 128 {
 		return nil, fmt.Errorf("%w: IPv6 prefix /%d (want 1 to 128)", limiter.ErrInvalidConfig, c.v6)
+	}
+	for _, s := range c.nat64 {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%w: NAT64 prefix %q: %v", limiter.ErrInvalidConfig, s, err)
+		case !p.Addr().Is6() || p.Addr().Is4In6() || !slices.Contains([]int{32, 40, 48, 56, 64, 96}, p.Bits()):
+			return nil, fmt.Errorf("%w: NAT64 prefix %q (want an IPv6 prefix of 32, 40, 48, 56, 64 or 96 bits)", limiter.ErrInvalidConfig, s)
+		}
+		k.nat64 = append(k.nat64, p.Masked())
 	}
 	if c.header == "" && len(c.proxies) == 0 {
 		return k, nil
@@ -146,13 +171,23 @@ var defaultIPKey = &IPKey{v4: 32, v6: 64}
 
 // KeyByIP keys a request by its immediate peer's address (RemoteAddr),
 // trusting no header: "ip:192.0.2.7" for IPv4 (an IPv4-mapped IPv6 peer
-// counts as its IPv4 address), "ip:2001:db8:1:2::/64" for IPv6. It is
-// the middleware's default KeyFunc. Behind a proxy every request comes
+// counts as its IPv4 address), "ip:2001:db8:1:2::/64" for IPv6, and an
+// IPv6 address that embeds an IPv4 client by that client (IPKey.Key). It
+// is the middleware's default KeyFunc. Behind a proxy every request comes
 // from the proxy: use NewIPKey with TrustProxies.
 func KeyByIP(r *http.Request) (string, error) { return defaultIPKey.Key(r) }
 
 // Key is a KeyFunc: "ip:" and the client address (ClientAddr) masked to
 // the configured prefix, the address alone for a full-length prefix.
+//
+// Some IPv6 addresses stand for an IPv4 client, and a /64 of them holds
+// every IPv4 client of a translator or relay; they are keyed as that IPv4
+// address (masked by IPv4Prefix): the NAT64 well-known prefix
+// 64:ff9b::/96 (64:ff9b::192.0.2.7 is keyed "ip:192.0.2.7"), the
+// prefixes given by NAT64Prefixes, Teredo 2001::/32 (by the client's
+// public IPv4 address, the last 32 bits inverted) and IPv4-compatible
+// ::a.b.c.d (except ::/104, so :: and ::1 stay IPv6). An address in the
+// local-use 64:ff9b:1::/48 not covered by NAT64Prefixes is keyed in full.
 func (k *IPKey) Key(r *http.Request) (string, error) {
 	a, err := k.ClientAddr(r)
 	if err != nil {
@@ -162,9 +197,16 @@ func (k *IPKey) Key(r *http.Request) (string, error) {
 }
 
 func (k *IPKey) keyOf(a netip.Addr) string {
+	full := false
+	if a.Is6() {
+		a, full = k.embedded(a)
+	}
 	bits := k.v4
 	if a.Is6() {
 		bits = k.v6
+	}
+	if full {
+		bits = 128
 	}
 	if bits == 0 { // the zero IPKey
 		bits = 32
@@ -181,6 +223,52 @@ func (k *IPKey) keyOf(a netip.Addr) string {
 		b = p.AppendTo(b)
 	}
 	return string(b)
+}
+
+// The IPv6 prefixes that embed an IPv4 client (IPKey.Key).
+var (
+	nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")   // RFC 6052
+	nat64LocalUse  = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215
+	teredo         = netip.MustParsePrefix("2001::/32")      // RFC 4380
+)
+
+// embedded returns the IPv4 client an IPv6 address a stands for, or a
+// itself with full true when it must be keyed in full (the local-use
+// NAT64 prefix), or a.
+func (k *IPKey) embedded(a netip.Addr) (_ netip.Addr, full bool) {
+	b := a.As16()
+	for _, p := range k.nat64 {
+		if p.Contains(a) {
+			return rfc6052(&b, p.Bits()), false
+		}
+	}
+	switch {
+	case nat64WellKnown.Contains(a):
+		return rfc6052(&b, 96), false
+	case teredo.Contains(a):
+		return netip.AddrFrom4([4]byte{b[12] ^ 0xff, b[13] ^ 0xff, b[14] ^ 0xff, b[15] ^ 0xff}), false
+	case nat64LocalUse.Contains(a):
+		return a, true
+	case [12]byte(b[:12]) == [12]byte{} && b[12] != 0: // IPv4-compatible, not ::/104
+		return netip.AddrFrom4([4]byte(b[12:])), false
+	}
+	return a, false
+}
+
+// rfc6052 extracts the IPv4 address embedded after a NAT64 prefix of bits
+// (32 to 96, a multiple of 8; RFC 6052 §2.2): the 4 bytes from the end of
+// the prefix on, skipping byte 8 (bits 64 to 71, always zero).
+func rfc6052(b *[16]byte, bits int) netip.Addr {
+	var v [4]byte
+	j := bits / 8
+	for i := range v {
+		if j == 8 {
+			j++
+		}
+		v[i] = b[j]
+		j++
+	}
+	return netip.AddrFrom4(v)
 }
 
 // ClientAddr returns the client's address: the immediate peer's unless it

@@ -183,3 +183,52 @@ func TestSpoofingOverHTTP(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbeddedIPv4Keys: IPv6 addresses that stand for an IPv4 client are
+// keyed by it, so the clients behind one translator or relay never share
+// a /64 key; other IPv6 addresses keep their /64.
+func TestEmbeddedIPv4Keys(t *testing.T) {
+	def := mustIPKey(t)
+	own := mustIPKey(t, httplimit.NAT64Prefixes("2001:db8:64::/96", "2001:db8:100::/40", "2001:db8:200::/48", "3fff:64::/32"),
+		httplimit.IPv4Prefix(24))
+	for _, tt := range []struct {
+		name string
+		k    *httplimit.IPKey
+		addr string
+		want string
+	}{
+		{"NAT64 well-known", def, "64:ff9b::1.2.3.4", "ip:1.2.3.4"},
+		{"NAT64 well-known, another client", def, "64:ff9b::5.6.7.8", "ip:5.6.7.8"},
+		{"NAT64 well-known, hex", def, "64:ff9b::c000:207", "ip:192.0.2.7"},
+		{"NAT64 local-use, in full", def, "64:ff9b:1:2:3:4:102:304", "ip:64:ff9b:1:2:3:4:102:304"},
+		{"NAT64 local-use, another client", def, "64:ff9b:1:2:3:4:506:708", "ip:64:ff9b:1:2:3:4:506:708"},
+		{"Teredo", def, "2001:0:4136:e378:8000:63bf:3fff:fdd2", "ip:192.0.2.45"},
+		{"Teredo, another client", def, "2001:0:4136:e378:8000:63bf:f6ff:fdd2", "ip:9.0.2.45"},
+		{"IPv4-compatible", def, "::1.2.3.4", "ip:1.2.3.4"},
+		{"IPv4-compatible, another client", def, "::5.6.7.8", "ip:5.6.7.8"},
+		{"loopback stays IPv6", def, "::1", "ip:::/64"},
+		{"::/104 stays IPv6", def, "::0.2.3.4", "ip:::/64"},
+		{"IPv4-mapped", def, "::ffff:1.2.3.4", "ip:1.2.3.4"},
+		{"native IPv6", def, "2001:db8:1:2::1", "ip:2001:db8:1:2::/64"},
+		{"next to Teredo", def, "2001:1::1.2.3.4", "ip:2001:1::/64"},
+		{"next to NAT64", def, "64:ff9b:0:0:1::1.2.3.4", "ip:64:ff9b::/64"},
+		{"own /96", own, "2001:db8:64::192.0.2.7", "ip:192.0.2.0/24"},
+		{"own /40", own, "2001:db8:1c0:2:7::", "ip:192.0.2.0/24"},
+		{"own /48", own, "2001:db8:200:c000:2:700::", "ip:192.0.2.0/24"},
+		{"own /32", own, "3fff:64:c000:207::", "ip:192.0.2.0/24"},
+		{"own prefixes keep the defaults", own, "64:ff9b::1.2.3.4", "ip:1.2.3.0/24"},
+		{"own key, native IPv6", own, "2001:db8:1:2::1", "ip:2001:db8:1:2::/64"},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "[" + tt.addr + "]:1"
+		got, err := tt.k.Key(r)
+		if err != nil || got != tt.want {
+			t.Errorf("%s: Key(%s) = %q, %v; want %q", tt.name, tt.addr, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"64:ff9b::/97", "2001:db8::/36", "2001:db8::/72", "192.0.2.0/24", "::ffff:0:0/96", "nope"} {
+		if _, err := httplimit.NewIPKey(httplimit.NAT64Prefixes(bad)); !errors.Is(err, limiter.ErrInvalidConfig) {
+			t.Errorf("NAT64Prefixes(%q): error %v, want ErrInvalidConfig", bad, err)
+		}
+	}
+}
