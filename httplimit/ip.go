@@ -24,9 +24,16 @@ const (
 	HeaderXRealIP = "X-Real-IP"
 )
 
-// maxForwardedHops bounds the hops of a Forwarded header that are kept
-// while parsing it: the right-most ones, the only ones ever walked.
-const maxForwardedHops = 32
+// The work of a walk of a trusted header (IPKey.ClientAddr) is capped, so
+// that a client's 100 KB header costs no more than a short one: the walk
+// reads at most maxWalkHops list members from the right, and a member
+// longer than its cap is not an address (the walk stops there), found
+// without reading further left than that cap.
+const (
+	maxWalkHops = 32  // list members read, right to left
+	maxHopLen   = 128 // an X-Forwarded-For or X-Real-IP hop
+	maxElemLen  = 512 // a Forwarded element ("for=…;by=…;host=…;proto=…")
+)
 
 // IPOption configures an IPKey.
 type IPOption func(*ipConfig)
@@ -276,12 +283,14 @@ func rfc6052(b *[16]byte, bits int) netip.Addr {
 // (the hop nearest the server), each hop that is itself a trusted proxy
 // is skipped and the first address that is not is the client. A header
 // entry that is not an address ("unknown", an obfuscated identifier,
-// garbage) stops the walk at the trusted hop that wrote it; so does the
-// left end of the header, when every hop is trusted. Entries left of the
-// client are never read: a client can write anything there, but cannot
-// choose its key. The address has no zone, and IPv4-mapped IPv6 is
-// returned as IPv4. A RemoteAddr that is not an address gives a
-// *KeyError with status 500.
+// garbage) stops the walk at the trusted hop that wrote it; so do the
+// left end of the header, when every hop is trusted, and the 32nd hop. A
+// hop longer than 128 bytes (a Forwarded element longer than 512) is not
+// an address. Entries left of the client are never read, not even to
+// split the header into hops: a client can write anything there, but can
+// neither choose its key nor make the walk cost more. The address has no
+// zone, and IPv4-mapped IPv6 is returned as IPv4. A RemoteAddr that is
+// not an address gives a *KeyError with status 500.
 func (k *IPKey) ClientAddr(r *http.Request) (netip.Addr, error) {
 	peer, ok := parseHop(r.RemoteAddr)
 	if !ok {
@@ -291,49 +300,102 @@ func (k *IPKey) ClientAddr(r *http.Request) (netip.Addr, error) {
 		return peer, nil
 	}
 	vs := r.Header[k.header]
-	switch k.kind {
-	case kindRealIP:
+	if k.kind == kindRealIP {
 		if len(vs) == 1 { // two values: not one set by the proxy
 			if a, ok := parseHop(vs[0]); ok {
 				return a, nil
 			}
 		}
 		return peer, nil
-	case kindXFF:
-		cur := peer
-		for i := len(vs) - 1; i >= 0; i-- {
-			line := vs[i]
-			for {
-				j := strings.LastIndexByte(line, ',')
-				a, ok := parseHop(line[j+1:])
-				if !ok {
-					return cur, nil
-				}
-				if cur = a; !k.trusted(cur) {
-					return cur, nil
-				}
-				if j < 0 {
-					break
-				}
-				line = line[:j]
+	}
+	cur, hops := peer, 0
+	for i := len(vs) - 1; i >= 0; i-- {
+		for line := vs[i]; ; {
+			if hops == maxWalkHops {
+				return cur, nil
 			}
-		}
-		return cur, nil
-	default: // kindForwarded
-		var ring [maxForwardedHops]string
-		n := forwardedFor(vs, &ring)
-		cur := peer
-		for i := 0; i < n && i < maxForwardedHops; i++ {
-			a, ok := parseHop(ring[(n-1-i)%maxForwardedHops])
+			hops++
+			var j int
+			var ok bool
+			if k.kind == kindXFF {
+				j, ok = lastHop(line)
+			} else {
+				j, ok = lastElement(line)
+			}
+			if !ok {
+				return cur, nil
+			}
+			hop := line[j+1:]
+			if k.kind == kindForwarded {
+				if strings.TrimSpace(hop) == "" { // an empty list member, allowed and ignored
+					if j < 0 {
+						break
+					}
+					line = line[:j]
+					continue
+				}
+				hop = forwardedFor(hop)
+			}
+			a, ok := parseHop(hop)
 			if !ok {
 				return cur, nil
 			}
 			if cur = a; !k.trusted(cur) {
 				return cur, nil
 			}
+			if j < 0 {
+				break
+			}
+			line = line[:j]
 		}
-		return cur, nil
 	}
+	return cur, nil
+}
+
+// lastHop finds the comma before the right-most hop of an X-Forwarded-For
+// line (-1: the hop is the whole line), reading no more than a hop's
+// length and its comma: ok is false for a hop longer than maxHopLen.
+func lastHop(line string) (comma int, ok bool) {
+	from := max(0, len(line)-maxHopLen-1)
+	j := strings.LastIndexByte(line[from:], ',')
+	if j < 0 {
+		return -1, len(line) <= maxHopLen
+	}
+	return from + j, true
+}
+
+// lastElement finds the comma before the right-most element of a
+// Forwarded value, the last outside a quoted string (-1: the element is
+// the whole value), reading no more than maxElemLen bytes and its comma:
+// ok is false for a longer element. Quoted strings are found from the
+// right: a quote preceded by an odd run of backslashes is escaped.
+func lastElement(v string) (comma int, ok bool) {
+	from := max(0, len(v)-maxElemLen-1)
+	j := strings.LastIndexByte(v[from:], ',')
+	if strings.IndexByte(v[from+j+1:], '"') < 0 { // no quoted string: that comma splits
+		if j < 0 {
+			return -1, len(v) <= maxElemLen
+		}
+		return from + j, true
+	}
+	quoted := false
+	for i := len(v) - 1; i >= from; i-- {
+		switch v[i] {
+		case '"':
+			n := 0
+			for n < i-from && v[i-1-n] == '\\' {
+				n++
+			}
+			if n%2 == 0 {
+				quoted = !quoted
+			}
+		case ',':
+			if !quoted {
+				return i, true
+			}
+		}
+	}
+	return -1, len(v) <= maxElemLen
 }
 
 func (k *IPKey) trusted(a netip.Addr) bool {
@@ -355,12 +417,19 @@ func parseHop(s string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	var a netip.Addr
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		a = ap.Addr()
-	} else {
+	ok := false
+	// Only "[v6]:port" and "v4:port" can carry a port: other forms skip
+	// ParseAddrPort, whose failure allocates an error.
+	if s[0] == '[' || strings.Count(s, ":") == 1 {
+		if ap, err := netip.ParseAddrPort(s); err == nil {
+			a, ok = ap.Addr(), true
+		}
+	}
+	if !ok {
 		if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
 			s = s[1 : len(s)-1]
 		}
+		var err error
 		if a, err = netip.ParseAddr(s); err != nil {
 			return netip.Addr{}, false
 		}
@@ -369,33 +438,20 @@ func parseHop(s string) (netip.Addr, bool) {
 	return a, a.IsValid()
 }
 
-// forwardedFor parses RFC 7239 Forwarded values and stores each element's
-// for= value (or "" for an element without one) in ring, the i-th element
-// at ring[i % len], and returns the number of elements. Commas and
-// semicolons inside quoted strings do not split.
-func forwardedFor(vs []string, ring *[maxForwardedHops]string) int {
-	n := 0
-	for _, v := range vs {
-		for len(v) > 0 {
-			elem, rest := cutUnquoted(v, ',')
-			v = rest
-			if strings.TrimSpace(elem) == "" {
-				continue // empty list members are allowed and ignored
-			}
-			val := ""
-			for len(elem) > 0 {
-				pair, more := cutUnquoted(elem, ';')
-				elem = more
-				name, value, ok := strings.Cut(pair, "=")
-				if ok && strings.EqualFold(strings.TrimSpace(name), "for") {
-					val = unquote(strings.TrimSpace(value))
-				}
-			}
-			ring[n%maxForwardedHops] = val
-			n++
+// forwardedFor returns the for= value of an RFC 7239 Forwarded element
+// (the last, if several), "" without one. Semicolons inside quoted strings
+// do not split.
+func forwardedFor(elem string) string {
+	val := ""
+	for len(elem) > 0 {
+		pair, more := cutUnquoted(elem, ';')
+		elem = more
+		name, value, ok := strings.Cut(pair, "=")
+		if ok && strings.EqualFold(strings.TrimSpace(name), "for") {
+			val = unquote(strings.TrimSpace(value))
 		}
 	}
-	return n
+	return val
 }
 
 // cutUnquoted splits s at the first sep outside a quoted string.
