@@ -194,6 +194,8 @@ func suppressedSetTables() []setTable {
 	// B = 100 ms, no factor cache: f = 1 − S/observed.
 	seq := NewSeq(0.5, 0.5, 0.2, 0.9, 0.5)
 	opts := []limiter.Option{limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0), limiter.WithRandom(seq.Float64)}
+	jseq := NewSeq(0.5)
+	jopts := []limiter.Option{limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0), limiter.WithRandom(jseq.Float64)}
 	set := mustSet(lim("a", limiter.PerSecond(4), time.Second, ms(100)), lim("b", limiter.PerSecond(6), time.Second, ms(100)))
 	return []setTable{{name: "factors combine by their maximum", opts: opts, set: set, steps: []setStep{
 		sinc(4, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(0, ms(1100)), ok(2, ms(1100))}}),
@@ -213,7 +215,14 @@ func suppressedSetTables() []setTable {
 			{remaining: 0, reset: ms(1100), refused: true, never: true, factorPPM: 1e6},
 			{remaining: 0, retry: ms(1100), reset: ms(1100), refused: true, factorPPM: 1e6}}}),
 		sget(limiter.Usage{Used: 6, Declined: 17, Limit: 4}, limiter.Usage{Used: 6, Declined: 17, Limit: 6}),
-	}, check: wantDraws(seq, 5)}}
+	}, check: wantDraws(seq, 5)}, {
+		// As in the absolute set table of that name.
+		name: "clock jumps a year ahead and back", opts: jopts, set: set, steps: []setStep{
+			sinc(4, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(0, ms(1100)), ok(2, ms(1100))}}),
+			safter(year, sinc(3, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(1, ms(1100)), ok(3, ms(1100))}})),
+			safter(-year, sinc(1, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(3, ms(1100)), ok(5, ms(1100))}})),
+			sget(limiter.Usage{Used: 1, Limit: 4}, limiter.Usage{Used: 1, Limit: 6}),
+		}, check: wantDraws(jseq, 3)}}
 }
 
 // RunSets runs the set step tables of strategy s against f's providers,
