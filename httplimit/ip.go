@@ -443,9 +443,14 @@ func parseHop(s string) (netip.Addr, bool) {
 // do not split.
 func forwardedFor(elem string) string {
 	val := ""
+	quoted := strings.IndexByte(elem, '"') >= 0
 	for len(elem) > 0 {
-		pair, more := cutUnquoted(elem, ';')
-		elem = more
+		var pair string
+		if quoted {
+			pair, elem = cutUnquoted(elem, ';')
+		} else {
+			pair, elem, _ = strings.Cut(elem, ";")
+		}
 		name, value, ok := strings.Cut(pair, "=")
 		if ok && strings.EqualFold(strings.TrimSpace(name), "for") {
 			val = unquote(strings.TrimSpace(value))
