@@ -118,19 +118,8 @@ func suppressedTables() []table {
 			after(ms(1), isAllowed("k", unknown)),
 			get("k", limiter.Usage{}),
 		}, check: wantDraws(r, 2)},
-		// As in the absolute table of that name.
-		{name: "clock jumps a year ahead and back", opts: suppOpts(j, 1.5, 100*time.Millisecond, time.Second), steps: []step{
-			inc("k", ten, 10, sAllowed(10, 0, ms(1100))),
-			after(year, inc("k", ten, 8, sAllowed(10, 2, ms(1100)))),
-			after(-year, inc("k", ten, 1, sAllowed(10, 9, ms(1100)))),
-			isAllowed("k", sAllowed(10, 9, ms(1100))),
-			get("k", limiter.Usage{Used: 1, Limit: 10}),
-			inc("b", ten, 10, sAllowed(10, 0, ms(1100))),
-			after(-ms(1099), inc("b", ten, 6, supp(false, 10, 0, ms(2199), ms(2199), 1e6))),
-			after(-ms(1), isAllowed("b", unknown)),
-			get("b", limiter.Usage{}),
-			inc("b", ten, 1, sAllowed(10, 9, ms(1100))),
-		}, check: wantDraws(j, 6)},
+		{name: "clock jumps a year ahead and back", opts: suppOpts(j, 1.5, 100*time.Millisecond, time.Second),
+			steps: clockJumpSteps(sAllowed, 6, supp(false, 10, 0, ms(2199), ms(2199), 1e6)), check: wantDraws(j, 6)},
 	}
 }
 
