@@ -327,14 +327,14 @@ func (k *IPKey) ClientAddr(r *http.Request) (netip.Addr, error) {
 			}
 			hop := line[j+1:]
 			if k.kind == kindForwarded {
-				if strings.TrimSpace(hop) == "" { // an empty list member, allowed and ignored
-					if j < 0 {
+				elem := hop
+				if hop = forwardedFor(elem); hop == "" && strings.TrimSpace(elem) == "" {
+					if j < 0 { // an empty list member, allowed and ignored
 						break
 					}
 					line = line[:j]
 					continue
 				}
-				hop = forwardedFor(hop)
 			}
 			a, ok := parseHop(hop)
 			if !ok {
@@ -356,12 +356,8 @@ func (k *IPKey) ClientAddr(r *http.Request) (netip.Addr, error) {
 // line (-1: the hop is the whole line), reading no more than a hop's
 // length and its comma: ok is false for a hop longer than maxHopLen.
 func lastHop(line string) (comma int, ok bool) {
-	from := max(0, len(line)-maxHopLen-1)
-	j := strings.LastIndexByte(line[from:], ',')
-	if j < 0 {
-		return -1, len(line) <= maxHopLen
-	}
-	return from + j, true
+	j := lastComma(line, max(0, len(line)-maxHopLen-1))
+	return j, j >= 0 || len(line) <= maxHopLen
 }
 
 // lastElement finds the comma before the right-most element of a
@@ -371,12 +367,12 @@ func lastHop(line string) (comma int, ok bool) {
 // right: a quote preceded by an odd run of backslashes is escaped.
 func lastElement(v string) (comma int, ok bool) {
 	from := max(0, len(v)-maxElemLen-1)
-	j := strings.LastIndexByte(v[from:], ',')
-	if strings.IndexByte(v[from+j+1:], '"') < 0 { // no quoted string: that comma splits
-		if j < 0 {
-			return -1, len(v) <= maxElemLen
-		}
-		return from + j, true
+	j := lastComma(v, from)
+	if j < 0 && len(v) > maxElemLen {
+		return -1, false
+	}
+	if strings.IndexByte(v[j+1:], '"') < 0 { // no quoted string: that comma splits
+		return j, true
 	}
 	quoted := false
 	for i := len(v) - 1; i >= from; i-- {
@@ -396,6 +392,21 @@ func lastElement(v string) (comma int, ok bool) {
 		}
 	}
 	return -1, len(v) <= maxElemLen
+}
+
+// lastComma returns the index of the last comma of s at or after from, -1
+// for none. The last 64 bytes are searched first (a hop is usually
+// shorter); the rest is searched only once the vectorised IndexByte has
+// found a comma in it (LastIndexByte reads a byte at a time).
+func lastComma(s string, from int) int {
+	near := max(from, len(s)-64)
+	if j := strings.LastIndexByte(s[near:], ','); j >= 0 {
+		return near + j
+	}
+	if near == from || strings.IndexByte(s[from:near], ',') < 0 {
+		return -1
+	}
+	return from + strings.LastIndexByte(s[from:near], ',')
 }
 
 func (k *IPKey) trusted(a netip.Addr) bool {
@@ -442,8 +453,19 @@ func parseHop(s string) (netip.Addr, bool) {
 // (the last, if several), "" without one. Semicolons inside quoted strings
 // do not split.
 func forwardedFor(elem string) string {
+	quoted, pairs := false, false
+	for i := 0; i < len(elem) && !quoted; i++ { // elements are short: one pass
+		quoted = elem[i] == '"'
+		pairs = pairs || elem[i] == ';'
+	}
+	if !quoted && !pairs { // the usual "for=…" alone
+		name, value, ok := strings.Cut(elem, "=")
+		if ok && strings.EqualFold(strings.TrimSpace(name), "for") {
+			return strings.TrimSpace(value)
+		}
+		return ""
+	}
 	val := ""
-	quoted := strings.IndexByte(elem, '"') >= 0
 	for len(elem) > 0 {
 		var pair string
 		if quoted {
