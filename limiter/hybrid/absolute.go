@@ -118,11 +118,6 @@ type entry struct {
 	// A cached refusal of refN units: answered from memory until refUntil
 	// (local ms), with a RetryAfter counting down to refRetry.
 	refN, refUntil, refRetry, refReset, refRemaining int64
-	// memAt is the local ms at which the lease or the cached refusal was
-	// given: a clock that reads earlier has stepped back, and then memory
-	// answers nothing and Redis decides (docs/algorithms.md, Clocks that
-	// jump).
-	memAt int64
 
 	used    int64   // units admitted since the last tick
 	est     float64 // units admitted per tick, smoothed
@@ -226,11 +221,11 @@ func (l *Absolute) entryFor(op, k string) (*entry, error) {
 
 // local answers an Inc of n units at capacity c from e's lease or cached
 // refusal, with e.mu held; ok false: Redis must be asked.
-func (e *entry) local(c, n, now int64) (d limiter.Decision, ok bool) {
-	if e.c != c || e.gone || now < e.memAt {
+func (e *entry) local(c, n, now, span int64) (d limiter.Decision, ok bool) {
+	if e.c != c || e.gone {
 		return d, false
 	}
-	if now < e.until && e.left >= n {
+	if now < e.until && e.left >= n && !fromFuture(now, e.resetAt, span) {
 		e.left -= n
 		e.used += n
 		e.hits++
@@ -239,13 +234,20 @@ func (e *entry) local(c, n, now int64) (d limiter.Decision, ok bool) {
 		return limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: c,
 			Remaining: e.room + e.left, ResetAfter: msDur(e.resetAt - now)}, true
 	}
-	if n == e.refN && now < e.refUntil {
+	if n == e.refN && now < e.refUntil && !fromFuture(now, e.refReset, span) {
 		e.idle = 0
 		return limiter.Decision{Outcome: limiter.Rejected, Limit: c, Remaining: e.refRemaining,
 			RetryAfter: msDur(e.refRetry - now), ResetAfter: msDur(e.refReset - now)}, true
 	}
 	return d, false
 }
+
+// fromFuture reports whether a lease or cached refusal whose key's newest
+// bucket dies at reset (local ms) came from a key that Redis now treats as
+// dead: its newest bucket starts span (W + B) or more after now, because
+// the local clock stepped back (docs/algorithms.md, Clocks that jump).
+// Memory then answers nothing, as Redis would not.
+func fromFuture(now, reset, span int64) bool { return window.FromFuture(now, reset-span, span) }
 
 func msDur(ms int64) time.Duration {
 	if ms <= 0 {
@@ -280,7 +282,7 @@ func (l *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64
 		if e := l.lookup(k); e != nil {
 			now := l.now()
 			e.mu.Lock()
-			d, ok := e.local(c, n, now)
+			d, ok := e.local(c, n, now, l.b.Cfg.WindowMs+l.b.Cfg.BucketMs)
 			e.mu.Unlock()
 			if ok {
 				return d, nil
@@ -301,7 +303,7 @@ func (l *Absolute) IsAllowed(ctx context.Context, k string) (limiter.Decision, e
 	if e := l.lookup(k); e != nil {
 		now := l.now()
 		e.mu.Lock()
-		if !e.gone && now < e.until && now >= e.memAt && e.left >= 1 {
+		if !e.gone && now < e.until && e.left >= 1 && !fromFuture(now, e.resetAt, l.b.Cfg.WindowMs+l.b.Cfg.BucketMs) {
 			d := limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: e.c,
 				Remaining: e.room + e.left, ResetAfter: msDur(e.resetAt - now)}
 			e.mu.Unlock()
@@ -473,7 +475,7 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 		return limiter.Decision{}, true, nil
 	}
 	// Another caller may have brought a lease while this one waited.
-	if d, ok := e.local(c, n, now); ok {
+	if d, ok := e.local(c, n, now, l.b.Cfg.WindowMs+l.b.Cfg.BucketMs); ok {
 		e.mu.Unlock()
 		return d, false, nil
 	}
@@ -526,7 +528,6 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 		// would otherwise cost a Redis call per tick for every key.)
 		e.refN, e.refRetry, e.refReset, e.refRemaining = n, send+r.RetryAfter, send+r.ResetAfter, r.Remaining
 		e.refUntil = min(e.refRetry, send+max(l.interval.Milliseconds(), l.b.Cfg.BucketMs))
-		e.memAt = send
 		e.idle = 0
 		e.mu.Unlock()
 	}
@@ -613,7 +614,6 @@ func (e *entry) install(l *Absolute, c, send int64, g grant) {
 		l.forwards.Add(1)
 	}
 	e.until = send + (g.start + l.b.Cfg.BucketMs - g.now)
-	e.memAt = send
 	e.left = g.units
 	e.granted = g.units
 	e.room = g.room

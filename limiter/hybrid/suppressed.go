@@ -90,11 +90,6 @@ type supEntry struct {
 	// A cached refusal beyond H of refN units, answered from memory until
 	// refUntil (local ms), with a RetryAfter counting down to refRetry.
 	refN, refUntil, refRetry, refReset, refRemaining int64
-	// memAt is the local ms at which the lease or the cached refusal was
-	// given: a clock that reads earlier has stepped back, and then memory
-	// answers nothing and Redis decides (docs/algorithms.md, Clocks that
-	// jump).
-	memAt int64
 
 	used    int64   // units admitted since the last tick
 	est     float64 // units admitted per tick, smoothed
@@ -222,10 +217,11 @@ func ppmFactor(ppm int64) float64 {
 // lease or cached refusal, with e.mu held, drawing once (draw) when it
 // answers; ok false: Redis must be asked (and nothing was drawn).
 func (e *supEntry) local(soft, hard, n, now int64, cfg *config.Config, draw func() int64) (d limiter.Decision, ok bool) {
-	if e.gone || e.soft != soft || e.hard != hard || now < e.memAt {
+	if e.gone || e.soft != soft || e.hard != hard {
 		return d, false
 	}
-	if now < e.until && e.left >= n {
+	span := cfg.WindowMs + cfg.BucketMs
+	if now < e.until && e.left >= n && !fromFuture(now, e.resetAt, span) {
 		// The fleet's accepted units without this instance's unused
 		// lease: acc + n <= acc + left <= H.
 		acc := e.acc - e.left
@@ -252,7 +248,7 @@ func (e *supEntry) local(soft, hard, n, now int64, cfg *config.Config, draw func
 		e.lastUse = now
 		return d, true
 	}
-	if n == e.refN && now < e.refUntil {
+	if n == e.refN && now < e.refUntil && !fromFuture(now, e.refReset, span) {
 		draw()
 		e.decl += n
 		e.idle = 0
@@ -327,7 +323,7 @@ func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision,
 	if e := l.lookup(k); e != nil {
 		now := l.now()
 		e.mu.Lock()
-		if !e.gone && now < e.until && now >= e.memAt {
+		if !e.gone && now < e.until && !fromFuture(now, e.resetAt, l.b.Cfg.WindowMs+l.b.Cfg.BucketMs) {
 			// The figures of the latest reply are those of a lease still
 			// open: answer from them, as sup_allowed.lua would.
 			acc := e.acc - e.left
@@ -572,7 +568,6 @@ func (e *supEntry) install(l *Suppressed, send int64, rep *supReply) {
 	}
 	e.start = rep.start
 	e.until = send + (rep.start + l.b.Cfg.BucketMs - rep.now)
-	e.memAt = send
 	e.left, e.granted = rep.g, rep.g
 	e.refUntil = 0
 	e.gen++
@@ -666,7 +661,6 @@ func (l *Suppressed) leaseLocked(ctx context.Context, e *supEntry, soft, hard, n
 		// as the absolute hybrid's refusals.
 		e.refN, e.refRetry, e.refReset, e.refRemaining = n, send+rep.r.RetryAfter, send+rep.r.ResetAfter, rep.r.Remaining
 		e.refUntil = min(e.refRetry, send+l.interval.Milliseconds())
-		e.memAt = send
 	}
 	e.mu.Unlock()
 	return d, false, nil
