@@ -367,6 +367,15 @@ func lastHop(line string) (comma int, ok bool) {
 // right: a quote preceded by an odd run of backslashes is escaped.
 func lastElement(v string) (comma int, ok bool) {
 	from := max(0, len(v)-maxElemLen-1)
+	// The usual element is short and unquoted: its comma is near the end.
+	for i := len(v) - 1; i >= max(from, len(v)-64); i-- {
+		if v[i] == '"' {
+			break
+		}
+		if v[i] == ',' {
+			return i, true
+		}
+	}
 	j := lastComma(v, from)
 	if j < 0 && len(v) > maxElemLen {
 		return -1, false
@@ -459,6 +468,10 @@ func forwardedFor(elem string) string {
 		pairs = pairs || elem[i] == ';'
 	}
 	if !quoted && !pairs { // the usual "for=…" alone
+		t := strings.TrimLeft(elem, " \t")
+		if len(t) > 4 && t[0]|0x20 == 'f' && t[1]|0x20 == 'o' && t[2]|0x20 == 'r' && t[3] == '=' {
+			return t[4:] // parseHop trims the rest
+		}
 		name, value, ok := strings.Cut(elem, "=")
 		if ok && strings.EqualFold(strings.TrimSpace(name), "for") {
 			return strings.TrimSpace(value)
