@@ -9,7 +9,7 @@ FUZZSMOKE ?= 10s
 
 # Nested modules with tests that need no network beyond what the core's
 # tests need (a local redis-server, miniredis): vetted and tested with the
-# core. bench/ runs only the one test named in the test target; its
+# core. bench/ runs only the header tests named in the test target; its
 # benchmarks are run by hand.
 NESTED_TESTED = sluiceotel
 
@@ -24,7 +24,7 @@ NESTED_TESTED = sluiceotel
 # says how long the whole target takes.
 test: fmt-check vet tidy-check deps-check redis-note
 	$(GO) test -race -count=1 -json ./... 2>&1 | $(GO) run ./internal/testprogress
-	cd bench && $(GO) test -race -count=1 -run '^TestRateLimitHeadersParse$$' .
+	cd bench && $(GO) test -race -count=1 -run '^TestRateLimitHeaders(Parse|ClampedIntegers)$$' .
 	for m in $(NESTED_TESTED); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
 	$(MAKE) fuzz-smoke
 

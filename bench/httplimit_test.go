@@ -290,3 +290,61 @@ func BenchmarkHTTPMiddleware(b *testing.B) {
 		}
 	}
 }
+
+// TestRateLimitHeadersClampedIntegers: q and r are structured-field
+// Integers, at most 15 digits; a capacity at or above 10^15 is written as
+// 10^15 − 1 so a conforming parser still reads both headers.
+func TestRateLimitHeadersClampedIntegers(t *testing.T) {
+	// The parser is the judge: it must refuse a 16-digit Integer.
+	if _, err := httpsfv.UnmarshalList([]string{`"default";q=1000000000000000`}); err == nil {
+		t.Fatal("httpsfv accepts a 16-digit Integer; the test below proves nothing")
+	}
+	const maxInt = 999_999_999_999_999
+	for _, tc := range []struct {
+		name  string
+		c     float64
+		q, r  int64
+		limit int64 // Decision.Limit, unclamped
+	}{
+		{"1e15-1", 999_999_999_999_999, maxInt, maxInt - 1, maxInt},
+		{"1e15", 1e15, maxInt, maxInt, 1e15},
+		{"2^50", 1 << 50, maxInt, maxInt, 1 << 50},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			abs, err := local.NewAbsolute(limiter.WithWindow(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer abs.Close(context.Background())
+			mw, err := httplimit.New(abs, limiter.Limit{Rate: limiter.PerSecond(tc.c), Window: time.Second},
+				httplimit.WithLegacyHeaders())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).
+				ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+			if rec.Code != http.StatusOK {
+				t.Fatalf("status %d (%s), want 200", rec.Code, rec.Body)
+			}
+			pol, err := httpsfv.UnmarshalList(rec.Header().Values("RateLimit-Policy"))
+			if err != nil {
+				t.Fatalf("RateLimit-Policy %q: %v", rec.Header().Values("RateLimit-Policy"), err)
+			}
+			rl, err := httpsfv.UnmarshalList(rec.Header().Values("RateLimit"))
+			if err != nil {
+				t.Fatalf("RateLimit %q: %v", rec.Header().Values("RateLimit"), err)
+			}
+			if q := intParam(t, item(t, pol[0], "default"), "q"); q != tc.q {
+				t.Errorf("q=%d, want %d", q, tc.q)
+			}
+			if r := intParam(t, item(t, rl[0], "default"), "r"); r != tc.r {
+				t.Errorf("r=%d, want %d", r, tc.r)
+			}
+			// The legacy header is a plain integer: exact.
+			if got, want := rec.Header().Get("X-RateLimit-Limit"), strconv.FormatInt(tc.limit, 10); got != want {
+				t.Errorf("X-RateLimit-Limit %s, want %s", got, want)
+			}
+		})
+	}
+}

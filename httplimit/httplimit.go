@@ -477,6 +477,17 @@ func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
+// maxSFInteger is the largest Integer a structured field can carry
+// (RFC 9651 §3.3.1: at most 15 decimal digits).
+const maxSFInteger = 999_999_999_999_999
+
+// sfInteger clamps n to a structured-field Integer, so a conforming
+// parser reads the header instead of rejecting it whole. Only q and r
+// need it: w is at most 31 days in seconds and t at most W + B.
+func sfInteger(n int64) int64 {
+	return min(max(n, -maxSFInteger), maxSFInteger)
+}
+
 // appendPolicy appends one quota policy item: "name";q=C;w=W, with w only
 // when the window is a whole number of seconds (the field has no
 // sub-second precision).
@@ -484,7 +495,7 @@ func appendPolicy(b []byte, name string, capacity int64, window time.Duration) [
 	b = append(b, '"')
 	b = append(b, name...)
 	b = append(b, `";q=`...)
-	b = strconv.AppendInt(b, capacity, 10)
+	b = strconv.AppendInt(b, sfInteger(capacity), 10)
 	if window%time.Second == 0 {
 		b = append(b, ";w="...)
 		b = strconv.AppendInt(b, int64(window/time.Second), 10)
@@ -507,7 +518,7 @@ func appendItem(b []byte, name string, remaining, t int64) []byte {
 	b = append(b, '"')
 	b = append(b, name...)
 	b = append(b, `";r=`...)
-	b = strconv.AppendInt(b, remaining, 10)
+	b = strconv.AppendInt(b, sfInteger(remaining), 10)
 	b = append(b, ";t="...)
 	return strconv.AppendInt(b, t, 10)
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/textproto"
+	"slices"
 	"strings"
 
 	"github.com/sluice-go/sluice/limiter"
@@ -23,9 +24,16 @@ const (
 	HeaderXRealIP = "X-Real-IP"
 )
 
-// maxForwardedHops bounds the hops of a Forwarded header that are kept
-// while parsing it: the right-most ones, the only ones ever walked.
-const maxForwardedHops = 32
+// The work of a walk of a trusted header (IPKey.ClientAddr) is capped, so
+// that a client's 100 KB header costs no more than a short one: the walk
+// reads at most maxWalkHops list members from the right, and a member
+// longer than its cap is not an address (the walk stops there), found
+// without reading further left than that cap.
+const (
+	maxWalkHops = 32  // list members read, right to left
+	maxHopLen   = 128 // an X-Forwarded-For or X-Real-IP hop
+	maxElemLen  = 512 // a Forwarded element ("for=…;by=…;host=…;proto=…")
+)
 
 // IPOption configures an IPKey.
 type IPOption func(*ipConfig)
@@ -33,6 +41,7 @@ type IPOption func(*ipConfig)
 type ipConfig struct {
 	header  string
 	proxies []string
+	nat64   []string
 	v4, v6  int
 	err     error
 }
@@ -57,6 +66,18 @@ func IPv6Prefix(bits int) IPOption { return func(c *ipConfig) { c.v6 = bits } }
 // Default 32, the address. 1 to 32.
 func IPv4Prefix(bits int) IPOption { return func(c *ipConfig) { c.v4 = bits } }
 
+// NAT64Prefixes names the network's own NAT64 (or SIIT) prefixes, RFC 6052
+// IPv6 prefixes of 32, 40, 48, 56, 64 or 96 bits ("2001:db8:64::/96")
+// under which a translator writes IPv4 clients: an address in one is
+// keyed by the IPv4 address it embeds, at the position RFC 6052 gives for
+// that length, as the well-known 64:ff9b::/96 always is. Without it, an
+// address in the local-use 64:ff9b:1::/48 (RFC 8215), whose embedding
+// depends on the prefix length the network chose, is keyed by the full
+// address. Default: none.
+func NAT64Prefixes(cidrs ...string) IPOption {
+	return func(c *ipConfig) { c.nat64 = append(c.nat64[:0:0], cidrs...) }
+}
+
 // IPKey finds a request's client address and keys the request by it. Build
 // one with NewIPKey; it is immutable and safe for concurrent use. The zero
 // IPKey trusts no proxy and groups IPv6 addresses by /64, as KeyByIP does.
@@ -64,6 +85,7 @@ type IPKey struct {
 	header  string // canonical; "" trusts no header
 	kind    int
 	proxies []netip.Prefix
+	nat64   []netip.Prefix // NAT64Prefixes
 	v4, v6  int
 }
 
@@ -86,6 +108,16 @@ func NewIPKey(opts ...IPOption) (*IPKey, error) {
 	}
 	if c.v6 < 1 || c.v6 > 128 {
 		return nil, fmt.Errorf("%w: IPv6 prefix /%d (want 1 to 128)", limiter.ErrInvalidConfig, c.v6)
+	}
+	for _, s := range c.nat64 {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%w: NAT64 prefix %q: %v", limiter.ErrInvalidConfig, s, err)
+		case !p.Addr().Is6() || p.Addr().Is4In6() || !slices.Contains([]int{32, 40, 48, 56, 64, 96}, p.Bits()):
+			return nil, fmt.Errorf("%w: NAT64 prefix %q (want an IPv6 prefix of 32, 40, 48, 56, 64 or 96 bits)", limiter.ErrInvalidConfig, s)
+		}
+		k.nat64 = append(k.nat64, p.Masked())
 	}
 	if c.header == "" && len(c.proxies) == 0 {
 		return k, nil
@@ -146,13 +178,23 @@ var defaultIPKey = &IPKey{v4: 32, v6: 64}
 
 // KeyByIP keys a request by its immediate peer's address (RemoteAddr),
 // trusting no header: "ip:192.0.2.7" for IPv4 (an IPv4-mapped IPv6 peer
-// counts as its IPv4 address), "ip:2001:db8:1:2::/64" for IPv6. It is
-// the middleware's default KeyFunc. Behind a proxy every request comes
+// counts as its IPv4 address), "ip:2001:db8:1:2::/64" for IPv6, and an
+// IPv6 address that embeds an IPv4 client by that client (IPKey.Key). It
+// is the middleware's default KeyFunc. Behind a proxy every request comes
 // from the proxy: use NewIPKey with TrustProxies.
 func KeyByIP(r *http.Request) (string, error) { return defaultIPKey.Key(r) }
 
 // Key is a KeyFunc: "ip:" and the client address (ClientAddr) masked to
 // the configured prefix, the address alone for a full-length prefix.
+//
+// Some IPv6 addresses stand for an IPv4 client, and a /64 of them holds
+// every IPv4 client of a translator or relay; they are keyed as that IPv4
+// address (masked by IPv4Prefix): the NAT64 well-known prefix
+// 64:ff9b::/96 (64:ff9b::192.0.2.7 is keyed "ip:192.0.2.7"), the
+// prefixes given by NAT64Prefixes, Teredo 2001::/32 (by the client's
+// public IPv4 address, the last 32 bits inverted) and IPv4-compatible
+// ::a.b.c.d (except ::/104, so :: and ::1 stay IPv6). An address in the
+// local-use 64:ff9b:1::/48 not covered by NAT64Prefixes is keyed in full.
 func (k *IPKey) Key(r *http.Request) (string, error) {
 	a, err := k.ClientAddr(r)
 	if err != nil {
@@ -162,9 +204,16 @@ func (k *IPKey) Key(r *http.Request) (string, error) {
 }
 
 func (k *IPKey) keyOf(a netip.Addr) string {
+	full := false
+	if a.Is6() {
+		a, full = k.embedded(a)
+	}
 	bits := k.v4
 	if a.Is6() {
 		bits = k.v6
+	}
+	if full {
+		bits = 128
 	}
 	if bits == 0 { // the zero IPKey
 		bits = 32
@@ -183,17 +232,65 @@ func (k *IPKey) keyOf(a netip.Addr) string {
 	return string(b)
 }
 
+// The IPv6 prefixes that embed an IPv4 client (IPKey.Key).
+var (
+	nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")   // RFC 6052
+	nat64LocalUse  = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215
+	teredo         = netip.MustParsePrefix("2001::/32")      // RFC 4380
+)
+
+// embedded returns the IPv4 client an IPv6 address a stands for, or a
+// itself with full true when it must be keyed in full (the local-use
+// NAT64 prefix), or a.
+func (k *IPKey) embedded(a netip.Addr) (_ netip.Addr, full bool) {
+	b := a.As16()
+	for _, p := range k.nat64 {
+		if p.Contains(a) {
+			return rfc6052(&b, p.Bits()), false
+		}
+	}
+	switch {
+	case nat64WellKnown.Contains(a):
+		return rfc6052(&b, 96), false
+	case teredo.Contains(a):
+		return netip.AddrFrom4([4]byte{b[12] ^ 0xff, b[13] ^ 0xff, b[14] ^ 0xff, b[15] ^ 0xff}), false
+	case nat64LocalUse.Contains(a):
+		return a, true
+	case [12]byte(b[:12]) == [12]byte{} && b[12] != 0: // IPv4-compatible, not ::/104
+		return netip.AddrFrom4([4]byte(b[12:])), false
+	}
+	return a, false
+}
+
+// rfc6052 extracts the IPv4 address embedded after a NAT64 prefix of bits
+// (32 to 96, a multiple of 8; RFC 6052 §2.2): the 4 bytes from the end of
+// the prefix on, skipping byte 8 (bits 64 to 71, always zero).
+func rfc6052(b *[16]byte, bits int) netip.Addr {
+	var v [4]byte
+	j := bits / 8
+	for i := range v {
+		if j == 8 {
+			j++
+		}
+		v[i] = b[j]
+		j++
+	}
+	return netip.AddrFrom4(v)
+}
+
 // ClientAddr returns the client's address: the immediate peer's unless it
 // is a trusted proxy; then, walking the trusted header from the right
 // (the hop nearest the server), each hop that is itself a trusted proxy
 // is skipped and the first address that is not is the client. A header
 // entry that is not an address ("unknown", an obfuscated identifier,
-// garbage) stops the walk at the trusted hop that wrote it; so does the
-// left end of the header, when every hop is trusted. Entries left of the
-// client are never read: a client can write anything there, but cannot
-// choose its key. The address has no zone, and IPv4-mapped IPv6 is
-// returned as IPv4. A RemoteAddr that is not an address gives a
-// *KeyError with status 500.
+// garbage) stops the walk at the trusted hop that wrote it; so do the
+// left end of the header, when every hop is trusted, and the 32nd hop. A
+// hop longer than 128 bytes (a Forwarded element longer than 512) is not
+// an address. Entries left of the client are never read, not even to
+// split the header into hops: a client can write anything there, but can
+// neither choose its key nor make the walk cost more. The address has no
+// zone, and IPv4-mapped IPv6 is returned as IPv4. A RemoteAddr that is
+// not an address gives a *KeyError with status 500.
 func (k *IPKey) ClientAddr(r *http.Request) (netip.Addr, error) {
 	peer, ok := parseHop(r.RemoteAddr)
 	if !ok {
@@ -203,49 +300,122 @@ func (k *IPKey) ClientAddr(r *http.Request) (netip.Addr, error) {
 		return peer, nil
 	}
 	vs := r.Header[k.header]
-	switch k.kind {
-	case kindRealIP:
+	if k.kind == kindRealIP {
 		if len(vs) == 1 { // two values: not one set by the proxy
 			if a, ok := parseHop(vs[0]); ok {
 				return a, nil
 			}
 		}
 		return peer, nil
-	case kindXFF:
-		cur := peer
-		for i := len(vs) - 1; i >= 0; i-- {
-			line := vs[i]
-			for {
-				j := strings.LastIndexByte(line, ',')
-				a, ok := parseHop(line[j+1:])
-				if !ok {
-					return cur, nil
-				}
-				if cur = a; !k.trusted(cur) {
-					return cur, nil
-				}
-				if j < 0 {
-					break
-				}
-				line = line[:j]
+	}
+	cur, hops := peer, 0
+	for i := len(vs) - 1; i >= 0; i-- {
+		for line := vs[i]; ; {
+			if hops == maxWalkHops {
+				return cur, nil
 			}
-		}
-		return cur, nil
-	default: // kindForwarded
-		var ring [maxForwardedHops]string
-		n := forwardedFor(vs, &ring)
-		cur := peer
-		for i := 0; i < n && i < maxForwardedHops; i++ {
-			a, ok := parseHop(ring[(n-1-i)%maxForwardedHops])
+			hops++
+			var j int
+			var ok bool
+			if k.kind == kindXFF {
+				j, ok = lastHop(line)
+			} else {
+				j, ok = lastElement(line)
+			}
+			if !ok {
+				return cur, nil
+			}
+			hop := line[j+1:]
+			if k.kind == kindForwarded {
+				elem := hop
+				if hop = forwardedFor(elem); hop == "" && strings.TrimSpace(elem) == "" {
+					if j < 0 { // an empty list member, allowed and ignored
+						break
+					}
+					line = line[:j]
+					continue
+				}
+			}
+			a, ok := parseHop(hop)
 			if !ok {
 				return cur, nil
 			}
 			if cur = a; !k.trusted(cur) {
 				return cur, nil
 			}
+			if j < 0 {
+				break
+			}
+			line = line[:j]
 		}
-		return cur, nil
 	}
+	return cur, nil
+}
+
+// lastHop finds the comma before the right-most hop of an X-Forwarded-For
+// line (-1: the hop is the whole line), reading no more than a hop's
+// length and its comma: ok is false for a hop longer than maxHopLen.
+func lastHop(line string) (comma int, ok bool) {
+	j := lastComma(line, max(0, len(line)-maxHopLen-1))
+	return j, j >= 0 || len(line) <= maxHopLen
+}
+
+// lastElement finds the comma before the right-most element of a
+// Forwarded value, the last outside a quoted string (-1: the element is
+// the whole value), reading no more than maxElemLen bytes and its comma:
+// ok is false for a longer element. Quoted strings are found from the
+// right: a quote preceded by an odd run of backslashes is escaped.
+func lastElement(v string) (comma int, ok bool) {
+	from := max(0, len(v)-maxElemLen-1)
+	// The usual element is short and unquoted: its comma is near the end.
+	for i := len(v) - 1; i >= max(from, len(v)-64); i-- {
+		if v[i] == '"' {
+			break
+		}
+		if v[i] == ',' {
+			return i, true
+		}
+	}
+	j := lastComma(v, from)
+	if j < 0 && len(v) > maxElemLen {
+		return -1, false
+	}
+	if strings.IndexByte(v[j+1:], '"') < 0 { // no quoted string: that comma splits
+		return j, true
+	}
+	quoted := false
+	for i := len(v) - 1; i >= from; i-- {
+		switch v[i] {
+		case '"':
+			n := 0
+			for n < i-from && v[i-1-n] == '\\' {
+				n++
+			}
+			if n%2 == 0 {
+				quoted = !quoted
+			}
+		case ',':
+			if !quoted {
+				return i, true
+			}
+		}
+	}
+	return -1, len(v) <= maxElemLen
+}
+
+// lastComma returns the index of the last comma of s at or after from, -1
+// for none. The last 64 bytes are searched first (a hop is usually
+// shorter); the rest is searched only once the vectorised IndexByte has
+// found a comma in it (LastIndexByte reads a byte at a time).
+func lastComma(s string, from int) int {
+	near := max(from, len(s)-64)
+	if j := strings.LastIndexByte(s[near:], ','); j >= 0 {
+		return near + j
+	}
+	if near == from || strings.IndexByte(s[from:near], ',') < 0 {
+		return -1
+	}
+	return from + strings.LastIndexByte(s[from:near], ',')
 }
 
 func (k *IPKey) trusted(a netip.Addr) bool {
@@ -267,12 +437,19 @@ func parseHop(s string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	var a netip.Addr
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		a = ap.Addr()
-	} else {
+	ok := false
+	// Only "[v6]:port" and "v4:port" can carry a port: other forms skip
+	// ParseAddrPort, whose failure allocates an error.
+	if s[0] == '[' || strings.Count(s, ":") == 1 {
+		if ap, err := netip.ParseAddrPort(s); err == nil {
+			a, ok = ap.Addr(), true
+		}
+	}
+	if !ok {
 		if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
 			s = s[1 : len(s)-1]
 		}
+		var err error
 		if a, err = netip.ParseAddr(s); err != nil {
 			return netip.Addr{}, false
 		}
@@ -281,33 +458,40 @@ func parseHop(s string) (netip.Addr, bool) {
 	return a, a.IsValid()
 }
 
-// forwardedFor parses RFC 7239 Forwarded values and stores each element's
-// for= value (or "" for an element without one) in ring, the i-th element
-// at ring[i % len], and returns the number of elements. Commas and
-// semicolons inside quoted strings do not split.
-func forwardedFor(vs []string, ring *[maxForwardedHops]string) int {
-	n := 0
-	for _, v := range vs {
-		for len(v) > 0 {
-			elem, rest := cutUnquoted(v, ',')
-			v = rest
-			if strings.TrimSpace(elem) == "" {
-				continue // empty list members are allowed and ignored
-			}
-			val := ""
-			for len(elem) > 0 {
-				pair, more := cutUnquoted(elem, ';')
-				elem = more
-				name, value, ok := strings.Cut(pair, "=")
-				if ok && strings.EqualFold(strings.TrimSpace(name), "for") {
-					val = unquote(strings.TrimSpace(value))
-				}
-			}
-			ring[n%maxForwardedHops] = val
-			n++
+// forwardedFor returns the for= value of an RFC 7239 Forwarded element
+// (the last, if several), "" without one. Semicolons inside quoted strings
+// do not split.
+func forwardedFor(elem string) string {
+	quoted, pairs := false, false
+	for i := 0; i < len(elem) && !quoted; i++ { // elements are short: one pass
+		quoted = elem[i] == '"'
+		pairs = pairs || elem[i] == ';'
+	}
+	if !quoted && !pairs { // the usual "for=…" alone
+		t := strings.TrimLeft(elem, " \t")
+		if len(t) > 4 && t[0]|0x20 == 'f' && t[1]|0x20 == 'o' && t[2]|0x20 == 'r' && t[3] == '=' {
+			return t[4:] // parseHop trims the rest
+		}
+		name, value, ok := strings.Cut(elem, "=")
+		if ok && strings.EqualFold(strings.TrimSpace(name), "for") {
+			return strings.TrimSpace(value)
+		}
+		return ""
+	}
+	val := ""
+	for len(elem) > 0 {
+		var pair string
+		if quoted {
+			pair, elem = cutUnquoted(elem, ';')
+		} else {
+			pair, elem, _ = strings.Cut(elem, ";")
+		}
+		name, value, ok := strings.Cut(pair, "=")
+		if ok && strings.EqualFold(strings.TrimSpace(name), "for") {
+			val = unquote(strings.TrimSpace(value))
 		}
 	}
-	return n
+	return val
 }
 
 // cutUnquoted splits s at the first sep outside a quoted string.

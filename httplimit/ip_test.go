@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,6 +181,151 @@ func TestSpoofingOverHTTP(t *testing.T) {
 	for _, k := range keys {
 		if k != "ip:127.0.0.1" {
 			t.Errorf("key %q, want ip:127.0.0.1 (the real peer)", k)
+		}
+	}
+}
+
+// TestEmbeddedIPv4Keys: IPv6 addresses that stand for an IPv4 client are
+// keyed by it, so the clients behind one translator or relay never share
+// a /64 key; other IPv6 addresses keep their /64.
+func TestEmbeddedIPv4Keys(t *testing.T) {
+	def := mustIPKey(t)
+	own := mustIPKey(t, httplimit.NAT64Prefixes("2001:db8:64::/96", "2001:db8:100::/40", "2001:db8:200::/48", "3fff:64::/32"),
+		httplimit.IPv4Prefix(24))
+	for _, tt := range []struct {
+		name string
+		k    *httplimit.IPKey
+		addr string
+		want string
+	}{
+		{"NAT64 well-known", def, "64:ff9b::1.2.3.4", "ip:1.2.3.4"},
+		{"NAT64 well-known, another client", def, "64:ff9b::5.6.7.8", "ip:5.6.7.8"},
+		{"NAT64 well-known, hex", def, "64:ff9b::c000:207", "ip:192.0.2.7"},
+		{"NAT64 local-use, in full", def, "64:ff9b:1:2:3:4:102:304", "ip:64:ff9b:1:2:3:4:102:304"},
+		{"NAT64 local-use, another client", def, "64:ff9b:1:2:3:4:506:708", "ip:64:ff9b:1:2:3:4:506:708"},
+		{"Teredo", def, "2001:0:4136:e378:8000:63bf:3fff:fdd2", "ip:192.0.2.45"},
+		{"Teredo, another client", def, "2001:0:4136:e378:8000:63bf:f6ff:fdd2", "ip:9.0.2.45"},
+		{"IPv4-compatible", def, "::1.2.3.4", "ip:1.2.3.4"},
+		{"IPv4-compatible, another client", def, "::5.6.7.8", "ip:5.6.7.8"},
+		{"loopback stays IPv6", def, "::1", "ip:::/64"},
+		{"::/104 stays IPv6", def, "::0.2.3.4", "ip:::/64"},
+		{"IPv4-mapped", def, "::ffff:1.2.3.4", "ip:1.2.3.4"},
+		{"native IPv6", def, "2001:db8:1:2::1", "ip:2001:db8:1:2::/64"},
+		{"next to Teredo", def, "2001:1::1.2.3.4", "ip:2001:1::/64"},
+		{"next to NAT64", def, "64:ff9b:0:0:1::1.2.3.4", "ip:64:ff9b::/64"},
+		{"own /96", own, "2001:db8:64::192.0.2.7", "ip:192.0.2.0/24"},
+		{"own /40", own, "2001:db8:1c0:2:7::", "ip:192.0.2.0/24"},
+		{"own /48", own, "2001:db8:200:c000:2:700::", "ip:192.0.2.0/24"},
+		{"own /32", own, "3fff:64:c000:207::", "ip:192.0.2.0/24"},
+		{"own prefixes keep the defaults", own, "64:ff9b::1.2.3.4", "ip:1.2.3.0/24"},
+		{"own key, native IPv6", own, "2001:db8:1:2::1", "ip:2001:db8:1:2::/64"},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "[" + tt.addr + "]:1"
+		got, err := tt.k.Key(r)
+		if err != nil || got != tt.want {
+			t.Errorf("%s: Key(%s) = %q, %v; want %q", tt.name, tt.addr, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"64:ff9b::/97", "2001:db8::/36", "2001:db8::/72", "192.0.2.0/24", "::ffff:0:0/96", "nope"} {
+		if _, err := httplimit.NewIPKey(httplimit.NAT64Prefixes(bad)); !errors.Is(err, limiter.ErrInvalidConfig) {
+			t.Errorf("NAT64Prefixes(%q): error %v, want ErrInvalidConfig", bad, err)
+		}
+	}
+}
+
+// TestWalkCaps: the walk of a trusted header reads at most 32 hops from
+// the right, a hop of at most 128 bytes (a Forwarded element of at most
+// 512), and finds quoted strings from the right; the client's bytes left
+// of its own entry, however many, change nothing.
+func TestWalkCaps(t *testing.T) {
+	xff := mustIPKey(t, httplimit.TrustProxies(httplimit.HeaderXForwardedFor, "10.0.0.0/8"))
+	fwd := mustIPKey(t, httplimit.TrustProxies(httplimit.HeaderForwarded, "10.0.0.0/8"))
+	junk := strings.Repeat("a", 100_000)
+	chain := func(sep string, n int) string { // n trusted hops, 10.0.0.1 the right-most
+		hops := make([]string, n)
+		for i := range hops {
+			hops[n-1-i] = fmt.Sprintf("%s10.0.%d.%d", sep, i/250, i%250+1)
+		}
+		return strings.Join(hops, ", ")
+	}
+	for _, tc := range []struct {
+		name  string
+		key   *httplimit.IPKey
+		value string
+		want  string
+	}{
+		{"XFF, 100 KB left of the client", xff, junk + ", 198.51.100.4, 10.0.0.2", "ip:198.51.100.4"},
+		{"Forwarded, 100 KB left of the client", fwd, "for=" + junk + ", for=198.51.100.4, for=10.0.0.2", "ip:198.51.100.4"},
+		{"Forwarded, 100 KB quoted left of the client", fwd, `for="` + junk + `", for=198.51.100.4`, "ip:198.51.100.4"},
+		{"Forwarded, unterminated quote left of the client", fwd, `for="` + junk + `, for=198.51.100.4`, "ip:198.51.100.4"},
+		{"XFF, a 100 KB hop", xff, junk, "ip:10.0.0.1"},
+		{"Forwarded, a 100 KB element", fwd, "for=198.51.100.4;host=" + junk, "ip:10.0.0.1"},
+		{"XFF, a 128-byte hop", xff, strings.Repeat(" ", 128-len("198.51.100.4")) + "198.51.100.4", "ip:198.51.100.4"},
+		{"XFF, a 129-byte hop", xff, strings.Repeat(" ", 129-len("198.51.100.4")) + "198.51.100.4", "ip:10.0.0.1"},
+		{"Forwarded, a 512-byte element", fwd, "for=198.51.100.4;host=" + strings.Repeat("h", 512-len("for=198.51.100.4;host=")), "ip:198.51.100.4"},
+		{"Forwarded, a 513-byte element", fwd, "for=198.51.100.4;host=" + strings.Repeat("h", 513-len("for=198.51.100.4;host=")), "ip:10.0.0.1"},
+		{"XFF, 31 trusted hops then the client", xff, "198.51.100.4, " + chain("", 31), "ip:198.51.100.4"},
+		{"XFF, 32 trusted hops then the client", xff, "198.51.100.4, " + chain("", 32), "ip:10.0.0.32"},
+		{"XFF, 4,000 trusted hops", xff, chain("", 4000), "ip:10.0.0.32"},
+		{"Forwarded, 31 trusted hops then the client", fwd, "for=198.51.100.4, " + chain("for=", 31), "ip:198.51.100.4"},
+		{"Forwarded, 32 trusted hops then the client", fwd, "for=198.51.100.4, " + chain("for=", 32), "ip:10.0.0.32"},
+		{"Forwarded, empty members", fwd, "for=198.51.100.4,, ,for=10.0.0.2,", "ip:198.51.100.4"},
+		{"Forwarded, escaped quote and comma in a quoted string", fwd, `for=198.51.100.4, for=10.0.0.2;host="a\",b"`, "ip:198.51.100.4"},
+		{"Forwarded, escaped backslash before a closing quote", fwd, `for=198.51.100.4, for=10.0.0.2;host="a\\,b\\"`, "ip:198.51.100.4"},
+		{"Forwarded, quoted semicolon", fwd, `for=10.0.0.2;host="x;for=1.2.3.4", for=198.51.100.4`, "ip:198.51.100.4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := httplimit.HeaderXForwardedFor
+			if tc.key == fwd {
+				h = httplimit.HeaderForwarded
+			}
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = "10.0.0.1:443"
+			r.Header.Set(h, tc.value)
+			got, err := tc.key.Key(r)
+			if err != nil || got != tc.want {
+				t.Errorf("Key = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkClientIP100KB walks 100 KB headers of each shape through
+// X-Forwarded-For and Forwarded (docs/benchmarks.md, Client address): the
+// walk's work is capped, so each costs what a short header costs, and
+// Forwarded at most about twice X-Forwarded-For.
+func BenchmarkClientIP100KB(b *testing.B) {
+	const size = 100_000
+	fill := func(unit, last string) string {
+		return strings.Repeat(unit, (size-len(last))/len(unit)) + last
+	}
+	xff := mustIPKey(b, httplimit.TrustProxies(httplimit.HeaderXForwardedFor, "10.0.0.0/8"))
+	fwd := mustIPKey(b, httplimit.TrustProxies(httplimit.HeaderForwarded, "10.0.0.0/8"))
+	for _, shape := range []struct{ name, xff, fwd string }{
+		{"ClientLeftJunk", fill("1.2.3.4, ", "198.51.100.4, 10.0.0.2"), fill("for=1.2.3.4, ", "for=198.51.100.4, for=10.0.0.2")},
+		{"TrustedChain", fill("10.0.0.9, ", "10.0.0.2"), fill("for=10.0.0.9, ", "for=10.0.0.2")},
+		{"OneLongHop", fill("a", ""), "for=" + fill("a", "")},
+		{"QuotedIPv6", fill("[2001:db8::1]:80, ", "[2001:db8:cafe::17]:4711"), fill(`for="[2001:db8::1]:80", `, `for="[2001:db8:cafe::17]:4711"`)},
+	} {
+		for _, h := range []struct {
+			name, header, value string
+			k                   *httplimit.IPKey
+		}{
+			{"XForwardedFor", httplimit.HeaderXForwardedFor, shape.xff, xff},
+			{"Forwarded", httplimit.HeaderForwarded, shape.fwd, fwd},
+		} {
+			b.Run(shape.name+"/"+h.name, func(b *testing.B) {
+				r := httptest.NewRequest("GET", "/", nil)
+				r.RemoteAddr = "10.0.0.1:443"
+				r.Header.Set(h.header, h.value)
+				b.ReportAllocs()
+				for range b.N {
+					if _, err := h.k.ClientAddr(r); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }

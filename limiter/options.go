@@ -85,8 +85,9 @@ func WithClock(clk Clock) Option {
 // WithRandom sets the source of the suppressed strategy's draws: a function
 // returning numbers uniform in [0, 1). It is called exactly once per
 // suppressed Inc, possibly from many goroutines at once, so it must be safe
-// for concurrent use. Values outside [0, 1) are clamped into it. Default:
-// math/rand/v2's Float64.
+// for concurrent use. Values outside [0, 1) are clamped into it: below 0
+// and -Inf to 0, 1 and above and +Inf to the largest float64 below 1; NaN
+// to 0, the draw that admits least. Default: math/rand/v2's Float64.
 func WithRandom(r func() float64) Option {
 	return func(c *config.Config) {
 		if r == nil {

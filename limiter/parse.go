@@ -49,7 +49,12 @@ var stringUnits = [...]rateUnit{
 //	"0.5/s"      one event every 2 seconds PerSecond(0.5)
 //
 // COUNT is an unsigned decimal number, optionally with a fraction and an
-// exponent ("1.5", "2e3"). PERIOD is an optional positive integer
+// exponent ("1.5", "2e3"). A count in plain digits, without an exponent,
+// is at most 2^53 (9007199254740992): above it a float64 no longer holds
+// every integer, and "9007199254740993/s" would silently become
+// 9007199254740992 per second, so it is an error naming the count. A count
+// with an exponent ("1e16") reads as the nearest float64, as does a
+// fraction below 2^53 ("0.1"). PERIOD is an optional positive integer
 // multiplier followed by a unit: "ms"; "s", "sec" or "second"; "min" or
 // "minute"; "h" or "hour"; "d" or "day". "m" is refused as ambiguous
 // (minute or millisecond). Units are lower case, and no spaces are allowed
@@ -92,6 +97,7 @@ func parseCount(c string) (float64, error) {
 		ok = j > i+1
 		i = j
 	}
+	plain := i // the end of the count's plain decimal part
 	if ok && i < len(c) && (c[i] == 'e' || c[i] == 'E') {
 		i++
 		if i < len(c) && (c[i] == '+' || c[i] == '-') {
@@ -113,8 +119,30 @@ func parseCount(c string) (float64, error) {
 		return 0, fmt.Errorf("count %q is out of range", c)
 	case n == 0:
 		return 0, fmt.Errorf("count %q is zero", c)
+	case plain == len(c) && n >= maxExactCount && aboveMaxExact(c):
+		return 0, fmt.Errorf("count %q is above 2^53 (%d), where a float64 no longer holds every integer; write it with an exponent to accept the nearest float64", c, maxExactCount)
 	}
 	return n, nil
+}
+
+// maxExactCount is 2^53: a float64 holds every integer up to it, and not
+// every one above.
+const maxExactCount = 1 << 53
+
+// aboveMaxExact reports whether the plain decimal c (digits, an optional
+// fraction) is above 2^53, comparing digits, not floats: a float64 rounds
+// 2^53 + 1 down to 2^53.
+func aboveMaxExact(c string) bool {
+	whole, frac, _ := strings.Cut(c, ".")
+	whole = strings.TrimLeft(whole, "0")
+	const limit = "9007199254740992"
+	if len(whole) != len(limit) {
+		return len(whole) > len(limit)
+	}
+	if whole != limit {
+		return whole > limit
+	}
+	return strings.Trim(frac, "0") != ""
 }
 
 // parsePeriod parses PERIOD: an optional integer multiplier and a unit.
@@ -208,9 +236,10 @@ func digitLen(e string) int {
 }
 
 // formatCount writes n as the shortest decimal that parses back to it,
-// without an exponent unless n is very large or very small.
+// without an exponent unless n is above 2^53 (which ParseRate refuses in
+// plain digits) or below 10^-6.
 func formatCount(n float64) string {
-	if n >= 1e21 || n < 1e-6 {
+	if n > maxExactCount || n < 1e-6 {
 		return strconv.FormatFloat(n, 'g', -1, 64)
 	}
 	return strconv.FormatFloat(n, 'f', -1, 64)

@@ -241,3 +241,59 @@ func FuzzRateString(f *testing.F) {
 		}
 	})
 }
+
+// TestParseRateExactCounts: a count in plain digits above 2^53 is refused
+// (a float64 would round 2^53 + 1 to 2^53 without a word); at 2^53 and
+// below, with a fraction, or with an exponent, it parses, and String
+// writes counts above 2^53 with an exponent so they parse back.
+func TestParseRateExactCounts(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want limiter.Rate
+	}{
+		{"9007199254740991/s", limiter.PerSecond(9007199254740991)},
+		{"9007199254740992/s", limiter.PerSecond(1 << 53)},
+		{"09007199254740992/s", limiter.PerSecond(1 << 53)},
+		{"9007199254740992.0/s", limiter.PerSecond(1 << 53)},
+		{"9007199254740991.5/s", limiter.PerSecond(9007199254740991.5)},
+		{"1e16/s", limiter.PerSecond(1e16)},
+		{"9.007199254740993e15/s", limiter.PerSecond(9.007199254740993e15)},
+		{"0.1/s", limiter.PerSecond(0.1)},
+		{"3/10s", limiter.Every(3, 10*time.Second)},
+	} {
+		got, err := limiter.ParseRate(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("ParseRate(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	for _, in := range []string{
+		"9007199254740993/s",
+		"9007199254740992.5/s",
+		"9007199254740992.000001/s",
+		"00009007199254740993/s",
+		"18014398509481984/s", // 2^54, a float64 itself, still refused in plain digits
+		"99999999999999999999/min",
+	} {
+		count, _, _ := strings.Cut(in, "/")
+		got, err := limiter.ParseRate(in)
+		if !errors.Is(err, limiter.ErrInvalidRate) || !strings.Contains(err.Error(), `count "`+count+`" is above 2^53`) {
+			t.Errorf("ParseRate(%q) = %v, %v; want ErrInvalidRate naming the count %q", in, got, err, count)
+		}
+	}
+	for _, tt := range []struct {
+		r    limiter.Rate
+		want string
+	}{
+		{limiter.PerSecond(1 << 53), "9007199254740992/s"},
+		{limiter.PerSecond(1 << 54), "1.8014398509481984e+16/s"},
+		{limiter.PerSecond(1e20), "1e+20/s"},
+	} {
+		s := tt.r.String()
+		if s != tt.want {
+			t.Errorf("PerSecond(%v).String() = %q, want %q", tt.r.PerSecondValue(), s, tt.want)
+		}
+		if back, err := limiter.ParseRate(s); err != nil || back != tt.r {
+			t.Errorf("ParseRate(%q) = %v, %v; want %v", s, back, err, tt.r)
+		}
+	}
+}

@@ -49,8 +49,8 @@ func (r Rate) PerSecondValue() float64 { return r.perSecond }
 // point of a count below 1 ("0.025" has 3, "250" has 3). So
 // PerSecond(5.5) is "5.5/s", PerMinute(1000) is "1000/min", PerHour(5) is
 // "5/h", PerDay(20000) is "20000/day", Every(3, 10*time.Second) is "0.3/s"
-// and PerHour(90) is "1.5/min". Counts of 10^21 and more, or below 10^-6,
-// are written with an exponent ("1e+21/s"). ParseRate(r.String()) == r for
+// and PerHour(90) is "1.5/min". Counts above 2^53, or below 10^-6, are
+// written with an exponent ("1e+16/s"). ParseRate(r.String()) == r for
 // every valid r. An invalid rate is written per second ("0/s", "NaN/s"),
 // which ParseRate refuses.
 func (r Rate) String() string { return r.format() }

@@ -41,10 +41,10 @@ local function usage(h, w, b)
     -- another record: as abs_inc.lua
     local rw, rb = string.match(vs, '^a2 (%d+) (%d+)$')
     if not rw then return nil, 'SLUICELAYOUT ' .. vs end
-    if ns and now - ns < rw + rb then return nil, 'SLUICEWINDOW ' .. vs .. ' ' .. rec end
+    if ns and now - ns < rw + rb and ns - now < rw + rb then return nil, 'SLUICEWINDOW ' .. vs .. ' ' .. rec end
     return 0, 0
   end
-  if not ns or now - ns >= sp then return 0, 0 end
+  if not ns or now - ns >= sp or ns - now >= sp then return 0, 0 end
   local used = us + 0
   if now - os >= sp then
     -- Dead buckets are still stored: sum the live ones in one pass (W/B +

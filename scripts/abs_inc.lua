@@ -144,7 +144,7 @@ if ARGV[9] and ARGV[9] ~= '0' then
     if not rc then rc, ru, ro, rn, rnc, rz = string.match(rv, M6) end
   end
   local rs = ARGV[8] + 0
-  if rn and now - rn < sp and now - rs < sp and rs >= ro + 0 then
+  if rn and now - rn < sp and rn - now < sp and now - rs < sp and rs >= ro + 0 then
     local back = 0
     if rs == rn + 0 then
       back = math.min(rel, rnc + 0)
@@ -209,8 +209,10 @@ local live, stale, fresh = false, false, false
 local used, oldest, newest, ncount = 0, 0, 0, 0
 if ns then
   newest = ns + 0
-  if now - newest >= sp then
-    stale = true -- every bucket is dead: absent
+  if now - newest >= sp or newest - now >= sp then
+    -- every bucket is dead, or the newest was written W + B or more ahead
+    -- of now, by a clock that has since stepped back: absent
+    stale = true
   else
     live = true
     used, oldest, ncount = us + 0, os + 0, ncs + 0

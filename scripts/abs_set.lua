@@ -180,7 +180,7 @@ for i = 1, nk do
   local state, used, oldest, newest, ncount = 0, 0, 0, 0, 0
   if ns then
     newest = ns + 0
-    if now - newest >= sp then
+    if now - newest >= sp or newest - now >= sp then -- dead, or from W + B ahead (abs_inc.lua)
       state = 2
     else
       state, used, oldest, ncount = 1, us + 0, os + 0, ncs + 0

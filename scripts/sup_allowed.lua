@@ -50,7 +50,7 @@ if mk[3] and mk[3] ~= 's2 ' .. ARGV[2] .. ' ' .. ARGV[4] then
   return {0, 0, 0}
 end
 local newest = num(ns)
-if newest == nil or cs == nil or now - newest >= sp then
+if newest == nil or cs == nil or now - newest >= sp or newest - now >= sp then
   return {0, 0, 0}
 end
 local ncount, ndec = ncs + 0, nds + 0

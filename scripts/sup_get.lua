@@ -28,12 +28,12 @@ if mk[3] and mk[3] ~= 's2 ' .. ARGV[2] .. ' ' .. ARGV[3] then
   -- window one while the hash is live under its own window
   local rw, rb = string.match(mk[3], '^s2 (%d+) (%d+)$')
   if not rw then return redis.error_reply('SLUICELAYOUT ' .. mk[3]) end
-  if ns and cs and now - ns < rw + rb then
+  if ns and cs and now - ns < rw + rb and ns - now < rw + rb then
     return redis.error_reply('SLUICEWINDOW ' .. mk[3] .. ' s2 ' .. ARGV[2] .. ' ' .. ARGV[3])
   end
   return {0, 0, 0}
 end
-if not ns or not cs or now - ns >= sp then
+if not ns or not cs or now - ns >= sp or ns - now >= sp then
   return {0, 0, 0}
 end
 local used, declined = us + 0, xs + 0

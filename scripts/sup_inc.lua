@@ -168,7 +168,7 @@ if hyb then
   -- k0: "k" without its cursor, when it holds one
   if mk0 and mk0[2] then k0 = string.match(mk0[2], '^(%d+ %d+ %d+ %-?%d+) ') end
   local rs = ARGV[11] + 0
-  if u0 and now - (n0 + 0) < sp and now - rs < sp and rs >= o0 + 0 then
+  if u0 and now - (n0 + 0) < sp and n0 - now < sp and now - rs < sp and rs >= o0 + 0 then
     local back, field = 0, nil
     if rs == n0 + 0 then
       back = math.min(rel, nc0 - nd0)
@@ -230,7 +230,9 @@ local used, declined, oldest, newest, ncount, ndec = 0, 0, nil, nil, 0, 0
 local live = false
 if ns and cs then
   newest = ns + 0
-  live = now - newest < sp
+  -- dead once the newest bucket is W + B old, or when it starts W + B or
+  -- more ahead of now (a clock that stepped back: abs_inc.lua)
+  live = now - newest < sp and newest - now < sp
 end
 if vs and vs ~= vrec then
   -- Another record: another layout is an error; another window is one

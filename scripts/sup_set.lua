@@ -165,7 +165,7 @@ local function load(i, write, now, cache)
   local live = false
   if ns and cs then
     newest = ns + 0
-    live = now - newest < sp
+    live = now - newest < sp and newest - now < sp -- as in sup_inc.lua
   end
   -- vrec: the record "v" to write (see sup_inc.lua), false when stored
   local vrec = 's2 ' .. ARGV[a] .. ' ' .. ARGV[a + 1]

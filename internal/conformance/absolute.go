@@ -21,6 +21,8 @@ func absoluteTables() []table {
 	// A bucket opened at s lives until s + W + B (1100 ms here): ResetAfter
 	// and RetryAfter count to that instant.
 	return []table{
+		{name: "clock jumps a year ahead and back", opts: second,
+			steps: clockJumpSteps(allowed, 1, rejected(10, 0, ms(2199), ms(2199)))},
 		{name: "capacity reached exactly then rejection", opts: second, steps: []step{
 			inc("k", ten, 4, allowed(10, 6, ms(1100))),
 			after(ms(50), inc("k", ten, 6, allowed(10, 0, ms(1050)))),

@@ -149,6 +149,18 @@ func absoluteSetTables() []setTable {
 			safter(ms(1), sinc(4, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(1, ms(1100)), ok(3, ms(2100))}})),
 			sget(limiter.Usage{Used: 4, Limit: 5}, limiter.Usage{Used: 5, Limit: 8}),
 		}},
+		// Each limit applies the rule of the single tables of that name
+		// with its own W + B: a step back of 1100 ms kills a's key
+		// (newest exactly W + B ahead) and keeps b's (2100 ms).
+		{name: "clock jumps a year ahead and back", set: ab, steps: []setStep{
+			sinc(5, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(0, ms(1100)), ok(3, ms(2100))}}),
+			safter(year, sinc(4, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(1, ms(1100)), ok(4, ms(2100))}})),
+			safter(-year, sinc(1, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(4, ms(1100)), ok(7, ms(2100))}})),
+			sget(limiter.Usage{Used: 1, Limit: 5}, limiter.Usage{Used: 1, Limit: 8}),
+			safter(-ms(1100), sget(limiter.Usage{}, limiter.Usage{Used: 1, Limit: 8})),
+			sinc(5, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(0, ms(1100)), ok(2, ms(3200))}}),
+			sget(limiter.Usage{Used: 5, Limit: 5}, limiter.Usage{Used: 6, Limit: 8}),
+		}},
 		{name: "n = 0 is a peek", set: ab, steps: []setStep{
 			sinc(0, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(5, 0), ok(8, 0)}}),
 			sget(limiter.Usage{}, limiter.Usage{}),
@@ -182,6 +194,8 @@ func suppressedSetTables() []setTable {
 	// B = 100 ms, no factor cache: f = 1 − S/observed.
 	seq := NewSeq(0.5, 0.5, 0.2, 0.9, 0.5)
 	opts := []limiter.Option{limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0), limiter.WithRandom(seq.Float64)}
+	jseq := NewSeq(0.5)
+	jopts := []limiter.Option{limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0), limiter.WithRandom(jseq.Float64)}
 	set := mustSet(lim("a", limiter.PerSecond(4), time.Second, ms(100)), lim("b", limiter.PerSecond(6), time.Second, ms(100)))
 	return []setTable{{name: "factors combine by their maximum", opts: opts, set: set, steps: []setStep{
 		sinc(4, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(0, ms(1100)), ok(2, ms(1100))}}),
@@ -201,7 +215,14 @@ func suppressedSetTables() []setTable {
 			{remaining: 0, reset: ms(1100), refused: true, never: true, factorPPM: 1e6},
 			{remaining: 0, retry: ms(1100), reset: ms(1100), refused: true, factorPPM: 1e6}}}),
 		sget(limiter.Usage{Used: 6, Declined: 17, Limit: 4}, limiter.Usage{Used: 6, Declined: 17, Limit: 6}),
-	}, check: wantDraws(seq, 5)}}
+	}, check: wantDraws(seq, 5)}, {
+		// As in the absolute set table of that name.
+		name: "clock jumps a year ahead and back", opts: jopts, set: set, steps: []setStep{
+			sinc(4, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(0, ms(1100)), ok(2, ms(1100))}}),
+			safter(year, sinc(3, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(1, ms(1100)), ok(3, ms(1100))}})),
+			safter(-year, sinc(1, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(3, ms(1100)), ok(5, ms(1100))}})),
+			sget(limiter.Usage{Used: 1, Limit: 4}, limiter.Usage{Used: 1, Limit: 6}),
+		}, check: wantDraws(jseq, 3)}}
 }
 
 // RunSets runs the set step tables of strategy s against f's providers,
@@ -221,7 +242,7 @@ func RunSets(t *testing.T, s Strategy, f Factory) {
 			sl := setLimiter(t, l)
 			ctx := context.Background()
 			for i, st := range tc.steps {
-				if st.advance > 0 {
+				if st.advance != 0 {
 					clk.Advance(st.advance)
 				}
 				at := clk.Now().Sub(Start)

@@ -43,7 +43,8 @@ func get(key string, want limiter.Usage) step { return step{op: opGet, key: key,
 
 func reset(key string) step { return step{op: opReset, key: key} }
 
-// after returns s preceded by an advance of the clock by d.
+// after returns s preceded by an advance of the clock by d (a negative d
+// steps it back).
 func after(d time.Duration, s step) step { s.advance = d; return s }
 
 // table is one scenario: a fresh provider built with opts runs steps in
@@ -58,6 +59,31 @@ type table struct {
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
+// year is the clock jump of the tables "clock jumps a year ahead and back".
+const year = 365 * 24 * time.Hour
+
+// clockJumpSteps is the table "clock jumps a year ahead and back" at 10/s
+// over W = 1 s, B = 100 ms (buckets live 1100 ms), for a strategy whose
+// admissions are ok and whose refusal of refuseN units of a full key, its
+// newest bucket 1099 ms ahead, is refused. A key whose newest bucket
+// starts W + B or more after now is dead, not held for the length of the
+// jump (docs/algorithms.md, Clocks that jump); less than W + B ahead, it
+// counts until that bucket dies.
+func clockJumpSteps(ok func(limit, remaining int64, reset time.Duration) limiter.Decision, refuseN int64, refused limiter.Decision) []step {
+	return []step{
+		inc("k", ten, 10, ok(10, 0, ms(1100))),
+		after(year, inc("k", ten, 8, ok(10, 2, ms(1100)))),
+		after(-year, inc("k", ten, 1, ok(10, 9, ms(1100)))),
+		isAllowed("k", ok(10, 9, ms(1100))),
+		get("k", limiter.Usage{Used: 1, Limit: 10}),
+		inc("b", ten, 10, ok(10, 0, ms(1100))),
+		after(-ms(1099), inc("b", ten, refuseN, refused)),
+		after(-ms(1), isAllowed("b", unknown)),
+		get("b", limiter.Usage{}),
+		inc("b", ten, 1, ok(10, 9, ms(1100))),
+	}
+}
+
 // runTables runs every table against a fresh provider from f.
 func runTables(t *testing.T, f Factory, tables []table) {
 	t.Helper()
@@ -68,7 +94,7 @@ func runTables(t *testing.T, f Factory, tables []table) {
 			defer closeLimiter(t, l)
 			ctx := context.Background()
 			for i, s := range tc.steps {
-				if s.advance > 0 {
+				if s.advance != 0 {
 					clk.Advance(s.advance)
 				}
 				at := clk.Now().Sub(Start)

@@ -46,6 +46,7 @@ func suppressedTables() []table {
 	d := NewSeq(0.5, 0.5, 0.79, 0.84)
 	p := NewSeq(0.5)
 	r := NewSeq(0.5)
+	j := NewSeq(0.5)
 	// A bucket opened at s lives until s + W + B: 1100 ms here, 10100 ms
 	// in the 10 s table.
 	return []table{
@@ -117,6 +118,8 @@ func suppressedTables() []table {
 			after(ms(1), isAllowed("k", unknown)),
 			get("k", limiter.Usage{}),
 		}, check: wantDraws(r, 2)},
+		{name: "clock jumps a year ahead and back", opts: suppOpts(j, 1.5, 100*time.Millisecond, time.Second),
+			steps: clockJumpSteps(sAllowed, 6, supp(false, 10, 0, ms(2199), ms(2199), 1e6)), check: wantDraws(j, 6)},
 	}
 }
 
@@ -124,6 +127,7 @@ func suppressedTables() []table {
 // statistics check, error checks and the concurrency check.
 func RunSuppressed(t *testing.T, f Factory) {
 	t.Run("Tables", func(t *testing.T) { runTables(t, f, suppressedTables()) })
+	t.Run("OddDraws", func(t *testing.T) { RunOddDraws(t, f) })
 	t.Run("AdmissionFollowsFactor", func(t *testing.T) { runAdmission(t, f) })
 	t.Run("Errors", func(t *testing.T) { RunErrors(t, f) })
 	t.Run("Concurrent", func(t *testing.T) { RunConcurrent(t, f, 64, 100, 1000) })
@@ -136,9 +140,66 @@ func RunSuppressed(t *testing.T, f Factory) {
 // in Redis until used or given back).
 func RunSuppressedTables(t *testing.T, f Factory) {
 	t.Run("Tables", func(t *testing.T) { runTables(t, f, suppressedTables()) })
+	t.Run("OddDraws", func(t *testing.T) { RunOddDraws(t, f) })
 	t.Run("Errors", func(t *testing.T) { RunErrors(t, f) })
 	t.Run("Concurrent", func(t *testing.T) { RunConcurrent(t, f, 64, 100, 1000) })
 	t.Run("HardCeiling", func(t *testing.T) { RunSuppressedCeiling(t, f) })
+}
+
+// RunOddDraws: a random source returning NaN decides as one returning 0
+// (the draw that admits least), -Inf and other negatives as 0, and +Inf
+// and other values of 1 or more as the largest draw below 1. The trace
+// (S = 10, H = 20, no factor cache, 30 single units at one instant)
+// admits 11 at draw 0 and 20 at the largest draw, so a source mapped to
+// the wrong end is seen.
+func RunOddDraws(t *testing.T, f Factory) {
+	trace := func(r float64) []limiter.Decision {
+		t.Helper()
+		l := f(t, NewClock(), limiter.WithWindow(time.Second), limiter.WithBucket(100*time.Millisecond),
+			limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return r }))
+		defer closeLimiter(t, l)
+		ds := make([]limiter.Decision, 30)
+		for i := range ds {
+			d, err := l.Inc(context.Background(), "k", ten, 1)
+			if err != nil {
+				t.Fatalf("draw %v: Inc %d: %v", r, i, err)
+			}
+			ds[i] = d
+		}
+		return ds
+	}
+	admitted := func(ds []limiter.Decision) (n int) {
+		for _, d := range ds {
+			if d.Allowed {
+				n++
+			}
+		}
+		return n
+	}
+	least, most := trace(0), trace(math.Nextafter(1, 0))
+	if a, b := admitted(least), admitted(most); a >= b {
+		t.Fatalf("draw 0 admitted %d, the largest draw %d: the trace cannot tell the ends apart", a, b)
+	}
+	for _, tt := range []struct {
+		name string
+		r    float64
+		want []limiter.Decision
+	}{
+		{"NaN", math.NaN(), least},
+		{"-Inf", math.Inf(-1), least},
+		{"-0.5", -0.5, least},
+		{"+Inf", math.Inf(1), most},
+		{"1", 1, most},
+		{"1e300", 1e300, most},
+	} {
+		got := trace(tt.r)
+		for i := range got {
+			if got[i] != tt.want[i] {
+				t.Errorf("draw %s: Inc %d = %s, want %s", tt.name, i, Format(got[i]), Format(tt.want[i]))
+				break
+			}
+		}
+	}
 }
 
 // lockedRand is a seeded source safe for concurrent use.

@@ -92,6 +92,10 @@ func (f *Refusal) Update(c, h, send int64, r *window.Result) {
 	}
 }
 
+// ResetAt is the local ms the remembered ResetAfter counts down to: when
+// the key's newest bucket dies.
+func (f *Refusal) ResetAt() int64 { return f.reset }
+
 // Clear forgets the refusal.
 func (f *Refusal) Clear() { f.n, f.until = 0, 0 }
 

@@ -71,12 +71,18 @@ func (s *State) Newest() (start int64, ok bool) {
 }
 
 // Expire drops the buckets that are no longer live at now: those with
-// now − start ≥ span, where span is W + B (Params.Span). A key left without
-// buckets forgets its stored capacities and factor: an idle key is an
-// unknown key. Expire leaves the dropped slots of the ring as they were, so
-// that a copy of a State can be expired without touching the original (see
-// view).
+// now − start ≥ span, where span is W + B (Params.Span). A key whose
+// newest bucket starts span or more after now (FromFuture) is dropped
+// whole: a clock that ran ahead and came back must not hold the key for
+// the length of its jump. A key left without buckets forgets its stored
+// capacities and factor: an idle key is an unknown key. Expire leaves the
+// dropped slots of the ring as they were, so that a copy of a State can be
+// expired without touching the original (see view).
 func (s *State) Expire(now, span int64) {
+	if s.size > 0 && FromFuture(now, s.newest().Start, span) {
+		*s = State{ring: s.ring}
+		return
+	}
 	for s.size > 0 {
 		b := &s.ring[s.head]
 		if now-b.Start < span {
@@ -89,6 +95,14 @@ func (s *State) Expire(now, span int64) {
 	}
 	*s = State{ring: s.ring}
 }
+
+// FromFuture reports whether a key whose newest bucket starts at newest is
+// dead at now because that bucket starts span (W + B) or more after now:
+// it was written under a clock that has since stepped back by more than a
+// bucket's whole life (docs/algorithms.md, Clocks that jump). A key
+// written a little ahead (less than span, such as a forward-dated lease's
+// bucket) stays live and counts until its newest bucket dies.
+func FromFuture(now, newest, span int64) bool { return newest-now >= span }
 
 // view returns a copy of s expired at now, for the calls that write
 // nothing (IsAllowed, Get): a read never drops a bucket, so that a clock

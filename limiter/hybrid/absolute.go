@@ -221,14 +221,16 @@ func (l *Absolute) entryFor(op, k string) (*entry, error) {
 }
 
 // local answers an Inc of n units at capacity c from e's lease or, when
-// refusals is true, its cached refusal, with e.mu held; ok false: Redis
-// must be asked. (While the breaker is open the policy answers what the
-// lease cannot: a cached refusal never answers differently from it.)
-func (e *entry) local(c, n, now int64, refusals bool) (d limiter.Decision, ok bool) {
+// refusals is true, its cached refusal, with e.mu held; span is W + B in
+// ms (a lease or refusal of a key dated W + B or more ahead answers
+// nothing); ok false: Redis must be asked. (While the breaker is open the
+// policy answers what the lease cannot: a cached refusal never answers
+// differently from it.)
+func (e *entry) local(c, n, now, span int64, refusals bool) (d limiter.Decision, ok bool) {
 	if e.c != c || e.gone {
 		return d, false
 	}
-	if now < e.until && e.left >= n {
+	if now < e.until && e.left >= n && !fromFuture(now, e.resetAt, span) {
 		e.left -= n
 		e.used += n
 		e.hits++
@@ -237,12 +239,19 @@ func (e *entry) local(c, n, now int64, refusals bool) (d limiter.Decision, ok bo
 		return limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: c,
 			Remaining: e.room + e.left, ResetAfter: msDur(e.resetAt - now)}, true
 	}
-	if r, ok := e.ref.Answer(c, c, n, now, 0); ok && refusals {
+	if r, ok := e.ref.Answer(c, c, n, now, 0); ok && refusals && !fromFuture(now, e.ref.ResetAt(), span) {
 		e.idle = 0
 		return r.Decision(), true
 	}
 	return d, false
 }
+
+// fromFuture reports whether a lease or cached refusal whose key's newest
+// bucket dies at reset (local ms) came from a key that Redis now treats as
+// dead: its newest bucket starts span (W + B) or more after now, because
+// the local clock stepped back (docs/algorithms.md, Clocks that jump).
+// Memory then answers nothing, as Redis would not.
+func fromFuture(now, reset, span int64) bool { return window.FromFuture(now, reset-span, span) }
 
 func msDur(ms int64) time.Duration {
 	if ms <= 0 {
@@ -277,7 +286,7 @@ func (l *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64
 		if e := l.lookup(k); e != nil {
 			now := l.now()
 			e.mu.Lock()
-			d, ok := e.local(c, n, now, !l.g.Open())
+			d, ok := e.local(c, n, now, l.b.Cfg.WindowMs+l.b.Cfg.BucketMs, !l.g.Open())
 			e.mu.Unlock()
 			if ok {
 				return d, nil
@@ -298,7 +307,7 @@ func (l *Absolute) IsAllowed(ctx context.Context, k string) (limiter.Decision, e
 	if e := l.lookup(k); e != nil {
 		now := l.now()
 		e.mu.Lock()
-		if !e.gone && now < e.until && e.left >= 1 {
+		if !e.gone && now < e.until && e.left >= 1 && !fromFuture(now, e.resetAt, l.b.Cfg.WindowMs+l.b.Cfg.BucketMs) {
 			d := limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: e.c,
 				Remaining: e.room + e.left, ResetAfter: msDur(e.resetAt - now)}
 			e.mu.Unlock()
@@ -487,7 +496,7 @@ func (l *Absolute) leaseLocked(ctx context.Context, e *entry, rate limiter.Rate,
 		return limiter.Decision{}, true, nil
 	}
 	// Another caller may have brought a lease while this one waited.
-	if d, ok := e.local(c, n, now, true); ok {
+	if d, ok := e.local(c, n, now, l.b.Cfg.WindowMs+l.b.Cfg.BucketMs, true); ok {
 		e.mu.Unlock()
 		return d, false, nil
 	}

@@ -246,7 +246,8 @@ func (e *supEntry) local(soft, hard, n, now int64, cfg *config.Config, draw func
 	if e.gone || e.soft != soft || e.hard != hard {
 		return d, false
 	}
-	if now < e.until && e.left >= n {
+	span := cfg.WindowMs + cfg.BucketMs
+	if now < e.until && e.left >= n && !fromFuture(now, e.resetAt, span) {
 		// The fleet's accepted units without this instance's unused
 		// lease: acc + n <= acc + left <= H.
 		acc := e.acc - e.left
@@ -273,7 +274,7 @@ func (e *supEntry) local(soft, hard, n, now int64, cfg *config.Config, draw func
 		e.lastUse = now
 		return d, true
 	}
-	if r, ok := e.ref.Answer(soft, hard, n, now, 0); ok && refusals {
+	if r, ok := e.ref.Answer(soft, hard, n, now, 0); ok && refusals && !fromFuture(now, e.ref.ResetAt(), span) {
 		draw()
 		e.decl += n
 		e.idle = 0
@@ -347,7 +348,7 @@ func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision,
 	if e := l.lookup(k); e != nil {
 		now := l.now()
 		e.mu.Lock()
-		if !e.gone && now < e.until {
+		if !e.gone && now < e.until && !fromFuture(now, e.resetAt, l.b.Cfg.WindowMs+l.b.Cfg.BucketMs) {
 			// The figures of the latest reply are those of a lease still
 			// open: answer from them, as sup_allowed.lua would.
 			acc := e.acc - e.left

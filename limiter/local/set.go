@@ -254,7 +254,7 @@ func (s *store) sweepSets() int {
 		if !e.dead {
 			now := s.now()
 			for j := len(e.names) - 1; j >= 0; j-- {
-				if st, ok := e.states[j].Newest(); !ok || now-st >= e.keepMs[j] {
+				if st, ok := e.states[j].Newest(); !ok || now-st >= e.keepMs[j] || window.FromFuture(now, st, e.keepMs[j]) {
 					e.drop(j)
 				}
 			}

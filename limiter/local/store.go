@@ -220,7 +220,7 @@ func (s *store) sweep() int {
 		e.mu.Lock()
 		if e.dead {
 			e.mu.Unlock()
-		} else if st, ok := e.st.Newest(); ok && s.now()-st < s.keepMs {
+		} else if st, ok := e.st.Newest(); ok && s.now()-st < s.keepMs && !window.FromFuture(s.now(), st, s.keepMs) {
 			e.mu.Unlock()
 		} else {
 			s.remove(k.(string), e)
