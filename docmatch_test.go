@@ -122,6 +122,9 @@ func TestDocsGoRedisVersion(t *testing.T) {
 		t.Fatal("go.mod requires no github.com/redis/go-redis/v9")
 	}
 	want := "v" + string(m[1])
+	// The docs may also name the go-redis a new module gets with go get
+	// today, beside go.mod's, where their defaults differ (ReadTimeout).
+	const newest = "v9.23"
 	texts := userDocs(t)
 	docs, _ := filepath.Glob("*/*/doc.go")
 	more, _ := filepath.Glob("*/doc.go")
@@ -133,7 +136,7 @@ func TestDocsGoRedisVersion(t *testing.T) {
 	for name, text := range texts {
 		for _, v := range version.FindAllStringSubmatch(text, -1) {
 			n++
-			if v[1] != want {
+			if v[1] != want && v[1] != newest {
 				t.Errorf("%s names go-redis %s; go.mod requires %s", name, v[1], want)
 			}
 		}

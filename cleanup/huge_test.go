@@ -181,12 +181,16 @@ func TestTrimHuge(t *testing.T) {
 	if calls < 700 {
 		t.Fatalf("%d script and SCAN calls, want the steps of the trims", calls)
 	}
-	// A descheduled redis-server counts in SLOWLOG too: on a shared machine
-	// under load (the race detector, other suites) a few per cent of any
-	// commands, PTTL included, take milliseconds. Allow 5 % of the calls
-	// over the millisecond; the steps themselves take 200-500 µs.
+	// A descheduled redis-server counts in SLOWLOG too: on a 2-core machine
+	// running other packages' suites at once under the race detector, 5 to
+	// 8 % of any commands, PTTL included, take milliseconds. So the bound
+	// is on the median of the calls SLOWLOG kept (the steps themselves
+	// take 200-500 µs, so a step that costs more than 1 ms moves it) and
+	// on a quarter of them over the millisecond, which a step costing
+	// that much on every call would break.
 	t.Logf("%d of %d calls over 1ms", over, calls)
-	if over > calls/20 {
-		t.Errorf("%d of %d calls over 1ms, the slowest %v; want at most 5%%", over, calls, slow[len(slow)-1])
+	if med := slow[len(slow)/2]; med > time.Millisecond || over > calls/4 {
+		t.Errorf("%d of %d calls over 1ms, median of those over 200µs %v, the slowest %v; want a median under 1ms and at most 25%% over it",
+			over, calls, med, slow[len(slow)-1])
 	}
 }
