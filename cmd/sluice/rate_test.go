@@ -18,8 +18,14 @@ func TestServeRatePerSecond(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	url, out, _, done := startServe(t, ctx, "--rate", "5/s", "--by", "header:X-User")
-	if !strings.Contains(out.String(), "Limit: 5/s over a window of 1s = 5 requests per key") {
-		t.Errorf("banner:\n%s\nwant the limit line for 5/s over 1s", out.String())
+	// The limit line follows the listening line, which startServe waits
+	// for: give it a moment.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(out.String(), "Limit: 5/s over a window of 1s = 5 requests per key"); {
+		if time.Now().After(deadline) {
+			t.Errorf("banner:\n%s\nwant the limit line for 5/s over 1s", out.String())
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	c := &http.Client{Timeout: 10 * time.Second}
 	// A loaded machine may stretch six loopback requests past a second,

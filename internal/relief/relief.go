@@ -35,6 +35,7 @@ import (
 // is not safe for concurrent use: its owner guards it.
 type Refusal struct {
 	c, h, n      int64 // the capacities the call sent and its cost; n 0: none
+	sent         int64 // local ms the refused call was sent: an earlier now (a clock stepped back) answers nothing
 	until        int64 // local ms: answered from memory while now < until
 	retry, reset int64 // local ms that RetryAfter and ResetAfter count down to
 	remaining    int64
@@ -60,7 +61,7 @@ func Rememberable(n int64, r *window.Result) bool {
 // when limit > 0 (the hybrid caps it, see docs/algorithms.md). r must be
 // Rememberable.
 func (f *Refusal) Set(c, h, n, send, limit int64, r *window.Result) {
-	*f = Refusal{c: c, h: h, n: n, retry: send + r.RetryAfter, reset: send + r.ResetAfter,
+	*f = Refusal{c: c, h: h, n: n, sent: send, retry: send + r.RetryAfter, reset: send + r.ResetAfter,
 		remaining: r.Remaining, ppm: r.FactorPPM, outcome: r.Outcome}
 	f.until = f.retry
 	if limit > 0 && limit < f.until {
@@ -104,11 +105,13 @@ func (f *Refusal) Live(now int64) bool { return f.n > 0 && now < f.until }
 
 // Answer is the remembered refusal's answer to a call of n units at
 // capacities c and h at local ms now, with the call's draw in ppm (0 for
-// the absolute strategy): ok false when Redis must be asked. A suppressed
+// the absolute strategy): ok false when Redis must be asked, also when now
+// is before the refused call was sent (the clock stepped back: the key's
+// buckets may be dated in the future, which Redis judges). A suppressed
 // refusal with a factor below 1 answers only for draws below it, the ones
 // Redis would refuse with that factor; the others go to Redis.
 func (f *Refusal) Answer(c, h, n, now, draw int64) (r window.Result, ok bool) {
-	if f.n == 0 || n != f.n || c != f.c || h != f.h || now >= f.until || draw >= f.ppm {
+	if f.n == 0 || n != f.n || c != f.c || h != f.h || now >= f.until || now < f.sent || draw >= f.ppm {
 		return r, false
 	}
 	r = window.Result{Outcome: f.outcome, Limit: c, Remaining: f.remaining,

@@ -104,6 +104,23 @@ func TestLateAdmissionWithRoomForgets(t *testing.T) {
 	}
 }
 
+// TestClockSteppedBack: a refusal remembered at a later local time than
+// now (the clock stepped back) answers nothing; Redis judges a key whose
+// buckets are dated in the future. Regression: the conformance table
+// "clock jumps a year ahead and back" refused from memory what Redis
+// admitted.
+func TestClockSteppedBack(t *testing.T) {
+	m := newMemory()
+	r := refusal(300, 900)
+	m.Remember("k", m.Begin("k"), 10, 10, 1, 1000, &r)
+	if _, ok := m.Answer("k", 10, 10, 1, 999, 0); ok {
+		t.Fatal("Answer 1 ms before the refused call was sent: answered, want Redis asked")
+	}
+	if _, ok := m.Answer("k", 10, 10, 1, 1000, 0); !ok {
+		t.Fatal("Answer when the refused call was sent: Redis asked, want answered")
+	}
+}
+
 func TestForgetBeatsACallInFlight(t *testing.T) {
 	m := newMemory()
 	tok := m.Begin("k")
