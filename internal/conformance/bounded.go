@@ -18,16 +18,19 @@ import (
 // Bounds of RunBoundedWork and RunBoundedPing (docs/algorithms.md, Bounded
 // work).
 const (
-	// BoundedBudget is the Redis time one script call may take at the
-	// largest W/B accepted (config.MaxBuckets), in its worst state. The
-	// measured worst is about half of it (docs/benchmarks.md, Bounded
-	// work).
-	BoundedBudget = time.Millisecond
+	// BoundedBudget bounds the Redis time of one script call at the
+	// largest W/B accepted (config.MaxBuckets), in its worst state: the
+	// fastest of five runs. The design target is about 1 ms and the
+	// measured worst about half of that on a quiet machine
+	// (docs/benchmarks.md, Bounded work); the test bound is ten times the
+	// measured worst, because packages' suites run in parallel under the
+	// race detector and a descheduled redis-server counts in SLOWLOG. It
+	// catches a script whose worst state grows with the hash, which costs
+	// tens of milliseconds at this W/B, not a loaded machine.
+	BoundedBudget = 5 * time.Millisecond
 	// BoundedNoise is the most any single call may take, scheduling noise
-	// of a loaded machine included (a descheduled redis-server counts in
-	// SLOWLOG): each state is run five times, and its fastest run must be
-	// within BoundedBudget.
-	BoundedNoise = 10 * time.Millisecond
+	// of a loaded machine included.
+	BoundedNoise = 50 * time.Millisecond
 	// BoundedPing is how long 99% of the PINGs from another client may wait
 	// while four clients run worst-case refusals; BoundedPingMax bounds
 	// the slowest, scheduling noise included. Both are loose, over ten
