@@ -830,16 +830,18 @@ func (l *Absolute) forget(e *entry) {
 // after loading it.
 func (l *Absolute) sendBatch(ctx context.Context, batch []syncCall) {
 	cfg := &l.b.Cfg
+	renew := holdFetches(len(batch), func(i int) (chan struct{}, bool) { return batch[i].e.fetch, batch[i].want > 0 })
+	defer releaseFetches(renew, func(i int) chan struct{} { return batch[i].e.fetch })
 	pipeCalls(ctx, l.b.Client, scripts.AbsInc, l.now, len(batch), func(i int) (string, []any) {
 		s := &batch[i]
-		n := int64(0)
-		if s.want > 0 {
-			n = 1
+		n, want := int64(0), int64(0)
+		if renew[i] {
+			n, want = 1, s.want
 			l.renewals.Add(1)
 		} else {
 			l.releases.Add(1)
 		}
-		return s.e.hash, []any{redisx.NowArg(cfg), l.b.W, l.b.B, s.c, n, l.b.TTL, s.want, s.start, s.rel, s.ahead}
+		return s.e.hash, []any{redisx.NowArg(cfg), l.b.W, l.b.B, s.c, n, l.b.TTL, want, s.start, s.rel, s.ahead}
 	}, func(i int, send int64, cmd *redis.Cmd) {
 		s := &batch[i]
 		switch err := cmd.Err(); {
@@ -850,7 +852,7 @@ func (l *Absolute) sendBatch(ctx context.Context, batch []syncCall) {
 			// failure (a pooled connection that died with a restarted
 			// server, say) must not send them to the policy.
 			l.syncErrs.Add(1)
-		case s.want > 0:
+		case renew[i]:
 			if g, ok := leaseReply(cmd.Val()); ok {
 				s.e.renewed(l, s.c, s.gen, send, g)
 			}

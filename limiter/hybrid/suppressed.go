@@ -932,8 +932,14 @@ func (l *Suppressed) visit(calls []supSync, e *supEntry, now int64, closing, red
 // whenever the factor is below 1, and reserves its lease if admitted).
 func (l *Suppressed) sendBatch(ctx context.Context, batch []supSync) {
 	cfg := &l.b.Cfg
+	lease := holdFetches(len(batch), func(i int) (chan struct{}, bool) { return batch[i].e.fetch, batch[i].want > 0 })
+	defer releaseFetches(lease, func(i int) chan struct{} { return batch[i].e.fetch })
 	pipeCalls(ctx, l.b.Client, scripts.SupInc, l.now, len(batch), func(i int) (string, []any) {
 		s := &batch[i]
+		want := int64(0)
+		if lease[i] {
+			want = s.want
+		}
 		switch {
 		case s.renew:
 			l.renewals.Add(1)
@@ -943,7 +949,7 @@ func (l *Suppressed) sendBatch(ctx context.Context, batch []supSync) {
 			l.refreshes.Add(1)
 		}
 		return s.e.hash, []any{redisx.NowArg(cfg), l.b.W, l.b.B, s.soft, s.hard, 0, l.b.Cache,
-			int64(window.PPM - 1), l.b.TTL, s.want, s.start, s.rel, s.push, s.ahead}
+			int64(window.PPM - 1), l.b.TTL, want, s.start, s.rel, s.push, s.ahead}
 	}, func(i int, send int64, cmd *redis.Cmd) {
 		s := &batch[i]
 		var rep supReply

@@ -133,3 +133,39 @@ func pipeCalls(ctx context.Context, client redis.Scripter, script *redis.Script,
 		script.Load(ctx, client)
 	}
 }
+
+// holdFetches takes, without waiting, the fetch token of each of a tick's
+// n calls that asks for a lease (want reports it), and reports which it
+// holds: only those ask for one. A tick reads its clock before its
+// pipeline reaches Redis, and an Inc of the key may read a later one and
+// reach Redis first; with a clock that jumps (WithClock) the tick's lease
+// request could then be dated W + B or more before the key's newest
+// bucket, which the scripts take for a clock stepped back (the key is
+// dead) and would start the key afresh, dropping the Inc's units. Holding
+// the token, the tick's request is the key's only one in flight; a key
+// whose token an Inc holds gets no lease from the tick (the Inc brings
+// one), only its release.
+func holdFetches(n int, token func(i int) (chan struct{}, bool)) []bool {
+	held := make([]bool, n)
+	for i := range held {
+		ch, want := token(i)
+		if !want {
+			continue
+		}
+		select {
+		case ch <- struct{}{}:
+			held[i] = true
+		default:
+		}
+	}
+	return held
+}
+
+// releaseFetches gives back the tokens holdFetches took.
+func releaseFetches(held []bool, token func(i int) chan struct{}) {
+	for i, h := range held {
+		if h {
+			<-token(i)
+		}
+	}
+}
