@@ -932,13 +932,26 @@ func (l *Suppressed) visit(calls []supSync, e *supEntry, now int64, closing, red
 // whenever the factor is below 1, and reserves its lease if admitted).
 func (l *Suppressed) sendBatch(ctx context.Context, batch []supSync) {
 	cfg := &l.b.Cfg
-	lease := holdFetches(len(batch), func(i int) (chan struct{}, bool) { return batch[i].e.fetch, batch[i].want > 0 })
+	// A call that writes (a lease, or declines to report) holds the key's
+	// fetch token, as the absolute hybrid's renewals do; without it, it
+	// neither leases nor reports, and its declines go back to the key, for
+	// the Inc that holds the token (or the next tick) to send.
+	lease := holdFetches(len(batch), func(i int) (chan struct{}, bool) {
+		return batch[i].e.fetch, batch[i].want > 0 || batch[i].push > 0
+	})
+	for i := range batch {
+		if s := &batch[i]; !lease[i] && s.push > 0 {
+			s.e.mu.Lock()
+			s.e.decl += s.push
+			s.e.mu.Unlock()
+		}
+	}
 	defer releaseFetches(lease, func(i int) chan struct{} { return batch[i].e.fetch })
 	pipeCalls(ctx, l.b.Client, scripts.SupInc, l.now, len(batch), func(i int) (string, []any) {
 		s := &batch[i]
-		want := int64(0)
+		want, push := int64(0), int64(0)
 		if lease[i] {
-			want = s.want
+			want, push = s.want, s.push
 		}
 		switch {
 		case s.renew:
@@ -949,7 +962,7 @@ func (l *Suppressed) sendBatch(ctx context.Context, batch []supSync) {
 			l.refreshes.Add(1)
 		}
 		return s.e.hash, []any{redisx.NowArg(cfg), l.b.W, l.b.B, s.soft, s.hard, 0, l.b.Cache,
-			int64(window.PPM - 1), l.b.TTL, want, s.start, s.rel, s.push, s.ahead}
+			int64(window.PPM - 1), l.b.TTL, want, s.start, s.rel, push, s.ahead}
 	}, func(i int, send int64, cmd *redis.Cmd) {
 		s := &batch[i]
 		var rep supReply
