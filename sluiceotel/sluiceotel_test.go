@@ -185,21 +185,27 @@ func testMetrics(t *testing.T, client *redis.Client) {
 			step{l.name + " sup above hard", inc(l.sup, 2), S, false, false},
 		)
 	}
+	// A call that times out is shed (refused, not degraded): a timeout is
+	// no evidence of an outage until a probe confirms it. Once the probe
+	// has opened the breaker (the state change), the policy answers.
+	opened := func(do func() (limiter.Decision, error)) func() (limiter.Decision, error) {
+		return func() (limiter.Decision, error) {
+			if sc := <-changed; !sc.Degraded {
+				t.Fatalf("state change %+v, want entering degraded mode", sc)
+			}
+			return do()
+		}
+	}
 	steps = append(steps,
-		step{"down abs, call times out", inc(downAbs, 1), A, true, true},
-		step{"down abs, breaker open", inc(downAbs, 1), A, true, true},
-		step{"down sup, call times out", inc(downSup, 1), S, false, true},
-		step{"down sup, breaker open", inc(downSup, 1), S, false, true},
+		step{"down abs, call times out", inc(downAbs, 1), R, false, false},
+		step{"down abs, breaker open", opened(inc(downAbs, 1)), A, true, true},
+		step{"down sup, call times out", inc(downSup, 1), S, false, false},
+		step{"down sup, breaker open", opened(inc(downSup, 1)), S, false, true},
 	)
 	for _, s := range steps {
 		d, err := s.do()
 		if err != nil || d.Outcome != s.outcome || d.Allowed != s.allowed || d.Degraded != s.degraded {
 			t.Fatalf("%s = %+v, %v; want outcome %v, allowed %v, degraded %v", s.name, d, err, s.outcome, s.allowed, s.degraded)
-		}
-	}
-	for i := 0; i < 2; i++ { // both outages reported
-		if sc := <-changed; !sc.Degraded {
-			t.Fatalf("state change %+v, want entering degraded mode", sc)
 		}
 	}
 
@@ -247,8 +253,11 @@ func testMetrics(t *testing.T, client *redis.Client) {
 			want["sluice.decisions"][k] = v
 		}
 	}
-	want["sluice.decisions"][dec("redisabs", abs, "allowed", true, true, "")] = 2
-	want["sluice.decisions"][dec("redissup", sup, "suppressed", false, true, "")] = 2
+	// The shed calls count as refusals, not degraded.
+	want["sluice.decisions"][dec("redisabs", abs, "rejected", false, false, "")] = 3
+	want["sluice.decisions"][dec("redissup", sup, "suppressed", false, false, "")] = 2
+	want["sluice.decisions"][dec("redisabs", abs, "allowed", true, true, "")] = 1
+	want["sluice.decisions"][dec("redissup", sup, "suppressed", false, true, "")] = 1
 	compare(t, got, want)
 
 	// One client span per Redis call made for a decision, timed as the
