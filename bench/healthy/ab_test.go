@@ -22,7 +22,10 @@ var (
 	head     = flag.String("head", "HEAD", "TestHealthyAB: the release measured against -base")
 	control  = flag.Bool("control", false, "TestHealthyAB: add -base a second time, as side base', to show the noise floor")
 	cancel   = flag.Bool("cancellable", false, "TestHealthyAB: call with a cancellable context instead of context.Background()")
-	isolate  = flag.String("isolate", "", "TestHealthyAB: add -head once more with this limiter option, e.g. 'WithTimeout(0)'")
+	// isolate names one option to measure on its own; WithTimeout(0) in its
+	// help is an example of such an option (the cost of the per-call
+	// deadline), not a setting of this test.
+	isolate = flag.String("isolate", "", "TestHealthyAB: add -head once more with this limiter option, e.g. 'WithTimeout(0)'")
 )
 
 // baseModule is the module path -base is renamed to, so that one binary

@@ -63,6 +63,8 @@ func TestCompare(t *testing.T) {
 	defer stop()
 	c := NewClient(addr)
 	defer c.Close()
+	// Side b switches the per-call timeout off on purpose: the comparison
+	// measures what the default deadline costs a healthy call.
 	sides := []Side{current("a"), current("b", limiter.WithTimeout(0))}
 	var out bytes.Buffer
 	const blocks, per = 3, 40

@@ -109,6 +109,8 @@ func TestContextSoonerDeadline(t *testing.T) {
 	ctx, c := g.Context(late)
 	defer c()
 	checkBound(t, ctx, start, timeout-10*time.Millisecond, timeout+10*time.Millisecond)
+	// WithTimeout(0) is the subject here: it must leave the caller's
+	// context as it is.
 	if ctx, _ := guardWithTimeout(0).Context(late); ctx != late {
 		t.Fatal("WithTimeout(0) wrapped the caller's context")
 	}
