@@ -142,15 +142,22 @@ func runBadInput(t *testing.T, newLimiter NewLimiter) {
 	}
 }
 
-func runReconcile(t *testing.T, newLimiter NewLimiter) {
-	ctx := context.Background()
+// onRecordedServer starts a real redis-server and a limiter on it, with
+// opts, whose state changes rec records.
+func onRecordedServer(t *testing.T, newLimiter NewLimiter, opts ...limiter.Option) (*redistest.Server, limiter.Limiter, *recorder) {
 	srv := redistest.StartServer(t)
 	opt := srv.Options()
 	opt.ContextTimeoutEnabled = true
 	c := redis.NewClient(opt)
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	rec := &recorder{ch: make(chan limiter.StateChange, 16)}
-	l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithStateChange(rec.hook))
+	l := newLimiter(t, c, append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithStateChange(rec.hook)}, opts...)...)
+	return srv, l, rec
+}
+
+func runReconcile(t *testing.T, newLimiter NewLimiter) {
+	ctx := context.Background()
+	srv, l, rec := onRecordedServer(t, newLimiter)
 	defer l.Close(ctx)
 	rate := limiter.PerMinute(100)
 	if _, err := l.Inc(ctx, "warm", rate, 1); err != nil {
@@ -366,13 +373,7 @@ func runWriteBackOverFull(t *testing.T, newLimiter NewLimiter, set bool) {
 // remembered keys reconciled and the last one unreconciled, with its units.
 func runUnreconciled(t *testing.T, newLimiter NewLimiter) {
 	ctx := context.Background()
-	srv := redistest.StartServer(t)
-	opt := srv.Options()
-	opt.ContextTimeoutEnabled = true
-	c := redis.NewClient(opt)
-	defer c.Close()
-	rec := &recorder{ch: make(chan limiter.StateChange, 16)}
-	l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithStateChange(rec.hook), limiter.WithLogger(nil))
+	srv, l, rec := onRecordedServer(t, newLimiter, limiter.WithLogger(nil))
 	defer l.Close(ctx)
 	rate := limiter.PerMinute(10)
 	srv.Stop()
