@@ -196,15 +196,20 @@ func (g *Guard) probeWatched() (err error, stalled time.Duration) {
 	}
 }
 
-// probeNow runs one probe with a deadline of its own: the timeout, or
-// probeTimeout under WithTimeout(0), plus extra. On a client that does not honour
-// context deadlines on its sockets the probe runs on a goroutine of its
-// own and probeNow returns at the deadline; the next probe is not sent
-// while that one is unanswered (it fails at once).
+// probeNow runs one probe (probeBy) with a deadline of its own: the
+// timeout, or probeTimeout under WithTimeout(0), plus extra.
 func (g *Guard) probeNow(extra time.Duration) error {
 	to := g.probeDeadline()
 	ctx, cancel := context.WithTimeout(g.stopCtx, to+extra)
 	defer cancel()
+	return g.probeBy(ctx)
+}
+
+// probeBy runs one probe that returns by ctx's deadline whatever the
+// client: on a client that does not honour context deadlines on its
+// sockets the probe runs on a goroutine of its own, and the next probe is
+// not sent while that one is unanswered (it fails at once).
+func (g *Guard) probeBy(ctx context.Context) error {
 	if !g.bounded {
 		return g.probe(ctx, g.prober)
 	}

@@ -141,21 +141,7 @@ func (g *Guard) Ping(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, to)
 	defer cancel()
-	var err error
-	if !g.bounded {
-		err = g.probe(ctx, g.prober)
-	} else {
-		// The client ignores deadlines on its sockets: the ping returns at
-		// its deadline while the probe's own connection finishes alone.
-		ch := make(chan error, 1)
-		go func() { ch <- g.probe(ctx, g.prober) }()
-		select {
-		case err = <-ch:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-	}
-	if err != nil {
+	if err := g.probeBy(ctx); err != nil {
 		return PingError(g.pkg, g.client, err)
 	}
 	return nil
