@@ -194,8 +194,13 @@ func testMetrics(t *testing.T, client *redis.Client) {
 	// has opened the breaker (the state change), the policy answers.
 	opened := func(do func() (limiter.Decision, error)) func() (limiter.Decision, error) {
 		return func() (limiter.Decision, error) {
-			if sc := <-changed; !sc.Degraded {
-				t.Fatalf("state change %+v, want entering degraded mode", sc)
+			select {
+			case sc := <-changed:
+				if !sc.Degraded {
+					t.Fatalf("state change %+v, want entering degraded mode", sc)
+				}
+			case <-time.After(time.Minute): // a guard against a hang only
+				t.Fatal("the probe did not open the breaker within a minute")
 			}
 			return do()
 		}

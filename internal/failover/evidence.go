@@ -30,9 +30,10 @@ import (
 // a probe interval). The breaker opens only when that probe fails too, and
 // no call of the limiter got a reply from Redis while it ran: a starved
 // process misses its deadlines whatever the wire does, but then some
-// replies still arrive. Nor does a probe during which the process itself
-// stalled for more than a quarter of the timeout (probeWatched), nor one
-// not sent because the previous probe is unanswered, nor a call whose
+// replies still arrive. A probe that fails on the wire opens it whatever
+// else happened. A probe that timed out while the process itself stalled
+// for more than a quarter of the timeout (probeWatched), one
+// not sent because the previous probe is unanswered, and a call whose
 // goroutine never started before its deadline (bounded): all of those
 // are inconclusive. At most one confirming probe runs at a time, and
 // none starts within one probe interval of one that found Redis
@@ -157,6 +158,12 @@ func (g *Guard) confirm(cause error) {
 		err, stalled := g.probeWatched()
 		switch {
 		case g.stopCtx.Err() != nil:
+		case wireEvidence(err):
+			// The wire itself said Redis cannot serve (a refused
+			// dial, a LOADING reply): that holds however late this
+			// process ran meanwhile.
+			g.confirmed.Add(1)
+			g.trip(fmt.Errorf("%w (a probe confirmed it: %v)", cause, err))
 		case stalled > g.probeDeadline()/4, errors.Is(err, errUnanswered):
 			// The process was starved of CPU while the probe ran, or
 			// the previous probe's reply has not been read yet: the
@@ -187,7 +194,7 @@ func (g *Guard) probeWatched() (err error, stalled time.Duration) {
 	for {
 		select {
 		case err = <-done:
-			return err, max(stalled, time.Since(last)-stallTick)
+			return err, max(stalled, time.Since(last)-stallTick, g.stallFloor)
 		case <-tk.C:
 			now := time.Now()
 			stalled = max(stalled, now.Sub(last)-stallTick)

@@ -119,6 +119,41 @@ func TestConfirmedTimeoutOpens(t *testing.T) {
 	}
 }
 
+// TestStalledProbeRefused: a confirming probe whose dial is refused opens
+// the breaker even when the process stalled while it ran. A stall makes a
+// probe's timeout inconclusive, not the wire's own answer; before this
+// rule a loaded CI machine left a dead Redis undetected (the test waiting
+// for the state change hung).
+func TestStalledProbeRefused(t *testing.T) {
+	mr, client := redistest.Mini(t)
+	g, w := newWaiter(t, client, localWait, limiter.WithTimeout(50*time.Millisecond))
+	g.stallFloor = time.Hour // every probe ran during a stall
+	mr.Close()
+	if d, err := g.Decide(context.Background(), w, "inc", "k", limiter.PerSecond(10), 1, false); err != nil || !d.Shed {
+		t.Fatalf("Inc = %+v, %v; want shed", d, err)
+	}
+	idle(t, g)
+	if !g.Open() || g.Confirmed() != 1 {
+		t.Fatalf("breaker open %v, confirmed %d; want opened by the refused probe", g.Open(), g.Confirmed())
+	}
+}
+
+// TestStalledProbeTimeoutInconclusive: a confirming probe that times out
+// while the process stalled opens nothing.
+func TestStalledProbeTimeoutInconclusive(t *testing.T) {
+	_, client := redistest.Mini(t)
+	g, w := newWaiter(t, client, localWait, limiter.WithTimeout(50*time.Millisecond))
+	g.stallFloor = time.Hour
+	g.probe = func(ctx context.Context, _ redis.Scripter) error { <-ctx.Done(); return ctx.Err() }
+	if d, err := g.Decide(context.Background(), w, "inc", "k", limiter.PerSecond(10), 1, false); err != nil || !d.Shed {
+		t.Fatalf("Inc = %+v, %v; want shed", d, err)
+	}
+	idle(t, g)
+	if g.Open() || g.Confirmed() != 0 {
+		t.Fatalf("breaker open %v, confirmed %d; want closed (a stalled probe's timeout is inconclusive)", g.Open(), g.Confirmed())
+	}
+}
+
 // TestWireEvidenceOpens: a refused connection opens the breaker at once,
 // without a probe, and the call is answered by the policy.
 func TestWireEvidenceOpens(t *testing.T) {

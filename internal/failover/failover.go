@@ -213,6 +213,7 @@ type Guard struct {
 	replied      atomic.Bool    // some call got a reply since the confirming probe began
 	lastOK       atomic.Int64   // unix ns of the latest confirming probe that succeeded
 	confirmed    atomic.Int64   // breaker openings by a confirming probe
+	stallFloor   time.Duration  // tests only: the least stall a confirming probe reports
 	shed         atomic.Int64   // calls shed
 	shedLogAt    atomic.Int64   // unix ns of the latest log of shed calls
 	shedLogged   atomic.Int64   // shed when last logged

@@ -106,7 +106,14 @@ func TestObserverOutage(t *testing.T) {
 			if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); d.Allowed || !d.Shed || d.Degraded {
 				t.Fatalf("Inc 0 = %+v, want shed", d)
 			}
-			<-changed // the observer is told before WithStateChange's hook
+			// The observer is told before WithStateChange's hook. The
+			// probe's refused dial is wire evidence however loaded the
+			// machine; a minute is only a guard against a hang.
+			select {
+			case <-changed:
+			case <-time.After(time.Minute):
+				t.Fatal("the probe did not open the breaker within a minute")
+			}
 			for i := 1; i < 3; i++ {
 				if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); !d.Allowed || !d.Degraded {
 					t.Fatalf("Inc %d = %+v, want allowed and degraded", i, d)
