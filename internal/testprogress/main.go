@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -142,6 +143,11 @@ func (p *progress) pkgDone(e event, st *pkgState) {
 	word := map[string]string{"pass": "ok  ", "fail": "FAIL", "skip": "skip"}[e.Action]
 	if e.Action == "fail" {
 		p.failed = true
+		// Tests that never ended (a panic, go test's -timeout) hold
+		// the reason: test2json files the panic under the test that ran.
+		for _, name := range slices.Sorted(maps.Keys(st.output)) {
+			fmt.Fprintf(p.out, "--- FAIL %s %s (did not end)\n%s", short(e.Package), name, st.output[name].String())
+		}
 		if out := st.pkgOut.String(); out != "" {
 			fmt.Fprint(p.out, out)
 		}

@@ -66,6 +66,29 @@ func TestReport(t *testing.T) {
 	}
 }
 
+// TestTimedOut: a package that fails while a test still runs (go test's
+// -timeout panics inside it) prints that test's output, where test2json
+// files the panic, and not only the package's FAIL line.
+func TestTimedOut(t *testing.T) {
+	const timedOut = `{"Action":"start","Package":"github.com/sluice-go/sluice/c"}
+{"Action":"run","Package":"github.com/sluice-go/sluice/c","Test":"TestHang"}
+{"Action":"output","Package":"github.com/sluice-go/sluice/c","Test":"TestHang","Output":"panic: test timed out after 10m0s\n"}
+{"Action":"output","Package":"github.com/sluice-go/sluice/c","Test":"TestHang","Output":"goroutine 7 [chan receive]:\n"}
+{"Action":"fail","Package":"github.com/sluice-go/sluice/c","Elapsed":600}
+`
+	var out syncBuilder
+	p := &progress{out: &out, pkgs: map[string]*pkgState{}, begun: time.Now()}
+	if p.read(strings.NewReader(timedOut)) {
+		t.Error("read = true for a package that timed out, want false")
+	}
+	got := out.String()
+	for _, want := range []string{"--- FAIL c TestHang (did not end)\n", "panic: test timed out after 10m0s", "goroutine 7 [chan receive]", "FAIL github.com/sluice-go/sluice/c 600.0s\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output has no %q:\n%s", want, got)
+		}
+	}
+}
+
 // TestHeartbeat: before any package runs, a line says the tests are
 // being built; while a package runs, a line names it and its running
 // test; a run that ends before the package does fails.
