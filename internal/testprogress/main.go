@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -145,7 +144,12 @@ func (p *progress) pkgDone(e event, st *pkgState) {
 		p.failed = true
 		// Tests that never ended (a panic, go test's -timeout) hold
 		// the reason: test2json files the panic under the test that ran.
-		for _, name := range slices.Sorted(maps.Keys(st.output)) {
+		names := make([]string, 0, len(st.output))
+		for name := range st.output {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
 			fmt.Fprintf(p.out, "--- FAIL %s %s (did not end)\n%s", short(e.Package), name, st.output[name].String())
 		}
 		if out := st.pkgOut.String(); out != "" {
