@@ -154,7 +154,7 @@ func TestCapacityMatchesLimiter(t *testing.T) {
 		limiter.PerSecond(1 << 50), limiter.PerSecond(1<<50 + 1), limiter.PerSecond(0.1), limiter.PerSecond(1.0 / 3),
 	}
 	windows := []time.Duration{time.Millisecond, 10 * time.Millisecond, 999 * time.Millisecond, time.Second,
-		7 * time.Second, 10 * time.Second, time.Minute, time.Hour, 24 * time.Hour, 1234567 * time.Microsecond}
+		7 * time.Second, 10 * time.Second, time.Minute, time.Hour, 24 * time.Hour, 1234567 * time.Millisecond}
 	factors := []float64{1, 1.5, 2, 3.7}
 	for _, w := range windows {
 		for _, f := range factors {
