@@ -122,12 +122,11 @@ func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	cfg := &l.s.cfg
-	hard, err := limiter.HardCapacity(rate, cfg.Window, cfg.HardLimitFactor)
+	hard, err := l.s.hardCapacity(rate)
 	if err != nil {
-		return limiter.Decision{}, fmt.Errorf("local: inc: %w", err)
+		return limiter.Decision{}, err
 	}
-	in := window.Suppressed{Soft: soft, Hard: hard, CacheMs: cfg.CacheMs, RandPPM: window.DrawPPM(cfg.Rand())}
+	in := window.Suppressed{Soft: soft, Hard: hard, CacheMs: l.s.cfg.CacheMs, RandPPM: window.DrawPPM(l.s.draw())}
 	e := l.s.lock(k, n > 0)
 	if e == nil { // a peek at an unknown key
 		var peek window.State
