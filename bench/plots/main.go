@@ -1,8 +1,10 @@
 // Command plots draws the figures of docs/benchmarks.md as SVG from the
 // committed output of the benchmarks (go test's benchmark lines), so the
-// pictures can be made again from the raw figures they show:
+// pictures can be made again from the raw figures they show. Run in the
+// bench module with -o naming the repository's docs/img (the command is
+// in docs/benchmarks.md, Regenerating the plots):
 //
-//	cd bench && go run ./plots -o ../docs/img testdata/compare-5rounds-06b46ab.txt testdata/batching-mix-5.txt
+//	go run ./plots -o DIR testdata/compare-5rounds-06b46ab.txt testdata/batching-mix-5.txt
 //
 // From BenchmarkInc (TestCompare: redisabs, redissup and redis_rate, one
 // call per decision) it draws, per workload, decisions per second by
