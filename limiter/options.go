@@ -95,6 +95,7 @@ func WithRandom(r func() float64) Option {
 			return
 		}
 		c.Random = r
+		c.RandomSet = true
 	}
 }
 

@@ -139,6 +139,7 @@ type Config struct {
 	Clock            Clock
 	ClockSet         bool // WithClock was given (Redis providers then stop using TIME)
 	Random           func() float64
+	RandomSet        bool // WithRandom was given (else Random is math/rand/v2's Float64)
 	Prefix           string
 	// SweepEvery replaces the local provider's sweep interval when > 0. No
 	// option sets it: it is for the provider's own tests, which must see
