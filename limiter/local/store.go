@@ -134,13 +134,20 @@ func (s *store) incError(k string, rate limiter.Rate, n int64) (now, c int64, er
 	return s.now(), c, nil // not reached while capacityOf agrees with limiter.Capacity
 }
 
-// hardCapacity is limiter.HardCapacity(rate, W, WithHardLimitFactor).
-func (s *store) hardCapacity(rate limiter.Rate) (int64, error) {
+// hardX is rate × W in seconds × WithHardLimitFactor, multiplied in
+// limiter.HardCapacity's order, for capacityOf.
+func (s *store) hardX(rate limiter.Rate) float64 {
 	x := rate.PerSecondValue() * s.windowSec
 	if f := s.cfg.HardLimitFactor; f != 1 {
 		x *= f
 	}
-	if h, ok := capacityOf(x); ok {
+	return x
+}
+
+// hardCapacity is limiter.HardCapacity(rate, W, WithHardLimitFactor): the
+// fast path, else limiter's error.
+func (s *store) hardCapacity(rate limiter.Rate) (int64, error) {
+	if h, ok := capacityOf(s.hardX(rate)); ok {
 		return h, nil
 	}
 	h, err := limiter.HardCapacity(rate, s.cfg.Window, s.cfg.HardLimitFactor)
@@ -166,13 +173,24 @@ func capacityOf(x float64) (c int64, ok bool) {
 	return 0, false
 }
 
-// draw is the suppressed strategy's one draw per call: math/rand/v2's
-// Float64 called directly unless WithRandom set a source.
+// draw is the suppressed strategy's one draw per call: the source of
+// WithRandom, or math/rand/v2's Float64 called directly.
 func (s *store) draw() float64 {
 	if !s.cfg.RandomSet {
 		return rand.Float64()
 	}
 	return s.cfg.Rand()
+}
+
+// drawPPM is a single-limit Inc's draw in ppm: with the default source,
+// window.DrawWhenNeeded, so that only a call a factor decides draws (the
+// default source's draws cannot be observed, so skipping the unused ones
+// changes no decision's odds); with WithRandom's, one draw per call.
+func (s *store) drawPPM() int64 {
+	if !s.cfg.RandomSet {
+		return window.DrawWhenNeeded
+	}
+	return window.DrawPPM(s.cfg.Rand())
 }
 
 // now reads the clock in ms; the default clock without an interface call.
