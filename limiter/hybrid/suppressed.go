@@ -316,7 +316,7 @@ func (l *Suppressed) capacities(op string, rate limiter.Rate) (soft, hard int64,
 // policy answers (limiter.WithFailurePolicy), with Degraded set.
 func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
 	if l.closed.Load() {
-		return limiter.Decision{}, l.errorf("inc", config.ErrClosed)
+		return limiter.Decision{}, l.errorf("inc", limiter.ErrClosed)
 	}
 	if err := config.CheckCost(n); err != nil {
 		return limiter.Decision{}, l.errorf("inc", err)
@@ -346,7 +346,7 @@ func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int
 // redissup answers. It writes nothing and draws nothing.
 func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
 	if l.closed.Load() {
-		return limiter.Decision{}, l.errorf("is allowed", config.ErrClosed)
+		return limiter.Decision{}, l.errorf("is allowed", limiter.ErrClosed)
 	}
 	if e := l.lookup(k); e != nil {
 		now := l.now()
@@ -379,7 +379,7 @@ func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision,
 // Redis failures are errors, as for redissup.
 func (l *Suppressed) Get(ctx context.Context, k string) (limiter.Usage, error) {
 	if l.closed.Load() {
-		return limiter.Usage{}, l.errorf("get", config.ErrClosed)
+		return limiter.Usage{}, l.errorf("get", limiter.ErrClosed)
 	}
 	return l.g.Get(ctx, (*supBackend)(l), &l.b, k)
 }
@@ -390,7 +390,7 @@ func (l *Suppressed) Get(ctx context.Context, k string) (limiter.Usage, error) {
 // until they expire.
 func (l *Suppressed) Reset(ctx context.Context, k string) error {
 	if l.closed.Load() {
-		return l.errorf("reset", config.ErrClosed)
+		return l.errorf("reset", limiter.ErrClosed)
 	}
 	if e := l.lookup(k); e != nil {
 		e.mu.Lock()

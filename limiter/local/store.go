@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -77,7 +78,7 @@ func newStore(opts []limiter.Option) (*store, error) {
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
-	s.obs, _ = cfg.Observer.(limiter.Observer)
+	s.obs = cfg.Observer
 	if cfg.ClockSet {
 		s.keepMs += clockSlackMs
 	}
@@ -166,7 +167,7 @@ const capacityEpsilon = 1e-9
 // 2^50), where the caller asks limiter for the error.
 // TestCapacityMatchesLimiter checks both against limiter's.
 func capacityOf(x float64) (c int64, ok bool) {
-	if v := x + capacityEpsilon; v >= 1 && v < float64(config.MaxCapacity)+1 {
+	if v := x + capacityEpsilon; v >= 1 && v < float64(settings.MaxCapacity)+1 {
 		return int64(v), true
 	}
 	return 0, false
@@ -195,9 +196,9 @@ func (s *store) drawPPM() int64 {
 // now reads the clock in ms; the default clock without an interface call.
 func (s *store) now() int64 {
 	if !s.cfg.ClockSet {
-		return config.WallMs()
+		return settings.WallMs()
 	}
-	return config.ClampMs(s.cfg.Clock.Now().UnixMilli())
+	return settings.ClampMs(s.cfg.Clock.Now().UnixMilli())
 }
 
 func checkCost(n int64) error {
