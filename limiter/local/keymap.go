@@ -33,8 +33,9 @@ const (
 	minSlots     = 8
 )
 
-// table is one shard's slots; len(slots) is a power of two and at least a
-// quarter of them stay empty, so every probe ends.
+// table is one shard's slots; len(slots) is a power of two and at most
+// half of them hold a key or a tombstone, so probes are short (about 1.3
+// slots for a key found) and every probe ends.
 type table struct{ slots []slot }
 
 type slot struct {
@@ -89,7 +90,7 @@ func (m *keymap) loadOrStore(h uint64, k string, e *entry) *entry {
 		return old
 	}
 	t := m.tables[i].Load()
-	if t == nil || (sh.used+1)*4 > len(t.slots)*3 {
+	if t == nil || (sh.used+1)*2 > len(t.slots) {
 		t = m.rehash(i, sh.live+1)
 	}
 	mask := uint64(len(t.slots) - 1)
@@ -129,12 +130,12 @@ func (m *keymap) compareAndDelete(h uint64, k string, e *entry) {
 	}
 }
 
-// rehash publishes a new table for shard i sized for n keys (at most half
+// rehash publishes a new table for shard i sized for n keys (at most 3/8
 // full) holding its live slots, and returns it. The caller holds the
 // shard's mutex.
 func (m *keymap) rehash(i uint64, n int) *table {
 	size := minSlots
-	for size < 2*n {
+	for size*3 < 8*n {
 		size *= 2
 	}
 	nt := &table{slots: make([]slot, size)}
@@ -173,7 +174,7 @@ func (m *keymap) shrink(i uint64) {
 	if t == nil {
 		return
 	}
-	if len(t.slots) > minSlots && sh.live*8 < len(t.slots) || sh.used > 2*sh.live+minSlots {
+	if len(t.slots) > minSlots && sh.live*12 < len(t.slots) || sh.used > 2*sh.live+minSlots {
 		m.rehash(i, sh.live)
 	}
 }

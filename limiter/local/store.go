@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -77,7 +78,7 @@ func newStore(opts []limiter.Option) (*store, error) {
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
-	s.obs, _ = cfg.Observer.(limiter.Observer)
+	s.obs = cfg.Observer
 	if cfg.ClockSet {
 		s.keepMs += clockSlackMs
 	}
@@ -133,13 +134,20 @@ func (s *store) incError(k string, rate limiter.Rate, n int64) (now, c int64, er
 	return s.now(), c, nil // not reached while capacityOf agrees with limiter.Capacity
 }
 
-// hardCapacity is limiter.HardCapacity(rate, W, WithHardLimitFactor).
-func (s *store) hardCapacity(rate limiter.Rate) (int64, error) {
+// hardX is rate × W in seconds × WithHardLimitFactor, multiplied in
+// limiter.HardCapacity's order, for capacityOf.
+func (s *store) hardX(rate limiter.Rate) float64 {
 	x := rate.PerSecondValue() * s.windowSec
 	if f := s.cfg.HardLimitFactor; f != 1 {
 		x *= f
 	}
-	if h, ok := capacityOf(x); ok {
+	return x
+}
+
+// hardCapacity is limiter.HardCapacity(rate, W, WithHardLimitFactor): the
+// fast path, else limiter's error.
+func (s *store) hardCapacity(rate limiter.Rate) (int64, error) {
+	if h, ok := capacityOf(s.hardX(rate)); ok {
 		return h, nil
 	}
 	h, err := limiter.HardCapacity(rate, s.cfg.Window, s.cfg.HardLimitFactor)
@@ -159,14 +167,14 @@ const capacityEpsilon = 1e-9
 // 2^50), where the caller asks limiter for the error.
 // TestCapacityMatchesLimiter checks both against limiter's.
 func capacityOf(x float64) (c int64, ok bool) {
-	if v := x + capacityEpsilon; v >= 1 && v < float64(config.MaxCapacity)+1 {
+	if v := x + capacityEpsilon; v >= 1 && v < float64(settings.MaxCapacity)+1 {
 		return int64(v), true
 	}
 	return 0, false
 }
 
-// draw is the suppressed strategy's one draw per call: math/rand/v2's
-// Float64 called directly unless WithRandom set a source.
+// draw is the suppressed strategy's one draw per call: the source of
+// WithRandom, or math/rand/v2's Float64 called directly.
 func (s *store) draw() float64 {
 	if !s.cfg.RandomSet {
 		return rand.Float64()
@@ -174,12 +182,23 @@ func (s *store) draw() float64 {
 	return s.cfg.Rand()
 }
 
+// drawPPM is a single-limit Inc's draw in ppm: with the default source,
+// window.DrawWhenNeeded, so that only a call a factor decides draws (the
+// default source's draws cannot be observed, so skipping the unused ones
+// changes no decision's odds); with WithRandom's, one draw per call.
+func (s *store) drawPPM() int64 {
+	if !s.cfg.RandomSet {
+		return window.DrawWhenNeeded
+	}
+	return window.DrawPPM(s.cfg.Rand())
+}
+
 // now reads the clock in ms; the default clock without an interface call.
 func (s *store) now() int64 {
 	if !s.cfg.ClockSet {
-		return config.WallMs()
+		return settings.WallMs()
 	}
-	return config.ClampMs(s.cfg.Clock.Now().UnixMilli())
+	return settings.ClampMs(s.cfg.Clock.Now().UnixMilli())
 }
 
 func checkCost(n int64) error {
