@@ -94,8 +94,8 @@ func buildWindowContender(c *redis.Client, name string, win time.Duration, p pol
 	}, func() { l.Close(ctx) }, nil
 }
 
-// TestHybridWindows is the driver behind docs/benchmarks.md, Hybrid
-// provider, both strategies and both windows: each round runs every
+// TestHybridWindows is the driver behind docs/benchmarks.md, Hybrid,
+// both strategies and both windows: each round runs every
 // contender once on every row (W = 1 min and 1 s, 10,000 keys and one hot
 // key, 64 goroutines), in an order rotated from round to round, on the
 // run's one redis-server, after an empty Redis and a warm-up that touches
