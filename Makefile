@@ -21,11 +21,12 @@ NESTED_TESTED = sluiceotel
 # internal/testprogress, which prints a line per package as it ends, every
 # failed test's output in full, a line at least every 20 s naming what is
 # still running, and the slowest packages and tests at the end. README.md
-# says how long the whole target takes.
+# says how long the whole target takes. The nested modules' tests go
+# through testprogress too, so no step is silent for more than 20 s.
 test: fmt-check vet tidy-check deps-check redis-note
 	$(GO) test -race -count=1 -json ./... 2>&1 | $(GO) run ./internal/testprogress
-	cd bench && $(GO) test -race -count=1 -run '^TestRateLimitHeaders(Parse|ClampedIntegers)$$' .
-	for m in $(NESTED_TESTED); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
+	(cd bench && $(GO) test -race -count=1 -json -run '^TestRateLimitHeaders(Parse|ClampedIntegers)$$' .) 2>&1 | $(GO) run ./internal/testprogress
+	for m in $(NESTED_TESTED); do ( (cd $$m && $(GO) test -race -count=1 -json ./...) 2>&1 | $(GO) run ./internal/testprogress) || exit 1; done
 	$(MAKE) fuzz-smoke
 
 # Without redis-server on PATH the real-Redis tests skip themselves, which
