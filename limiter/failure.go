@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/sluice-go/sluice/internal/config"
 )
 
 // ErrUnavailable is returned, wrapped with the operation and the error
@@ -42,7 +40,19 @@ const (
 
 // String returns the policy's name as written in Go ("FallbackLocal", …),
 // or "FailurePolicy(n)" for a value that is none of them.
-func (p FailurePolicy) String() string { return config.FailurePolicy(p).String() }
+func (p FailurePolicy) String() string {
+	switch p {
+	case FallbackLocal:
+		return "FallbackLocal"
+	case FailOpen:
+		return "FailOpen"
+	case FailClosed:
+		return "FailClosed"
+	case FailError:
+		return "FailError"
+	}
+	return fmt.Sprintf("FailurePolicy(%d)", int(p))
+}
 
 // StateChange reports a Redis provider entering or leaving degraded mode,
 // to the hook of WithStateChange and to an Observer (Event.State).
@@ -71,27 +81,13 @@ type StateChange struct {
 	UnreconciledUnits int64
 }
 
-// stateChange and internalStateChange convert between StateChange and the
-// configuration's copy of it, which the providers fill.
-func stateChange(sc config.StateChange) StateChange {
-	return StateChange{Provider: sc.Provider, Degraded: sc.Degraded, Cause: sc.Cause, Policy: FailurePolicy(sc.Policy),
-		Duration: sc.Duration, Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled,
-		UnreconciledUnits: sc.UnreconciledUnits}
-}
-
-func internalStateChange(sc StateChange) config.StateChange {
-	return config.StateChange{Provider: sc.Provider, Degraded: sc.Degraded, Cause: sc.Cause, Policy: config.FailurePolicy(sc.Policy),
-		Duration: sc.Duration, Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled,
-		UnreconciledUnits: sc.UnreconciledUnits}
-}
-
 // WithTimeout bounds every Redis call of a Redis provider by d on top of
 // the caller's context, on any client. Default 250 ms; 0 means the
 // caller's context alone. A call that runs out of d while Redis is not
 // known to be down is shed (refused with Decision.Shed set), not degraded
 // (docs/operations.md, What counts as an outage).
 func WithTimeout(d time.Duration) Option {
-	return func(c *config.Config) {
+	return func(c *config) {
 		if d < 0 {
 			c.Fail(fmt.Errorf("%w: timeout %v must not be negative", ErrInvalidConfig, d))
 			return
@@ -108,7 +104,13 @@ func WithTimeout(d time.Duration) Option {
 // own context are errors under every policy. docs/operations.md (When
 // Redis fails) says what counts as unavailable.
 func WithFailurePolicy(p FailurePolicy) Option {
-	return func(c *config.Config) { c.Policy = config.FailurePolicy(p) }
+	return func(c *config) {
+		if p < FallbackLocal || p > FailError {
+			c.Fail(fmt.Errorf("%w: unknown failure policy %v", ErrInvalidConfig, p))
+			return
+		}
+		c.Policy = p
+	}
 }
 
 // WithFallbackInstances scales the FallbackLocal limiter for a fleet of n
@@ -118,14 +120,14 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // an outage. n must be at least 1. Other policies ignore it
 // (docs/operations.md, Reconciliation).
 func WithFallbackInstances(n int) Option {
-	return func(c *config.Config) { c.FallbackInstances = n }
+	return func(c *config) { c.FallbackInstances = n }
 }
 
 // WithProbeInterval sets how often the background probe asks Redis while
 // the breaker is open. Default 200 ms; between 1 ms and 1 minute. At most
 // one probe is in flight; each is bounded by WithTimeout.
 func WithProbeInterval(d time.Duration) Option {
-	return func(c *config.Config) { c.ProbeInterval = d }
+	return func(c *config) { c.ProbeInterval = d }
 }
 
 // WithStateChange registers fn, called once when a Redis provider enters
@@ -133,13 +135,7 @@ func WithProbeInterval(d time.Duration) Option {
 // probe goroutine, never on a caller's: it may log or export a metric, but
 // while it runs the probe waits, and Close waits for it. Default: none.
 func WithStateChange(fn func(StateChange)) Option {
-	return func(c *config.Config) {
-		if fn == nil {
-			c.OnStateChange = nil
-			return
-		}
-		c.OnStateChange = func(sc config.StateChange) { fn(stateChange(sc)) }
-	}
+	return func(c *config) { c.OnStateChange = fn }
 }
 
 // WithLogger sets the logger of a Redis provider. It receives the
@@ -148,7 +144,7 @@ func WithStateChange(fn func(StateChange)) Option {
 // and configuration warnings. Default: slog.Default(), read at each
 // record. WithLogger(nil) silences it.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config.Config) { c.Logger, c.LoggerSet = l, true }
+	return func(c *config) { c.Logger, c.LoggerSet = l, true }
 }
 
 // WithBatching lets concurrent calls of a Redis provider share round
@@ -161,5 +157,5 @@ func WithLogger(l *slog.Logger) Option {
 // the sum of its calls: keep n low where the Redis server is shared with
 // latency-sensitive traffic (docs/operations.md, Batching).
 func WithBatching(n int) Option {
-	return func(c *config.Config) { c.Batch = n }
+	return func(c *config) { c.Batch = n }
 }

@@ -1,7 +1,5 @@
 package limiter
 
-import "github.com/sluice-go/sluice/internal/config"
-
 // WithHotKeyRelief turns hot-key relief on or off for redisabs, redissup
 // and the hybrid providers. Default on.
 //
@@ -14,5 +12,5 @@ import "github.com/sluice-go/sluice/internal/config"
 // it off where that happens often, or to have every call asked of Redis.
 // See docs/algorithms.md, Hot-key relief.
 func WithHotKeyRelief(on bool) Option {
-	return func(c *config.Config) { c.NoRelief = !on }
+	return func(c *config) { c.NoRelief = !on }
 }
