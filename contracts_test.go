@@ -1,12 +1,18 @@
 package sluice_test
 
 import (
+	"context"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"reflect"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/hybrid"
@@ -85,5 +91,73 @@ func TestSetLimiterDocNamesItsImplementers(t *testing.T) {
 	}
 	if n < 4 {
 		t.Errorf("%d providers implement SetLimiter, want at least the local and Redis ones", n)
+	}
+}
+
+// countingObserver counts the decisions it is given, by provider and
+// strategy.
+type countingObserver struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (o *countingObserver) ObserveDecision(_ context.Context, e limiter.DecisionEvent) {
+	o.mu.Lock()
+	o.seen[e.Provider+"/"+e.Strategy]++
+	o.mu.Unlock()
+}
+
+func (o *countingObserver) ObserveEvent(context.Context, limiter.Event) {}
+
+// TestEveryDecisionReachesTheObserver: every decision a provider returns
+// (an Inc or IsAllowed with a nil error) reaches its observer once, under
+// the provider's constant and strategy, whether Redis was asked or the
+// answer came from memory: a hybrid lease, a remembered refusal.
+func TestEveryDecisionReachesTheObserver(t *testing.T) {
+	mr := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer client.Close()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		provider, strategy string
+		build              func(opts ...limiter.Option) (limiter.Limiter, error)
+	}{
+		{limiter.ProviderLocal, limiter.StrategyAbsolute, func(o ...limiter.Option) (limiter.Limiter, error) { return local.NewAbsolute(o...) }},
+		{limiter.ProviderLocal, limiter.StrategySuppressed, func(o ...limiter.Option) (limiter.Limiter, error) { return local.NewSuppressed(o...) }},
+		{limiter.ProviderRedisAbs, limiter.StrategyAbsolute, func(o ...limiter.Option) (limiter.Limiter, error) { return redisabs.New(client, o...) }},
+		{limiter.ProviderRedisSup, limiter.StrategySuppressed, func(o ...limiter.Option) (limiter.Limiter, error) { return redissup.New(client, o...) }},
+		{limiter.ProviderHybrid, limiter.StrategyAbsolute, func(o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewAbsolute(client, o...) }},
+		{limiter.ProviderHybrid, limiter.StrategySuppressed, func(o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewSuppressed(client, o...) }},
+	} {
+		t.Run(tc.provider+"/"+tc.strategy, func(t *testing.T) {
+			obs := &countingObserver{seen: map[string]int{}}
+			l, err := tc.build(limiter.WithObserver(obs), limiter.WithPrefix("observe-"+tc.provider+"-"+tc.strategy),
+				limiter.WithHardLimitFactor(1.5))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close(ctx)
+			rate := limiter.PerMinute(20)
+			decisions := 0
+			for i := 0; i < 60; i++ {
+				k := "k" + strconv.Itoa(i%3)
+				var err error
+				if i%5 == 4 {
+					_, err = l.IsAllowed(ctx, k)
+				} else {
+					_, err = l.Inc(ctx, k, rate, int64(1+i%2))
+				}
+				if err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+				decisions++
+			}
+			obs.mu.Lock()
+			defer obs.mu.Unlock()
+			want := map[string]int{tc.provider + "/" + tc.strategy: decisions}
+			if !reflect.DeepEqual(obs.seen, want) {
+				t.Errorf("the observer saw %v, want %v", obs.seen, want)
+			}
+		})
 	}
 }

@@ -30,6 +30,8 @@ const (
 	ProviderLocal    = "local"
 	ProviderRedisAbs = "redisabs"
 	ProviderRedisSup = "redissup"
+	// ProviderHybrid is the Provider of both hybrid strategies.
+	ProviderHybrid = "hybrid"
 	// ProviderCleanup is the Provider of an EventCleanup.
 	ProviderCleanup = "cleanup"
 )
@@ -82,7 +84,7 @@ const (
 // sampled log, a bounded top-k); a metric attribute made of it would have
 // one series per key, so adapters leave it out unless told otherwise.
 type DecisionEvent struct {
-	Provider string // ProviderLocal, ProviderRedisAbs, ProviderRedisSup
+	Provider string // ProviderLocal, ProviderRedisAbs, ProviderRedisSup, ProviderHybrid
 	Strategy string // StrategyAbsolute, StrategySuppressed
 	Op       string // OpInc, OpIsAllowed, OpIncSet, OpIsAllowedSet
 	Key      string
@@ -95,8 +97,9 @@ type DecisionEvent struct {
 	// it.
 	Limits []LimitDecision
 	// Backend reports that the provider called Redis for this decision.
-	// False for the local provider and for decisions answered by the
-	// failure policy while the breaker is open.
+	// False for the local provider, for decisions answered by the failure
+	// policy while the breaker is open, and for those a provider answered
+	// from memory (a hybrid lease, a remembered refusal).
 	Backend bool
 	// Start and Duration are when the Redis call started and how long it
 	// took, whether it succeeded or failed (then the failure policy
@@ -166,7 +169,7 @@ func (k EventKind) String() string {
 // Event is a backend event. Kind says which fields are set.
 type Event struct {
 	Kind     EventKind
-	Provider string // ProviderRedisAbs, ProviderRedisSup, ProviderCleanup
+	Provider string // ProviderRedisAbs, ProviderRedisSup, ProviderHybrid, ProviderCleanup
 	// EventBackendError: the operation (OpInc, …), the error's class and
 	// the error as the provider saw it, and how long the call took (0 for
 	// Get, Reset, GetSet and ResetSet, which are not timed).
