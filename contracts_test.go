@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"context"
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -159,5 +161,96 @@ func TestEveryDecisionReachesTheObserver(t *testing.T) {
 				t.Errorf("the observer saw %v, want %v", obs.seen, want)
 			}
 		})
+	}
+}
+
+// TestOptionsAcrossProviders: package hybrid's options given to another
+// provider are ErrInvalidConfig at New, naming the option and the
+// provider; the hybrid accepts them, and its local fallback, built from
+// the same options, drops them. The options of package limiter are
+// accepted by every provider, those that do not concern it ignored (see
+// limiter.Option).
+func TestOptionsAcrossProviders(t *testing.T) {
+	mr := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer client.Close()
+	ctx := context.Background()
+	builders := map[string]func(opts ...limiter.Option) (limiter.Limiter, error){
+		"local.NewAbsolute":    func(o ...limiter.Option) (limiter.Limiter, error) { return local.NewAbsolute(o...) },
+		"local.NewSuppressed":  func(o ...limiter.Option) (limiter.Limiter, error) { return local.NewSuppressed(o...) },
+		"redisabs.New":         func(o ...limiter.Option) (limiter.Limiter, error) { return redisabs.New(client, o...) },
+		"redissup.New":         func(o ...limiter.Option) (limiter.Limiter, error) { return redissup.New(client, o...) },
+		"hybrid.NewAbsolute":   func(o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewAbsolute(client, o...) },
+		"hybrid.NewSuppressed": func(o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewSuppressed(client, o...) },
+	}
+	hybridOnly := map[string]limiter.Option{
+		"hybrid.WithSyncInterval": hybrid.WithSyncInterval(time.Second),
+		"hybrid.WithMaxLease":     hybrid.WithMaxLease(3),
+		"hybrid.WithLeaseAhead":   hybrid.WithLeaseAhead(0),
+	}
+	// Every option of package limiter, at a value other than its default.
+	generic := []limiter.Option{limiter.WithWindow(time.Second), limiter.WithBucket(100 * time.Millisecond),
+		limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return 0.5 }),
+		limiter.WithPrefix("across"), limiter.WithTimeout(time.Second), limiter.WithFailurePolicy(limiter.FallbackLocal),
+		limiter.WithFallbackInstances(2), limiter.WithProbeInterval(time.Millisecond),
+		limiter.WithStateChange(func(limiter.StateChange) {}), limiter.WithLogger(nil),
+		limiter.WithObserver(limiter.NewLogObserver(nil)), limiter.WithBatching(4), limiter.WithHotKeyRelief(false)}
+	for name, build := range builders {
+		isHybrid := strings.HasPrefix(name, "hybrid.")
+		l, err := build(generic...)
+		if err != nil {
+			t.Errorf("%s(every option of package limiter) = %v, want accepted", name, err)
+		} else {
+			l.Close(ctx)
+		}
+		for opt, o := range hybridOnly {
+			l, err := build(o)
+			if isHybrid {
+				if err != nil {
+					t.Errorf("%s(%s) = %v, want accepted", name, opt, err)
+				} else {
+					l.Close(ctx)
+				}
+				continue
+			}
+			pkg, _, _ := strings.Cut(name, ".")
+			if !errors.Is(err, limiter.ErrInvalidConfig) || !strings.Contains(err.Error(), opt) || !strings.Contains(err.Error(), pkg) {
+				t.Errorf("%s(%s) = %v, want ErrInvalidConfig naming %s and %s", name, opt, err, opt, pkg)
+			}
+			if err == nil {
+				l.Close(ctx)
+			}
+		}
+	}
+	// A hybrid's fallback is built from the hybrid's options when Redis
+	// is found down: it drops the hybrid's own and answers.
+	for _, name := range []string{"hybrid.NewAbsolute", "hybrid.NewSuppressed"} {
+		down := miniredis.RunT(t)
+		dc := redis.NewClient(&redis.Options{Addr: down.Addr(), MaxRetries: -1})
+		l, err := func() (limiter.Limiter, error) {
+			opts := []limiter.Option{hybrid.WithMaxLease(2), hybrid.WithSyncInterval(time.Hour), limiter.WithProbeInterval(time.Minute)}
+			if name == "hybrid.NewAbsolute" {
+				return hybrid.NewAbsolute(dc, opts...)
+			}
+			return hybrid.NewSuppressed(dc, opts...)
+		}()
+		if err != nil {
+			t.Fatal(err)
+		}
+		down.Close()
+		var d limiter.Decision
+		for i := 0; i < 20 && !d.Degraded; i++ { // a first call may be shed until a probe confirms the outage
+			if d, err = l.Inc(ctx, "k", limiter.PerMinute(10), 1); err != nil {
+				t.Fatalf("%s: Inc with Redis down = %v", name, err)
+			}
+			if !d.Degraded {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if !d.Degraded || !d.Allowed {
+			t.Errorf("%s: Inc with Redis down = %+v, want admitted by the local fallback", name, d)
+		}
+		l.Close(ctx)
+		dc.Close()
 	}
 }
