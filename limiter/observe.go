@@ -184,13 +184,13 @@ type Event struct {
 }
 
 // CleanupReport is what one run of the cleanup loop did, as reported in
-// an EventCleanup. Package cleanup sends one event per run (Run, or one
+// an EventCleanup; cleanup.Report, the full report, embeds it. Package cleanup sends one event per run (Run, or one
 // pass of the loop Start runs) to the observer given to it with
 // cleanup.WithObserver, with Provider ProviderCleanup.
 type CleanupReport struct {
 	Scanned  int64         // keys SCAN returned under the prefix
-	Deleted  int64         // keys UNLINKed: no TTL, or only expired buckets
-	Trimmed  int64         // live keys whose expired buckets were removed
+	Deleted  int64         // limiter hashes with no live bucket, UNLINKed
+	Trimmed  int64         // live hashes whose expired buckets were removed
 	Duration time.Duration // how long the run took
 	// Err is why the run stopped before the end of the scan (nil when it
 	// finished); ErrorClass is its class, as for EventBackendError.
