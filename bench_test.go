@@ -164,7 +164,7 @@ func localRows() []localRow {
 	return rows
 }
 
-// BenchmarkLocal is the matrix of docs/benchmarks.md, Local: heap (none,
+// BenchmarkLocal is the matrix of docs/benchmarks.md, Local provider against x/time/rate: heap (none,
 // or a million live pointers), keys (one hot key, 10,000 walked
 // round-robin), g (1 goroutine, or 64 through RunParallel), limiter
 // (fresh: an empty limiter per run, every key's first touch timed; warm:
@@ -185,7 +185,7 @@ func BenchmarkLocal(b *testing.B) {
 
 var localRounds = flag.Int("local.rounds", 0, "TestLocalCompare: rounds of the local comparison; 0 skips it")
 
-// TestLocalCompare is the driver behind docs/benchmarks.md, Local: each
+// TestLocalCompare is the driver behind docs/benchmarks.md, Local provider against x/time/rate: each
 // round runs every contender once on every row of BenchmarkLocal, in an
 // order rotated from round to round, plus the suppressed strategy's draw
 // alone, so the noise of a shared machine falls on every contender alike.
@@ -322,7 +322,7 @@ func BenchmarkLocalDraw(b *testing.B) {
 // one call holds: heap bytes and heap objects per key, and the time a full
 // GC cycle spends per key (a forced GC with 100,000 keys live, less one
 // without them, over 100,000). Objects are what the collector traces one
-// by one; the pointers inside them are in docs/benchmarks.md.
+// by one; the pointers inside them are in docs/benchmarks-history.md.
 func BenchmarkLocalKeyMemory(b *testing.B) {
 	const n = 100_000
 	ks := make([]string, n)

@@ -93,7 +93,9 @@ func WithClock(clk Clock) Option {
 // suppressed Inc, possibly from many goroutines at once, so it must be safe
 // for concurrent use. Values outside [0, 1) are clamped into it: below 0
 // and -Inf to 0, 1 and above and +Inf to the largest float64 below 1; NaN
-// to 0, the draw that admits least. Default: math/rand/v2's Float64.
+// to 0, the draw that admits least. Default: math/rand/v2's Float64, which
+// the local provider's Inc calls only when a suppression factor decides the
+// call (nobody can observe or replay its draws).
 func WithRandom(r func() float64) Option {
 	return func(c *config) {
 		if r == nil {

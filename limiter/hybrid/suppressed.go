@@ -90,8 +90,10 @@ type supEntry struct {
 	// The fleet as the latest reply saw it: accepted and observed units
 	// in the window and observed units in the last min(W, 1 s), every unit
 	// of this instance's lease counted as accepted and observed (Redis
-	// holds them); resetAt and firstAt (local ms) are when the newest and
-	// the oldest live bucket die.
+	// holds them); recent may be 0 when acc is below the soft capacity
+	// (sup_inc.lua reads it only where a decision may need the factor);
+	// resetAt and firstAt (local ms) are when the newest and the oldest
+	// live bucket die.
 	acc, obs, recent, resetAt, firstAt int64
 	seen                               int64 // local ms of the latest reply's send
 	// The factor in ppm cached at fAt (local ms), as WithSuppressionCache
@@ -188,7 +190,8 @@ func (l *Suppressed) entryFor(op, k string) (*supEntry, error) {
 	e := s.m[k]
 	if e == nil {
 		// A key with no history is taken for a slow one: its first
-		// lease is forward-dated if it has room (the script decides).
+		// call takes no lease (leaseLocked), and its first lease is
+		// forward-dated if it has room (the script decides).
 		e = &supEntry{key: k, hash: h, fetch: make(chan struct{}, 1), want: 1, pace: pace{slow: true}}
 		s.m[k] = e
 		l.tmu.Lock()
@@ -672,12 +675,14 @@ func (l *Suppressed) leaseLocked(ctx context.Context, e *supEntry, soft, hard, n
 	e.decl = 0
 	want := min(max(n, e.wantFor(l, soft, hard)), hard, max(n, l.maxLease))
 	ahead := e.aheadArg(l.ahead)
-	// plain: the key's calls come further apart than the lease would
-	// live, so that it would be given back unused at the cost of a
-	// release call: the call decides n alone, as redissup would, and the
-	// next call that follows within a lease's life asks for a lease. (A
-	// key with no history takes its first lease, forward-dated.)
-	plain := e.lastUse > 0 && now-e.lastUse >= l.b.Cfg.BucketMs+ahead
+	// plain: the key has no history, or its calls come further apart
+	// than the lease would live, so that it would be given back unused at
+	// the cost of a release call: the call decides n alone, as redissup
+	// would, and the next call that follows within a lease's life asks
+	// for a lease (forward-dated, for a key without history). Many keys
+	// called once each, or once in a while, cost one call per decision
+	// and no release.
+	plain := e.lastUse == 0 || now-e.lastUse >= l.b.Cfg.BucketMs+ahead
 	if plain {
 		want, ahead = n, 0
 	}
@@ -869,6 +874,13 @@ func (l *Suppressed) visit(calls []supSync, e *supEntry, now int64, closing, red
 	call := supSync{e: e, soft: e.soft, hard: e.hard, gen: e.gen}
 	full := e.hard-e.acc < e.hard/4 // the key was nearly full at the latest reply
 	expired := now >= e.until
+	// quiet: how long after its latest use an expired lease's unused
+	// units wait to be given back by a tick. A call within that time
+	// sends them with its lease request (leaseLocked: after a quiet
+	// B + D it would take no lease), so the tick's release is needed only
+	// for a key that stays quiet longer; meanwhile they are counted, which
+	// only admits less.
+	quiet := l.b.Cfg.BucketMs + e.aheadArg(l.ahead)
 	recent := now-e.lastUse < renewWithin*(l.b.Cfg.BucketMs+l.interval.Milliseconds())
 	switch {
 	case closing:
@@ -891,7 +903,7 @@ func (l *Suppressed) visit(calls []supSync, e *supEntry, now int64, closing, red
 		call.want, call.renew = e.wantFor(l, e.soft, e.hard), true
 		call.ahead = e.aheadArg(l.ahead)
 		e.renews++
-	case e.left > 0 && used == 0 && (expired || full):
+	case e.left > 0 && used == 0 && (full || expired && now-e.lastUse >= quiet):
 		call.start, call.rel = e.start, e.left
 		e.want = nextWant(e.want, e.granted, e.granted-e.left, e.hard, l.maxLease)
 		if expired {
