@@ -96,13 +96,16 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
-// WithFailurePolicy sets what a Redis provider answers to Inc and
-// IsAllowed while Redis is unavailable: FallbackLocal (the default),
-// FailOpen, FailClosed or FailError. Under the first three they return a
-// Decision with Degraded set and a nil error; the cause goes to the
-// state-change hook and the logger. Bad input, ErrClosed and the caller's
-// own context are errors under every policy. docs/operations.md (When
-// Redis fails) says what counts as unavailable.
+// WithFailurePolicy sets what a Redis provider answers while Redis is
+// unavailable: FallbackLocal (the default), FailOpen, FailClosed or
+// FailError. Under the first three, Inc and IsAllowed return a Decision with
+// Degraded set and a nil error; the cause goes to the state-change hook and
+// the logger. The breaker opens on wire evidence only (a refused or reset
+// connection, replies such as LOADING or READONLY), or on a timeout that a
+// probe of its own confirms; until then a call that timed out is shed
+// (Decision.Shed, ErrShed under FailError). Bad input, ErrClosed and the
+// caller's own context are errors under every policy and never open the
+// breaker (docs/operations.md, What counts as an outage).
 func WithFailurePolicy(p FailurePolicy) Option {
 	return func(c *config) {
 		if p < FallbackLocal || p > FailError {
@@ -150,12 +153,13 @@ func WithLogger(l *slog.Logger) Option {
 // WithBatching lets concurrent calls of a Redis provider share round
 // trips: with more than 8 calls in progress to one Redis node, calls that
 // arrive while two round trips are in flight are sent together, as one
-// pipeline of at most n calls; up to 8, each is sent at once, alone. Each
-// call is still one atomic script run with its own context and timeout.
-// It applies to *redis.Client and *redis.ClusterClient. Default 128; 0 or
-// 1 sends every call alone; at most 1,024. A pipeline holds the server for
-// the sum of its calls: keep n low where the Redis server is shared with
-// latency-sensitive traffic (docs/operations.md, Batching).
+// pipeline of at most n calls (of *redis.Client and *redis.ClusterClient;
+// other clients' calls go alone). Each call is still one atomic script
+// run with its own context and WithTimeout. Default 128; 0 or 1 sends
+// every call alone; n must be between 0 and 1,024. A pipeline of n
+// worst-case calls holds the server for their sum: keep n low where the
+// Redis server is shared with latency-sensitive traffic
+// (docs/operations.md, Batching).
 func WithBatching(n int) Option {
 	return func(c *config) { c.Batch = n }
 }

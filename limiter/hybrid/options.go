@@ -24,7 +24,7 @@ const DefaultLeaseAheadMax = time.Second
 // one pipelined batch per tick. Default 50 ms (DefaultSyncInterval). It
 // must be positive; shorter intervals return unused units sooner (less
 // under-admission for the rest of the fleet) at the price of more Redis
-// calls. Other providers ignore it.
+// calls. Other providers reject it (limiter.ErrInvalidConfig).
 func WithSyncInterval(d time.Duration) limiter.Option {
 	return func(c *config.Config) {
 		if d <= 0 {
@@ -32,13 +32,15 @@ func WithSyncInterval(d time.Duration) limiter.Option {
 			return
 		}
 		c.SyncInterval = d
+		c.HybridOnly = append(c.HybridOnly, "hybrid.WithSyncInterval")
 	}
 }
 
 // WithMaxLease bounds the units one lease reserves. Default: no bound but
 // the key's capacity (the lease size follows the key's rate). 1 makes
 // every admission ask Redis, so the provider decides as redisabs does,
-// call for call. It must be at least 1. Other providers ignore it.
+// call for call. It must be at least 1. Other providers reject it
+// (limiter.ErrInvalidConfig).
 func WithMaxLease(n int64) limiter.Option {
 	return func(c *config.Config) {
 		if n < 1 {
@@ -46,6 +48,7 @@ func WithMaxLease(n int64) limiter.Option {
 			return
 		}
 		c.MaxLease = n
+		c.HybridOnly = append(c.HybridOnly, "hybrid.WithMaxLease")
 	}
 }
 
@@ -55,7 +58,8 @@ func WithMaxLease(n int64) limiter.Option {
 // capacity gets none. D is also how much longer a lease may go on
 // answering after Redis failed. Default W/20, at most DefaultLeaseAheadMax
 // (1 s); 0 turns forward-dating off. It must be between 0 and W/4. Other
-// providers ignore it (docs/algorithms.md, Hybrid leases).
+// providers reject it (limiter.ErrInvalidConfig; docs/algorithms.md,
+// Hybrid leases).
 func WithLeaseAhead(d time.Duration) limiter.Option {
 	return func(c *config.Config) {
 		if d < 0 {
@@ -63,6 +67,7 @@ func WithLeaseAhead(d time.Duration) limiter.Option {
 			return
 		}
 		c.LeaseAhead = d
+		c.HybridOnly = append(c.HybridOnly, "hybrid.WithLeaseAhead")
 		if d == 0 {
 			c.LeaseAhead = -1 // off, as opposed to unset
 		}
