@@ -64,11 +64,12 @@ func (be *backend) DecideSet(ctx context.Context, op, k string, set *limiter.Set
 		return limiter.SetDecision{}, err
 	}
 	draw := p.draw()
-	script, args := scripts.AbsSet, absSetArgs(&p.b, ls, n)
+	var v any
 	if p.sup {
-		script, args = scripts.SupSet, supSetArgs(&p.b, ls, n, draw)
+		v, err = p.b.Run(ctx, scripts.SupSet, hs, supSetArgs(&p.b, ls, n, draw)...)
+	} else {
+		v, err = p.b.Run(ctx, scripts.AbsSet, hs, absSetArgs(&p.b, ls, n)...)
 	}
-	v, err := p.b.Run(ctx, script, hs, args...)
 	if err != nil {
 		return limiter.SetDecision{}, p.b.Errorf(op, err)
 	}
