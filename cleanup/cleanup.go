@@ -11,14 +11,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/time/rate"
 
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisx"
+	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/scripts"
+	"golang.org/x/time/rate"
 )
 
 // Errors of a pass, matched with errors.Is.
@@ -269,7 +269,7 @@ func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) e
 	sp, b, _ := c.span(p)
 	var now any = ""
 	if c.o.clock != nil {
-		now = config.ClampMs(c.o.clock.Now().UnixMilli())
+		now = settings.ClampMs(c.o.clock.Now().UnixMilli())
 	}
 	args := []any{now, p.Strategy, sp, unknownSpan.Milliseconds(), c.slack, c.o.threshold, step, b01(c.o.dryRun), b}
 	res, err := c.run(ctx, node, k, args)
@@ -314,7 +314,7 @@ func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) e
 			break
 		}
 		if c.o.clock != nil {
-			args[0] = config.ClampMs(c.o.clock.Now().UnixMilli())
+			args[0] = settings.ClampMs(c.o.clock.Now().UnixMilli())
 		}
 		res, err = c.run(ctx, node, k, args)
 		if err != nil {
@@ -354,7 +354,7 @@ func (c *Cleaner) batches(ctx context.Context, node Client, k string, args []any
 		}
 		if len(a) > len(args) {
 			if c.o.clock != nil {
-				a[0] = config.ClampMs(c.o.clock.Now().UnixMilli())
+				a[0] = settings.ClampMs(c.o.clock.Now().UnixMilli())
 			}
 			res, err := c.run(ctx, node, k, a)
 			if err != nil {

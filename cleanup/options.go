@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -46,7 +47,7 @@ const (
 	// unknownSpan is the W + B assumed for a key whose window is not known:
 	// the largest a configuration accepts (W ≤ 31 days, B ≤ W). It is used
 	// only to give a hash without a TTL one, never to delete or trim.
-	unknownSpan = 2 * config.MaxWindow
+	unknownSpan = 2 * settings.MaxWindow
 	// examples is the most keys a report names per reason.
 	examples = 5
 )
@@ -83,7 +84,7 @@ type options struct {
 
 func newOptions(opts []Option) (options, error) {
 	o := options{
-		prefix:    config.DefaultPrefix,
+		prefix:    settings.DefaultPrefix,
 		rate:      DefaultRate,
 		period:    DefaultPeriod,
 		lease:     DefaultLease,

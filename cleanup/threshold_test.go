@@ -1,15 +1,14 @@
 package cleanup
 
 import (
+	"github.com/sluice-go/sluice/internal/settings"
 	"testing"
-
-	"github.com/sluice-go/sluice/internal/config"
 )
 
 // TestMaxTrimThreshold checks that the documented constant follows the
 // providers' limit: a hash holds at most W/B + 1 buckets.
 func TestMaxTrimThreshold(t *testing.T) {
-	if MaxTrimThreshold != config.MaxBuckets+1 {
-		t.Errorf("MaxTrimThreshold = %d, want config.MaxBuckets + 1 = %d", MaxTrimThreshold, config.MaxBuckets+1)
+	if MaxTrimThreshold != settings.MaxBuckets+1 {
+		t.Errorf("MaxTrimThreshold = %d, want settings.MaxBuckets + 1 = %d", MaxTrimThreshold, settings.MaxBuckets+1)
 	}
 }

@@ -1,10 +1,6 @@
 package limiter
 
-import (
-	"errors"
-
-	"github.com/sluice-go/sluice/internal/config"
-)
+import "errors"
 
 // Sentinel errors, matched with errors.Is. Errors returned by providers wrap
 // them with the operation and the offending value.
@@ -44,19 +40,3 @@ var (
 	// own too (a deadline, a socket timeout).
 	ErrShed = errors.New("sluice: call shed")
 )
-
-// The internal packages wrap the same sentinel values: the configuration
-// code, which this package imports and so cannot import back, reads them
-// from its own variables, set here before any package that uses a
-// provider is initialised.
-func init() {
-	config.ErrInvalidRate = ErrInvalidRate
-	config.ErrInvalidConfig = ErrInvalidConfig
-	config.ErrCapacityTooSmall = ErrCapacityTooSmall
-	config.ErrInvalidCost = ErrInvalidCost
-	config.ErrClosed = ErrClosed
-	config.ErrWindowConflict = ErrWindowConflict
-	config.ErrLayout = ErrLayout
-	config.ErrUnavailable = ErrUnavailable
-	config.ErrShed = ErrShed
-}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/sluice-go/sluice/internal/config"
 )
 
 // ErrUnavailable is returned, wrapped with the operation and the error
@@ -43,7 +41,19 @@ const (
 
 // String returns the policy's name as written in Go ("FallbackLocal", …),
 // or "FailurePolicy(n)" for a value that is none of them.
-func (p FailurePolicy) String() string { return config.FailurePolicy(p).String() }
+func (p FailurePolicy) String() string {
+	switch p {
+	case FallbackLocal:
+		return "FallbackLocal"
+	case FailOpen:
+		return "FailOpen"
+	case FailClosed:
+		return "FailClosed"
+	case FailError:
+		return "FailError"
+	}
+	return fmt.Sprintf("FailurePolicy(%d)", int(p))
+}
 
 // StateChange reports a Redis provider entering or leaving degraded mode,
 // to the hook of WithStateChange and to an Observer (Event.State).
@@ -72,20 +82,6 @@ type StateChange struct {
 	UnreconciledUnits int64
 }
 
-// stateChange and internalStateChange convert between StateChange and the
-// configuration's copy of it, which the providers fill.
-func stateChange(sc config.StateChange) StateChange {
-	return StateChange{Provider: sc.Provider, Degraded: sc.Degraded, Cause: sc.Cause, Policy: FailurePolicy(sc.Policy),
-		Duration: sc.Duration, Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled,
-		UnreconciledUnits: sc.UnreconciledUnits}
-}
-
-func internalStateChange(sc StateChange) config.StateChange {
-	return config.StateChange{Provider: sc.Provider, Degraded: sc.Degraded, Cause: sc.Cause, Policy: config.FailurePolicy(sc.Policy),
-		Duration: sc.Duration, Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled,
-		UnreconciledUnits: sc.UnreconciledUnits}
-}
-
 // WithTimeout bounds every Redis call of a Redis provider by d on top of
 // the caller's context: a call finds Redis unavailable after d at most.
 // Default 250 ms; 0 means the caller's context alone. The bound holds on
@@ -97,7 +93,7 @@ func internalStateChange(sc StateChange) config.StateChange {
 // (Decision.Shed), not degraded: a timeout alone never opens the circuit
 // breaker (docs/operations.md, What counts as an outage).
 func WithTimeout(d time.Duration) Option {
-	return func(c *config.Config) {
+	return func(c *config) {
 		if d < 0 {
 			c.Fail(fmt.Errorf("%w: timeout %v must not be negative", ErrInvalidConfig, d))
 			return
@@ -121,7 +117,13 @@ func WithTimeout(d time.Duration) Option {
 // its deadline are returned as errors under every policy and never open
 // the breaker. NOSCRIPT is not a failure: the script is sent again.
 func WithFailurePolicy(p FailurePolicy) Option {
-	return func(c *config.Config) { c.Policy = config.FailurePolicy(p) }
+	return func(c *config) {
+		if p < FallbackLocal || p > FailError {
+			c.Fail(fmt.Errorf("%w: unknown failure policy %v", ErrInvalidConfig, p))
+			return
+		}
+		c.Policy = p
+	}
 }
 
 // WithFallbackInstances scales the FallbackLocal limiter for a fleet of n
@@ -136,14 +138,14 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // fallback admissions are written back (docs/operations.md,
 // Reconciliation).
 func WithFallbackInstances(n int) Option {
-	return func(c *config.Config) { c.FallbackInstances = n }
+	return func(c *config) { c.FallbackInstances = n }
 }
 
 // WithProbeInterval sets how often the background probe asks Redis while
 // the breaker is open. Default 200 ms; between 1 ms and 1 minute. At most
 // one probe is in flight; each is bounded by WithTimeout.
 func WithProbeInterval(d time.Duration) Option {
-	return func(c *config.Config) { c.ProbeInterval = d }
+	return func(c *config) { c.ProbeInterval = d }
 }
 
 // WithStateChange registers fn, called once when a Redis provider enters
@@ -151,13 +153,7 @@ func WithProbeInterval(d time.Duration) Option {
 // probe goroutine, never on a caller's: it may log or export a metric, but
 // while it runs the probe waits, and Close waits for it. Default: none.
 func WithStateChange(fn func(StateChange)) Option {
-	return func(c *config.Config) {
-		if fn == nil {
-			c.OnStateChange = nil
-			return
-		}
-		c.OnStateChange = func(sc config.StateChange) { fn(stateChange(sc)) }
-	}
+	return func(c *config) { c.OnStateChange = fn }
 }
 
 // WithLogger sets the logger of a Redis provider. It receives the
@@ -170,7 +166,7 @@ func WithStateChange(fn func(StateChange)) Option {
 // (slog.DiscardHandler), silences it; give nil when a NewLogObserver
 // logs the same transitions.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config.Config) { c.Logger, c.LoggerSet = l, true }
+	return func(c *config) { c.Logger, c.LoggerSet = l, true }
 }
 
 // WithBatching lets concurrent calls of a Redis provider share round
@@ -190,5 +186,5 @@ func WithLogger(l *slog.Logger) Option {
 // shared with latency-sensitive traffic. docs/operations.md (Batching)
 // describes the rule and docs/benchmarks.md its measurements.
 func WithBatching(n int) Option {
-	return func(c *config.Config) { c.Batch = n }
+	return func(c *config) { c.Batch = n }
 }

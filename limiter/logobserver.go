@@ -3,8 +3,6 @@ package limiter
 import (
 	"context"
 	"log/slog"
-
-	"github.com/sluice-go/sluice/internal/config"
 )
 
 // NewLogObserver returns an Observer that writes to l:
@@ -53,7 +51,7 @@ func (o logObserver) ObserveDecision(ctx context.Context, e DecisionEvent) {
 func (o logObserver) ObserveEvent(ctx context.Context, e Event) {
 	switch e.Kind {
 	case EventStateChange:
-		config.LogStateChange(ctx, o.l, internalStateChange(e.State))
+		logStateChange(ctx, o.l, e.State)
 	case EventBackendError:
 		o.l.LogAttrs(ctx, slog.LevelWarn, "sluice: Redis call failed",
 			slog.String("provider", e.Provider), slog.String("op", e.Op),
@@ -69,4 +67,23 @@ func (o logObserver) ObserveEvent(ctx context.Context, e Event) {
 		}
 		o.l.LogAttrs(ctx, level, "sluice: cleanup run", attrs...)
 	}
+}
+
+// logStateChange writes sc to l: Warn on entering degraded mode, Info on
+// leaving it. WithLogger's records go through a log observer too, so the
+// two read the same.
+func logStateChange(ctx context.Context, l *slog.Logger, sc StateChange) {
+	if sc.Degraded {
+		l.WarnContext(ctx, "sluice: Redis unavailable, answering by the failure policy",
+			"provider", sc.Provider, "policy", sc.Policy.String(), "cause", sc.Cause)
+		return
+	}
+	if sc.Cause != nil {
+		l.InfoContext(ctx, "sluice: limiter closed while Redis was unavailable",
+			"provider", sc.Provider, "degraded_for", sc.Duration, "cause", sc.Cause)
+		return
+	}
+	l.InfoContext(ctx, "sluice: Redis answers again",
+		"provider", sc.Provider, "degraded_for", sc.Duration,
+		"reconciled", sc.Reconciled, "unreconciled", sc.Unreconciled, "unreconciled_units", sc.UnreconciledUnits)
 }

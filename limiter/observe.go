@@ -4,8 +4,6 @@ import (
 	"context"
 	"strconv"
 	"time"
-
-	"github.com/sluice-go/sluice/internal/config"
 )
 
 // Observer receives what the providers do, for metrics, traces and logs:
@@ -203,13 +201,7 @@ type CleanupReport struct {
 // WithObserver(nil) removes an observer given earlier. To feed several
 // observers, combine them with MultiObserver.
 func WithObserver(o Observer) Option {
-	return func(c *config.Config) {
-		if o == nil {
-			c.Observer = nil
-			return
-		}
-		c.Observer = o
-	}
+	return func(c *config) { c.Observer = o }
 }
 
 // MultiObserver returns an Observer that passes every call to each of

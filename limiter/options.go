@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/settings"
 )
 
 // Option configures a provider. Every provider accepts every option and
@@ -12,11 +12,11 @@ import (
 // nothing to an absolute limiter). A bad value is reported by the provider's
 // constructor as ErrInvalidConfig; options never panic. A nil Option is
 // ignored. Options are built with the With functions of this package.
-type Option func(*settings)
+type Option func(*config)
 
-// settings is what options set: the configuration every provider resolves
+// config is what options set: the configuration every provider resolves
 // with the defaults documented on each option.
-type settings = config.Config
+type config = settings.Config[Observer, FailurePolicy, StateChange]
 
 // Clock tells time to a provider. The local providers read it on every
 // call; Redis providers use Redis TIME unless WithClock is given.
@@ -29,7 +29,7 @@ type Clock interface{ Now() time.Time }
 // whose state the other keeps alive (docs/algorithms.md, One name, two
 // windows).
 func WithWindow(d time.Duration) Option {
-	return func(c *config.Config) { c.Window = d }
+	return func(c *config) { c.Window = d }
 }
 
 // WithBucket sets the coalescing granularity B: calls less than B after the
@@ -42,7 +42,7 @@ func WithWindow(d time.Duration) Option {
 // keeps every hash in Redis' compact encoding; docs/data-model.md,
 // Choosing B).
 func WithBucket(d time.Duration) Option {
-	return func(c *config.Config) {
+	return func(c *config) {
 		if d <= 0 {
 			c.Fail(fmt.Errorf("%w: bucket %v must be positive", ErrInvalidConfig, d))
 			return
@@ -55,13 +55,13 @@ func WithBucket(d time.Duration) Option {
 // is floor(rate × W × F). Default 1.0 (no room above the soft target). F must
 // be finite and at least 1.
 func WithHardLimitFactor(f float64) Option {
-	return func(c *config.Config) { c.HardLimitFactor = f }
+	return func(c *config) { c.HardLimitFactor = f }
 }
 
 // WithSuppressionCache sets how long a key's suppression factor is reused
 // before it is computed again. Default 100 ms; 0 computes it on every call.
 func WithSuppressionCache(d time.Duration) Option {
-	return func(c *config.Config) { c.SuppressionCache = d }
+	return func(c *config) { c.SuppressionCache = d }
 }
 
 // WithClock sets the time source. Default: the wall clock, read once at
@@ -72,7 +72,7 @@ func WithSuppressionCache(d time.Duration) Option {
 // given WithClock they send this clock's reading to the script instead,
 // which is meant for tests and simulations, not for a fleet.
 func WithClock(clk Clock) Option {
-	return func(c *config.Config) {
+	return func(c *config) {
 		if clk == nil {
 			c.Fail(fmt.Errorf("%w: nil clock", ErrInvalidConfig))
 			return
@@ -89,12 +89,13 @@ func WithClock(clk Clock) Option {
 // and -Inf to 0, 1 and above and +Inf to the largest float64 below 1; NaN
 // to 0, the draw that admits least. Default: math/rand/v2's Float64.
 func WithRandom(r func() float64) Option {
-	return func(c *config.Config) {
+	return func(c *config) {
 		if r == nil {
 			c.Fail(fmt.Errorf("%w: nil random source", ErrInvalidConfig))
 			return
 		}
 		c.Random = r
+		c.RandomSet = true
 	}
 }
 
@@ -102,5 +103,5 @@ func WithRandom(r func() float64) Option {
 // writes. Default "sluice". It must be 1 to 128 bytes without braces,
 // glob characters (* ? [ ] \), whitespace or control characters.
 func WithPrefix(p string) Option {
-	return func(c *config.Config) { c.Prefix = p }
+	return func(c *config) { c.Prefix = p }
 }

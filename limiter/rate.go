@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/settings"
 )
 
 // Rate is a target rate in events per second. Build one with PerSecond,
@@ -79,7 +79,7 @@ func Capacity(r Rate, window time.Duration) (int64, error) {
 	// int64 truncation is floor, and every invalid input (NaN, ±Inf, a
 	// rate ≤ 0, a window ≤ 0, C < 1 or C > 2^50) fails the one test and
 	// takes HardCapacity's path, which names the error.
-	if v := r.perSecond*window.Seconds() + epsilon; v >= 1 && v < float64(config.MaxCapacity)+1 && window > 0 {
+	if v := r.perSecond*window.Seconds() + epsilon; v >= 1 && v < float64(settings.MaxCapacity)+1 && window > 0 {
 		return int64(v), nil
 	}
 	return HardCapacity(r, window, 1)
@@ -96,7 +96,7 @@ func HardCapacity(r Rate, window time.Duration, factor float64) (int64, error) {
 		if factor != 1 {
 			x *= factor
 		}
-		if v := x + epsilon; v >= 1 && v < float64(config.MaxCapacity)+1 {
+		if v := x + epsilon; v >= 1 && v < float64(settings.MaxCapacity)+1 {
 			return int64(v), nil
 		}
 	}
@@ -117,7 +117,7 @@ func HardCapacity(r Rate, window time.Duration, factor float64) (int64, error) {
 	switch {
 	case c < 1:
 		return 0, fmt.Errorf("%w: %v over %v is %.6g units", ErrCapacityTooSmall, r, window, x)
-	case c > float64(config.MaxCapacity):
+	case c > float64(settings.MaxCapacity):
 		return 0, fmt.Errorf("%w: %v over %v is %.6g units, more than 2^50", ErrInvalidRate, r, window, x)
 	}
 	return int64(c), nil

@@ -1,7 +1,5 @@
 package limiter
 
-import "github.com/sluice-go/sluice/internal/config"
-
 // WithHotKeyRelief turns hot-key relief on or off for redisabs, redissup
 // and the hybrid providers. Default on.
 //
@@ -25,5 +23,5 @@ import "github.com/sluice-go/sluice/internal/config"
 // Turn it off to have every call asked of Redis (a benchmark's unrelieved
 // contender, or a fleet that resets keys often from other instances).
 func WithHotKeyRelief(on bool) Option {
-	return func(c *config.Config) { c.NoRelief = !on }
+	return func(c *config) { c.NoRelief = !on }
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/key"
 )
 
@@ -81,7 +81,7 @@ func NewSet(limits ...Limit) (*Set, error) {
 		if l.Bucket < 0 {
 			return nil, fmt.Errorf("limit %q: %w: bucket %v must be positive, or 0 for the default", l.Name, ErrInvalidConfig, l.Bucket)
 		}
-		cfg, err := config.New(func(c *config.Config) { c.Window, c.Bucket = l.Window, l.Bucket })
+		cfg, err := settings.New(ErrInvalidConfig, func(c *config) { c.Window, c.Bucket = l.Window, l.Bucket })
 		if err != nil {
 			return nil, fmt.Errorf("limit %q: %w", l.Name, err)
 		}

@@ -54,7 +54,8 @@
 --          g (the accepted units the call recorded: its lease, and n when
 --          admitted),
 --          the start of the bucket written, now, accepted, observed,
---          observed in the last min(W, 1 s), ms until the oldest live
+--          observed in the last min(W, 1 s) (0 when accepted is below S
+--          and that needs a read of the hash), ms until the oldest live
 --          bucket dies, when the factor was computed (0: none needed)},
 --          after the call.
 --
@@ -766,13 +767,17 @@ if remaining < 0 then remaining = 0 end
 if hyb then
   -- The hybrid's reply (see the header): the units observed in the last
   -- R = min(W, 1 s) are all of them when the oldest live bucket is that
-  -- recent, else read from the hash.
+  -- recent, else read from the hash, and only at or above the soft
+  -- capacity: below it no decision made from this reply needs the factor
+  -- (the instance decides in memory with at most the accepted units of
+  -- the reply, its lease included), so a key below S is spared the read of
+  -- every field.
   local r, recent, first = math.min(w, 1000), 0, 0
   if live then
     first = oldest + sp - now
     if now - oldest < r then
       recent = used
-    elseif now - newest < r then
+    elseif now - newest < r and accepted >= soft then
       recent = ncount
       local all = redis.call('HGETALL', h)
       for i = 1, #all, 2 do

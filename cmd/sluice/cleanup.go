@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/cleanup"
-	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/settings"
 )
 
 func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -28,7 +28,7 @@ func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			"docs/operations.md (Cleanup) explains when to run it.")
 	redisURL := fs.String("redis", "", "the Redis server, as a `URL` (redis://[user:password@]host:port[/db]); required")
 	cluster := fs.Bool("cluster", false, "--redis is a node of a Redis Cluster (extra nodes as ?addr=host:port): walk every master")
-	prefix := fs.String("prefix", config.DefaultPrefix, "the limiters' key `prefix` (WithPrefix)")
+	prefix := fs.String("prefix", settings.DefaultPrefix, "the limiters' key `prefix` (WithPrefix)")
 	window := fs.Duration("window", 0, "optional: a window no hash is judged by less than (each hash's own recorded window counts when longer)")
 	bucket := fs.Duration("bucket", 0, "the bucket (WithBucket) that goes with --window; default window/100, at least 1ms")
 	dryRun := fs.Bool("dry-run", false, "write nothing: report what a pass would do")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redisx"
+	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -26,7 +27,7 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			"and TTL, each read with one MULTI of TIME, PTTL and HGETALL. It changes nothing.\n"+
 			"The fields are described in docs/data-model.md.")
 	redisURL := fs.String("redis", "", "the Redis server, as a `URL` (redis://[user:password@]host:port[/db]); required")
-	prefix := fs.String("prefix", config.DefaultPrefix, "the limiter's key `prefix` (WithPrefix)")
+	prefix := fs.String("prefix", settings.DefaultPrefix, "the limiter's key `prefix` (WithPrefix)")
 	strategy := fs.String("strategy", "", "[absolute|suppressed] only the states of this strategy (abs and sup work too); default both")
 	limit := fs.String("limit", "", "only the limit called `NAME` of the key's sets")
 	window := fs.Duration("window", 0, "a window to judge live buckets by instead of the one each hash records (optional)")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -55,8 +56,8 @@ func limitFlags(fs *flag.FlagSet, stderr io.Writer, rateFlag string, window time
 		}
 		note = fmt.Sprintf("%v, the shortest multiple of %v that holds one unit", w, period)
 	}
-	if w > config.MaxWindow || w < config.MinWindow {
-		return rate, 0, 0, "", usageError(fs, stderr, "--rate %s: its window %v is outside 1ms to %v; give --window", rateFlag, w, config.MaxWindow)
+	if w > settings.MaxWindow || w < settings.MinWindow {
+		return rate, 0, 0, "", usageError(fs, stderr, "--rate %s: its window %v is outside 1ms to %v; give --window", rateFlag, w, settings.MaxWindow)
 	}
 	c, err := limiter.Capacity(rate, w)
 	if err != nil {

@@ -1,351 +1,40 @@
-// Package config holds the resolved configuration that every sluice provider
-// reads. Users never see it: they pass limiter.Option values, which are
-// functions over Config, and each provider resolves them with New.
+// Package config names the configuration every sluice provider reads: the
+// option settings of package internal/settings over package limiter's
+// types. Users never see it: they pass limiter.Option values, and each
+// provider resolves them with New.
 package config
 
 import (
-	"errors"
 	"fmt"
-	"log/slog"
-	"math"
-	"math/rand/v2"
-	"strings"
-	"time"
-	"unicode"
+
+	"github.com/sluice-go/sluice/internal/settings"
+	"github.com/sluice-go/sluice/limiter"
 )
 
-// Sentinel errors. Package limiter declares the exported ones under the
-// same names and, in its init, sets these variables to its values, so
-// errors.Is matches either; the values here serve this package's own tests,
-// which run without package limiter. Nothing may copy them into a variable
-// of its own during package initialisation.
-var (
-	ErrInvalidRate      = errors.New("sluice: invalid rate")
-	ErrInvalidConfig    = errors.New("sluice: invalid configuration")
-	ErrCapacityTooSmall = errors.New("sluice: capacity below one unit")
-	ErrInvalidCost      = errors.New("sluice: invalid cost")
-	ErrClosed           = errors.New("sluice: limiter closed")
-	ErrUnavailable      = errors.New("sluice: redis unavailable")
-	ErrWindowConflict   = errors.New("sluice: limit state recorded with another window")
-	ErrLayout           = errors.New("sluice: key state in another layout version")
-	ErrShed             = errors.New("sluice: call shed")
-)
+// Config is the resolved configuration.
+type Config = settings.Config[limiter.Observer, limiter.FailurePolicy, limiter.StateChange]
 
-// Limits of the configuration and the counts (docs/algorithms.md, Bounds).
-const (
-	MinWindow = time.Millisecond
-	MaxWindow = 31 * 24 * time.Hour
-	// MaxBuckets bounds W/B. A key holds at most W/B + 1 live buckets, and
-	// the worst Redis call (a refusal whose RetryAfter walks the whole
-	// window, a factor over a full window, a read that skips dead buckets)
-	// reads every one of them once: at 500 that costs at most about 0.55 ms
-	// of Redis time, half the 1 ms budget (docs/algorithms.md, Bounded
-	// work; docs/benchmarks.md, Bounded work).
-	MaxBuckets = 500
-	// MaxCapacity bounds C and H so that every count a provider keeps stays an
-	// exact integer in a Lua (IEEE double) number, even after many windows of
-	// offered traffic have been summed.
-	MaxCapacity = int64(1) << 50
-	// MaxPrefix is the longest Redis key prefix accepted.
-	MaxPrefix = 128
-)
-
-// Defaults.
-const (
-	DefaultWindow           = time.Minute
-	DefaultHardLimitFactor  = 1.0
-	DefaultSuppressionCache = 100 * time.Millisecond
-	DefaultPrefix           = "sluice"
-	DefaultTimeout          = 250 * time.Millisecond
-	DefaultProbeInterval    = 200 * time.Millisecond
-	// DefaultBatch is the largest batch of concurrent script calls a
-	// Redis provider sends as one pipeline (limiter.WithBatching): 128.
-	// Batching is on by default since it starts only above a few
-	// concurrent callers per node and then won or tied everywhere it was
-	// measured (docs/benchmarks.md, A rule that never loses).
-	DefaultBatch = 128
-	// MaxBatch is the largest batch limiter.WithBatching accepts.
-	MaxBatch   = 1024
-	MaxTimeout = time.Hour
-)
-
-// FailurePolicy says what a Redis provider answers when Redis is
-// unavailable. The zero value is FallbackLocal.
-type FailurePolicy int
-
-// Failure policies; package limiter documents them.
-const (
-	FallbackLocal FailurePolicy = iota
-	FailOpen
-	FailClosed
-	FailError
-)
-
-// String returns the policy's name as written in Go ("FallbackLocal", …).
-func (p FailurePolicy) String() string {
-	switch p {
-	case FallbackLocal:
-		return "FallbackLocal"
-	case FailOpen:
-		return "FailOpen"
-	case FailClosed:
-		return "FailClosed"
-	case FailError:
-		return "FailError"
-	}
-	return fmt.Sprintf("FailurePolicy(%d)", int(p))
-}
-
-// StateChange reports a Redis provider entering or leaving degraded mode;
-// package limiter documents it.
-type StateChange struct {
-	Provider          string
-	Degraded          bool
-	Cause             error
-	Policy            FailurePolicy
-	Duration          time.Duration
-	Reconciled        int
-	Unreconciled      int
-	UnreconciledUnits int64
-}
-
-// Clock is the time source of local and hybrid providers.
-type Clock interface{ Now() time.Time }
-
-// wallClock is the default clock: the wall clock read once, when the
-// process started, advanced by the monotonic clock since. time.Since reads
-// one clock where time.Now reads two (on a VM each read is a vDSO call of
-// 25 ns or more), and the result never steps backwards when the system
-// clock is set; NTP's slewing still reaches it through the monotonic clock.
-type wallClock struct{}
-
-var (
-	startWall   = time.Now()
-	startWallNs = startWall.UnixNano()
-)
-
-func (wallClock) Now() time.Time { return startWall.Add(time.Since(startWall)) }
-
-// WallClock is the default clock.
-var WallClock Clock = wallClock{}
-
-// Config is the resolved configuration. The zero value is not valid: build
-// it with New.
-type Config struct {
-	Window           time.Duration
-	Bucket           time.Duration // 0 until resolved: W/100, at least 1 ms
-	HardLimitFactor  float64
-	SuppressionCache time.Duration
-	Clock            Clock
-	ClockSet         bool // WithClock was given (Redis providers then stop using TIME)
-	Random           func() float64
-	Prefix           string
-	// SweepEvery replaces the local provider's sweep interval when > 0. No
-	// option sets it: it is for the provider's own tests, which must see
-	// the background loop work without waiting a second per tick.
-	SweepEvery time.Duration
-	// SyncInterval is the hybrid provider's lease sync period (0: its
-	// default of 50 ms), and MaxLease the most units one lease reserves
-	// (0: no bound but the capacity), LeaseAhead the most a lease's bucket
-	// may start after now (0: W/20; negative: never). Set by package
-	// hybrid's options.
-	SyncInterval time.Duration
-	MaxLease     int64
-	LeaseAhead   time.Duration
-
-	// Failure handling of the Redis providers (limiter.WithTimeout and
-	// friends).
-	Timeout           time.Duration // per Redis call; 0 = the caller's ctx alone
-	Policy            FailurePolicy
-	FallbackInstances int // the fallback admits C / FallbackInstances; ≥ 1
-	ProbeInterval     time.Duration
-	OnStateChange     func(StateChange)
-	// Logger is WithLogger's logger (nil: silent); without WithLogger
-	// (LoggerSet false) the providers log through slog.Default().
-	Logger    *slog.Logger
-	LoggerSet bool
-	// Observer is the limiter.Observer of WithObserver, nil for none. It
-	// is an any because package limiter, which defines the interface,
-	// imports this one; providers assert it once when they are built.
-	Observer any
-	// Batch is the largest number of concurrent script calls to one Redis
-	// node sent as one pipeline; 0 or 1 sends every call alone.
-	Batch int
-	// NoRelief turns hot-key relief off (limiter.WithHotKeyRelief(false)).
-	NoRelief bool
-
-	// WindowMs and BucketMs are Window and Bucket in whole milliseconds.
-	WindowMs, BucketMs int64
-	// CacheMs is SuppressionCache in whole milliseconds.
-	CacheMs int64
-
-	errs []error
-}
-
-// Option changes a Config. Options that receive bad values record an error
-// that New reports, so a chain of options never panics. limiter.Option has
-// the same underlying type: a function over *Config.
-type Option func(*Config)
-
-// Fail records a configuration error found while applying an option.
-func (c *Config) Fail(err error) { c.errs = append(c.errs, err) }
-
-// New applies opts over the defaults and validates the result. It takes
-// limiter.Option values as well as Option ones (and function literals):
-// any type whose underlying type is func(*Config).
+// New applies opts over the defaults and validates the result; a value out
+// of range is limiter.ErrInvalidConfig. It takes limiter.Option values and
+// function literals over *Config alike.
 func New[O ~func(*Config)](opts ...O) (Config, error) {
-	c := Config{
-		Window:            DefaultWindow,
-		HardLimitFactor:   DefaultHardLimitFactor,
-		SuppressionCache:  DefaultSuppressionCache,
-		Clock:             WallClock,
-		Random:            rand.Float64,
-		Prefix:            DefaultPrefix,
-		Timeout:           DefaultTimeout,
-		FallbackInstances: 1,
-		ProbeInterval:     DefaultProbeInterval,
-		Batch:             DefaultBatch,
-	}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
-	if len(c.errs) > 0 {
-		return Config{}, errors.Join(c.errs...)
-	}
-	if err := c.validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	return settings.New[limiter.Observer, limiter.FailurePolicy, limiter.StateChange](limiter.ErrInvalidConfig, opts...)
 }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
-}
-
-func wholeMs(d time.Duration) bool { return d%time.Millisecond == 0 }
-
-func (c *Config) validate() error {
-	w := c.Window
-	switch {
-	case w < MinWindow || w > MaxWindow:
-		return invalid("window %v outside [1ms, 744h]", w)
-	case !wholeMs(w):
-		return invalid("window %v is not a whole number of milliseconds", w)
-	}
-	if c.Bucket == 0 {
-		c.Bucket = (w / 100).Truncate(time.Millisecond)
-		if c.Bucket < time.Millisecond {
-			c.Bucket = time.Millisecond
-		}
-	}
-	b := c.Bucket
-	switch {
-	case b < time.Millisecond || b > w:
-		return invalid("bucket %v outside [1ms, window %v]", b, w)
-	case !wholeMs(b):
-		return invalid("bucket %v is not a whole number of milliseconds", b)
-	case w/b > MaxBuckets:
-		return invalid("window %v / bucket %v: W/B = %d, above the limit of %d (a Redis call may read every bucket of a window)", w, b, w/b, MaxBuckets)
-	}
-	f := c.HardLimitFactor
-	if math.IsNaN(f) || math.IsInf(f, 0) || f < 1 {
-		return invalid("hard limit factor %v must be finite and at least 1", f)
-	}
-	sc := c.SuppressionCache
-	switch {
-	case sc < 0 || sc > MaxWindow:
-		return invalid("suppression cache %v outside [0, 744h]", sc)
-	case !wholeMs(sc):
-		return invalid("suppression cache %v is not a whole number of milliseconds", sc)
-	}
-	if c.Clock == nil {
-		return invalid("nil clock")
-	}
-	if c.Random == nil {
-		return invalid("nil random source")
-	}
-	if err := ValidatePrefix(c.Prefix); err != nil {
-		return err
-	}
-	if c.Timeout < 0 || c.Timeout > MaxTimeout {
-		return invalid("timeout %v outside [0, 1h]", c.Timeout)
-	}
-	if c.Policy < FallbackLocal || c.Policy > FailError {
-		return invalid("unknown failure policy %v", c.Policy)
-	}
-	if c.FallbackInstances < 1 {
-		return invalid("fallback instances %d must be at least 1", c.FallbackInstances)
-	}
-	if c.ProbeInterval < time.Millisecond || c.ProbeInterval > time.Minute {
-		return invalid("probe interval %v outside [1ms, 1m]", c.ProbeInterval)
-	}
-	if c.Batch < 0 || c.Batch > MaxBatch {
-		return invalid("batch size %d outside [0, %d]", c.Batch, MaxBatch)
-	}
-	c.WindowMs = w.Milliseconds()
-	c.BucketMs = b.Milliseconds()
-	c.CacheMs = sc.Milliseconds()
-	return nil
-}
-
-// ValidatePrefix reports whether p can start a Redis key of the schema:
-// non-empty, at most MaxPrefix bytes, and free of the characters the schema
-// gives meaning to (braces, ':' at either end is fine but '{' '}' are not),
-// whitespace and control characters.
+// ValidatePrefix reports limiter.ErrInvalidConfig, with the reason, for a
+// prefix that cannot start a Redis key of the schema.
 func ValidatePrefix(p string) error {
-	if p == "" || len(p) > MaxPrefix {
-		return invalid("prefix must be 1 to %d bytes, got %d", MaxPrefix, len(p))
-	}
-	if i := strings.IndexFunc(p, func(r rune) bool {
-		return r == '{' || r == '}' || r == '*' || r == '?' || r == '[' || r == ']' || r == '\\' ||
-			unicode.IsSpace(r) || unicode.IsControl(r)
-	}); i >= 0 {
-		return invalid("prefix %q has a reserved character at byte %d", p, i)
+	if err := settings.ValidatePrefix(p); err != nil {
+		return fmt.Errorf("%w: %w", limiter.ErrInvalidConfig, err)
 	}
 	return nil
 }
 
-// MaxClockMs bounds a clock reading given by WithClock: readings beyond
-// ±2^52 ms (about 142,000 years either side of 1970) are clamped to it, so
-// that every time a script computes stays an exact integer in a double.
-const MaxClockMs = int64(1) << 52
-
-// NowMs reads the clock in whole milliseconds (Unix epoch), clamped to
-// ±MaxClockMs.
-func (c *Config) NowMs() int64 {
-	if !c.ClockSet { // the default clock, without the interface call
-		return WallMs()
-	}
-	return ClampMs(c.Clock.Now().UnixMilli())
-}
-
-// ClampMs clamps a time in ms to ±MaxClockMs.
-func ClampMs(ms int64) int64 { return min(max(ms, -MaxClockMs), MaxClockMs) }
-
-// WallMs reads the default clock in whole milliseconds (Unix epoch).
-func WallMs() int64 { return (startWallNs + int64(time.Since(startWall))) / int64(time.Millisecond) }
-
-// Rand draws one number in [0, 1) from the configured source, clamping a
-// misbehaving source into range (NaN counts as 0), so nothing downstream sees
-// a value outside [0, 1).
-func (c *Config) Rand() float64 {
-	r := c.Random()
-	if !(r > 0) { // also NaN
-		return 0
-	}
-	if r >= 1 {
-		return math.Nextafter(1, 0)
-	}
-	return r
-}
-
-// CheckCost reports ErrInvalidCost for n < 0. Every n ≥ 0 is a cost: one
-// above the capacity is a decision with Never set.
+// CheckCost reports limiter.ErrInvalidCost for n < 0. Every n ≥ 0 is a
+// cost: one above the capacity is a decision with Never set.
 func CheckCost(n int64) error {
 	if n < 0 {
-		return fmt.Errorf("%w: n = %d (want n ≥ 0)", ErrInvalidCost, n)
+		return fmt.Errorf("%w: n = %d (want n ≥ 0)", limiter.ErrInvalidCost, n)
 	}
 	return nil
 }

@@ -1,67 +1,173 @@
-package config
+package config_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/limiter"
 )
 
-// The default clock is the wall clock at start plus monotonic progress: it
-// must agree with time.Now (the system clock is not stepped during a test)
-// and never go backwards.
-func TestDefaultClockFollowsWallClock(t *testing.T) {
-	c, err := New[Option]()
+type fixedClock time.Time
+
+func (c fixedClock) Now() time.Time { return time.Time(c) }
+
+type nopObserver struct{ id int }
+
+func (*nopObserver) ObserveDecision(context.Context, limiter.DecisionEvent) {}
+func (*nopObserver) ObserveEvent(context.Context, limiter.Event)            {}
+
+// TestOptionsSetLimitersOwnValues: the configuration holds package
+// limiter's own values, not copies converted on the way: the policy, the
+// state-change hook, the observer and the clock given to the options are
+// what a provider reads, and every error wraps limiter's sentinel.
+func TestOptionsSetLimitersOwnValues(t *testing.T) {
+	var got limiter.StateChange
+	obs := &nopObserver{1}
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	c, err := config.New(limiter.WithFailurePolicy(limiter.FailClosed),
+		limiter.WithStateChange(func(sc limiter.StateChange) { got = sc }),
+		limiter.WithObserver(obs), limiter.WithClock(fixedClock(at)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	prev := c.NowMs()
-	for i := 0; i < 1000; i++ {
-		before := time.Now().UnixMilli()
-		got := c.NowMs()
-		after := time.Now().UnixMilli()
-		if got < before-1 || got > after+1 {
-			t.Fatalf("NowMs = %d, time.Now between %d and %d", got, before, after)
+	var p limiter.FailurePolicy = c.Policy // compiles only if the field has limiter's type
+	if p != limiter.FailClosed {
+		t.Errorf("Policy = %v, want FailClosed", p)
+	}
+	if o, ok := c.Observer.(*nopObserver); !ok || o != obs {
+		t.Errorf("Observer = %v, want the one given", c.Observer)
+	}
+	if c.NowMs() != at.UnixMilli() || !c.ClockSet {
+		t.Errorf("NowMs = %d, want %d (ClockSet %v)", c.NowMs(), at.UnixMilli(), c.ClockSet)
+	}
+	sc := limiter.StateChange{Provider: "redisabs", Degraded: true, Cause: errors.New("x"), Policy: limiter.FailClosed,
+		Duration: 3, Reconciled: 4, Unreconciled: 5, UnreconciledUnits: 6}
+	c.OnStateChange(sc)
+	if got != sc {
+		t.Errorf("hook got %+v, want %+v", got, sc)
+	}
+	if c, _ := config.New(limiter.WithStateChange(nil), limiter.WithObserver(nil)); c.OnStateChange != nil || c.Observer != nil {
+		t.Error("WithStateChange(nil) or WithObserver(nil) set something")
+	}
+	for _, o := range []limiter.Option{limiter.WithWindow(0), limiter.WithBatching(-1), limiter.WithFailurePolicy(7),
+		limiter.WithFailurePolicy(-1), limiter.WithPrefix("a b")} {
+		if _, err := config.New(o); !errors.Is(err, limiter.ErrInvalidConfig) {
+			t.Errorf("config.New: %v, want limiter.ErrInvalidConfig", err)
 		}
-		if got < prev {
-			t.Fatalf("NowMs went back from %d to %d", prev, got)
+	}
+	if err := config.ValidatePrefix("{x}"); !errors.Is(err, limiter.ErrInvalidConfig) {
+		t.Errorf("ValidatePrefix({x}) = %v, want limiter.ErrInvalidConfig", err)
+	}
+	if err := config.CheckCost(-1); !errors.Is(err, limiter.ErrInvalidCost) {
+		t.Errorf("CheckCost(-1) = %v, want limiter.ErrInvalidCost", err)
+	}
+	if p := limiter.FailurePolicy(7); p.String() != "FailurePolicy(7)" || limiter.FailError.String() != "FailError" {
+		t.Errorf("String: %q, %q", p, limiter.FailError)
+	}
+}
+
+// TestLogStateChangeIsTheLogObservers: a provider's WithLogger and a
+// NewLogObserver write the same record for a state change.
+func TestLogStateChangeIsTheLogObservers(t *testing.T) {
+	for _, sc := range []limiter.StateChange{
+		{Provider: "redissup", Degraded: true, Cause: errors.New("refused"), Policy: limiter.FailOpen},
+		{Provider: "redisabs", Duration: time.Second, Reconciled: 2},
+		{Provider: "redisabs", Cause: limiter.ErrClosed},
+	} {
+		var a, b bytes.Buffer
+		strip := func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
 		}
-		prev = got
-		if w := WallClock.Now().UnixMilli(); w < got || w > got+50 {
-			t.Fatalf("WallClock.Now = %d ms, NowMs = %d", w, got)
+		config.LogStateChange(context.Background(), slog.New(slog.NewTextHandler(&a, &slog.HandlerOptions{ReplaceAttr: strip})), sc)
+		limiter.NewLogObserver(slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{ReplaceAttr: strip}))).
+			ObserveEvent(context.Background(), limiter.Event{Kind: limiter.EventStateChange, Provider: sc.Provider, State: sc})
+		if a.Len() == 0 || a.String() != b.String() {
+			t.Errorf("LogStateChange wrote %q, the log observer %q", a.String(), b.String())
 		}
 	}
 }
 
-type fixed time.Time
-
-func (f fixed) Now() time.Time { return time.Time(f) }
-
-func TestNowMsUsesAGivenClock(t *testing.T) {
-	at := time.Date(2030, 1, 2, 3, 4, 5, 6_700_000, time.UTC)
-	c, err := New(func(c *Config) { c.Clock, c.ClockSet = fixed(at), true })
+// TestOneDefinitionPerSentinel: every "sluice: …" error message is created
+// by one errors.New in the module (outside tests), and no package assigns
+// to another package's variables in an init function: the sentinels are
+// not mirrored.
+func TestOneDefinitionPerSentinel(t *testing.T) {
+	root := filepath.Join("..", "..")
+	seen := map[string]string{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "testdata" || n == "bench" || n == "sluiceotel") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CallExpr:
+				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "New" && len(n.Args) == 1 {
+					if x, ok := sel.X.(*ast.Ident); ok && x.Name == "errors" {
+						if lit, ok := n.Args[0].(*ast.BasicLit); ok {
+							msg, _ := strconv.Unquote(lit.Value)
+							if prev, dup := seen[msg]; dup && strings.HasPrefix(msg, "sluice") {
+								t.Errorf("%q defined at %s and %s", msg, prev, fset.Position(n.Pos()))
+							}
+							seen[msg] = fset.Position(n.Pos()).String()
+						}
+					}
+				}
+			case *ast.FuncDecl:
+				if n.Name.Name != "init" || n.Recv != nil || n.Body == nil {
+					return true
+				}
+				ast.Inspect(n.Body, func(m ast.Node) bool {
+					if as, ok := m.(*ast.AssignStmt); ok {
+						for _, l := range as.Lhs {
+							if sel, ok := l.(*ast.SelectorExpr); ok {
+								if _, ok := sel.X.(*ast.Ident); ok {
+									t.Errorf("%s: init assigns %s", fset.Position(as.Pos()), selName(sel))
+								}
+							}
+						}
+					}
+					return true
+				})
+			}
+			return true
+		})
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := c.NowMs(), at.UnixMilli(); got != want {
-		t.Fatalf("NowMs = %d, want %d", got, want)
+	if len(seen) < 10 {
+		t.Fatalf("found %d error messages; the walk missed the module", len(seen))
 	}
 }
 
-// TestBatchBounds: the batch cap defaults to DefaultBatch and accepts 0 to
-// MaxBatch; beyond is ErrInvalidConfig.
-func TestBatchBounds(t *testing.T) {
-	c, err := New[Option]()
-	if err != nil || c.Batch != DefaultBatch {
-		t.Fatalf("New() Batch = %d, %v; want %d", c.Batch, err, DefaultBatch)
-	}
-	for _, n := range []int{0, 1, MaxBatch} {
-		if c, err := New(func(c *Config) { c.Batch = n }); err != nil || c.Batch != n {
-			t.Errorf("Batch %d: %d, %v; want accepted", n, c.Batch, err)
-		}
-	}
-	for _, n := range []int{-1, MaxBatch + 1} {
-		if _, err := New(func(c *Config) { c.Batch = n }); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("Batch %d: %v; want ErrInvalidConfig", n, err)
-		}
-	}
-}
+func selName(sel *ast.SelectorExpr) string { return sel.X.(*ast.Ident).Name + "." + sel.Sel.Name }

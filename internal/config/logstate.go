@@ -3,23 +3,13 @@ package config
 import (
 	"context"
 	"log/slog"
+
+	"github.com/sluice-go/sluice/limiter"
 )
 
 // LogStateChange writes sc to l: Warn on entering degraded mode, Info on
-// leaving it. WithLogger and limiter.NewLogObserver both log through it, so
-// the two read the same.
-func LogStateChange(ctx context.Context, l *slog.Logger, sc StateChange) {
-	if sc.Degraded {
-		l.WarnContext(ctx, "sluice: Redis unavailable, answering by the failure policy",
-			"provider", sc.Provider, "policy", sc.Policy.String(), "cause", sc.Cause)
-		return
-	}
-	if sc.Cause != nil {
-		l.InfoContext(ctx, "sluice: limiter closed while Redis was unavailable",
-			"provider", sc.Provider, "degraded_for", sc.Duration, "cause", sc.Cause)
-		return
-	}
-	l.InfoContext(ctx, "sluice: Redis answers again",
-		"provider", sc.Provider, "degraded_for", sc.Duration,
-		"reconciled", sc.Reconciled, "unreconciled", sc.Unreconciled, "unreconciled_units", sc.UnreconciledUnits)
+// leaving it. It logs through limiter.NewLogObserver, so WithLogger and a
+// log observer write the same records.
+func LogStateChange(ctx context.Context, l *slog.Logger, sc limiter.StateChange) {
+	limiter.NewLogObserver(l).ObserveEvent(ctx, limiter.Event{Kind: limiter.EventStateChange, Provider: sc.Provider, State: sc})
 }

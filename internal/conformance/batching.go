@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -36,7 +36,7 @@ const BatchingCapacity = 300
 // limiter.WithBatching(128) and without (WithBatching(0)), on real Redis,
 // miniredis and the 3-master cluster, and on real Redis with neither
 // option (the default, batch=default: batched with a cap of
-// config.DefaultBatch). For every key, Get's
+// settings.DefaultBatch). For every key, Get's
 // Used must equal the units the decisions admitted, and want(admitted,
 // offered) must hold (the strategy's own bound: exactly min(capacity,
 // offered) for the absolute one). No decision may be degraded, and on
@@ -63,7 +63,7 @@ func RunBatching(t *testing.T, newLimiter func(t testing.TB, c redis.UniversalCl
 	}{
 		{"batch=0", []limiter.Option{limiter.WithBatching(0)}, false},
 		{"batch=128", []limiter.Option{limiter.WithBatching(128)}, true},
-		{"batch=default", nil, config.DefaultBatch > 1},
+		{"batch=default", nil, settings.DefaultBatch > 1},
 	}
 	for name, client := range clients {
 		for _, bc := range cases {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -19,7 +19,7 @@ import (
 // work).
 const (
 	// BoundedBudget bounds the Redis time of one script call at the
-	// largest W/B accepted (config.MaxBuckets), in its worst state: the
+	// largest W/B accepted (settings.MaxBuckets), in its worst state: the
 	// fastest of five runs. The design target is about 1 ms and the
 	// measured worst about half of that on a quiet machine
 	// (docs/benchmarks.md, Bounded work); the test bound is ten times the
@@ -44,7 +44,7 @@ const (
 // RedisFactory builds a Redis provider on c; opts come last and win.
 type RedisFactory func(t *testing.T, c *redis.Client, opts ...limiter.Option) limiter.Limiter
 
-// boundedKey is a key filled to the worst state at W/B = config.MaxBuckets.
+// boundedKey is a key filled to the worst state at W/B = settings.MaxBuckets.
 type boundedKey struct {
 	l          limiter.Limiter
 	clk        *Clock
@@ -69,7 +69,7 @@ func fillBounded(t *testing.T, s Strategy, f RedisFactory) (*boundedKey, *redis.
 	srv := redistest.StartServer(t, "--slowlog-log-slower-than", "0", "--slowlog-max-len", "1024")
 	c := redis.NewClient(srv.Options())
 	t.Cleanup(func() { c.Close() })
-	n := int64(config.MaxBuckets)
+	n := int64(settings.MaxBuckets)
 	bk := &boundedKey{clk: NewClock(), c: n + 1, h: 2 * (n + 1), keys: []string{"k"}}
 	opts := []limiter.Option{limiter.WithClock(bk.clk)}
 	if s == AbsoluteStrategy {
@@ -216,7 +216,7 @@ func RunBoundedWork(t *testing.T, s Strategy, f RedisFactory) {
 	measure("all but the newest dead", dying)
 	slices.Sort(typical)
 	t.Logf("W/B = %d: %d states; Redis time per call: median %v, worst (fastest of 5) %v in %q",
-		config.MaxBuckets, len(typical), typical[len(typical)/2], worst, worstState)
+		settings.MaxBuckets, len(typical), typical[len(typical)/2], worst, worstState)
 }
 
 // RunBoundedPing runs four clients that refuse in the worst state (a
@@ -289,7 +289,7 @@ func RunBoundedPing(t *testing.T, s Strategy, f RedisFactory) {
 	scripts := scriptTimes(t, c) // the latest 1024 script calls
 	slices.Sort(scripts)
 	t.Logf("W/B = %d, 4 refusers, %d refusals in %v; %d PINGs: median %v, p99 %v, max %v; script calls (latest %d): median %v, max %v",
-		config.MaxBuckets, refusals, run, len(pings), pings[len(pings)/2], pings[len(pings)*99/100], pings[len(pings)-1],
+		settings.MaxBuckets, refusals, run, len(pings), pings[len(pings)/2], pings[len(pings)*99/100], pings[len(pings)-1],
 		len(scripts), scripts[len(scripts)/2], scripts[len(scripts)-1])
 	if refusals < 100 {
 		t.Errorf("%d refusals in %v, want the refusers to keep Redis busy", refusals, run)

@@ -270,6 +270,6 @@ func ConfigErrors(t *testing.T, newFn func(opts ...limiter.Option) error) {
 		}
 	}
 	if err := newFn(limiter.WithWindow(time.Hour), limiter.WithBucket(7200*time.Millisecond)); err != nil {
-		t.Errorf("New with exactly 500 buckets (config.MaxBuckets): %v", err)
+		t.Errorf("New with exactly 500 buckets (settings.MaxBuckets): %v", err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -110,7 +109,7 @@ func (g *Guard) judge(ctx context.Context, op string, err error) (verdict, error
 // policyVerdict is the verdict of a call the policy answers: under
 // FailError the error (err, the call's own, or else ErrUnavailable).
 func (g *Guard) policyVerdict(op string, err error) (verdict, error) {
-	if g.cfg.Policy != config.FailError {
+	if g.cfg.Policy != limiter.FailError {
 		return vPolicy, nil
 	}
 	if err == nil {
@@ -260,8 +259,8 @@ func (g *Guard) probeDeadline() time.Duration {
 // the call's error.
 func (g *Guard) Shed(c *Call, cause error) (limiter.Decision, error) {
 	g.noteShed()
-	if g.cfg.Policy == config.FailError {
-		return limiter.Decision{}, fmt.Errorf("%s: %s: %w: %w", g.pkg, c.Op, config.ErrShed, cause)
+	if g.cfg.Policy == limiter.FailError {
+		return limiter.Decision{}, fmt.Errorf("%s: %s: %w: %w", g.pkg, c.Op, limiter.ErrShed, cause)
 	}
 	d := limiter.Decision{Outcome: g.refused, Limit: c.C, Never: !c.Peek && c.N > c.Hard, Shed: true}
 	if !d.Never {

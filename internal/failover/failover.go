@@ -50,6 +50,7 @@ import (
 
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redisx"
+	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -364,7 +365,7 @@ func (g *Guard) causeErr() error {
 // Err is the error of a call made while the breaker is open that has no
 // Decision to mark (Get, Reset, and every call under FailError).
 func (g *Guard) Err(op string) error {
-	return fmt.Errorf("%s: %s: %w: %w", g.pkg, op, config.ErrUnavailable, g.causeErr())
+	return fmt.Errorf("%s: %s: %w: %w", g.pkg, op, limiter.ErrUnavailable, g.causeErr())
 }
 
 // FailedErr handles the error of a Get or Reset made with the caller's
@@ -386,11 +387,11 @@ func (g *Guard) FailedErr(ctx context.Context, op string, err error) error {
 func (g *Guard) Answer(ctx context.Context, c *Call) (limiter.Decision, error) {
 	var d limiter.Decision
 	switch g.cfg.Policy {
-	case config.FailError:
+	case limiter.FailError:
 		return d, g.Err(c.Op)
-	case config.FallbackLocal:
+	case limiter.FallbackLocal:
 		return g.local(ctx, c)
-	case config.FailOpen:
+	case limiter.FailOpen:
 		if c.Peek || c.N <= c.Hard {
 			d = limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: c.C, Remaining: max(c.C-c.N, 0)}
 			break
@@ -498,7 +499,7 @@ func (g *Guard) fallback() (limiter.Limiter, error) {
 		return *p, nil
 	}
 	if g.closed {
-		return nil, config.ErrClosed
+		return nil, limiter.ErrClosed
 	}
 	var l limiter.Limiter
 	var err error
@@ -553,7 +554,7 @@ func (g *Guard) run() {
 	t := time.NewTimer(g.cfg.ProbeInterval)
 	defer t.Stop()
 	for {
-		g.notify(config.StateChange{Degraded: true, Cause: g.causeErr()})
+		g.notify(limiter.StateChange{Degraded: true, Cause: g.causeErr()})
 		if !g.probeUntilUp(t) {
 			g.closedDegraded()
 			return
@@ -597,7 +598,7 @@ func (g *Guard) run() {
 		}
 		g.startGrace()
 		done, lost, units := r.counts()
-		g.notify(config.StateChange{Duration: time.Since(since), Reconciled: done, Unreconciled: lost,
+		g.notify(limiter.StateChange{Duration: time.Since(since), Reconciled: done, Unreconciled: lost,
 			UnreconciledUnits: units})
 		g.mu.Lock()
 		if !g.open.Load() || g.closed {
@@ -642,7 +643,7 @@ func (g *Guard) closedDegraded() {
 	since := g.since
 	g.running = false
 	g.mu.Unlock()
-	g.notify(config.StateChange{Cause: config.ErrClosed, Duration: time.Since(since)})
+	g.notify(limiter.StateChange{Cause: limiter.ErrClosed, Duration: time.Since(since)})
 }
 
 // probeUntilUp probes every interval, one probe at a time; false when
@@ -666,11 +667,11 @@ func (g *Guard) probeUntilUp(t *time.Timer) bool {
 	}
 }
 
-func (g *Guard) notify(sc config.StateChange) {
+func (g *Guard) notify(sc limiter.StateChange) {
 	sc.Provider, sc.Policy = g.pkg, g.cfg.Policy
 	g.logStateChange(sc)
 	if obs := g.observer(); obs != nil {
-		obs.ObserveEvent(context.Background(), limiter.Event{Kind: limiter.EventStateChange, Provider: sc.Provider, State: publicState(sc)})
+		obs.ObserveEvent(context.Background(), limiter.Event{Kind: limiter.EventStateChange, Provider: sc.Provider, State: sc})
 	}
 	if fn := g.cfg.OnStateChange; fn != nil {
 		fn(sc)
@@ -894,7 +895,7 @@ func Probe(cfg *config.Config) func(ctx context.Context, client redis.Scripter) 
 	w, b, ttl := cfg.WindowMs, cfg.BucketMs, redisx.TTLMs(cfg)
 	return func(ctx context.Context, client redis.Scripter) error {
 		return scripts.AbsInc.Run(ctx, client, []string{h},
-			redisx.NowArg(cfg), w, b, config.MaxCapacity, 1, ttl).Err()
+			redisx.NowArg(cfg), w, b, settings.MaxCapacity, 1, ttl).Err()
 	}
 }
 
@@ -1021,12 +1022,12 @@ func notBackend(err error) bool {
 	return err == nil ||
 		errors.Is(err, redisx.ErrOpened) ||
 		errors.Is(err, redisx.ErrBehindFailure) ||
-		errors.Is(err, config.ErrClosed) ||
-		errors.Is(err, config.ErrInvalidRate) ||
-		errors.Is(err, config.ErrInvalidConfig) ||
-		errors.Is(err, config.ErrInvalidCost) ||
-		errors.Is(err, config.ErrCapacityTooSmall) ||
-		errors.Is(err, config.ErrWindowConflict) ||
-		errors.Is(err, config.ErrLayout) ||
+		errors.Is(err, limiter.ErrClosed) ||
+		errors.Is(err, limiter.ErrInvalidRate) ||
+		errors.Is(err, limiter.ErrInvalidConfig) ||
+		errors.Is(err, limiter.ErrInvalidCost) ||
+		errors.Is(err, limiter.ErrCapacityTooSmall) ||
+		errors.Is(err, limiter.ErrWindowConflict) ||
+		errors.Is(err, limiter.ErrLayout) ||
 		errors.Is(err, key.ErrInvalid)
 }

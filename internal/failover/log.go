@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/limiter"
 )
 
 // Logging is loud by default: without WithLogger a guard logs through
@@ -64,7 +65,7 @@ func (g *Guard) logFailure(op string, err error) {
 
 // logStateChange logs sc within the rate limit: an outage's entry when the
 // budget allows it, its exit (or Close) when its entry was logged.
-func (g *Guard) logStateChange(sc config.StateChange) {
+func (g *Guard) logStateChange(sc limiter.StateChange) {
 	l := g.logger()
 	if l == nil {
 		return
@@ -133,7 +134,7 @@ func (g *Guard) Ping(ctx context.Context) error {
 	closed := g.closed
 	g.mu.Unlock()
 	if closed {
-		return fmt.Errorf("%s: ping: %w", g.pkg, config.ErrClosed)
+		return fmt.Errorf("%s: ping: %w", g.pkg, limiter.ErrClosed)
 	}
 	to := g.cfg.Timeout
 	if to <= 0 {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -64,8 +63,7 @@ func opName(op string) string {
 
 // observer returns the observer of WithObserver, nil for none.
 func (g *Guard) observer() limiter.Observer {
-	o, _ := g.cfg.Observer.(limiter.Observer)
-	return o
+	return g.cfg.Observer
 }
 
 func (g *Guard) strategyName() string {
@@ -187,11 +185,4 @@ func (g *Guard) observeErr(ctx context.Context, op string, err error) {
 		obs.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventBackendError, Provider: g.pkg, Op: opName(op),
 			ErrorClass: class, Err: err})
 	}
-}
-
-// publicState is sc as package limiter exports it.
-func publicState(sc config.StateChange) limiter.StateChange {
-	return limiter.StateChange{Provider: sc.Provider, Degraded: sc.Degraded, Cause: sc.Cause,
-		Policy: limiter.FailurePolicy(sc.Policy), Duration: sc.Duration,
-		Reconciled: sc.Reconciled, Unreconciled: sc.Unreconciled, UnreconciledUnits: sc.UnreconciledUnits}
 }

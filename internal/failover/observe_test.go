@@ -3,14 +3,12 @@ package failover
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-go/sluice/key"
+	"github.com/sluice-go/sluice/limiter"
 	"net"
 	"os"
 	"syscall"
 	"testing"
-
-	"github.com/sluice-go/sluice/internal/config"
-	"github.com/sluice-go/sluice/key"
-	"github.com/sluice-go/sluice/limiter"
 )
 
 // reply is a Redis error reply, as go-redis returns one.
@@ -37,9 +35,9 @@ func TestErrorClass(t *testing.T) {
 		want string
 	}{
 		{"nil", live, nil, ""},
-		{"bad cost", live, fmt.Errorf("redisabs: inc: %w", config.ErrInvalidCost), ""},
+		{"bad cost", live, fmt.Errorf("redisabs: inc: %w", limiter.ErrInvalidCost), ""},
 		{"bad key", live, fmt.Errorf("redisabs: inc: %w", key.ErrInvalid), ""},
-		{"closed", live, fmt.Errorf("redisabs: inc: %w", config.ErrClosed), ""},
+		{"closed", live, fmt.Errorf("redisabs: inc: %w", limiter.ErrClosed), ""},
 		{"deadline", live, fmt.Errorf("redisabs: inc: %w", context.DeadlineExceeded), limiter.ErrorTimeout},
 		{"socket timeout", live, &net.OpError{Op: "read", Net: "tcp", Err: netTimeout{}}, limiter.ErrorTimeout},
 		{"refused", live, fmt.Errorf("redisabs: inc: %w", refused), limiter.ErrorConnection},

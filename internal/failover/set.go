@@ -3,8 +3,6 @@ package failover
 import (
 	"context"
 	"fmt"
-
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -73,9 +71,9 @@ func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set 
 // decision it returns has Degraded set.
 func (g *Guard) answerSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	switch g.cfg.Policy {
-	case config.FailError:
+	case limiter.FailError:
 		return limiter.SetDecision{}, g.Err(op)
-	case config.FallbackLocal:
+	case limiter.FallbackLocal:
 		fb, err := g.fallback()
 		if err != nil {
 			return limiter.SetDecision{}, fmt.Errorf("%s: %s: fallback: %w", g.pkg, op, err)
@@ -90,15 +88,15 @@ func (g *Guard) answerSet(ctx context.Context, op, k string, set *limiter.Set, n
 		d.Degraded = true
 		return d, nil
 	}
-	return g.refuseSet(op, set, n, g.cfg.Policy == config.FailOpen, false)
+	return g.refuseSet(op, set, n, g.cfg.Policy == limiter.FailOpen, false)
 }
 
 // shedSet is Shed for a set call: every limit refuses, and the decision
 // is marked Shed (under FailError: ErrShed).
 func (g *Guard) shedSet(op string, set *limiter.Set, n int64, cause error) (limiter.SetDecision, error) {
 	g.noteShed()
-	if g.cfg.Policy == config.FailError {
-		return limiter.SetDecision{}, fmt.Errorf("%s: %s: %w: %w", g.pkg, op, config.ErrShed, cause)
+	if g.cfg.Policy == limiter.FailError {
+		return limiter.SetDecision{}, fmt.Errorf("%s: %s: %w: %w", g.pkg, op, limiter.ErrShed, cause)
 	}
 	return g.refuseSet(op, set, n, false, true)
 }

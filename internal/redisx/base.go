@@ -37,7 +37,7 @@ type Base struct {
 // the first call) or a bad option is ErrInvalidConfig.
 func (b *Base) Init(pkg, strategy string, client Client, opts []limiter.Option) error {
 	if isNil(client) {
-		return fmt.Errorf("%s: %w: nil client", pkg, config.ErrInvalidConfig)
+		return fmt.Errorf("%s: %w: nil client", pkg, limiter.ErrInvalidConfig)
 	}
 	cfg, err := config.New(opts...)
 	if err != nil {
@@ -80,7 +80,7 @@ func (b *Base) Errorf(op string, err error) error {
 // validates the key.
 func (b *Base) Check(op, k string) (string, error) {
 	if b.closed.Load() {
-		return "", b.Errorf(op, config.ErrClosed)
+		return "", b.Errorf(op, limiter.ErrClosed)
 	}
 	h, err := key.Name(b.Cfg.Prefix, k, b.strat, key.Hash)
 	if err != nil {
@@ -105,7 +105,7 @@ func (b *Base) Reset(ctx context.Context, k string) error {
 // rejects calls after Close and invalid keys, with Check's errors.
 func (b *Base) Valid(op, k string) error {
 	if b.closed.Load() {
-		return b.Errorf(op, config.ErrClosed)
+		return b.Errorf(op, limiter.ErrClosed)
 	}
 	if err := key.Validate(k); err != nil {
 		return b.Errorf(op, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/limiter"
 )
 
 // Client is what the Redis providers call. *redis.Client,
@@ -106,8 +107,8 @@ func BucketValue(v int64) (count, link int64) {
 // StateErr reads the error replies a script gives for a hash's record "v"
 // (docs/data-model.md, The record): "SLUICEWINDOW <stored> <call's>", a
 // live hash recorded with another window or bucket, is
-// config.ErrWindowConflict, and "SLUICELAYOUT <stored>", a record of a
-// layout these scripts do not read, config.ErrLayout. Any other error is
+// limiter.ErrWindowConflict, and "SLUICELAYOUT <stored>", a record of a
+// layout these scripts do not read, limiter.ErrLayout. Any other error is
 // returned as it is.
 func StateErr(err error) error {
 	var re redis.Error
@@ -120,11 +121,11 @@ func StateErr(err error) error {
 		f := strings.Fields(msg)
 		if len(f) == 7 {
 			return fmt.Errorf("%w: stored window %s ms, bucket %s ms; the call's window %s ms, bucket %s ms",
-				config.ErrWindowConflict, f[2], f[3], f[5], f[6])
+				limiter.ErrWindowConflict, f[2], f[3], f[5], f[6])
 		}
-		return fmt.Errorf("%w: %s", config.ErrWindowConflict, msg)
+		return fmt.Errorf("%w: %s", limiter.ErrWindowConflict, msg)
 	case strings.HasPrefix(msg, "SLUICELAYOUT "):
-		return fmt.Errorf("%w: record %q", config.ErrLayout, strings.TrimPrefix(msg, "SLUICELAYOUT "))
+		return fmt.Errorf("%w: record %q", limiter.ErrLayout, strings.TrimPrefix(msg, "SLUICELAYOUT "))
 	}
 	return err
 }

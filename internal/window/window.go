@@ -9,6 +9,7 @@ package window
 
 import (
 	"math"
+	"math/rand/v2"
 	"time"
 
 	"github.com/sluice-go/sluice/limiter"
@@ -289,8 +290,14 @@ func (s *State) IsAllowedAbsolute(p Params, now int64) Result {
 type Suppressed struct {
 	Soft, Hard int64
 	CacheMs    int64
-	RandPPM    int64 // the call's draw, floor(r × 1e6) in [0, 999999]
+	RandPPM    int64 // the call's draw, floor(r × 1e6) in [0, 999999], or DrawWhenNeeded
 }
+
+// DrawWhenNeeded as Suppressed.RandPPM has IncSuppressed draw from
+// math/rand/v2 itself, only when a factor decides the call. The local
+// provider uses it for its default source, whose draws nobody can observe
+// or replay; a source given by WithRandom is drawn exactly once per call.
+const DrawWhenNeeded = -1
 
 // DrawPPM turns a draw in [0, 1) into parts per million.
 func DrawPPM(r float64) int64 {
@@ -370,7 +377,7 @@ func RecordedCost(n, hard int64) int64 {
 // writes nothing), into r (an out parameter, as for IncAbsolute). A
 // request with n > in.Hard is refused with Never set and recorded as
 // RecordedCost says.
-func (s *State) IncSuppressed(p Params, now, n int64, in Suppressed, r *Result) {
+func (s *State) IncSuppressed(p Params, now, n int64, in *Suppressed, r *Result) {
 	if n == 0 {
 		v := s.view(now, p.Span())
 		v.incSuppressed(p, now, 0, in, r)
@@ -381,22 +388,28 @@ func (s *State) IncSuppressed(p Params, now, n int64, in Suppressed, r *Result) 
 }
 
 // incSuppressed decides on a state already expired at now.
-func (s *State) incSuppressed(p Params, now, n int64, in Suppressed, r *Result) {
+func (s *State) incSuppressed(p Params, now, n int64, in *Suppressed, r *Result) {
 	span := p.Span()
 	cost := max(n, 1)
-	accepted := s.Used - s.Declined
-	forecast := accepted + cost
-	*r = Result{Limit: in.Soft, Never: cost > in.Hard}
-	switch {
-	case forecast <= in.Soft:
-		r.Allowed = true
-	case forecast > in.Hard:
-		r.Outcome = OutcomeSuppressed
+	if s.Used-s.Declined+cost <= in.Soft { // admitted without suppression
+		if n > 0 {
+			s.record(now, p.B, n, 0)
+			s.Capacity, s.Hard = in.Soft, in.Hard
+		}
+		*r = Result{Allowed: true, Limit: in.Soft, Remaining: in.Soft - (s.Used - s.Declined),
+			ResetAfter: s.resetAfter(now, span), Never: cost > in.Hard}
+		return
+	}
+	*r = Result{Outcome: OutcomeSuppressed, Limit: in.Soft, Never: cost > in.Hard}
+	if s.Used-s.Declined+cost > in.Hard {
 		r.FactorPPM = PPM
-	default:
-		r.Outcome = OutcomeSuppressed
-		r.FactorPPM = s.factor(p, now, in, n > 0)
-		r.Allowed = in.RandPPM >= r.FactorPPM
+	} else {
+		r.FactorPPM = s.factor(p, now, *in, n > 0)
+		draw := in.RandPPM
+		if draw == DrawWhenNeeded {
+			draw = DrawPPM(rand.Float64())
+		}
+		r.Allowed = draw >= r.FactorPPM
 	}
 	if n > 0 {
 		count, declined := n, int64(0)
@@ -407,7 +420,7 @@ func (s *State) incSuppressed(p Params, now, n int64, in Suppressed, r *Result) 
 		s.record(now, p.B, count, declined)
 		s.Capacity, s.Hard = in.Soft, in.Hard
 	}
-	accepted = s.Used - s.Declined
+	accepted := s.Used - s.Declined
 	r.Remaining = max(in.Soft-accepted, 0)
 	if !r.Allowed && !r.Never {
 		r.RetryAfter = s.retryAfter(now, span, accepted, cost, in.Soft, true)

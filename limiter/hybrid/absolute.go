@@ -273,7 +273,7 @@ func msDur(ms int64) time.Duration {
 // (limiter.WithFailurePolicy), with Degraded set.
 func (l *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
 	if l.closed.Load() {
-		return limiter.Decision{}, l.errorf("inc", config.ErrClosed)
+		return limiter.Decision{}, l.errorf("inc", limiter.ErrClosed)
 	}
 	if err := config.CheckCost(n); err != nil {
 		return limiter.Decision{}, l.errorf("inc", err)
@@ -302,7 +302,7 @@ func (l *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64
 // live state is allowed, with Limit 0). It writes nothing.
 func (l *Absolute) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
 	if l.closed.Load() {
-		return limiter.Decision{}, l.errorf("is allowed", config.ErrClosed)
+		return limiter.Decision{}, l.errorf("is allowed", limiter.ErrClosed)
 	}
 	if e := l.lookup(k); e != nil {
 		now := l.now()
@@ -324,7 +324,7 @@ func (l *Absolute) IsAllowed(ctx context.Context, k string) (limiter.Decision, e
 // errors, as for redisabs.
 func (l *Absolute) Get(ctx context.Context, k string) (limiter.Usage, error) {
 	if l.closed.Load() {
-		return limiter.Usage{}, l.errorf("get", config.ErrClosed)
+		return limiter.Usage{}, l.errorf("get", limiter.ErrClosed)
 	}
 	return l.g.Get(ctx, (*backend)(l), &l.b, k)
 }
@@ -334,7 +334,7 @@ func (l *Absolute) Get(ctx context.Context, k string) (limiter.Usage, error) {
 // Other instances' leases of the key stay theirs until they expire.
 func (l *Absolute) Reset(ctx context.Context, k string) error {
 	if l.closed.Load() {
-		return l.errorf("reset", config.ErrClosed)
+		return l.errorf("reset", limiter.ErrClosed)
 	}
 	if e := l.lookup(k); e != nil {
 		e.mu.Lock()

@@ -230,8 +230,14 @@ func TestSuppressedForwardDatedLease(t *testing.T) {
 
 	t.Run("Forward", func(t *testing.T) {
 		clk, mr, s, r := setup(t)
-		// The first lease of a key with no history is ⌈S (D + B) / W⌉ =
-		// 3 units, filed at now + D.
+		// The first call of a key with no history takes no lease (its
+		// unit goes into a bucket at now); the next one, at once, takes
+		// the key's first lease, ⌈S (D + B) / W⌉ = 3 units, filed at
+		// now + D.
+		inc(t, s, "k", 1)
+		if start, count := supMeta(t, mr, "k"); start != clk.Now().UnixMilli() || count != 1 || fetches(s) != 1 {
+			t.Fatalf("the first call of a key: newest bucket at now + %d with %d units after %d calls; want now with 1 (no lease) after 1", start-clk.Now().UnixMilli(), count, fetches(s))
+		}
 		inc(t, s, "k", 1)
 		now := clk.Now().UnixMilli()
 		start, count := supMeta(t, mr, "k")
@@ -264,8 +270,10 @@ func TestSuppressedForwardDatedLease(t *testing.T) {
 		mr.SetTime(time.Now())
 		s := newSuppressed(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithWindow(10*time.Second),
 			hybrid.WithSyncInterval(time.Hour))
-		if d, err := s.Inc(ctx, "k", limiter.Every(100, 10*time.Second), 1); err != nil || !d.Allowed {
-			t.Fatalf("Inc = %+v, %v", d, err)
+		for i := 0; i < 2; i++ { // the second takes the key's first lease
+			if d, err := s.Inc(ctx, "k", limiter.Every(100, 10*time.Second), 1); err != nil || !d.Allowed {
+				t.Fatalf("Inc = %+v, %v", d, err)
+			}
 		}
 		now := time.Now().UnixMilli()
 		start, _ := supMeta(t, mr, "k")
@@ -279,16 +287,18 @@ func TestSuppressedForwardDatedLease(t *testing.T) {
 
 	t.Run("NotNearSoft", func(t *testing.T) {
 		clk, mr, s, r := setup(t)
-		inc(t, r, "k", 73) // with the lease's 3: more than three quarters of S
-		inc(t, s, "k", 1)
-		if start, c := supMeta(t, mr, "k"); start != clk.Now().UnixMilli() || c != 76 {
-			t.Errorf("lease bucket starts at now + %d ms with %d units on a key three quarters full, want now with 76", start-clk.Now().UnixMilli(), c)
+		inc(t, r, "k", 73)
+		inc(t, s, "k", 1) // no history: no lease
+		inc(t, s, "k", 1) // with the lease's 3: more than three quarters of S
+		if start, c := supMeta(t, mr, "k"); start != clk.Now().UnixMilli() || c != 77 {
+			t.Errorf("lease bucket starts at now + %d ms with %d units on a key three quarters full, want now with 77", start-clk.Now().UnixMilli(), c)
 		}
 	})
 
 	t.Run("Off", func(t *testing.T) {
 		clk, mr, s, _ := setup(t, hybrid.WithLeaseAhead(0))
 		inc(t, s, "k", 1)
+		inc(t, s, "k", 1) // the key's first lease
 		if start, _ := supMeta(t, mr, "k"); start != clk.Now().UnixMilli() || s.Forwards() != 0 {
 			t.Errorf("with WithLeaseAhead(0) the lease bucket starts at now + %d ms, want now", start-clk.Now().UnixMilli())
 		}

@@ -20,8 +20,9 @@ import (
 // the calls below move leases. S = 10, H = 20 over W = 1 s, B = 100 ms; the
 // factor is not cached and every draw is the value of draw. Forward-dating
 // is off (WithLeaseAhead(0)): the cases count leases unit by unit from a
-// first lease of one, where a slow key's first lease would take
-// ⌈S (D + B) / W⌉ = 2 (TestSuppressedForwardDatedLease covers that).
+// first lease of one (after the key's first call, which takes none), where
+// a slow key's first lease would take ⌈S (D + B) / W⌉ = 2
+// (TestSuppressedForwardDatedLease covers that).
 func TestSuppressedDiffers(t *testing.T) {
 	ctx := context.Background()
 	rate := limiter.PerSecond(10)
@@ -56,46 +57,47 @@ func TestSuppressedDiffers(t *testing.T) {
 		}
 		return d
 	}
-	// lease makes l hold one unused unit: its first Inc leases one unit
-	// and uses it, its second asks for two and uses one.
+	// lease makes l hold one unused unit: its first Inc takes no lease
+	// (a key without history), its second leases one unit and uses it,
+	// its third asks for two and uses one.
 	lease := func(t *testing.T, l limiter.Limiter) {
 		t.Helper()
-		if !inc(t, l, 1).Allowed || !inc(t, l, 1).Allowed {
+		if !inc(t, l, 1).Allowed || !inc(t, l, 1).Allowed || !inc(t, l, 1).Allowed {
 			t.Fatal("lease: an Inc was refused")
 		}
 	}
 
 	t.Run("RemainingIsTheLatestReplies", func(t *testing.T) {
 		a, b, r, _ := setup(t)
-		lease(t, a) // A: 2 accepted, 1 leased
+		lease(t, a) // A: 3 accepted, 1 leased
 		inc(t, b, 3)
 		d := inc(t, a, 1) // from A's lease
 		peek := inc(t, r, 0)
-		// Redis holds A's 3 units and B's 3: R sees 4 left; A reports
+		// Redis holds A's 4 units and B's 3: R sees 3 left; A reports
 		// what was left at its latest reply.
-		if d.Remaining != 7 || peek.Remaining != 4 {
-			t.Errorf("Remaining: A's from memory %d, R's %d; want 7 (B's admission not seen) and 4", d.Remaining, peek.Remaining)
+		if d.Remaining != 6 || peek.Remaining != 3 {
+			t.Errorf("Remaining: A's from memory %d, R's %d; want 6 (B's admission not seen) and 3", d.Remaining, peek.Remaining)
 		}
 	})
 
 	t.Run("GetCountsOthersLeasesNotTheirDeclines", func(t *testing.T) {
 		a, b, r, _ := setup(t)
 		inc(t, b, 10) // S reached
-		lease(t, a)   // above S at f = 0 and 1/11: 2 accepted, 1 leased
+		lease(t, a)   // above S at f = 0, 1/11 and 1/6: 3 accepted, 1 leased
 		draw = 0
 		if d := inc(t, a, 1); d.Allowed { // refused by the draw, from memory
 			t.Fatalf("A admitted at draw 0 above S: %+v", d)
 		}
 		ua, _ := a.Get(ctx, "k")
 		ur, _ := r.Get(ctx, "k")
-		if ua.Used != 12 || ua.Declined != 1 || ur.Used != 13 || ur.Declined != 0 {
-			t.Errorf("Get: A %+v, R %+v; want A 12 accepted (its lease left out) and 1 declined (its own), R 13 (A's leased unit counted) and 0 (A's decline not sent yet)", ua, ur)
+		if ua.Used != 13 || ua.Declined != 1 || ur.Used != 14 || ur.Declined != 0 {
+			t.Errorf("Get: A %+v, R %+v; want A 13 accepted (its lease left out) and 1 declined (its own), R 14 (A's leased unit counted) and 0 (A's decline not sent yet)", ua, ur)
 		}
 		if err := a.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if ur, _ = r.Get(ctx, "k"); ur.Used != 12 || ur.Declined != 1 {
-			t.Errorf("after A's Close: R's Get = %+v, want 12 accepted and 1 declined", ur)
+		if ur, _ = r.Get(ctx, "k"); ur.Used != 13 || ur.Declined != 1 {
+			t.Errorf("after A's Close: R's Get = %+v, want 13 accepted and 1 declined", ur)
 		}
 	})
 
@@ -103,9 +105,9 @@ func TestSuppressedDiffers(t *testing.T) {
 		a, b, r, _ := setup(t)
 		inc(t, b, 10)
 		lease(t, a)
-		// Observed in Redis: B's 10, A's 2 and A's unused leased unit.
-		// R's factor counts that unit as offered (1 − 10/13); A leaves its
-		// own out (1 − 10/12).
+		// Observed in Redis: B's 10, A's 3 and A's unused leased unit.
+		// R's factor counts that unit as offered (1 − 10/14); A leaves its
+		// own out (1 − 10/13).
 		dr, err := r.IsAllowed(ctx, "k")
 		if err != nil {
 			t.Fatal(err)
@@ -114,8 +116,8 @@ func TestSuppressedDiffers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if dr.SuppressionFactor != 0.230769 || da.SuppressionFactor != 0.166667 {
-			t.Errorf("IsAllowed factor: R %v, A %v; want 0.230769 and 0.166667", dr.SuppressionFactor, da.SuppressionFactor)
+		if dr.SuppressionFactor != 0.285714 || da.SuppressionFactor != 0.230769 {
+			t.Errorf("IsAllowed factor: R %v, A %v; want 0.285714 and 0.230769", dr.SuppressionFactor, da.SuppressionFactor)
 		}
 	})
 

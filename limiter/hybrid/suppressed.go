@@ -90,8 +90,10 @@ type supEntry struct {
 	// The fleet as the latest reply saw it: accepted and observed units
 	// in the window and observed units in the last min(W, 1 s), every unit
 	// of this instance's lease counted as accepted and observed (Redis
-	// holds them); resetAt and firstAt (local ms) are when the newest and
-	// the oldest live bucket die.
+	// holds them); recent may be 0 when acc is below the soft capacity
+	// (sup_inc.lua reads it only where a decision may need the factor);
+	// resetAt and firstAt (local ms) are when the newest and the oldest
+	// live bucket die.
 	acc, obs, recent, resetAt, firstAt int64
 	seen                               int64 // local ms of the latest reply's send
 	// The factor in ppm cached at fAt (local ms), as WithSuppressionCache
@@ -188,7 +190,8 @@ func (l *Suppressed) entryFor(op, k string) (*supEntry, error) {
 	e := s.m[k]
 	if e == nil {
 		// A key with no history is taken for a slow one: its first
-		// lease is forward-dated if it has room (the script decides).
+		// call takes no lease (leaseLocked), and its first lease is
+		// forward-dated if it has room (the script decides).
 		e = &supEntry{key: k, hash: h, fetch: make(chan struct{}, 1), want: 1, pace: pace{slow: true}}
 		s.m[k] = e
 		l.tmu.Lock()
@@ -313,7 +316,7 @@ func (l *Suppressed) capacities(op string, rate limiter.Rate) (soft, hard int64,
 // policy answers (limiter.WithFailurePolicy), with Degraded set.
 func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
 	if l.closed.Load() {
-		return limiter.Decision{}, l.errorf("inc", config.ErrClosed)
+		return limiter.Decision{}, l.errorf("inc", limiter.ErrClosed)
 	}
 	if err := config.CheckCost(n); err != nil {
 		return limiter.Decision{}, l.errorf("inc", err)
@@ -343,7 +346,7 @@ func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int
 // redissup answers. It writes nothing and draws nothing.
 func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
 	if l.closed.Load() {
-		return limiter.Decision{}, l.errorf("is allowed", config.ErrClosed)
+		return limiter.Decision{}, l.errorf("is allowed", limiter.ErrClosed)
 	}
 	if e := l.lookup(k); e != nil {
 		now := l.now()
@@ -376,7 +379,7 @@ func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision,
 // Redis failures are errors, as for redissup.
 func (l *Suppressed) Get(ctx context.Context, k string) (limiter.Usage, error) {
 	if l.closed.Load() {
-		return limiter.Usage{}, l.errorf("get", config.ErrClosed)
+		return limiter.Usage{}, l.errorf("get", limiter.ErrClosed)
 	}
 	return l.g.Get(ctx, (*supBackend)(l), &l.b, k)
 }
@@ -387,7 +390,7 @@ func (l *Suppressed) Get(ctx context.Context, k string) (limiter.Usage, error) {
 // until they expire.
 func (l *Suppressed) Reset(ctx context.Context, k string) error {
 	if l.closed.Load() {
-		return l.errorf("reset", config.ErrClosed)
+		return l.errorf("reset", limiter.ErrClosed)
 	}
 	if e := l.lookup(k); e != nil {
 		e.mu.Lock()
@@ -670,12 +673,14 @@ func (l *Suppressed) leaseLocked(ctx context.Context, e *supEntry, soft, hard, n
 	e.decl = 0
 	want := min(max(n, e.wantFor(l, soft, hard)), hard, max(n, l.maxLease))
 	ahead := e.aheadArg(l.ahead)
-	// plain: the key's calls come further apart than the lease would
-	// live, so that it would be given back unused at the cost of a
-	// release call: the call decides n alone, as redissup would, and the
-	// next call that follows within a lease's life asks for a lease. (A
-	// key with no history takes its first lease, forward-dated.)
-	plain := e.lastUse > 0 && now-e.lastUse >= l.b.Cfg.BucketMs+ahead
+	// plain: the key has no history, or its calls come further apart
+	// than the lease would live, so that it would be given back unused at
+	// the cost of a release call: the call decides n alone, as redissup
+	// would, and the next call that follows within a lease's life asks
+	// for a lease (forward-dated, for a key without history). Many keys
+	// called once each, or once in a while, cost one call per decision
+	// and no release.
+	plain := e.lastUse == 0 || now-e.lastUse >= l.b.Cfg.BucketMs+ahead
 	if plain {
 		want, ahead = n, 0
 	}
@@ -867,6 +872,13 @@ func (l *Suppressed) visit(calls []supSync, e *supEntry, now int64, closing, red
 	call := supSync{e: e, soft: e.soft, hard: e.hard, gen: e.gen}
 	full := e.hard-e.acc < e.hard/4 // the key was nearly full at the latest reply
 	expired := now >= e.until
+	// quiet: how long after its latest use an expired lease's unused
+	// units wait to be given back by a tick. A call within that time
+	// sends them with its lease request (leaseLocked: after a quiet
+	// B + D it would take no lease), so the tick's release is needed only
+	// for a key that stays quiet longer; meanwhile they are counted, which
+	// only admits less.
+	quiet := l.b.Cfg.BucketMs + e.aheadArg(l.ahead)
 	recent := now-e.lastUse < renewWithin*(l.b.Cfg.BucketMs+l.interval.Milliseconds())
 	switch {
 	case closing:
@@ -889,7 +901,7 @@ func (l *Suppressed) visit(calls []supSync, e *supEntry, now int64, closing, red
 		call.want, call.renew = e.wantFor(l, e.soft, e.hard), true
 		call.ahead = e.aheadArg(l.ahead)
 		e.renews++
-	case e.left > 0 && used == 0 && (expired || full):
+	case e.left > 0 && used == 0 && (full || expired && now-e.lastUse >= quiet):
 		call.start, call.rel = e.start, e.left
 		e.want = nextWant(e.want, e.granted, e.granted-e.left, e.hard, l.maxLease)
 		if expired {

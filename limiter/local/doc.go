@@ -30,7 +30,8 @@
 // admits with a probability that falls as the offered traffic rises, and
 // never beyond the hard capacity H = limiter.HardCapacity(rate, W, F)
 // (WithHardLimitFactor). Each Inc draws one number from the random source
-// (WithRandom); the factor is recomputed at most every WithSuppressionCache.
+// of WithRandom (the default source, whose draws nobody can observe, is
+// drawn only when a factor decides the call); the factor is recomputed at most every WithSuppressionCache.
 // docs/algorithms.md gives the formulas.
 //
 // # Time

@@ -116,30 +116,32 @@ func NewSuppressed(opts ...limiter.Option) (*Suppressed, error) {
 }
 
 // Inc offers n units of key at rate. Every call with valid arguments draws
-// exactly one number from the random source.
+// exactly one number from the source of WithRandom; the default source is
+// drawn only by the calls a suppression factor decides.
 func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
 	now, soft, err := l.s.incArgs(k, rate, n)
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	cfg := &l.s.cfg
-	hard, err := limiter.HardCapacity(rate, cfg.Window, cfg.HardLimitFactor)
-	if err != nil {
-		return limiter.Decision{}, fmt.Errorf("local: inc: %w", err)
+	hard, ok := capacityOf(l.s.hardX(rate))
+	if !ok {
+		if hard, err = l.s.hardCapacity(rate); err != nil {
+			return limiter.Decision{}, err
+		}
 	}
-	in := window.Suppressed{Soft: soft, Hard: hard, CacheMs: cfg.CacheMs, RandPPM: window.DrawPPM(cfg.Rand())}
+	in := window.Suppressed{Soft: soft, Hard: hard, CacheMs: l.s.cfg.CacheMs, RandPPM: l.s.drawPPM()}
 	e := l.s.lock(k, n > 0)
 	if e == nil { // a peek at an unknown key
 		var peek window.State
 		var r window.Result
-		peek.IncSuppressed(l.s.p, now, n, in, &r)
+		peek.IncSuppressed(l.s.p, now, n, &in, &r)
 		if l.s.obs != nil {
 			return l.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
 		}
 		return r.Decision(), nil
 	}
 	var r window.Result
-	e.st.IncSuppressed(l.s.p, now, n, in, &r)
+	e.st.IncSuppressed(l.s.p, now, n, &in, &r)
 	e.mu.Unlock()
 	if l.s.obs != nil {
 		return l.s.observed(ctx, limiter.OpInc, k, n, r.Decision())

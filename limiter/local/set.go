@@ -323,11 +323,11 @@ func (l *Suppressed) IncSet(ctx context.Context, k string, set *limiter.Set, n i
 }
 
 func (l *Suppressed) incSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
-	cfg := &l.s.cfg
-	return l.s.incSet(ctx, op, k, set, n, cfg.HardLimitFactor, func(states []*window.State, ls []window.Limit, now int64, rs []window.Result) {
-		draw := window.DrawPPM(cfg.Rand()) // drawn by a refused call too, as the Redis provider draws
+	s := l.s
+	return s.incSet(ctx, op, k, set, n, s.cfg.HardLimitFactor, func(states []*window.State, ls []window.Limit, now int64, rs []window.Result) {
+		draw := window.DrawPPM(s.draw()) // drawn by a refused call too, as the Redis provider draws
 		if states != nil {
-			window.IncSuppressedSet(states, ls, now, n, cfg.CacheMs, draw, rs)
+			window.IncSuppressedSet(states, ls, now, n, s.cfg.CacheMs, draw, rs)
 		}
 	})
 }

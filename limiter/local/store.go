@@ -3,12 +3,14 @@ package local
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -30,13 +32,13 @@ type entry struct {
 }
 
 // store is the engine both strategies share: the key map, the clock and the
-// background sweep. Lookups are lock-free (sync.Map); the only lock a call
-// takes is its own key's, so calls on different keys never write to a
-// shared cache line.
+// background sweep. Lookups are lock-free (keymap); the only lock a call on
+// a known key takes is its own key's, so calls on different keys never
+// write to a shared cache line.
 type store struct {
 	cfg config.Config
 	p   window.Params
-	m   sync.Map // string → *entry
+	m   *keymap
 	// sets holds the keys' states in the limits of sets: string →
 	// *setEntry, apart from m (a set's limits are not the single limit).
 	sets sync.Map
@@ -45,6 +47,8 @@ type store struct {
 	// back and bring the key's buckets to life again (the Redis providers
 	// give such keys the same minute of TTL).
 	keepMs int64
+	// windowSec is W in seconds, the factor of every capacity.
+	windowSec float64
 
 	// obs is the observer of WithObserver, nil for none; strategy names
 	// the provider's strategy to it.
@@ -66,13 +70,15 @@ func newStore(opts []limiter.Option) (*store, error) {
 		return nil, err
 	}
 	s := &store{
-		cfg:    cfg,
-		p:      window.Params{W: cfg.WindowMs, B: cfg.BucketMs},
-		keepMs: cfg.WindowMs + cfg.BucketMs,
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		cfg:       cfg,
+		p:         window.Params{W: cfg.WindowMs, B: cfg.BucketMs},
+		m:         newKeymap(),
+		keepMs:    cfg.WindowMs + cfg.BucketMs,
+		windowSec: cfg.Window.Seconds(),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
-	s.obs, _ = cfg.Observer.(limiter.Observer)
+	s.obs = cfg.Observer
 	if cfg.ClockSet {
 		s.keepMs += clockSlackMs
 	}
@@ -103,28 +109,96 @@ func (s *store) check(op, k string) (now int64, err error) {
 
 // incArgs is Inc's preamble: it validates the call and returns the clock
 // and the capacity. Valid calls pass one combined test; the rest go to
-// check, checkCost and limiter's capacity functions, which name the first
-// thing wrong in the order every provider uses.
+// incError, which names the first thing wrong in the order every provider
+// uses.
 func (s *store) incArgs(k string, rate limiter.Rate, n int64) (now, c int64, err error) {
-	c, cerr := limiter.Capacity(rate, s.cfg.Window)
-	if s.closed.Load() || k == "" || len(k) > key.MaxLen || n < 0 || cerr != nil {
-		if _, err := s.check("inc", k); err != nil {
-			return 0, 0, err
-		}
-		if err := checkCost(n); err != nil {
-			return 0, 0, err
-		}
-		return 0, 0, fmt.Errorf("local: inc: %w", cerr)
+	c, ok := capacityOf(rate.PerSecondValue() * s.windowSec)
+	if !ok || s.closed.Load() || k == "" || len(k) > key.MaxLen || n < 0 {
+		return s.incError(k, rate, n)
 	}
 	return s.now(), c, nil
+}
+
+// incError is incArgs' slow path.
+func (s *store) incError(k string, rate limiter.Rate, n int64) (now, c int64, err error) {
+	if _, err := s.check("inc", k); err != nil {
+		return 0, 0, err
+	}
+	if err := checkCost(n); err != nil {
+		return 0, 0, err
+	}
+	c, err = limiter.Capacity(rate, s.cfg.Window)
+	if err != nil {
+		return 0, 0, fmt.Errorf("local: inc: %w", err)
+	}
+	return s.now(), c, nil // not reached while capacityOf agrees with limiter.Capacity
+}
+
+// hardX is rate × W in seconds × WithHardLimitFactor, multiplied in
+// limiter.HardCapacity's order, for capacityOf.
+func (s *store) hardX(rate limiter.Rate) float64 {
+	x := rate.PerSecondValue() * s.windowSec
+	if f := s.cfg.HardLimitFactor; f != 1 {
+		x *= f
+	}
+	return x
+}
+
+// hardCapacity is limiter.HardCapacity(rate, W, WithHardLimitFactor): the
+// fast path, else limiter's error.
+func (s *store) hardCapacity(rate limiter.Rate) (int64, error) {
+	if h, ok := capacityOf(s.hardX(rate)); ok {
+		return h, nil
+	}
+	h, err := limiter.HardCapacity(rate, s.cfg.Window, s.cfg.HardLimitFactor)
+	if err != nil {
+		return 0, fmt.Errorf("local: inc: %w", err)
+	}
+	return h, nil
+}
+
+// capacityEpsilon is limiter's: it absorbs binary rounding in rate × window.
+const capacityEpsilon = 1e-9
+
+// capacityOf is the fast path of limiter.Capacity and HardCapacity on x,
+// rate × window in seconds (× factor), with the window's seconds computed
+// once per limiter instead of once per call: floor(x + 1e-9) when that is
+// a valid capacity, ok false otherwise (NaN, infinite, below 1 or above
+// 2^50), where the caller asks limiter for the error.
+// TestCapacityMatchesLimiter checks both against limiter's.
+func capacityOf(x float64) (c int64, ok bool) {
+	if v := x + capacityEpsilon; v >= 1 && v < float64(settings.MaxCapacity)+1 {
+		return int64(v), true
+	}
+	return 0, false
+}
+
+// draw is the suppressed strategy's one draw per call: the source of
+// WithRandom, or math/rand/v2's Float64 called directly.
+func (s *store) draw() float64 {
+	if !s.cfg.RandomSet {
+		return rand.Float64()
+	}
+	return s.cfg.Rand()
+}
+
+// drawPPM is a single-limit Inc's draw in ppm: with the default source,
+// window.DrawWhenNeeded, so that only a call a factor decides draws (the
+// default source's draws cannot be observed, so skipping the unused ones
+// changes no decision's odds); with WithRandom's, one draw per call.
+func (s *store) drawPPM() int64 {
+	if !s.cfg.RandomSet {
+		return window.DrawWhenNeeded
+	}
+	return window.DrawPPM(s.cfg.Rand())
 }
 
 // now reads the clock in ms; the default clock without an interface call.
 func (s *store) now() int64 {
 	if !s.cfg.ClockSet {
-		return config.WallMs()
+		return settings.WallMs()
 	}
-	return config.ClampMs(s.cfg.Clock.Now().UnixMilli())
+	return settings.ClampMs(s.cfg.Clock.Now().UnixMilli())
 }
 
 func checkCost(n int64) error {
@@ -138,17 +212,17 @@ func checkCost(n int64) error {
 // returns nil, holding nothing, when k is unknown and create is false. The
 // caller unlocks e.mu.
 func (s *store) lock(k string, create bool) *entry {
+	h := s.m.hash(k)
 	for {
-		v, ok := s.m.Load(k)
-		if !ok {
+		e := s.m.load(h, k)
+		if e == nil {
 			if !create {
 				return nil
 			}
-			e := &entry{}
+			e = &entry{}
 			e.st.UseBuffer(e.buf[:])
-			v, _ = s.m.LoadOrStore(k, e)
+			e = s.m.loadOrStore(h, k, e)
 		}
-		e := v.(*entry)
 		e.mu.Lock()
 		if !e.dead {
 			return e
@@ -156,15 +230,16 @@ func (s *store) lock(k string, create bool) *entry {
 		e.mu.Unlock()
 		// Removed between our load and our lock: make sure the map no longer
 		// holds it (its remover may not have got there yet) and look again.
-		s.m.CompareAndDelete(k, e)
+		s.m.compareAndDelete(h, k, e)
 	}
 }
 
-// remove takes the locked entry e of k out of the map and unlocks it.
-func (s *store) remove(k string, e *entry) {
+// remove takes the locked entry e of k (hash h) out of the map and unlocks
+// it.
+func (s *store) remove(h uint64, k string, e *entry) {
 	e.dead = true
 	e.mu.Unlock()
-	s.m.CompareAndDelete(k, e)
+	s.m.compareAndDelete(h, k, e)
 }
 
 // usage reads k's state under its lock.
@@ -187,7 +262,7 @@ func (s *store) reset(k string) error {
 		return err
 	}
 	if e := s.lock(k, false); e != nil {
-		s.remove(k, e)
+		s.remove(s.m.hash(k), k, e)
 	}
 	return nil
 }
@@ -207,39 +282,46 @@ func (s *store) sweepLoop(every time.Duration) {
 	}
 }
 
-// sweep drops every key without a live bucket. It holds one key's lock at a
-// time, and yields the processor every sweepChunk keys, so callers never
-// wait on it for more than one key. It drops whole keys only, never some
-// buckets of a live key: like a read, it leaves a key's buckets to its
-// next write, so a clock that steps back finds the same buckets here as in
-// Redis (whose keys expire whole).
+// sweep drops every key without a live bucket. It walks each shard's table
+// as it was when the shard's turn came, without the shard's lock, holds one
+// key's lock at a time, and yields the processor every sweepChunk keys, so
+// callers never wait on it for more than one key. It drops whole keys only,
+// never some buckets of a live key: like a read, it leaves a key's buckets
+// to its next write, so a clock that steps back finds the same buckets here
+// as in Redis (whose keys expire whole). A shard left mostly empty gets a
+// smaller table.
 func (s *store) sweep() int {
 	dropped, seen := 0, 0
-	s.m.Range(func(k, v any) bool {
-		e := v.(*entry)
-		e.mu.Lock()
-		if e.dead {
-			e.mu.Unlock()
-		} else if st, ok := e.st.Newest(); ok && s.now()-st < s.keepMs && !window.FromFuture(s.now(), st, s.keepMs) {
-			e.mu.Unlock()
-		} else {
-			s.remove(k.(string), e)
-			dropped++
+	for i := uint64(0); i < mapShards; i++ {
+		t := s.m.snapshot(i)
+		if t == nil {
+			continue
 		}
-		if seen++; seen%sweepChunk == 0 {
-			runtime.Gosched()
+		for j := range t.slots {
+			k, h, e, ok := t.slotEntry(j)
+			if !ok {
+				continue
+			}
+			e.mu.Lock()
+			if e.dead {
+				e.mu.Unlock()
+			} else if st, ok := e.st.Newest(); ok && s.now()-st < s.keepMs && !window.FromFuture(s.now(), st, s.keepMs) {
+				e.mu.Unlock()
+			} else {
+				s.remove(h, k, e)
+				dropped++
+			}
+			if seen++; seen%sweepChunk == 0 {
+				runtime.Gosched()
+			}
 		}
-		return true
-	})
+		s.m.shrink(i)
+	}
 	return dropped
 }
 
 // keys counts the keys held (for tests and memory figures).
-func (s *store) keys() int {
-	n := 0
-	s.m.Range(func(_, _ any) bool { n++; return true })
-	return n
-}
+func (s *store) keys() int { return s.m.len() }
 
 func (s *store) close(ctx context.Context) error {
 	s.once.Do(func() {

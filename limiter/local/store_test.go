@@ -67,8 +67,8 @@ func TestSweepDropsIdleKeys(t *testing.T) {
 		}
 	}
 	// The map holds only live entries.
-	a.s.m.Range(func(k, v any) bool {
-		if e := v.(*entry); e.dead || !e.st.Live() {
+	a.s.m.each(func(k string, _ uint64, e *entry) bool {
+		if e.dead || !e.st.Live() {
 			t.Fatalf("key %v left in the map: dead %v, live %v", k, e.dead, e.st.Live())
 		}
 		return true
@@ -101,9 +101,9 @@ func TestRemovedEntryIsNotReused(t *testing.T) {
 	if old.st.Used != 3 {
 		t.Fatalf("the removed entry was written to: Used %d, want 3", old.st.Used)
 	}
-	v, ok := a.s.m.Load("k")
-	if !ok || v.(*entry) == old || v.(*entry).dead {
-		t.Fatalf("map holds %v (ok %v), want a fresh live entry", v, ok)
+	v := a.s.m.load(a.s.m.hash("k"), "k")
+	if v == nil || v == old || v.dead {
+		t.Fatalf("map holds %p, want a fresh live entry", v)
 	}
 
 	// Reset while another caller holds the key: the holder finishes on the

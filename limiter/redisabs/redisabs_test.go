@@ -16,9 +16,9 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/conformance"
 	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/local"
@@ -505,16 +505,16 @@ func TestListpack(t *testing.T) {
 	if _, err := fmt.Sscan(cfg["hash-max-listpack-entries"], &max); err != nil || max < 8 {
 		t.Fatalf("hash-max-listpack-entries = %q", cfg["hash-max-listpack-entries"])
 	}
-	// At the largest W/B accepted (config.MaxBuckets) a full hash holds
+	// At the largest W/B accepted (settings.MaxBuckets) a full hash holds
 	// MaxBuckets + 2 fields: a listpack under the default limit of 512.
 	largest := "listpack"
-	if config.MaxBuckets+2 > max {
+	if settings.MaxBuckets+2 > max {
 		largest = "hashtable"
 	}
 	for _, tc := range []struct {
 		buckets int
 		want    string
-	}{{100, "listpack"}, {128, "listpack"}, {config.MaxBuckets, largest}} {
+	}{{100, "listpack"}, {128, "listpack"}, {settings.MaxBuckets, largest}} {
 		t.Run(fmt.Sprint(tc.buckets), func(t *testing.T) {
 			clk := conformance.NewClock()
 			prefix := redistest.Prefix(t)
@@ -608,7 +608,7 @@ func TestManyBucketsTrace(t *testing.T) {
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			clk := conformance.NewClock()
-			// W/B = 500, the largest accepted (config.MaxBuckets).
+			// W/B = 500, the largest accepted (settings.MaxBuckets).
 			opts := []limiter.Option{limiter.WithWindow(500 * time.Millisecond), limiter.WithBucket(time.Millisecond)}
 			ll := localAbsolute(t, clk, opts...)
 			defer ll.Close(ctx)

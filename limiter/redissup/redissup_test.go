@@ -560,7 +560,7 @@ func TestLargeCounts(t *testing.T) {
 func TestManyBuckets(t *testing.T) {
 	c := realClient(t)
 	clk := conformance.NewClock()
-	// W/B = 500, the largest accepted (config.MaxBuckets).
+	// W/B = 500, the largest accepted (settings.MaxBuckets).
 	opts := []limiter.Option{limiter.WithWindow(500 * time.Millisecond), limiter.WithBucket(time.Millisecond),
 		limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0)}
 	ref := localFactory(t, clk, with(opts, limiter.WithRandom(conformance.NewRand(9)))...)

@@ -1,0 +1,281 @@
+// Package settings holds what the options of package limiter set: the
+// configuration every sluice provider resolves, its limits and defaults,
+// and the clock. It sits below package limiter, which defines the types a
+// configuration holds (the observer, the failure policy, the state change),
+// so Config takes them as type parameters; package internal/config names
+// the one instance the providers use. Users never see it.
+package settings
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Limits of the configuration and the counts (docs/algorithms.md, Bounds).
+const (
+	MinWindow = time.Millisecond
+	MaxWindow = 31 * 24 * time.Hour
+	// MaxBuckets bounds W/B. A key holds at most W/B + 1 live buckets, and
+	// the worst Redis call (a refusal whose RetryAfter walks the whole
+	// window, a factor over a full window, a read that skips dead buckets)
+	// reads every one of them once: at 500 that costs at most about 0.55 ms
+	// of Redis time, half the 1 ms budget (docs/algorithms.md, Bounded
+	// work; docs/benchmarks.md, Bounded work).
+	MaxBuckets = 500
+	// MaxCapacity bounds C and H so that every count a provider keeps stays an
+	// exact integer in a Lua (IEEE double) number, even after many windows of
+	// offered traffic have been summed.
+	MaxCapacity = int64(1) << 50
+	// MaxPrefix is the longest Redis key prefix accepted.
+	MaxPrefix = 128
+)
+
+// Defaults.
+const (
+	DefaultWindow           = time.Minute
+	DefaultHardLimitFactor  = 1.0
+	DefaultSuppressionCache = 100 * time.Millisecond
+	DefaultPrefix           = "sluice"
+	DefaultTimeout          = 250 * time.Millisecond
+	DefaultProbeInterval    = 200 * time.Millisecond
+	// DefaultBatch is the largest batch of concurrent script calls a
+	// Redis provider sends as one pipeline (limiter.WithBatching): 128.
+	// Batching is on by default since it starts only above a few
+	// concurrent callers per node and then won or tied everywhere it was
+	// measured (docs/benchmarks.md, A rule that never loses).
+	DefaultBatch = 128
+	// MaxBatch is the largest batch limiter.WithBatching accepts.
+	MaxBatch   = 1024
+	MaxTimeout = time.Hour
+)
+
+// Clock is the time source of local and hybrid providers (limiter.Clock
+// is the same interface, named for users).
+type Clock = interface{ Now() time.Time }
+
+// wallClock is the default clock: the wall clock read once, when the
+// process started, advanced by the monotonic clock since. time.Since reads
+// one clock where time.Now reads two (on a VM each read is a vDSO call of
+// 25 ns or more), and the result never steps backwards when the system
+// clock is set; NTP's slewing still reaches it through the monotonic clock.
+type wallClock struct{}
+
+var (
+	startWall   = time.Now()
+	startWallNs = startWall.UnixNano()
+)
+
+func (wallClock) Now() time.Time { return startWall.Add(time.Since(startWall)) }
+
+// WallClock is the default clock.
+var WallClock Clock = wallClock{}
+
+// Config is the resolved configuration, over the observer type Obs, the
+// failure policy Pol and the state change SC of package limiter. The zero
+// value is not valid: build it with New.
+type Config[Obs any, Pol ~int, SC any] struct {
+	Window           time.Duration
+	Bucket           time.Duration // 0 until resolved: W/100, at least 1 ms
+	HardLimitFactor  float64
+	SuppressionCache time.Duration
+	Clock            Clock
+	ClockSet         bool // WithClock was given (Redis providers then stop using TIME)
+	Random           func() float64
+	RandomSet        bool // WithRandom was given (else Random is math/rand/v2's Float64)
+	Prefix           string
+	// SweepEvery replaces the local provider's sweep interval when > 0. No
+	// option sets it: it is for the provider's own tests, which must see
+	// the background loop work without waiting a second per tick.
+	SweepEvery time.Duration
+	// SyncInterval is the hybrid provider's lease sync period (0: its
+	// default of 50 ms), and MaxLease the most units one lease reserves
+	// (0: no bound but the capacity), LeaseAhead the most a lease's bucket
+	// may start after now (0: W/20; negative: never). Set by package
+	// hybrid's options.
+	SyncInterval time.Duration
+	MaxLease     int64
+	LeaseAhead   time.Duration
+
+	// Failure handling of the Redis providers (limiter.WithTimeout and
+	// friends).
+	Timeout           time.Duration // per Redis call; 0 = the caller's ctx alone
+	Policy            Pol
+	FallbackInstances int // the fallback admits C / FallbackInstances; ≥ 1
+	ProbeInterval     time.Duration
+	OnStateChange     func(SC)
+	// Logger is WithLogger's logger (nil: silent); without WithLogger
+	// (LoggerSet false) the providers log through slog.Default().
+	Logger    *slog.Logger
+	LoggerSet bool
+	// Observer is the limiter.Observer of WithObserver, nil for none.
+	Observer Obs
+	// Batch is the largest number of concurrent script calls to one Redis
+	// node sent as one pipeline; 0 or 1 sends every call alone.
+	Batch int
+	// NoRelief turns hot-key relief off (limiter.WithHotKeyRelief(false)).
+	NoRelief bool
+
+	// WindowMs and BucketMs are Window and Bucket in whole milliseconds.
+	WindowMs, BucketMs int64
+	// CacheMs is SuppressionCache in whole milliseconds.
+	CacheMs int64
+
+	errs []error
+}
+
+// Fail records a configuration error found while applying an option.
+// Options that receive bad values record one, which New reports, so a chain
+// of options never panics.
+func (c *Config[Obs, Pol, SC]) Fail(err error) { c.errs = append(c.errs, err) }
+
+// New applies opts over the defaults and validates the result, reporting a
+// value out of range as an error that wraps errInvalid (limiter's
+// ErrInvalidConfig). O is limiter.Option, or a function literal over
+// *Config.
+func New[Obs any, Pol ~int, SC any, O ~func(*Config[Obs, Pol, SC])](errInvalid error, opts ...O) (Config[Obs, Pol, SC], error) {
+	c := Config[Obs, Pol, SC]{
+		Window:            DefaultWindow,
+		HardLimitFactor:   DefaultHardLimitFactor,
+		SuppressionCache:  DefaultSuppressionCache,
+		Clock:             WallClock,
+		Random:            rand.Float64,
+		Prefix:            DefaultPrefix,
+		Timeout:           DefaultTimeout,
+		FallbackInstances: 1,
+		ProbeInterval:     DefaultProbeInterval,
+		Batch:             DefaultBatch,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if len(c.errs) > 0 {
+		return Config[Obs, Pol, SC]{}, errors.Join(c.errs...)
+	}
+	if err := c.validate(); err != nil {
+		return Config[Obs, Pol, SC]{}, fmt.Errorf("%w: %w", errInvalid, err)
+	}
+	return c, nil
+}
+
+func wholeMs(d time.Duration) bool { return d%time.Millisecond == 0 }
+
+func (c *Config[Obs, Pol, SC]) validate() error {
+	w := c.Window
+	switch {
+	case w < MinWindow || w > MaxWindow:
+		return fmt.Errorf("window %v outside [1ms, 744h]", w)
+	case !wholeMs(w):
+		return fmt.Errorf("window %v is not a whole number of milliseconds", w)
+	}
+	if c.Bucket == 0 {
+		c.Bucket = (w / 100).Truncate(time.Millisecond)
+		if c.Bucket < time.Millisecond {
+			c.Bucket = time.Millisecond
+		}
+	}
+	b := c.Bucket
+	switch {
+	case b < time.Millisecond || b > w:
+		return fmt.Errorf("bucket %v outside [1ms, window %v]", b, w)
+	case !wholeMs(b):
+		return fmt.Errorf("bucket %v is not a whole number of milliseconds", b)
+	case w/b > MaxBuckets:
+		return fmt.Errorf("window %v / bucket %v: W/B = %d, above the limit of %d (a Redis call may read every bucket of a window)", w, b, w/b, MaxBuckets)
+	}
+	f := c.HardLimitFactor
+	if math.IsNaN(f) || math.IsInf(f, 0) || f < 1 {
+		return fmt.Errorf("hard limit factor %v must be finite and at least 1", f)
+	}
+	sc := c.SuppressionCache
+	switch {
+	case sc < 0 || sc > MaxWindow:
+		return fmt.Errorf("suppression cache %v outside [0, 744h]", sc)
+	case !wholeMs(sc):
+		return fmt.Errorf("suppression cache %v is not a whole number of milliseconds", sc)
+	}
+	if c.Clock == nil {
+		return fmt.Errorf("nil clock")
+	}
+	if c.Random == nil {
+		return fmt.Errorf("nil random source")
+	}
+	if err := ValidatePrefix(c.Prefix); err != nil {
+		return err
+	}
+	if c.Timeout < 0 || c.Timeout > MaxTimeout {
+		return fmt.Errorf("timeout %v outside [0, 1h]", c.Timeout)
+	}
+	if c.FallbackInstances < 1 {
+		return fmt.Errorf("fallback instances %d must be at least 1", c.FallbackInstances)
+	}
+	if c.ProbeInterval < time.Millisecond || c.ProbeInterval > time.Minute {
+		return fmt.Errorf("probe interval %v outside [1ms, 1m]", c.ProbeInterval)
+	}
+	if c.Batch < 0 || c.Batch > MaxBatch {
+		return fmt.Errorf("batch size %d outside [0, %d]", c.Batch, MaxBatch)
+	}
+	c.WindowMs = w.Milliseconds()
+	c.BucketMs = b.Milliseconds()
+	c.CacheMs = sc.Milliseconds()
+	return nil
+}
+
+// ValidatePrefix reports whether p can start a Redis key of the schema
+// (package internal/config wraps its error in ErrInvalidConfig):
+// non-empty, at most MaxPrefix bytes, and free of the characters the schema
+// gives meaning to (braces, ':' at either end is fine but '{' '}' are not),
+// whitespace and control characters.
+func ValidatePrefix(p string) error {
+	if p == "" || len(p) > MaxPrefix {
+		return fmt.Errorf("prefix must be 1 to %d bytes, got %d", MaxPrefix, len(p))
+	}
+	if i := strings.IndexFunc(p, func(r rune) bool {
+		return r == '{' || r == '}' || r == '*' || r == '?' || r == '[' || r == ']' || r == '\\' ||
+			unicode.IsSpace(r) || unicode.IsControl(r)
+	}); i >= 0 {
+		return fmt.Errorf("prefix %q has a reserved character at byte %d", p, i)
+	}
+	return nil
+}
+
+// MaxClockMs bounds a clock reading given by WithClock: readings beyond
+// ±2^52 ms (about 142,000 years either side of 1970) are clamped to it, so
+// that every time a script computes stays an exact integer in a double.
+const MaxClockMs = int64(1) << 52
+
+// NowMs reads the clock in whole milliseconds (Unix epoch), clamped to
+// ±MaxClockMs.
+func (c *Config[Obs, Pol, SC]) NowMs() int64 {
+	if !c.ClockSet { // the default clock, without the interface call
+		return WallMs()
+	}
+	return ClampMs(c.Clock.Now().UnixMilli())
+}
+
+// ClampMs clamps a time in ms to ±MaxClockMs.
+func ClampMs(ms int64) int64 { return min(max(ms, -MaxClockMs), MaxClockMs) }
+
+// WallMs reads the default clock in whole milliseconds (Unix epoch).
+func WallMs() int64 { return (startWallNs + int64(time.Since(startWall))) / int64(time.Millisecond) }
+
+// Rand draws one number in [0, 1) from the configured source, clamping a
+// misbehaving source into range (NaN counts as 0), so nothing downstream sees
+// a value outside [0, 1).
+func (c *Config[Obs, Pol, SC]) Rand() float64 {
+	r := c.Random()
+	if !(r > 0) { // also NaN
+		return 0
+	}
+	if r >= 1 {
+		return math.Nextafter(1, 0)
+	}
+	return r
+}

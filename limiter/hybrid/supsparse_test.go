@@ -1,0 +1,118 @@
+package hybrid_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/internal/conformance"
+	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/hybrid"
+	"github.com/sluice-go/sluice/limiter/redissup"
+)
+
+// supSparseSetup is a suppressed hybrid and a redissup instance sharing a
+// miniredis that follows a fake clock, with a sync every 10 ms (real
+// time) and otherwise the default options at window w.
+func supSparseSetup(t *testing.T, w time.Duration) (*conformance.Clock, *hybrid.Suppressed, *redissup.Limiter) {
+	t.Helper()
+	clk := conformance.NewClock()
+	mr, c := redistest.Mini(t)
+	mr.SetTime(clk.Now())
+	clk.OnAdvance(func(now time.Time, d time.Duration) {
+		mr.SetTime(now)
+		mr.FastForward(d)
+	})
+	common := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0),
+		limiter.WithClock(clk), limiter.WithWindow(w)}
+	s := newSuppressed(t, c, append(common, hybrid.WithSyncInterval(10*time.Millisecond))...)
+	r, err := redissup.New(c, common...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clk, s, r
+}
+
+// waitFor polls cond every 5 ms for up to 10 s (ticks run in real time on
+// a loaded machine) and reports whether it came true.
+func waitFor(cond func() bool) bool {
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+// TestSuppressedKeyWithoutHistory: a key the instance has no history of
+// takes no lease with its first call (redissup's one call, nothing to give
+// back): 200 keys called once each at W = 1 s, where each first lease
+// would be ⌈S (D + B) / W⌉ = 6 units, make 200 Redis calls, hold nothing
+// unused in Redis, and leave the sync nothing to release.
+func TestSuppressedKeyWithoutHistory(t *testing.T) {
+	ctx := context.Background()
+	clk, s, r := supSparseSetup(t, time.Second)
+	rate := limiter.PerSecond(100)
+	const keys = 200
+	for i := 0; i < keys; i++ {
+		if d, err := s.Inc(ctx, "k"+strconv.Itoa(i), rate, 1); err != nil || !d.Allowed {
+			t.Fatalf("Inc = %+v, %v", d, err)
+		}
+	}
+	for i := 0; i < keys; i += 37 {
+		if u, err := r.Get(ctx, "k"+strconv.Itoa(i)); err != nil || u.Used != 1 {
+			t.Fatalf("redissup's Get of a key called once = %+v, %v; want its 1 unit, no lease", u, err)
+		}
+	}
+	// Past any lease's life: ticks find nothing to give back.
+	clk.Advance(200 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	if f, ren, rel, _ := s.Calls(); f != keys || ren != 0 || rel != 0 {
+		t.Errorf("%d keys called once: %d lease requests, %d renewals, %d releases; want %d, 0, 0", keys, f, ren, rel, keys)
+	}
+}
+
+// TestSuppressedQuietRelease: a tick gives back an expired lease's unused
+// units only once the key has been quiet for B + D after its latest use
+// (a call before then sends them with its own request). W = 1 min, so
+// B = 600 ms and D = 1 s: the key's first lease (its second call) is 3
+// units filed at now + D, living until now + 1.6 s; a use from memory at
+// 0.5 s puts the release off until 2.1 s.
+func TestSuppressedQuietRelease(t *testing.T) {
+	ctx := context.Background()
+	clk, s, r := supSparseSetup(t, time.Minute)
+	rate := limiter.PerMinute(100)
+	inc := func() {
+		t.Helper()
+		if d, err := s.Inc(ctx, "k", rate, 1); err != nil || !d.Allowed {
+			t.Fatalf("Inc = %+v, %v", d, err)
+		}
+	}
+	used := func() int64 {
+		t.Helper()
+		u, err := r.Get(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Used
+	}
+	inc() // no history: no lease
+	inc() // the first lease: 3 units, 1 used
+	clk.Advance(500 * time.Millisecond)
+	inc() // from memory: 1 unit left
+	if f, _, _, _ := s.Calls(); f != 2 || used() != 4 {
+		t.Fatalf("after 3 calls: %d Redis calls, %d units in Redis; want 2 and 4 (1 leased unused)", f, used())
+	}
+	clk.Advance(1300 * time.Millisecond) // 1.8 s: expired, 1.3 s quiet
+	time.Sleep(100 * time.Millisecond)
+	if _, _, rel, _ := s.Calls(); rel != 0 || used() != 4 {
+		t.Errorf("1.3 s after the latest use: %d releases, %d units in Redis; want 0 and 4", rel, used())
+	}
+	clk.Advance(400 * time.Millisecond) // 2.2 s: 1.7 s quiet
+	if !waitFor(func() bool { _, _, rel, _ := s.Calls(); return rel == 1 }) || used() != 3 {
+		_, _, rel, _ := s.Calls()
+		t.Errorf("1.7 s after the latest use: %d releases, %d units in Redis; want 1 and 3", rel, used())
+	}
+}

@@ -1,0 +1,223 @@
+package local
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+)
+
+// keymap maps keys to their entries. It is split into shards by the top
+// bits of the key's hash; each shard is an open-addressed table with linear
+// probing, read without a lock and written under the shard's mutex.
+//
+// Readers never write: a lookup loads the shard's table and the slots'
+// entry pointers atomically, so calls on different keys share no written
+// cache line (as with sync.Map), and a key costs one heap object, its
+// entry, plus a 32-byte slot (sync.Map adds a node and a boxed key).
+//
+// A slot is written once: its hash and key are set before its entry
+// pointer is published, and never change after, so a reader that loads a
+// non-nil entry pointer may read them. A removed key leaves a tombstone
+// (the entry pointer set to tomb) until the shard's next rehash, which
+// builds a new table from the live slots and publishes it. Inserts only
+// fill empty slots, never tombstones.
+type keymap struct {
+	seed   maphash.Seed
+	tables [mapShards]atomic.Pointer[table] // read by every lookup
+	shards [mapShards]shard                 // written by inserts and removals
+}
+
+const (
+	mapShardBits = 6
+	mapShards    = 1 << mapShardBits
+	minSlots     = 8
+)
+
+// table is one shard's slots; len(slots) is a power of two and at most
+// half of them hold a key or a tombstone, so probes are short (about 1.3
+// slots for a key found) and every probe ends.
+type table struct{ slots []slot }
+
+type slot struct {
+	h uint64 // the key's hash; never 0 in a used slot
+	k string
+	e atomic.Pointer[entry] // nil: empty; tomb: removed
+}
+
+// tomb marks a slot whose key was removed.
+var tomb = new(entry)
+
+// shard holds what writers of one shard share, padded to a cache line of
+// its own.
+type shard struct {
+	mu   sync.Mutex
+	used int // slots holding a key or a tombstone
+	live int // slots holding a key
+	_    [40]byte
+}
+
+func newKeymap() *keymap { return &keymap{seed: maphash.MakeSeed()} }
+
+// hash returns k's hash, never 0.
+func (m *keymap) hash(k string) uint64 { return maphash.String(m.seed, k) | 1 }
+
+// load returns k's entry (h is m.hash(k)), or nil.
+func (m *keymap) load(h uint64, k string) *entry {
+	t := m.tables[h>>(64-mapShardBits)].Load()
+	if t == nil {
+		return nil
+	}
+	mask := uint64(len(t.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		e := s.e.Load()
+		if e == nil {
+			return nil
+		}
+		if s.h == h && e != tomb && s.k == k {
+			return e
+		}
+	}
+}
+
+// loadOrStore returns k's entry, storing e as it when k has none.
+func (m *keymap) loadOrStore(h uint64, k string, e *entry) *entry {
+	i := h >> (64 - mapShardBits)
+	sh := &m.shards[i]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if old := m.load(h, k); old != nil {
+		return old
+	}
+	t := m.tables[i].Load()
+	if t == nil || (sh.used+1)*2 > len(t.slots) {
+		t = m.rehash(i, sh.live+1)
+	}
+	mask := uint64(len(t.slots) - 1)
+	j := h & mask
+	for t.slots[j].e.Load() != nil {
+		j = (j + 1) & mask
+	}
+	s := &t.slots[j]
+	s.h, s.k = h, k
+	s.e.Store(e) // publishes h and k
+	sh.used++
+	sh.live++
+	return e
+}
+
+// compareAndDelete removes k when its entry is e.
+func (m *keymap) compareAndDelete(h uint64, k string, e *entry) {
+	i := h >> (64 - mapShardBits)
+	sh := &m.shards[i]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	t := m.tables[i].Load()
+	if t == nil {
+		return
+	}
+	mask := uint64(len(t.slots) - 1)
+	for j := h & mask; ; j = (j + 1) & mask {
+		s := &t.slots[j]
+		switch s.e.Load() {
+		case nil:
+			return
+		case e:
+			s.e.Store(tomb)
+			sh.live--
+			return
+		}
+	}
+}
+
+// rehash publishes a new table for shard i sized for n keys (at most 3/8
+// full) holding its live slots, and returns it. The caller holds the
+// shard's mutex.
+func (m *keymap) rehash(i uint64, n int) *table {
+	size := minSlots
+	for size*3 < 8*n {
+		size *= 2
+	}
+	nt := &table{slots: make([]slot, size)}
+	mask := uint64(size - 1)
+	live := 0
+	if old := m.tables[i].Load(); old != nil {
+		for k := range old.slots {
+			s := &old.slots[k]
+			e := s.e.Load()
+			if e == nil || e == tomb {
+				continue
+			}
+			j := s.h & mask
+			for nt.slots[j].e.Load() != nil {
+				j = (j + 1) & mask
+			}
+			d := &nt.slots[j]
+			d.h, d.k = s.h, s.k
+			d.e.Store(e)
+			live++
+		}
+	}
+	m.tables[i].Store(nt)
+	sh := &m.shards[i]
+	sh.used, sh.live = live, live
+	return nt
+}
+
+// shrink rehashes shard i when it is mostly tombstones or empty slots, so
+// a table that once held many keys gives its memory back.
+func (m *keymap) shrink(i uint64) {
+	sh := &m.shards[i]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	t := m.tables[i].Load()
+	if t == nil {
+		return
+	}
+	if len(t.slots) > minSlots && sh.live*12 < len(t.slots) || sh.used > 2*sh.live+minSlots {
+		m.rehash(i, sh.live)
+	}
+}
+
+// snapshot returns shard i's table as it is now; the caller reads its
+// slots with slotEntry.
+func (m *keymap) snapshot(i uint64) *table { return m.tables[i].Load() }
+
+// slotEntry returns the key and entry of slot j of t, ok false for an
+// empty slot or a tombstone.
+func (t *table) slotEntry(j int) (k string, h uint64, e *entry, ok bool) {
+	s := &t.slots[j]
+	e = s.e.Load()
+	if e == nil || e == tomb {
+		return "", 0, nil, false
+	}
+	return s.k, s.h, e, true
+}
+
+// len counts the keys held.
+func (m *keymap) len() int {
+	n := 0
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		n += sh.live
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// each calls f for every key held when it starts (a key stored meanwhile
+// may be missed), until f returns false.
+func (m *keymap) each(f func(k string, h uint64, e *entry) bool) {
+	for i := range m.tables {
+		t := m.snapshot(uint64(i))
+		if t == nil {
+			continue
+		}
+		for j := range t.slots {
+			if k, h, e, ok := t.slotEntry(j); ok && !f(k, h, e) {
+				return
+			}
+		}
+	}
+}
