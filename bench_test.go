@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -164,7 +165,7 @@ func localRows() []localRow {
 	return rows
 }
 
-// BenchmarkLocal is the matrix of docs/benchmarks.md, Local: heap (none,
+// BenchmarkLocal is the matrix of docs/benchmarks.md, Local provider against x/time/rate: heap (none,
 // or a million live pointers), keys (one hot key, 10,000 walked
 // round-robin), g (1 goroutine, or 64 through RunParallel), limiter
 // (fresh: an empty limiter per run, every key's first touch timed; warm:
@@ -183,9 +184,12 @@ func BenchmarkLocal(b *testing.B) {
 	}
 }
 
-var localRounds = flag.Int("local.rounds", 0, "TestLocalCompare: rounds of the local comparison; 0 skips it")
+var (
+	localRounds = flag.Int("local.rounds", 0, "TestLocalCompare: rounds of the local comparison; 0 skips it")
+	localRowsRE = flag.String("local.rows", "", "TestLocalCompare: only the rows whose name matches this regular expression")
+)
 
-// TestLocalCompare is the driver behind docs/benchmarks.md, Local: each
+// TestLocalCompare is the driver behind docs/benchmarks.md, Local provider against x/time/rate: each
 // round runs every contender once on every row of BenchmarkLocal, in an
 // order rotated from round to round, plus the suppressed strategy's draw
 // alone, so the noise of a shared machine falls on every contender alike.
@@ -195,6 +199,9 @@ var localRounds = flag.Int("local.rounds", 0, "TestLocalCompare: rounds of the l
 // absolute plus the draw:
 //
 //	go test -run TestLocalCompare -local.rounds 10 -benchtime 200ms -timeout 60m -v . | tee local.txt
+//
+// -local.rows takes a regular expression and keeps only the rows whose
+// name matches, for more rounds on the rows in question.
 func TestLocalCompare(t *testing.T) {
 	if *localRounds <= 0 {
 		t.Skip("run with -local.rounds N")
@@ -210,7 +217,16 @@ func TestLocalCompare(t *testing.T) {
 		ns[name] = append(ns[name], float64(res.T.Nanoseconds())/float64(res.N))
 		cpu[name] = append(cpu[name], res.Extra["cpu-ns/op"])
 	}
-	rows := localRows()
+	re, err := regexp.Compile(*localRowsRE)
+	if err != nil {
+		t.Fatalf("-local.rows: %v", err)
+	}
+	var rows []localRow
+	for _, row := range localRows() {
+		if re.MatchString(row.String()) {
+			rows = append(rows, row)
+		}
+	}
 	for r := 0; r < *localRounds; r++ {
 		for _, row := range rows {
 			setBallast(row.heap)
@@ -322,7 +338,7 @@ func BenchmarkLocalDraw(b *testing.B) {
 // one call holds: heap bytes and heap objects per key, and the time a full
 // GC cycle spends per key (a forced GC with 100,000 keys live, less one
 // without them, over 100,000). Objects are what the collector traces one
-// by one; the pointers inside them are in docs/benchmarks.md.
+// by one; the pointers inside them are in docs/benchmarks-history.md.
 func BenchmarkLocalKeyMemory(b *testing.B) {
 	const n = 100_000
 	ks := make([]string, n)

@@ -39,7 +39,7 @@ func BenchmarkHybrid(b *testing.B) {
 		b.Run("load="+w.name, func(b *testing.B) {
 			names := []string{"redisabs", "redis_rate", "hybrid"}
 			if w.name == "10k" {
-				// the same with leases that live up to 6 s (docs/benchmarks.md,
+				// the same with leases that live up to 6 s (docs/benchmarks-history.md,
 				// Hybrid provider, explains why it matters here)
 				names = append(names, "hybrid-bucket=W/10")
 			}

@@ -22,6 +22,7 @@ import (
 var (
 	hybridRounds = flag.Int("hybrid.rounds", 0, "TestHybridWindows: interleaved rounds; 0 skips it")
 	hybridRowRE  = flag.String("hybrid.rows", "", "TestHybridWindows: a regexp the rows run must match (W=1s/load=10k, ...)")
+	hybridCtRE   = flag.String("hybrid.contenders", "", "TestHybridWindows: a regexp the contenders run must match (hybrid-sup, redisabs-batched, ...)")
 )
 
 // A hybridRow is one row of TestHybridWindows: a window W (B = W/100, the
@@ -93,8 +94,8 @@ func buildWindowContender(c *redis.Client, name string, win time.Duration, p pol
 	}, func() { l.Close(ctx) }, nil
 }
 
-// TestHybridWindows is the driver behind docs/benchmarks.md, Hybrid
-// provider, both strategies and both windows: each round runs every
+// TestHybridWindows is the driver behind docs/benchmarks.md, Hybrid,
+// both strategies and both windows: each round runs every
 // contender once on every row (W = 1 min and 1 s, 10,000 keys and one hot
 // key, 64 goroutines), in an order rotated from round to round, on the
 // run's one redis-server, after an empty Redis and a warm-up that touches
@@ -104,6 +105,8 @@ func buildWindowContender(c *redis.Client, name string, win time.Duration, p pol
 // issue targets name:
 //
 //	go test -run TestHybridWindows -hybrid.rounds 3 -benchtime 3s -timeout 60m -v | tee windows.txt
+//
+// -hybrid.rows and -hybrid.contenders (regexps) run some of them.
 func TestHybridWindows(t *testing.T) {
 	if *hybridRounds <= 0 {
 		t.Skip("run with -hybrid.rounds N")
@@ -116,6 +119,16 @@ func TestHybridWindows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctRE, err := regexp.Compile(*hybridCtRE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cts []string
+	for _, ct := range hybridWindowContenders {
+		if ctRE.MatchString(ct) {
+			cts = append(cts, ct)
+		}
+	}
 	var rows []hybridRow
 	for _, row := range hybridRows() {
 		if rowRE.MatchString(row.name()) {
@@ -124,8 +137,8 @@ func TestHybridWindows(t *testing.T) {
 	}
 	for r := 0; r < *hybridRounds; r++ {
 		for _, row := range rows {
-			for i := range hybridWindowContenders {
-				ct := hybridWindowContenders[(i+r)%len(hybridWindowContenders)]
+			for i := range cts {
+				ct := cts[(i+r)%len(cts)]
 				name := "HybridWindows/" + row.name() + "/impl=" + ct
 				if err := c.FlushAll(ctx).Err(); err != nil {
 					t.Fatal(err)

@@ -106,16 +106,12 @@ func WithTimeout(d time.Duration) Option {
 // unavailable: FallbackLocal (the default), FailOpen, FailClosed or
 // FailError. Under the first three, Inc and IsAllowed return a Decision with
 // Degraded set and a nil error; the cause goes to the state-change hook and
-// the logger, not to the caller. The breaker opens on wire evidence
-// only: connection refused, reset or closed, and Redis replies LOADING,
-// BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY and OOM at once; a
-// timeout (WithTimeout's, the client's, the pool's) only when a probe of
-// its own, with its own deadline, fails too and no other call got a reply
-// meanwhile. Until then a call that timed out is shed: refused with
-// Decision.Shed set under every policy, ErrShed under FailError. Bad
-// input, ErrClosed and the caller's own context being cancelled or past
-// its deadline are returned as errors under every policy and never open
-// the breaker. NOSCRIPT is not a failure: the script is sent again.
+// the logger. The breaker opens on wire evidence only (a refused or reset
+// connection, replies such as LOADING or READONLY), or on a timeout that a
+// probe of its own confirms; until then a call that timed out is shed
+// (Decision.Shed, ErrShed under FailError). Bad input, ErrClosed and the
+// caller's own context are errors under every policy and never open the
+// breaker (docs/operations.md, What counts as an outage).
 func WithFailurePolicy(p FailurePolicy) Option {
 	return func(c *config) {
 		if p < FallbackLocal || p > FailError {
@@ -172,19 +168,13 @@ func WithLogger(l *slog.Logger) Option {
 // WithBatching lets concurrent calls of a Redis provider share round
 // trips: with more than 8 calls in progress to one Redis node, calls that
 // arrive while two round trips are in flight are sent together, as one
-// pipeline of at most n calls. Up to 8 calls in progress, each is sent at
-// once, alone, so a few callers never wait for a batch. Each call is still
-// one atomic script run and keeps its own context and WithTimeout.
-// Batching applies to *redis.Client and *redis.ClusterClient (per master);
-// calls through other clients go alone. Default 128; 0 or 1 sends every
-// call alone. n must be between 0 and 1,024; New returns ErrInvalidConfig
-// beyond.
-//
-// The trade-off: many concurrent callers get more decisions per second
-// from one Redis; a pipeline of n worst-case calls holds the server for
-// their sum, so keep batching off, or n low, where the Redis server is
-// shared with latency-sensitive traffic. docs/operations.md (Batching)
-// describes the rule and docs/benchmarks.md its measurements.
+// pipeline of at most n calls (of *redis.Client and *redis.ClusterClient;
+// other clients' calls go alone). Each call is still one atomic script
+// run with its own context and WithTimeout. Default 128; 0 or 1 sends
+// every call alone; n must be between 0 and 1,024. A pipeline of n
+// worst-case calls holds the server for their sum: keep n low where the
+// Redis server is shared with latency-sensitive traffic
+// (docs/operations.md, Batching).
 func WithBatching(n int) Option {
 	return func(c *config) { c.Batch = n }
 }

@@ -110,6 +110,14 @@
 -- whole hash once (HGETALL) and walks it once: at most W/B + 1 live
 -- buckets, which config.MaxBuckets bounds (docs/algorithms.md, Bounded
 -- work).
+--
+-- The script reads in sections, in the order a call runs them: 1.
+-- arguments, 2. the release of a lease, 3. decode (the meta field and the
+-- record), 4. expire, 5. decide, 6. write, 7. reply. Each begins with a
+-- line "-- == N. ...". They are sections of one chunk, not functions: the
+-- common path makes no closure (about 1,300 instructions each,
+-- docs/benchmarks-history.md).
+-- == 1. Arguments =======================================================
 if redis.replicate_commands then redis.replicate_commands() end
 -- Globals as locals: a global's every use is a lookup in the globals
 -- table; a local's is a register.
@@ -134,6 +142,7 @@ local P = 4294967296 -- 2^32: a closed bucket's value is count * P + link
 local M5 = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$'
 local M6 = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%-?%d+)$'
 
+-- == 2. The release of a lease ==========================================
 -- A lease's release (ARGV[8], ARGV[9]): give back the unused units.
 if ARGV[9] and ARGV[9] ~= '0' then
   local rel = ARGV[9] + 0
@@ -184,6 +193,7 @@ if ARGV[9] and ARGV[9] ~= '0' then
   end
 end
 
+-- == 3. Decode: the meta field and the record ===========================
 local mr = redis.call('HMGET', h, 'm', 'v')
 local mv, vs = mr[1], mr[2]
 -- rec: the record this call writes, "a<layout> <W> <B>" (see the header)
@@ -228,6 +238,7 @@ if c == 0 then
 end
 local moved = cs ~= ARGV[4] -- the capacity to store differs from the stored one
 
+-- == 4. Expire: the buckets that died ===================================
 -- Expire along the links: drop the buckets that died since the last write,
 -- oldest first, one HGET each. dead (the fields to delete) is set once the
 -- oldest start has moved, by the links or by a scan below. A missing or
@@ -253,6 +264,7 @@ if live and not fresh then
   if fresh and (oldest > newest or oldest == newest and used ~= ncount) then fresh = false end
 end
 
+-- == 5. Decide, with the RetryAfter and the scan it may need ============
 local cost = n
 if cost < 1 then cost = 1 end
 local never = cost > c
@@ -348,6 +360,7 @@ local allowed = (not never) and used + cost <= c
 -- pay nothing for it.
 if not allowed and ARGV[11] == '1' then allowed = true end
 
+-- == 6. Write: the lease, the bucket, the meta ==========================
 -- A lease reserves g units where a call would record n.
 local lease = ARGV[7]
 local ns5 = ARGV[5]
@@ -427,6 +440,7 @@ if n > 0 then
   end
 end
 
+-- == 7. Reply ===========================================================
 local reset = 0
 if live then reset = newest + sp - now end
 

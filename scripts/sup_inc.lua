@@ -124,6 +124,15 @@
 -- on a live hash is the error reply "SLUICEWINDOW <stored> <the call's>",
 -- another layout "SLUICELAYOUT <stored>" (docs/data-model.md, The
 -- record).
+--
+-- The script reads in sections, in the order a call runs them: 1.
+-- arguments, 2. the hybrid's arguments and lease release, 3. decode (the
+-- meta fields and the record), 4. expire, 5. decide, 6. RetryAfter from the
+-- cursor, 7. the slow paths (scan, factor, RetryAfter walk), 8. write, 9.
+-- reply. Each begins with a line "-- == N. ...". They are sections of one
+-- chunk, not functions: the common path makes no closure (about 1,300
+-- instructions each, docs/benchmarks-history.md).
+-- == 1. Arguments =======================================================
 if redis.replicate_commands then redis.replicate_commands() end
 -- Globals as locals: a global's every use is a lookup in the globals
 -- table; a local's is a register.
@@ -152,6 +161,7 @@ local ttl = ARGV[9]
 local write = n > 0
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
 
+-- == 2. The hybrid's arguments and the release of a lease ===============
 -- The hybrid provider's arguments (ARGV[10] to ARGV[13], see the header):
 -- the release of an earlier lease happens first, before the hash is read,
 -- so that the call decides on what is left. hext (set before the record
@@ -204,6 +214,7 @@ if hyb then
   end
 end
 
+-- == 3. Decode: the meta fields and the record ==========================
 -- The meta fields, as stored (strings): "m" = "<u> <x> <o> <n> <nc> <nd>",
 -- "k" = "<c> <hc> <f> <ft>". A hash without both (an earlier layout, or
 -- damaged) is absent.
@@ -271,6 +282,7 @@ if not live then
   ncount, ndec, kt = 0, 0, ''
 end
 
+-- == 4. Expire: the buckets that died ===================================
 -- Expire along the links: drop the buckets that died since the last write,
 -- oldest first, one HMGET (offered and declined) each, for up to 8 of them.
 -- A missing or broken link, or more dead buckets (one HGETALL costs less
@@ -307,6 +319,7 @@ if live and now - oldest >= sp then
   end
 end
 
+-- == 5. Decide ==========================================================
 -- (inline min and max on the common paths: a call of math.min or
 -- math.max costs more than the comparison it makes)
 local cost = n
@@ -346,6 +359,7 @@ if linked then
   end
 end
 
+-- == 6. RetryAfter from the cursor ======================================
 -- The RetryAfter cursor, the rest of "k" (kt, see the header), parsed at
 -- most once and only when needed: by a refusal's RetryAfter (or a call the
 -- helpers must decide), or by a write that expires buckets, which moves
@@ -393,6 +407,7 @@ if decided and not allowed and not never then
   end
 end
 
+-- == 7. The slow paths: scan, factor, RetryAfter walk ===================
 -- The helpers below are made only for a call that needs them (a closure
 -- costs about as much as parsing a number): one that must scan (a missing
 -- or broken link), compute the factor, or walk buckets for its RetryAfter.
@@ -600,6 +615,7 @@ if not decided or not rdone then
   end
   if not rdone then retry = retryAfter(used - declined, soft) end
 end
+-- == 8. Write: dead fields, the lease, the bucket, the meta =============
 -- The write-back (a draw of PPM) is admitted between S and H by the draw
 -- and above H by the two refusals above, which alone compare the draw
 -- with PPM: the other paths pay nothing for it. Its units were admitted,
@@ -759,6 +775,7 @@ if write then
   live = true
 end
 
+-- == 9. Reply ===========================================================
 local accepted = used - declined
 local reset = 0
 if live then reset = newest + sp - now end

@@ -81,6 +81,10 @@ count() { # script mode keyfmt args [keys rounds measured step] → instructions
 
 ABS='NOW 60000 600 1000 1 60600'
 SUP='NOW 60000 600 1000 1500 1 100 500000 60600'
+# SUPH: the suppressed hybrid's lease request of one unit (ARGV[10] to
+# ARGV[14]: a lease of n alone, nothing released or pushed, no D), as a
+# key below S makes it
+SUPH='NOW 60000 600 1000 1500 1 100 500000 60600 1 0 0 0 0'
 SUPO='NOW 1000 10 100 150 1 100 500000 3600000' # a TTL of an hour: valgrind's slowdown must not expire the key
 ABSS='NOW 1000 10 100 1 3600000'
 ABST='EMPTY 1000 10 10 1 3600000'
@@ -98,6 +102,7 @@ rows=(
 	"sup_inc.lua, steady|../scripts/sup_inc.lua|steady|$SK|$SUP"
 	"sup_inc.lua, overloaded|../scripts/sup_inc.lua|overload|$SK|$SUPO"
 	"abs_inc.lua, saturated|../scripts/abs_inc.lua|overload|$AK|$ABSS"
+	"sup_inc.lua, hybrid lease below S, steady|../scripts/sup_inc.lua|steady|$SK|$SUPH"
 	"floor: sup_cmds.lua, join|floor/sup_cmds.lua|join|$SK|$SUP"
 	"floor: sup_join_parse.lua, join|floor/sup_join_parse.lua|join|$SK|$SUP"
 	"floor: sup_cmds.lua, overloaded|floor/sup_cmds.lua|overload|$SK|$SUPO"
@@ -112,6 +117,7 @@ if [[ -n $rev ]]; then
 		"abs_inc.lua at $rev, steady|$tmp/abs_inc_rev.lua|steady|$AK|$ABS"
 		"sup_inc.lua at $rev, steady|$tmp/sup_inc_rev.lua|steady|$SK|$SUP"
 		"sup_inc.lua at $rev, overloaded|$tmp/sup_inc_rev.lua|overload|$SK|$SUPO"
+		"sup_inc.lua at $rev, hybrid lease below S, steady|$tmp/sup_inc_rev.lua|steady|$SK|$SUPH"
 		"abs_inc.lua at $rev, saturated|$tmp/abs_inc_rev.lua|overload|$AK|$ABSS"
 	)
 fi

@@ -306,14 +306,15 @@ type hashState struct {
 	other   map[string]string // fields this version does not know
 }
 
-// The packed meta fields (docs/data-model.md): the names of their values.
+// The packed meta fields (docs/data-model.md): the names of their values,
+// as the layouts of internal/redisx give them.
 var (
-	absMeta = []string{"c", "u", "o", "n", "nc"}       // absolute "m"
-	absZero = []string{"c", "u", "o", "n", "nc", "z"}  // absolute single "m" while a bucket may hold 0
-	absSet  = []string{"c", "u", "o", "n", "nc", "t"}  // absolute set limit's "m"
-	supSetK = []string{"c", "hc", "f", "ft", "t"}      // suppressed set limit's "k"
-	supMeta = []string{"u", "x", "o", "n", "nc", "nd"} // suppressed "m"
-	supRate = []string{"c", "hc", "f", "ft"}           // suppressed "k"
+	absMeta = redisx.AbsMeta.Names     // absolute "m"
+	absZero = redisx.AbsMetaZero.Names // absolute single "m" while a bucket may hold 0
+	absSet  = redisx.AbsSetMeta.Names  // absolute set limit's "m"
+	supSetK = redisx.SupSetRate.Names  // suppressed set limit's "k"
+	supMeta = redisx.SupMeta.Names     // suppressed "m"
+	supRate = redisx.SupRate.Names     // suppressed "k"
 )
 
 // parseInts reads want space-separated decimal integers.
@@ -370,7 +371,7 @@ func parseHash(fields map[string]string, set bool) hashState {
 			if unpack(v, supRate) || set && unpack(v, supSetK) {
 				continue
 			}
-			if ns, ok := parseInts(v, len(supRate)+4); ok {
+			if ns, ok := parseInts(v, len(supRate)+len(redisx.SupCursor.Names)); ok {
 				for i, name := range supRate {
 					h.meta[name] = ns[i]
 				}

@@ -229,8 +229,9 @@ func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, op
 	probe func(ctx context.Context, client redis.Scripter) error, recon Reconciler) {
 	g.cfg, g.opts, g.pkg, g.strategy, g.client = cfg, opts, pkg, strategy, client
 	// The fallback's decisions are reported by the guard, as the
-	// provider's, not by the fallback as a local limiter's.
-	g.opts = append(opts[:len(opts):len(opts)], limiter.WithObserver(nil))
+	// provider's, not by the fallback as a local limiter's; it drops the
+	// options that apply to the provider only (a hybrid's).
+	g.opts = append(opts[:len(opts):len(opts)], limiter.WithObserver(nil), config.ForFallback)
 	g.probe, g.recon = probe, recon
 	g.refused = limiter.Rejected
 	if strategy == key.Suppressed {

@@ -39,7 +39,7 @@ func (b *Base) Init(pkg, strategy string, client Client, opts []limiter.Option) 
 	if isNil(client) {
 		return fmt.Errorf("%s: %w: nil client", pkg, limiter.ErrInvalidConfig)
 	}
-	cfg, err := config.New(opts...)
+	cfg, err := config.NewFor(pkg, opts...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", pkg, err)
 	}
@@ -131,25 +131,26 @@ var errReply = errors.New("malformed script reply")
 // and not never, v = −r − 1 for the reply r < 0, limit c. For the
 // suppressed strategy (outcomes holds window.OutcomeSuppressed;
 // sup_inc.lua) it is a suppressed decision: reset ms v mod 2^16, retry
-// ms ⌊v / 2^16⌋ mod 2^16, allowed ⌊v / 2^32⌋ mod 2, factor ppm ⌊v / 2^33⌋.
-// For the absolute strategy (abs_inc.lua) it is a refusal: reset ms
-// v mod 2^26, retry ms ⌊v / 2^26⌋, factor 0.
+// ms ⌊v / 2^16⌋ mod 2^16, allowed ⌊v / 2^32⌋ mod 2, factor ppm ⌊v / 2^33⌋
+// (SupFieldBits, SupAllowedBit, SupFactorShift). For the absolute strategy
+// (abs_inc.lua) it is a refusal: reset ms v mod 2^26, retry ms ⌊v / 2^26⌋,
+// factor 0 (AbsRetryShift).
 func refusal(v, c int64, outcomes []int64) (window.Result, error) {
 	r := window.Result{Limit: c}
 	if slices.Contains(outcomes, window.OutcomeSuppressed) {
 		r.Outcome = window.OutcomeSuppressed
-		r.ResetAfter, r.RetryAfter = v&(1<<16-1), v>>16&(1<<16-1)
-		r.Allowed, r.FactorPPM = v>>32&1 == 1, v>>33
+		r.ResetAfter, r.RetryAfter = v&mask(SupFieldBits), v>>SupFieldBits&mask(SupFieldBits)
+		r.Allowed, r.FactorPPM = v>>SupAllowedBit&1 == 1, v>>SupFactorShift
 		if r.FactorPPM > window.PPM {
 			return window.Result{}, fmt.Errorf("%w: %d for capacity %d", errReply, -v-1, c)
 		}
 		return r, nil
 	}
-	if !slices.Contains(outcomes, window.OutcomeRejected) || v>>52 != 0 {
+	if !slices.Contains(outcomes, window.OutcomeRejected) || v>>(2*AbsRetryShift) != 0 {
 		return window.Result{}, fmt.Errorf("%w: %d for capacity %d", errReply, -v-1, c)
 	}
 	r.Outcome = window.OutcomeRejected
-	r.ResetAfter, r.RetryAfter = v&(1<<26-1), v>>26
+	r.ResetAfter, r.RetryAfter = v&mask(AbsRetryShift), v>>AbsRetryShift
 	return r, nil
 }
 
@@ -157,7 +158,7 @@ func refusal(v, c int64, outcomes []int64) (window.Result, error) {
 // sent (0 for IsAllowed). An admission below capacity (outcome allowed,
 // nothing to retry, factor 0, not never) comes as one integer r ≥ 0 when
 // the call sent its capacity and fewer than 2^21 units remain: remaining
-// r >> 32, reset ms r & (2^32 − 1), limit c; otherwise as {limit,
+// r >> 32, reset ms r & (2^32 − 1), limit c (ShortShift, ShortMaxRemaining); otherwise as {limit,
 // remaining, reset ms}. The usual decision of a saturated or overloaded
 // key (nothing remaining, not never, the call sent its capacity) comes as
 // one integer r < 0, read by refusal. Every other decision comes as
@@ -165,7 +166,7 @@ func refusal(v, c int64, outcomes []int64) (window.Result, error) {
 // never}, checked for an outcome the strategy can return and flags that
 // are 0 or 1. The short forms save the server the reply table (about
 // 8,000 of a call's 60,000 to 100,000 instructions) and the client its
-// parsing on the most common answers (docs/benchmarks.md).
+// parsing on the most common answers (docs/benchmarks-history.md).
 func Decision(v any, c int64, outcomes ...int64) (window.Result, error) {
 	if r, ok := v.(int64); ok {
 		if c <= 0 || r < -1<<53 {
@@ -174,7 +175,7 @@ func Decision(v any, c int64, outcomes ...int64) (window.Result, error) {
 		if r < 0 {
 			return refusal(-r-1, c, outcomes)
 		}
-		return window.Result{Outcome: window.OutcomeAllowed, Allowed: true, Limit: c, Remaining: r >> 32, ResetAfter: r & (1<<32 - 1)}, nil
+		return window.Result{Outcome: window.OutcomeAllowed, Allowed: true, Limit: c, Remaining: r >> ShortShift, ResetAfter: r & mask(ShortShift)}, nil
 	}
 	arr, ok := v.([]any)
 	if !ok {

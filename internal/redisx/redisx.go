@@ -87,8 +87,8 @@ func TTLMs(cfg *config.Config) int64 {
 
 // LinkUnit is 2^32: a closed bucket's value in a limiter hash is
 // count × LinkUnit + link, where link (1 ≤ link < 2^32) is the distance in
-// ms to the next bucket's start, or −count when count ≥ 2^21 (the sum would
-// not fit a double exactly) (docs/data-model.md).
+// ms to the next bucket's start, or −count when count ≥ LinkMaxCount, 2^21
+// (the sum would not fit a double exactly) (docs/data-model.md).
 const LinkUnit = int64(1) << 32
 
 // BucketValue splits a closed bucket's value into its count and its link

@@ -33,8 +33,9 @@
 // capacity a key gets leases of one unit, then one Redis call per
 // decision. The suppressed hybrid (NewSuppressed) leases accepted units
 // the same way, forward-dated leases included (its D shrinks with the
-// soft capacity), and a key it remembers whose calls come further apart
-// than a lease lives takes no lease: one call per decision, as redissup. A refusal asks Redis once and is repeated from memory, for the
+// soft capacity), and a key whose calls come further apart than a lease
+// lives, or that it has no history of, takes no lease: one call per
+// decision, as redissup. A refusal asks Redis once and is repeated from memory, for the
 // same n, until the RetryAfter Redis gave has passed or for the longer of
 // the sync interval and B, while the breaker is closed: hot-key relief,
 // the Redis providers' mechanism (docs/algorithms.md, Hot-key relief).

@@ -24,7 +24,7 @@ const DefaultLeaseAheadMax = time.Second
 // one pipelined batch per tick. Default 50 ms (DefaultSyncInterval). It
 // must be positive; shorter intervals return unused units sooner (less
 // under-admission for the rest of the fleet) at the price of more Redis
-// calls. Other providers ignore it.
+// calls. Other providers reject it (limiter.ErrInvalidConfig).
 func WithSyncInterval(d time.Duration) limiter.Option {
 	return func(c *config.Config) {
 		if d <= 0 {
@@ -32,6 +32,7 @@ func WithSyncInterval(d time.Duration) limiter.Option {
 			return
 		}
 		c.SyncInterval = d
+		c.HybridOnly = append(c.HybridOnly, "hybrid.WithSyncInterval")
 	}
 }
 
@@ -40,7 +41,8 @@ func WithSyncInterval(d time.Duration) limiter.Option {
 // package documentation). 1 makes every admission beyond a lease's first
 // unit ask Redis: the provider then decides as redisabs does, call for
 // call (for tests and for keys whose RetryAfter and Remaining must be
-// exact). It must be at least 1. Other providers ignore it.
+// exact). It must be at least 1. Other providers reject it
+// (limiter.ErrInvalidConfig).
 func WithMaxLease(n int64) limiter.Option {
 	return func(c *config.Config) {
 		if n < 1 {
@@ -48,6 +50,7 @@ func WithMaxLease(n int64) limiter.Option {
 			return
 		}
 		c.MaxLease = n
+		c.HybridOnly = append(c.HybridOnly, "hybrid.WithMaxLease")
 	}
 }
 
@@ -65,7 +68,7 @@ func WithMaxLease(n int64) limiter.Option {
 // longer a lease may go on answering after Redis failed. Default W/20, at
 // most DefaultLeaseAheadMax (1 s); 0 turns forward-dating off (every
 // lease lives at most B). It must be between 0 and W/4. Other providers
-// ignore it.
+// reject it (limiter.ErrInvalidConfig).
 func WithLeaseAhead(d time.Duration) limiter.Option {
 	return func(c *config.Config) {
 		if d < 0 {
@@ -73,6 +76,7 @@ func WithLeaseAhead(d time.Duration) limiter.Option {
 			return
 		}
 		c.LeaseAhead = d
+		c.HybridOnly = append(c.HybridOnly, "hybrid.WithLeaseAhead")
 		if d == 0 {
 			c.LeaseAhead = -1 // off, as opposed to unset
 		}
