@@ -183,6 +183,7 @@ func (c *Cleaner) pass(ctx context.Context) (Report, error) {
 	if err == nil && r.LeaseLost {
 		err = fmt.Errorf("%w on prefix %q", ErrLeaseLost, c.o.prefix)
 	}
+	r.failed(ctx, err)
 	return r, err
 }
 
@@ -547,18 +548,18 @@ func (c *Cleaner) observe(ctx context.Context, r Report, err error) {
 	if c.o.observer == nil {
 		return
 	}
-	class := ""
+	r.failed(ctx, err)
+	c.o.observer.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventCleanup, Provider: limiter.ProviderCleanup,
+		Cleanup: r.CleanupReport})
+}
+
+// failed records why the pass stopped, err (nil: it did not), and its
+// class.
+func (r *Report) failed(ctx context.Context, err error) {
+	r.Err, r.ErrorClass = err, ""
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
-		class = failover.ErrorClass(ctx, err)
+		r.ErrorClass = failover.ErrorClass(ctx, err)
 	}
-	c.o.observer.ObserveEvent(ctx, limiter.Event{
-		Kind:     limiter.EventCleanup,
-		Provider: limiter.ProviderCleanup,
-		Cleanup: limiter.CleanupReport{
-			Scanned: r.Scanned, Deleted: r.Deleted, Trimmed: r.Trimmed,
-			Duration: r.Duration, Err: err, ErrorClass: class,
-		},
-	})
 }
 
 // paced takes one unit of the budget (WithRate) and checks that the pass

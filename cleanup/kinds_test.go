@@ -124,8 +124,8 @@ func TestKinds(t *testing.T) {
 		cleanup.WithWindow(time.Minute, 0), cleanup.WithSet(set), cleanup.WithWindowFunc(fn),
 		cleanup.WithDeleteUnknown(func(k string) bool { return strings.Contains(k, ":xyz:") })}
 	wantSkipped := map[cleanup.Reason]int64{cleanup.UnknownLayout: 5, cleanup.Foreign: 4}
-	want := cleanup.Report{Prefix: prefix, Nodes: 1, Scanned: int64(len(before)), Live: 4, Deleted: 4, TTLSet: 1,
-		Unlinked: 1, Skipped: wantSkipped}
+	want := cleanup.Report{CleanupReport: limiter.CleanupReport{Scanned: int64(len(before)), Deleted: 4},
+		Prefix: prefix, Nodes: 1, Live: 4, TTLSet: 1, Unlinked: 1, Skipped: wantSkipped}
 
 	// A dry run reports what a pass would do and writes nothing.
 	r, err := newCleaner(t, c, append(opts, cleanup.WithDryRun())...).Run(ctx)

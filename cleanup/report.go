@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sluice-go/sluice/limiter"
 )
 
 // Reason says why a pass left a key alone.
@@ -59,26 +61,28 @@ func (r Reason) String() string {
 // changes nothing the second time. A Report is a plain value: its zero
 // value is an empty report.
 type Report struct {
+	// CleanupReport holds what an observer's EventCleanup carries:
+	// Scanned, the keys SCAN returned and the pass handled; Deleted, the
+	// limiter hashes with no live bucket, UNLINKed (dry run: that would
+	// be), judged by the window each records; Trimmed, the live hashes
+	// whose dead buckets were removed; Duration, how long the pass took;
+	// Err and ErrorClass, why the pass stopped before the end (the error
+	// Run returns) and its class.
+	limiter.CleanupReport
 	// Prefix is the prefix walked; DryRun says nothing was written.
 	Prefix string
 	DryRun bool
 	// Nodes is the number of Redis servers walked: every master of a
 	// cluster, every shard of a ring, or 1.
 	Nodes int
-	// Scanned is the number of keys SCAN returned and the pass handled.
-	Scanned int64
 	// Live counts limiter hashes with a live bucket, kept.
 	Live int64
-	// Deleted counts limiter hashes with no live bucket, UNLINKed (dry
-	// run: that would be), judged by the window each records; Deletions
-	// lists the first MaxListed of them.
-	Deleted   int64
+	// Deletions lists the first MaxListed of the Deleted hashes.
 	Deletions []Deletion
 	// TTLSet counts hashes that had no TTL and were given one.
 	TTLSet int64
-	// Trimmed counts live hashes whose dead buckets were removed, and
-	// Buckets the buckets removed from them.
-	Trimmed, Buckets int64
+	// Buckets counts the buckets removed from the Trimmed hashes.
+	Buckets int64
 	// Unlinked counts keys of Foreign, UnknownStrategy or UnknownLayout
 	// deleted because WithDeleteUnknown named them.
 	Unlinked int64
@@ -89,8 +93,6 @@ type Report struct {
 	// LeaseLost is true when the pass stopped early because its lease
 	// expired or was taken over (Run then returns ErrLeaseLost).
 	LeaseLost bool
-	// Duration is how long the pass took.
-	Duration time.Duration
 }
 
 // MaxListed is the most deletions a Report lists (Report.Deletions).

@@ -306,17 +306,19 @@ func runSeeded(t *testing.T, c redis.UniversalClient, nodes int) {
 	}
 
 	want := cleanup.Report{
+		CleanupReport: limiter.CleanupReport{
+			Scanned:  seedLive + seedDead + seedNoTTL + seedForeign + seedTrim + seedKeep,
+			Deleted:  seedDead,
+			Trimmed:  seedTrim,
+			Duration: r.Duration,
+		},
 		Prefix:   prefix,
 		Nodes:    nodes,
-		Scanned:  seedLive + seedDead + seedNoTTL + seedForeign + seedTrim + seedKeep,
 		Live:     seedLive + seedNoTTL + seedTrim + seedKeep,
-		Deleted:  seedDead,
 		TTLSet:   seedNoTTL,
-		Trimmed:  seedTrim,
 		Buckets:  buckets,
 		Skipped:  map[cleanup.Reason]int64{cleanup.Foreign: seedForeign},
 		Examples: r.Examples,
-		Duration: r.Duration,
 		// each dead hash is listed with the window it records
 		Deletions: r.Deletions,
 	}

@@ -30,6 +30,8 @@ const (
 	ProviderLocal    = "local"
 	ProviderRedisAbs = "redisabs"
 	ProviderRedisSup = "redissup"
+	// ProviderHybrid is the Provider of both hybrid strategies.
+	ProviderHybrid = "hybrid"
 	// ProviderCleanup is the Provider of an EventCleanup.
 	ProviderCleanup = "cleanup"
 )
@@ -82,7 +84,7 @@ const (
 // sampled log, a bounded top-k); a metric attribute made of it would have
 // one series per key, so adapters leave it out unless told otherwise.
 type DecisionEvent struct {
-	Provider string // ProviderLocal, ProviderRedisAbs, ProviderRedisSup
+	Provider string // ProviderLocal, ProviderRedisAbs, ProviderRedisSup, ProviderHybrid
 	Strategy string // StrategyAbsolute, StrategySuppressed
 	Op       string // OpInc, OpIsAllowed, OpIncSet, OpIsAllowedSet
 	Key      string
@@ -95,8 +97,9 @@ type DecisionEvent struct {
 	// it.
 	Limits []LimitDecision
 	// Backend reports that the provider called Redis for this decision.
-	// False for the local provider and for decisions answered by the
-	// failure policy while the breaker is open.
+	// False for the local provider, for decisions answered by the failure
+	// policy while the breaker is open, and for those a provider answered
+	// from memory (a hybrid lease, a remembered refusal).
 	Backend bool
 	// Start and Duration are when the Redis call started and how long it
 	// took, whether it succeeded or failed (then the failure policy
@@ -166,7 +169,7 @@ func (k EventKind) String() string {
 // Event is a backend event. Kind says which fields are set.
 type Event struct {
 	Kind     EventKind
-	Provider string // ProviderRedisAbs, ProviderRedisSup, ProviderCleanup
+	Provider string // ProviderRedisAbs, ProviderRedisSup, ProviderHybrid, ProviderCleanup
 	// EventBackendError: the operation (OpInc, …), the error's class and
 	// the error as the provider saw it, and how long the call took (0 for
 	// Get, Reset, GetSet and ResetSet, which are not timed).
@@ -181,13 +184,13 @@ type Event struct {
 }
 
 // CleanupReport is what one run of the cleanup loop did, as reported in
-// an EventCleanup. Package cleanup sends one event per run (Run, or one
+// an EventCleanup; cleanup.Report, the full report, embeds it. Package cleanup sends one event per run (Run, or one
 // pass of the loop Start runs) to the observer given to it with
 // cleanup.WithObserver, with Provider ProviderCleanup.
 type CleanupReport struct {
 	Scanned  int64         // keys SCAN returned under the prefix
-	Deleted  int64         // keys UNLINKed: no TTL, or only expired buckets
-	Trimmed  int64         // live keys whose expired buckets were removed
+	Deleted  int64         // limiter hashes with no live bucket, UNLINKed
+	Trimmed  int64         // live hashes whose expired buckets were removed
 	Duration time.Duration // how long the run took
 	// Err is why the run stopped before the end of the scan (nil when it
 	// finished); ErrorClass is its class, as for EventBackendError.

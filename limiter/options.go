@@ -7,11 +7,17 @@ import (
 	"github.com/sluice-go/sluice/internal/settings"
 )
 
-// Option configures a provider. Every provider accepts every option and
-// ignores the ones that do not concern it (the hard-limit factor means
-// nothing to an absolute limiter). A bad value is reported by the provider's
-// constructor as ErrInvalidConfig; options never panic. A nil Option is
-// ignored. Options are built with the With functions of this package.
+// Option configures a provider. Every provider accepts every option of
+// this package and ignores those that do not concern it, so that one list
+// can be shared: the hard-limit factor, the suppression cache and the
+// random source mean nothing to an absolute limiter, the Redis options
+// (prefix, timeout, failure policy and its companions, batching, hot-key
+// relief) nothing to a local one. Package hybrid's options are the
+// hybrid's only: any other provider's constructor reports them as
+// ErrInvalidConfig, naming the option (docs/operations.md, Options across
+// providers). A bad value is reported by the provider's constructor as
+// ErrInvalidConfig; options never panic. A nil Option is ignored. Options
+// are built with the With functions of this package.
 type Option func(*config)
 
 // config is what options set: the configuration every provider resolves

@@ -182,12 +182,15 @@ type SetDecision struct {
 	Limits []LimitDecision
 }
 
-// SetLimiter decides a Set of limits on one key as one. Every provider
-// implements it beside Limiter; the hashes (Redis) or states (local) of a
-// set's limits are distinct from the key's single-limit state, and each
-// limit's state is found by its name, so two sets that share a name share
-// that limit's state (a tier's rates may differ for the same names).
-// Implementations are safe for concurrent use.
+// SetLimiter decides a Set of limits on one key as one. It is
+// implemented, beside Limiter, by local.Absolute, local.Suppressed,
+// redisabs.Limiter and redissup.Limiter; the hybrid providers do not
+// implement it (a set's decisions there would need a lease per limit).
+// The hashes (Redis) or states (local) of a set's limits are distinct
+// from the key's single-limit state, and each limit's state is found by
+// its name, so two sets that share a name share that limit's state (a
+// tier's rates may differ for the same names). Implementations are safe
+// for concurrent use.
 type SetLimiter interface {
 	// IncSet asks to consume n units of key in every limit of set: they
 	// are recorded in every limit when every limit has room (all or

@@ -29,8 +29,9 @@
 // sluice.backend.duration has one sample per Redis call made for a
 // decision, failed or not (then with error.type); decisions answered while
 // the breaker is open, and local decisions, ask no backend and add none.
-// sluice.degraded is the number of limiters of each Redis provider in
-// degraded mode, from the state changes this observer has seen.
+// sluice.degraded is the number of limiters of each provider that uses
+// Redis (redisabs, redissup, hybrid) in degraded mode, from the state
+// changes this observer has seen.
 package sluiceotel
 
 import (
@@ -163,9 +164,9 @@ type Observer struct {
 
 var _ limiter.Observer = (*Observer)(nil)
 
-const numProviders = 3
+const numProviders = 4
 
-var providers = [numProviders]string{limiter.ProviderLocal, limiter.ProviderRedisAbs, limiter.ProviderRedisSup}
+var providers = [numProviders]string{limiter.ProviderLocal, limiter.ProviderRedisAbs, limiter.ProviderRedisSup, limiter.ProviderHybrid}
 
 func providerIndex(p string) int {
 	switch p {
@@ -175,6 +176,8 @@ func providerIndex(p string) int {
 		return 1
 	case limiter.ProviderRedisSup:
 		return 2
+	case limiter.ProviderHybrid:
+		return 3
 	}
 	return -1
 }
@@ -225,7 +228,7 @@ func New(opts ...Option) (*Observer, error) {
 		metric.WithDescription("Keys the cleanup loop scanned, deleted or trimmed."))
 	add(err)
 	gauge, err := m.Int64ObservableGauge("sluice.degraded", metric.WithUnit("{limiter}"),
-		metric.WithDescription("Limiters of each Redis provider in degraded mode (answering by the failure policy)."))
+		metric.WithDescription("Limiters of each provider that uses Redis in degraded mode (answering by the failure policy)."))
 	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("sluiceotel: %w", err)
@@ -235,7 +238,7 @@ func New(opts ...Option) (*Observer, error) {
 		gaugeOpts[i] = metric.WithAttributeSet(attribute.NewSet(AttrProvider.String(p)))
 	}
 	obs.reg, err = m.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
-		for i := 1; i < numProviders; i++ { // the Redis providers
+		for i := 1; i < numProviders; i++ { // the providers that use Redis
 			ob.ObserveInt64(gauge, max(obs.degraded[i].Load(), 0), gaugeOpts[i])
 		}
 		return nil

@@ -237,6 +237,7 @@ func testMetrics(t *testing.T, client *redis.Client) {
 		"sluice.degraded": {
 			"sluice.provider=redisabs": 1,
 			"sluice.provider=redissup": 1,
+			"sluice.provider=hybrid":   0,
 		},
 		"sluice.state_changes": {
 			"sluice.degraded=true,sluice.provider=redisabs": 1,
@@ -304,6 +305,7 @@ func testMetrics(t *testing.T, client *redis.Client) {
 			"sluice.degraded": {
 				"sluice.provider=redisabs": 0,
 				"sluice.provider=redissup": 0,
+				"sluice.provider=hybrid":   0,
 			},
 			"sluice.state_changes": {
 				"sluice.degraded=true,sluice.provider=redisabs":  1,

@@ -21,6 +21,23 @@ func New[O ~func(*Config)](opts ...O) (Config, error) {
 	return settings.New[limiter.Observer, limiter.FailurePolicy, limiter.StateChange](limiter.ErrInvalidConfig, opts...)
 }
 
+// NewFor is New for the provider named provider (limiter.ProviderLocal,
+// …): an option of another provider's only is limiter.ErrInvalidConfig,
+// naming the option and the provider.
+func NewFor[O ~func(*Config)](provider string, opts ...O) (Config, error) {
+	c, err := New(opts...)
+	if err == nil && provider != limiter.ProviderHybrid && len(c.HybridOnly) > 0 {
+		return Config{}, fmt.Errorf("%w: %s is an option of the hybrid providers only, not of %s",
+			limiter.ErrInvalidConfig, c.HybridOnly[0], provider)
+	}
+	return c, err
+}
+
+// ForFallback, appended to a provider's options, drops the options of
+// that provider's only, so that its local fallback, built from the same
+// options, accepts them.
+func ForFallback(c *Config) { c.HybridOnly = nil }
+
 // ValidatePrefix reports limiter.ErrInvalidConfig, with the reason, for a
 // prefix that cannot start a Redis key of the schema.
 func ValidatePrefix(p string) error {

@@ -186,3 +186,17 @@ func (g *Guard) observeErr(ctx context.Context, op string, err error) {
 			ErrorClass: class, Err: err})
 	}
 }
+
+// Observe reports a decision made without asking Redis (a hybrid lease, a
+// remembered refusal) to the observer, if there is one, as a decision
+// with Backend false.
+func (g *Guard) Observe(ctx context.Context, op, k string, n int64, d limiter.Decision) {
+	if g.cfg.Observer != nil {
+		g.observeLocal(ctx, op, k, n, d)
+	}
+}
+
+func (g *Guard) observeLocal(ctx context.Context, op, k string, n int64, d limiter.Decision) {
+	g.cfg.Observer.ObserveDecision(ctx, limiter.DecisionEvent{Provider: g.pkg, Strategy: g.strategyName(), Op: opName(op),
+		Key: k, Cost: n, Decision: d})
+}

@@ -39,7 +39,7 @@ func (b *Base) Init(pkg, strategy string, client Client, opts []limiter.Option) 
 	if isNil(client) {
 		return fmt.Errorf("%s: %w: nil client", pkg, limiter.ErrInvalidConfig)
 	}
-	cfg, err := config.New(opts...)
+	cfg, err := config.NewFor(pkg, opts...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", pkg, err)
 	}

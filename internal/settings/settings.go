@@ -101,6 +101,10 @@ type Config[Obs any, Pol ~int, SC any] struct {
 	SyncInterval time.Duration
 	MaxLease     int64
 	LeaseAhead   time.Duration
+	// HybridOnly names the options given that only the hybrid providers
+	// read (package hybrid's); the other providers' constructors reject
+	// them.
+	HybridOnly []string
 
 	// Failure handling of the Redis providers (limiter.WithTimeout and
 	// friends).

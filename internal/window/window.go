@@ -211,6 +211,15 @@ type Result struct {
 	Refused    bool // set decisions: this limit refused the call
 }
 
+// admit writes an admission into r, field by field: a composite literal
+// stored through a pointer is built in a temporary and copied in 16-byte
+// moves right after its 8-byte stores, the store-forwarding stall
+// IncAbsolute's comment describes.
+func (r *Result) admit(limit, remaining, reset int64, never bool) {
+	*r = Result{}
+	r.Allowed, r.Limit, r.Remaining, r.ResetAfter, r.Never = true, limit, remaining, reset, never
+}
+
 // Outcome values as the scripts return them; limiter.Outcome is one more.
 const (
 	OutcomeAllowed    = 0
@@ -253,7 +262,7 @@ func (s *State) incAbsolute(p Params, now, c, n int64, r *Result) {
 			s.record(now, p.B, n, 0)
 			s.Capacity = c
 		}
-		*r = Result{Allowed: true, Limit: c, Remaining: c - s.Used, ResetAfter: s.resetAfter(now, span)}
+		r.admit(c, c-s.Used, s.resetAfter(now, span), false)
 		return
 	}
 	if n > 0 && s.Live() {
@@ -387,19 +396,26 @@ func (s *State) IncSuppressed(p Params, now, n int64, in *Suppressed, r *Result)
 	s.incSuppressed(p, now, RecordedCost(n, in.Hard), in, r)
 }
 
-// incSuppressed decides on a state already expired at now.
+// incSuppressed decides on a state already expired at now. A call that
+// fits under the soft capacity takes the short path here; the rest go to
+// suppress.
 func (s *State) incSuppressed(p Params, now, n int64, in *Suppressed, r *Result) {
-	span := p.Span()
 	cost := max(n, 1)
-	if s.Used-s.Declined+cost <= in.Soft { // admitted without suppression
-		if n > 0 {
-			s.record(now, p.B, n, 0)
-			s.Capacity, s.Hard = in.Soft, in.Hard
-		}
-		*r = Result{Allowed: true, Limit: in.Soft, Remaining: in.Soft - (s.Used - s.Declined),
-			ResetAfter: s.resetAfter(now, span), Never: cost > in.Hard}
+	if s.Used-s.Declined+cost > in.Soft {
+		s.suppress(p, now, n, cost, in, r)
 		return
 	}
+	if n > 0 {
+		s.record(now, p.B, n, 0)
+		s.Capacity, s.Hard = in.Soft, in.Hard
+	}
+	r.admit(in.Soft, in.Soft-(s.Used-s.Declined), s.resetAfter(now, p.Span()), cost > in.Hard)
+}
+
+// suppress decides a call over the soft capacity: refused at the hard
+// capacity, else admitted with probability 1 − f.
+func (s *State) suppress(p Params, now, n, cost int64, in *Suppressed, r *Result) {
+	span := p.Span()
 	*r = Result{Outcome: OutcomeSuppressed, Limit: in.Soft, Never: cost > in.Hard}
 	if s.Used-s.Declined+cost > in.Hard {
 		r.FactorPPM = PPM

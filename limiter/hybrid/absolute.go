@@ -152,7 +152,7 @@ type entry struct {
 // Redis until the first Inc. A nil client is ErrInvalidConfig.
 func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 	l := &Absolute{seed: maphash.MakeSeed(), stop: make(chan struct{}), done: make(chan struct{})}
-	if err := l.b.Init("hybrid", key.Absolute, client, opts); err != nil {
+	if err := l.b.Init(limiter.ProviderHybrid, key.Absolute, client, opts); err != nil {
 		return nil, err
 	}
 	cfg := &l.b.Cfg
@@ -172,7 +172,7 @@ func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]*entry)
 	}
-	l.g.Init("hybrid", key.Absolute, client, cfg, opts, failover.Probe(cfg), failover.AbsoluteReconciler(&l.b))
+	l.g.Init(limiter.ProviderHybrid, key.Absolute, client, cfg, opts, failover.Probe(cfg), failover.AbsoluteReconciler(&l.b))
 	l.b.SetGate(l.g.Opened)
 	go l.loop()
 	return l, nil
@@ -289,6 +289,7 @@ func (l *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64
 			d, ok := e.local(c, n, now, l.b.Cfg.WindowMs+l.b.Cfg.BucketMs, !l.g.Open())
 			e.mu.Unlock()
 			if ok {
+				l.g.Observe(ctx, "inc", k, n, d)
 				return d, nil
 			}
 		}
@@ -311,6 +312,7 @@ func (l *Absolute) IsAllowed(ctx context.Context, k string) (limiter.Decision, e
 			d := limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: e.c,
 				Remaining: e.room + e.left, ResetAfter: msDur(e.resetAt - now)}
 			e.mu.Unlock()
+			l.g.Observe(ctx, "is allowed", k, 0, d)
 			return d, nil
 		}
 		e.mu.Unlock()

@@ -131,7 +131,7 @@ type supEntry struct {
 // first Inc. A nil client is ErrInvalidConfig.
 func NewSuppressed(client Client, opts ...limiter.Option) (*Suppressed, error) {
 	l := &Suppressed{seed: maphash.MakeSeed(), stop: make(chan struct{}), done: make(chan struct{})}
-	if err := l.b.Init("hybrid", key.Suppressed, client, opts); err != nil {
+	if err := l.b.Init(limiter.ProviderHybrid, key.Suppressed, client, opts); err != nil {
 		return nil, err
 	}
 	cfg := &l.b.Cfg
@@ -151,7 +151,7 @@ func NewSuppressed(client Client, opts ...limiter.Option) (*Suppressed, error) {
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]*supEntry)
 	}
-	l.g.Init("hybrid", key.Suppressed, client, cfg, opts, failover.Probe(cfg), failover.SuppressedReconciler(&l.b))
+	l.g.Init(limiter.ProviderHybrid, key.Suppressed, client, cfg, opts, failover.Probe(cfg), failover.SuppressedReconciler(&l.b))
 	l.b.SetGate(l.g.Opened)
 	go l.loop()
 	return l, nil
@@ -332,6 +332,7 @@ func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int
 			d, ok := e.local(soft, hard, n, now, &l.b.Cfg, l.draw, !l.g.Open())
 			e.mu.Unlock()
 			if ok {
+				l.g.Observe(ctx, "inc", k, n, d)
 				return d, nil
 			}
 		}
@@ -365,6 +366,7 @@ func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision,
 				d.RetryAfter = msDur(e.firstAt - now)
 			}
 			e.mu.Unlock()
+			l.g.Observe(ctx, "is allowed", k, 0, d)
 			return d, nil
 		}
 		e.mu.Unlock()

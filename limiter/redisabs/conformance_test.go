@@ -135,19 +135,23 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // TestHostile compares hostile calls (huge costs, clock edges) with the
-// local provider on miniredis and real Redis.
+// local provider on miniredis and real Redis, in parallel as TestConformance.
 func TestHostile(t *testing.T) {
 	for _, b := range backends[:2] {
-		t.Run(b.name, func(t *testing.T) { conformance.RunHostile(t, conformance.AbsoluteStrategy, localAbsolute, b.f) })
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			conformance.RunHostile(t, conformance.AbsoluteStrategy, localAbsolute, b.f)
+		})
 	}
 }
 
 // TestTraceAgainstLocalBatched is the differential trace with batching on
 // (WithBatching(128)), on real Redis and the cluster: a batched limiter
-// decides exactly as the local one.
+// decides exactly as the local one. The two run in parallel.
 func TestTraceAgainstLocalBatched(t *testing.T) {
 	for _, b := range backends[1:3] {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			batched := func(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
 				return b.f(t, clk, append(opts, limiter.WithBatching(128))...)
 			}
