@@ -32,7 +32,7 @@ func absSetArgs(b *redisx.Base, ls []window.Limit, n int64) []any {
 // absReadSet reads abs_set.lua's reply into rs: a string of decimals,
 // each followed by a space. An admission with fewer than 2^21 units
 // remaining in every limit is one value per limit, remaining × 2^32 +
-// reset ms; any other decision is allowed, then per limit: refused,
+// reset ms (redisx.ShortShift, ShortMaxRemaining); any other decision is allowed, then per limit: refused,
 // remaining, retry ms, reset ms. Limit and Never come from the limits and
 // n.
 func absReadSet(v any, ls []window.Limit, n int64, rs []window.Result) error {
@@ -55,7 +55,7 @@ func absReadSet(v any, ls []window.Limit, n int64, rs []window.Result) error {
 	case s != "":
 	case len(x) == len(ls):
 		for i, r := range x {
-			rs[i] = window.Result{Allowed: true, Limit: ls[i].Soft, Remaining: r >> 32, ResetAfter: r & (1<<32 - 1),
+			rs[i] = window.Result{Allowed: true, Limit: ls[i].Soft, Remaining: r >> redisx.ShortShift, ResetAfter: r & (1<<redisx.ShortShift - 1),
 				Never: cost > ls[i].Soft}
 		}
 		return nil
