@@ -42,7 +42,7 @@ func TestLatency(t *testing.T) {
 		t.Skip("run with -latency.rounds N")
 	}
 	c := requireServer(t)
-	printHeader(t)
+	printHeader(t, *latencyRounds)
 	procs := runtime.GOMAXPROCS(0)
 	var w workload
 	for _, x := range workloads {
