@@ -5,6 +5,11 @@ FUZZTIME ?= 30s
 
 FUZZSMOKE ?= 10s
 
+# HEARTBEAT, put before a silent command in a recipe line, prints a line
+# every 20 s while the line runs (go vet and the fuzzers' builds print
+# nothing for a minute or more on a cold build cache).
+HEARTBEAT = ( while sleep 20; do echo "make $@: still running"; done ) & trap "kill $$! 2>/dev/null" EXIT;
+
 .PHONY: test redis-note fmt-check vet tidy-check deps-check bench fuzz fuzz-smoke
 
 # Nested modules with tests that need no network beyond what the core's
@@ -21,11 +26,12 @@ NESTED_TESTED = sluiceotel
 # internal/testprogress, which prints a line per package as it ends, every
 # failed test's output in full, a line at least every 20 s naming what is
 # still running, and the slowest packages and tests at the end. README.md
-# says how long the whole target takes.
+# says how long the whole target takes. The nested modules' tests go
+# through testprogress too, so no step is silent for more than 20 s.
 test: fmt-check vet tidy-check deps-check redis-note
 	$(GO) test -race -count=1 -json ./... 2>&1 | $(GO) run ./internal/testprogress
-	cd bench && $(GO) test -race -count=1 -run '^TestRateLimitHeaders(Parse|ClampedIntegers)$$' .
-	for m in $(NESTED_TESTED); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
+	(cd bench && $(GO) test -race -count=1 -json -run '^TestRateLimitHeaders(Parse|ClampedIntegers)$$' .) 2>&1 | $(GO) run ./internal/testprogress
+	for m in $(NESTED_TESTED); do ( (cd $$m && $(GO) test -race -count=1 -json ./...) 2>&1 | $(GO) run ./internal/testprogress) || exit 1; done
 	$(MAKE) fuzz-smoke
 
 # Without redis-server on PATH the real-Redis tests skip themselves, which
@@ -38,9 +44,9 @@ redis-note:
 # the client-address parser on every test run; `make fuzz` runs every
 # fuzzer for FUZZTIME.
 fuzz-smoke:
-	$(GO) test -run '^$$' -fuzz '^FuzzAgainstLocal$$' -fuzztime $(FUZZSMOKE) ./limiter/redisabs/
-	$(GO) test -run '^$$' -fuzz '^FuzzAgainstLocal$$' -fuzztime $(FUZZSMOKE) ./limiter/redissup/
-	$(GO) test -run '^$$' -fuzz '^FuzzClientIP$$' -fuzztime $(FUZZSMOKE) ./httplimit/
+	@$(HEARTBEAT) set -x; $(GO) test -run '^$$' -fuzz '^FuzzAgainstLocal$$' -fuzztime $(FUZZSMOKE) ./limiter/redisabs/
+	@$(HEARTBEAT) set -x; $(GO) test -run '^$$' -fuzz '^FuzzAgainstLocal$$' -fuzztime $(FUZZSMOKE) ./limiter/redissup/
+	@$(HEARTBEAT) set -x; $(GO) test -run '^$$' -fuzz '^FuzzClientIP$$' -fuzztime $(FUZZSMOKE) ./httplimit/
 
 # gofmt -l prints the files it would change; any output fails.
 fmt-check:
@@ -48,9 +54,9 @@ fmt-check:
 
 # The nested modules, when present, are vetted too.
 vet:
-	$(GO) vet ./...
-	if [ -f bench/go.mod ]; then cd bench && $(GO) vet ./...; fi
-	for m in $(NESTED_TESTED); do if [ -f $$m/go.mod ]; then (cd $$m && $(GO) vet ./...) || exit 1; fi; done
+	@$(HEARTBEAT) set -x; $(GO) vet ./...
+	@$(HEARTBEAT) set -x; if [ -f bench/go.mod ]; then cd bench && $(GO) vet ./...; fi
+	@$(HEARTBEAT) set -x; for m in $(NESTED_TESTED); do if [ -f $$m/go.mod ]; then (cd $$m && $(GO) vet ./...) || exit 1; fi; done
 
 tidy-check:
 	$(GO) mod tidy

@@ -16,12 +16,15 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/hybrid"
 	"github.com/sluice-go/sluice/limiter/local"
 	"github.com/sluice-go/sluice/limiter/redisabs"
 	"github.com/sluice-go/sluice/limiter/redissup"
 )
+
+func TestMain(m *testing.M) { redistest.Main(m) }
 
 // providerTypes are the limiter types of every provider, named as the
 // documentation names them.
@@ -112,13 +115,18 @@ func (o *countingObserver) ObserveDecision(_ context.Context, e limiter.Decision
 func (o *countingObserver) ObserveEvent(context.Context, limiter.Event) {}
 
 // TestEveryDecisionReachesTheObserver: every decision a provider returns
-// (an Inc or IsAllowed with a nil error) reaches its observer once, under
+// (an Inc, IsAllowed, IncSet or IsAllowedSet with a nil error) reaches its observer once, under
 // the provider's constant and strategy, whether Redis was asked or the
 // answer came from memory: a hybrid lease, a remembered refusal.
 func TestEveryDecisionReachesTheObserver(t *testing.T) {
-	mr := miniredis.RunT(t)
-	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer client.Close()
+	t.Run("Mini", func(t *testing.T) {
+		_, c := redistest.Mini(t)
+		everyDecisionObserved(t, c)
+	})
+	t.Run("Real", func(t *testing.T) { everyDecisionObserved(t, redistest.Real(t).Client(t)) })
+}
+
+func everyDecisionObserved(t *testing.T, client *redis.Client) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		provider, strategy string
@@ -133,7 +141,7 @@ func TestEveryDecisionReachesTheObserver(t *testing.T) {
 	} {
 		t.Run(tc.provider+"/"+tc.strategy, func(t *testing.T) {
 			obs := &countingObserver{seen: map[string]int{}}
-			l, err := tc.build(limiter.WithObserver(obs), limiter.WithPrefix("observe-"+tc.provider+"-"+tc.strategy),
+			l, err := tc.build(limiter.WithObserver(obs), limiter.WithPrefix(redistest.Prefix(t)),
 				limiter.WithHardLimitFactor(1.5))
 			if err != nil {
 				t.Fatal(err)
@@ -153,6 +161,24 @@ func TestEveryDecisionReachesTheObserver(t *testing.T) {
 					t.Fatalf("call %d: %v", i, err)
 				}
 				decisions++
+			}
+			if sl, ok := l.(limiter.SetLimiter); ok {
+				set, err := limiter.NewSet(limiter.Limit{Name: "m", Rate: rate, Window: time.Minute},
+					limiter.Limit{Name: "s", Rate: limiter.PerSecond(1), Window: time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; i < 20; i++ {
+					if i%4 == 3 {
+						_, err = sl.IsAllowedSet(ctx, "s", set)
+					} else {
+						_, err = sl.IncSet(ctx, "s", set, 1)
+					}
+					if err != nil {
+						t.Fatalf("set call %d: %v", i, err)
+					}
+					decisions++
+				}
 			}
 			obs.mu.Lock()
 			defer obs.mu.Unlock()

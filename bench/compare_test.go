@@ -26,7 +26,7 @@ func TestCompare(t *testing.T) {
 		t.Skip("run with -rounds N")
 	}
 	c := requireServer(t)
-	printHeader(t)
+	printHeader(t, *rounds)
 	procs := runtime.GOMAXPROCS(0)
 	incs := map[string][]testing.BenchmarkResult{}
 	mems := map[string][]memSample{}
@@ -91,8 +91,8 @@ func rotate(cs []contender, r int) []contender {
 	return append(append([]contender(nil), cs[r:]...), cs[:r]...)
 }
 
-// printHeader prints the configuration lines benchstat reads.
-func printHeader(t *testing.T) {
+// printHeader prints the configuration lines benchstat reads, and the rounds.
+func printHeader(t *testing.T, rounds int) {
 	t.Helper()
 	v, err := info(stats, "server", "redis_version")
 	if err != nil {
@@ -107,7 +107,7 @@ func printHeader(t *testing.T) {
 			}
 		}
 	}
-	fmt.Printf("go: %s\nredis: %s\nrounds: %d\n", runtime.Version(), v, *rounds)
+	fmt.Printf("go: %s\nredis: %s\nrounds: %d\n", runtime.Version(), v, rounds)
 }
 
 func median(xs []float64) float64 {

@@ -14,11 +14,9 @@ import (
 // Defaults of the options, chosen and measured as docs/operations.md
 // ("Cleanup") describes.
 const (
-	// DefaultRate is the budget of a cleaner in keys per second: at this
-	// rate a cleaner walking a Redis moved the 99th percentile latency of
-	// concurrent Inc calls on it by less than 10 % in our measurement
-	// (docs/benchmarks.md, Cleanup pacing). A pass over a million keys
-	// takes about 17 minutes at this rate.
+	// DefaultRate is the budget of a cleaner in keys per second: a pass
+	// over a million keys takes about 17 minutes, with little effect on
+	// the limiters' latency (docs/operations.md, Budget and cost).
 	DefaultRate = 1000.0
 	// DefaultPeriod is the pause of the background loop between the end
 	// of one pass and the start of the next.

@@ -32,10 +32,9 @@ const (
 	// with factor 1 for suppressed; Degraded), with RetryAfter set to the
 	// probe interval as a hint.
 	FailClosed
-	// FailError returns the error: the call that found Redis unavailable
-	// returns Redis's error unchanged (wrapped with the package and operation), and
-	// calls made while the breaker is open return ErrUnavailable wrapping
-	// that error, without waiting for a timeout of their own.
+	// FailError returns the error: Redis's own error (wrapped with the
+	// package and operation) from the call that found Redis unavailable,
+	// then ErrUnavailable wrapping it at once while the breaker is open.
 	FailError
 )
 
@@ -83,15 +82,10 @@ type StateChange struct {
 }
 
 // WithTimeout bounds every Redis call of a Redis provider by d on top of
-// the caller's context: a call finds Redis unavailable after d at most.
-// Default 250 ms; 0 means the caller's context alone. The bound holds on
-// any client: when the client does not honour context deadlines on its
-// sockets (Options.ContextTimeoutEnabled false, go-redis's default), the
-// call returns at the deadline while its command completes in the
-// background (at most the client's pool size of them at once). A call that
-// runs out of d while Redis is not known to be down is shed
-// (Decision.Shed), not degraded: a timeout alone never opens the circuit
-// breaker (docs/operations.md, What counts as an outage).
+// the caller's context, on any client. Default 250 ms; 0 means the
+// caller's context alone. A call that runs out of d while Redis is not
+// known to be down is shed (refused with Decision.Shed set), not degraded
+// (docs/operations.md, What counts as an outage).
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 {
@@ -124,15 +118,10 @@ func WithFailurePolicy(p FailurePolicy) Option {
 
 // WithFallbackInstances scales the FallbackLocal limiter for a fleet of n
 // instances sharing one Redis: while Redis is unavailable each instance
-// admits rate/n (at least one unit per window), so the fleet as a whole
-// stays near the rate. Default 1: each instance admits the full rate, so a
-// fleet of n may admit n × C per window during an outage, but one instance
-// that takes all the traffic of a key is never starved. n must be at least
-// 1. Other policies ignore it. With n > 1, an instance back on Redis keeps
-// its share for W + B more (what Redis admits is charged to its fallback,
-// and a call the share cannot hold is refused), until the other instances'
-// fallback admissions are written back (docs/operations.md,
-// Reconciliation).
+// admits rate/n (at least one unit per window). Default 1: each instance
+// admits the full rate, so a fleet of n may admit n × C per window during
+// an outage. n must be at least 1. Other policies ignore it
+// (docs/operations.md, Reconciliation).
 func WithFallbackInstances(n int) Option {
 	return func(c *config) { c.FallbackInstances = n }
 }
@@ -153,14 +142,10 @@ func WithStateChange(fn func(StateChange)) Option {
 }
 
 // WithLogger sets the logger of a Redis provider. It receives the
-// limiter's first failed Redis call (Warn, with the address), the same
-// transitions as WithStateChange (Warn on entering degraded mode, Info on
-// leaving it; five outages, then at most one a minute, so that a flapping
-// Redis cannot flood the log, the outages left out counted in the next
-// record) and configuration warnings. Default: slog.Default(), read at
-// each record. WithLogger(nil), or a logger whose handler discards
-// (slog.DiscardHandler), silences it; give nil when a NewLogObserver
-// logs the same transitions.
+// limiter's first failed Redis call (Warn), entering (Warn) and leaving
+// (Info) degraded mode, at most one outage a minute after the first five,
+// and configuration warnings. Default: slog.Default(), read at each
+// record. WithLogger(nil) silences it.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.Logger, c.LoggerSet = l, true }
 }

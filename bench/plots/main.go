@@ -4,12 +4,14 @@
 // bench module with -o naming the repository's docs/img (the command is
 // in docs/benchmarks.md, Regenerating the plots):
 //
-//	go run ./plots -o DIR testdata/compare-5rounds-06b46ab.txt testdata/batching-mix-5.txt
+//	go run ./plots -o DIR testdata/compare-5rounds-06b46ab.txt testdata/batching-mix-5.txt testdata/latency-3rounds.txt
 //
 // From BenchmarkInc (TestCompare: redisabs, redissup and redis_rate, one
 // call per decision) it draws, per workload, decisions per second by
 // goroutines (compare-LOAD-ops.svg) and the mean time a call takes,
-// ns/op × goroutines (compare-LOAD-latency.svg); from BenchmarkMemory the
+// ns/op × goroutines (compare-LOAD-latency.svg); from BenchmarkLatency
+// (TestLatency) the percentiles of a call's time (latency-LOAD-gG.svg);
+// from BenchmarkMemory the
 // bytes per active Redis key (memory.svg); from BenchmarkBatchingMix
 // (both strategies batched and alone beside redis_rate) decisions per
 // second by goroutines (batching-LOAD-ops.svg). Each point is the median
@@ -92,6 +94,7 @@ type series struct {
 type chart struct {
 	title, xlabel, ylabel string
 	bars                  bool // grouped bars instead of lines
+	logY                  bool // a logarithmic y axis, a tick per power of ten
 	xs                    []string
 	series                []*series
 }
@@ -226,14 +229,31 @@ func (c *chart) svg(w io.Writer) {
 	}
 	ymax = niceMax(ymax)
 	y := func(v float64) float64 { return float64(top) + ph - v/ymax*ph }
+	ticks := []float64{0, ymax / 5, 2 * ymax / 5, 3 * ymax / 5, 4 * ymax / 5, ymax}
+	if c.logY {
+		lo, hi := math.Inf(1), 0.0
+		for _, se := range c.series {
+			for _, v := range se.points {
+				lo, hi = math.Min(lo, median(v)), math.Max(hi, median(v))
+			}
+		}
+		l0, l1 := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+		if l1 <= l0 {
+			l1 = l0 + 1
+		}
+		y = func(v float64) float64 { return float64(top) + ph - (math.Log10(v)-l0)/(l1-l0)*ph }
+		ticks = ticks[:0]
+		for e := l0; e <= l1; e++ {
+			ticks = append(ticks, math.Pow(10, e))
+		}
+	}
 	slot := pw / float64(len(c.xs))
 	xc := func(i int) float64 { return float64(left) + slot*(float64(i)+0.5) }
 
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(w, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
 	fmt.Fprintf(w, `<text x="%d" y="22" font-size="14" font-weight="bold">%s</text>`+"\n", left, esc(c.title))
-	for i := 0; i <= 5; i++ {
-		v := ymax * float64(i) / 5
+	for _, v := range ticks {
 		fmt.Fprintf(w, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", left, float64(left)+pw, y(v), y(v))
 		fmt.Fprintf(w, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-6, y(v)+4, label(v))
 	}
@@ -307,10 +327,60 @@ func charts(samples []sample) map[string]*chart {
 		c.bars = true
 		out["memory.svg"] = c
 	}
+	for name, c := range latencyCharts(samples) {
+		out[name] = c
+	}
 	for load, c := range collect(samples, "BenchmarkBatchingMix", "g", "", "-ops/s", ident) {
 		c.title = "Decisions per second, batched and alone (" + load + ")"
 		c.xlabel, c.ylabel = "goroutines", "decisions/s (median of samples)"
 		out["batching-"+load+"-ops.svg"] = c
+	}
+	return out
+}
+
+// percentileUnits are the metrics of TestLatency, in the order drawn.
+var percentileUnits = []string{"p50-µs", "p90-µs", "p99-µs", "p99.9-µs"}
+
+// latencyCharts draws, per workload and goroutine count of
+// BenchmarkLatency (TestLatency), each contender's percentiles of a call's
+// duration on a logarithmic axis: latency-LOAD-gG.svg.
+func latencyCharts(samples []sample) map[string]*chart {
+	out := map[string]*chart{}
+	seriesOf := map[string]map[string]*series{}
+	for _, s := range samples {
+		if s.bench != "BenchmarkLatency" {
+			continue
+		}
+		name := "latency-" + s.params["load"] + "-g" + s.params["g"] + ".svg"
+		c := out[name]
+		if c == nil {
+			c = &chart{
+				title:  "Time of a call, " + s.params["g"] + " goroutines (" + s.params["load"] + ")",
+				xlabel: "percentile (median of rounds)", ylabel: "µs per call (log scale)",
+				logY: true,
+			}
+			for _, u := range percentileUnits {
+				c.xs = append(c.xs, strings.TrimSuffix(u, "-µs"))
+			}
+			out[name] = c
+			seriesOf[name] = map[string]*series{}
+		}
+		impl := s.params["impl"]
+		se := seriesOf[name][impl]
+		if se == nil {
+			se = &series{name: impl, points: map[string][]float64{}}
+			seriesOf[name][impl] = se
+			c.series = append(c.series, se)
+		}
+		for _, u := range percentileUnits {
+			if v, ok := s.metrics[u]; ok && v > 0 {
+				x := strings.TrimSuffix(u, "-µs")
+				se.points[x] = append(se.points[x], v)
+			}
+		}
+	}
+	for _, c := range out {
+		sort.Slice(c.series, func(i, j int) bool { return c.series[i].name < c.series[j].name })
 	}
 	return out
 }

@@ -14,7 +14,7 @@ import (
 // The committed output the plots of docs/benchmarks.md are drawn from, and
 // where they are committed.
 var (
-	inputs = []string{"../testdata/compare-5rounds-06b46ab.txt", "../testdata/batching-mix-5.txt"}
+	inputs = []string{"../testdata/compare-5rounds-06b46ab.txt", "../testdata/batching-mix-5.txt", "../testdata/latency-3rounds.txt"}
 	imgDir = "../../docs/img"
 )
 
@@ -33,6 +33,7 @@ func TestPlots(t *testing.T) {
 		"batching-10k-ops.svg", "batching-hot-ops.svg",
 		"compare-10k-latency.svg", "compare-10k-ops.svg",
 		"compare-hot-latency.svg", "compare-hot-ops.svg",
+		"latency-10k-g1.svg", "latency-10k-g64.svg", "latency-10k-g8.svg",
 		"memory.svg",
 	}
 	if !reflect.DeepEqual(names, want) {
@@ -83,6 +84,7 @@ func TestPlots(t *testing.T) {
 		"compare-hot-ops.svg":  "<title>redis_rate, 64: 38834.0</title>",
 		"memory.svg":           "<title>redisabs, 5: 266.2</title>",
 		"batching-10k-ops.svg": "<title>redisabs, 256: 119464.0</title>",
+		"latency-10k-g8.svg":   "<title>redis_rate, p50: 313.7</title>",
 	} {
 		b, _ := os.ReadFile(filepath.Join(dir, file))
 		if !strings.Contains(string(b), point) {

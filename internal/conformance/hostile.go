@@ -13,8 +13,8 @@ import (
 // same hostile but valid calls and fails at the first decision or usage on
 // which they differ, or at a count that is not exact:
 //
-//   - HugeCosts: 8,192 calls of n = 2^40 at 100 per minute, then 1,000 calls
-//     of n = 1: no more than the hard capacity is admitted in the window and
+//   - HugeCosts: 64 calls of n = 2^47 at 100 per minute (2^53 units in
+//     all, past what a Lua number counts exactly), then 1,000 calls of n = 1: no more than the hard capacity is admitted in the window and
 //     Get counts every unit as the documented rule says (a request over the
 //     capacity records nothing under the absolute strategy and H + 1 units
 //     under the suppressed one).
@@ -94,13 +94,18 @@ func (p *pair) get(k string) limiter.Usage {
 	return ua
 }
 
+// runHugeCosts offers 2^53 units in huge refused calls: were they counted
+// as offered, a Lua number could not hold the total exactly. 64 calls of
+// 2^47 reach that total as 8,192 calls of 2^40 did, in a 128th of the
+// round trips (each call is a decision compared on both providers, and the
+// refusals are identical, so the many calls proved nothing more).
 func runHugeCosts(t *testing.T, s Strategy, a, b Factory) {
-	const huge = int64(1) << 40
+	const huge, calls = int64(1) << 47, 64
 	rate := limiter.PerMinute(100) // C = S = H = 100 over the default minute
 	p := newPair(t, s, NewClock(), a, b)
-	for i := 0; i < 8192; i++ {
+	for i := 0; i < calls; i++ {
 		if d := p.inc("k", rate, huge); d.Allowed || !d.Never {
-			t.Fatalf("Inc(k, 2^40) = %s, want refused with Never", Format(d))
+			t.Fatalf("Inc(k, 2^47) = %s, want refused with Never", Format(d))
 		}
 	}
 	var adm []check.Admission
@@ -113,12 +118,12 @@ func runHugeCosts(t *testing.T, s Strategy, a, b Factory) {
 		}
 	}
 	if most, _ := check.MostInAnyWindow(adm, time.Minute); most > 100 || admitted > 100 {
-		t.Fatalf("after 8,192 calls of 2^40: %d of 1,000 Inc(1) admitted, %d in one window; want at most 100", admitted, most)
+		t.Fatalf("after 64 calls of 2^47: %d of 1,000 Inc(1) admitted, %d in one window; want at most 100", admitted, most)
 	}
 	u := p.get("k")
 	want := limiter.Usage{Used: admitted, Limit: 100}
 	if s == SuppressedStrategy {
-		want.Declined = 8192*101 + (1000 - admitted) // each huge request counts as H + 1 = 101
+		want.Declined = calls*101 + (1000 - admitted) // each huge request counts as H + 1 = 101
 	} else if admitted != 100 {
 		t.Fatalf("absolute: %d of 1,000 Inc(1) admitted after refused huge requests, want exactly 100 (they record nothing)", admitted)
 	}

@@ -4,20 +4,20 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
 
 // setMeta reads the newest bucket's start n and the TTL span t of a set's
-// hash (docs/data-model.md): absolute, both from the meta field "m",
+// hash with the layouts of internal/redisx (docs/data-model.md): absolute,
+// both from the meta field "m",
 // "<c> <u> <o> <n> <nc> <t>"; suppressed, n from "m", "<u> <x> <o> <n> <nc>
 // <nd>", and t from "k", "<c> <hc> <f> <ft> <t>".
 func setMeta(t *testing.T, s Strategy, c redis.Cmdable, h string) (n, span int64) {
@@ -28,21 +28,17 @@ func setMeta(t *testing.T, s Strategy, c redis.Cmdable, h string) (n, span int64
 	}
 	m, _ := v[0].(string)
 	k, _ := v[1].(string)
-	fm, fk := strings.Fields(m), strings.Fields(k)
-	ts := ""
-	if s == SuppressedStrategy && len(fm) == 6 && len(fk) == 5 {
-		ts = fk[4]
-	} else if s == AbsoluteStrategy && len(fm) == 6 {
-		ts = fm[5]
-	} else {
-		t.Fatalf("HMGET %s m k = %q, %q; want the set layout of the %s strategy", h, m, k, s.keyName())
+	if s == SuppressedStrategy {
+		fm, ok1 := redisx.SupMeta.Parse(m)
+		fk, ok2 := redisx.SupSetRate.Parse(k)
+		if ok1 && ok2 {
+			return fm["n"], fk["t"]
+		}
+	} else if fm, ok := redisx.AbsSetMeta.Parse(m); ok && s == AbsoluteStrategy {
+		return fm["n"], fm["t"]
 	}
-	n, err1 := strconv.ParseInt(fm[3], 10, 64)
-	span, err2 := strconv.ParseInt(ts, 10, 64)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("HMGET %s m k = %q, %q: %v, %v", h, m, k, err1, err2)
-	}
-	return n, span
+	t.Fatalf("HMGET %s m k = %q, %q; want the set layout of the %s strategy", h, m, k, s.keyName())
+	return 0, 0
 }
 
 // ttlSets are two sets that give the limit "x" different windows (and

@@ -947,22 +947,22 @@ func errCmd(ctx context.Context, err error) *redis.Cmd {
 	return cmd
 }
 
-// AbsoluteCall validates an Inc (or, with peek, an IsAllowed) of an
-// absolute provider whose calls carry b's configuration, and describes it
-// for the policy: the Validate of its Backend.
+// AbsoluteCall is NewCall for an absolute provider (factor 1).
 func AbsoluteCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
-	return newCall(b, op, k, rate, n, peek, false)
+	return NewCall(b, op, k, rate, n, peek, 1)
 }
 
-// SuppressedCall is AbsoluteCall for a suppressed provider: the call's
-// Hard is the hard capacity.
+// SuppressedCall is NewCall for a suppressed provider, with the hard limit
+// factor of b's configuration.
 func SuppressedCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
-	return newCall(b, op, k, rate, n, peek, true)
+	return NewCall(b, op, k, rate, n, peek, b.Cfg.HardLimitFactor)
 }
 
-// newCall serves AbsoluteCall and SuppressedCall: the hard capacity is the
-// capacity unless suppressed.
-func newCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek, suppressed bool) (*Call, error) {
+// NewCall validates an Inc (or, with peek, an IsAllowed) of a provider
+// whose calls carry b's configuration, and describes it for the policy:
+// the Validate of its Backend. The call's Hard is the hard capacity at
+// factor (1 for an absolute provider: the capacity).
+func NewCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek bool, factor float64) (*Call, error) {
 	h, err := b.Check(op, k)
 	if err != nil {
 		return nil, err
@@ -978,8 +978,8 @@ func newCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek, sup
 		return nil, b.Errorf(op, err)
 	}
 	hard := c
-	if suppressed {
-		if hard, err = limiter.HardCapacity(rate, b.Cfg.Window, b.Cfg.HardLimitFactor); err != nil {
+	if factor != 1 {
+		if hard, err = limiter.HardCapacity(rate, b.Cfg.Window, factor); err != nil {
 			return nil, b.Errorf(op, err)
 		}
 	}

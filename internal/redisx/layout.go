@@ -72,7 +72,7 @@ func (l FieldLayout) Parse(s string) (map[string]int64, bool) {
 const LinkMaxCount = int64(1) << 21
 
 // The one-integer replies of abs_inc.lua, sup_inc.lua and abs_set.lua
-// (Decision, refusal and limiter/redisabs read them).
+// (Decision, refusal and internal/redisprov read them).
 const (
 	// An admission r ≥ 0 is remaining × 2^ShortShift + reset ms, with
 	// remaining < ShortMaxRemaining and reset < 2^ShortShift.

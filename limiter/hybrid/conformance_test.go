@@ -70,7 +70,8 @@ func onCluster(opts ...limiter.Option) conformance.Factory {
 
 // TestConformanceLeaseOne: with leases of one unit every admission is a
 // Redis decision, and the hybrid provider passes the absolute strategy's
-// whole conformance suite, as redisabs does.
+// whole conformance suite, as redisabs does. The backends run in parallel,
+// as redisabs' TestConformance.
 func TestConformanceLeaseOne(t *testing.T) {
 	for _, b := range []struct {
 		name string
@@ -80,7 +81,10 @@ func TestConformanceLeaseOne(t *testing.T) {
 		{"Real", onReal(hybrid.WithMaxLease(1))},
 		{"Cluster", onCluster(hybrid.WithMaxLease(1))},
 	} {
-		t.Run(b.name, func(t *testing.T) { conformance.RunAbsolute(t, b.f) })
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			conformance.RunAbsolute(t, b.f)
+		})
 	}
 }
 

@@ -37,11 +37,9 @@ func WithSyncInterval(d time.Duration) limiter.Option {
 }
 
 // WithMaxLease bounds the units one lease reserves. Default: no bound but
-// the key's capacity (the lease size adapts to the key's rate, see the
-// package documentation). 1 makes every admission beyond a lease's first
-// unit ask Redis: the provider then decides as redisabs does, call for
-// call (for tests and for keys whose RetryAfter and Remaining must be
-// exact). It must be at least 1. Other providers reject it
+// the key's capacity (the lease size follows the key's rate). 1 makes
+// every admission ask Redis, so the provider decides as redisabs does,
+// call for call. It must be at least 1. Other providers reject it
 // (limiter.ErrInvalidConfig).
 func WithMaxLease(n int64) limiter.Option {
 	return func(c *config.Config) {
@@ -55,20 +53,13 @@ func WithMaxLease(n int64) limiter.Option {
 }
 
 // WithLeaseAhead bounds how far after the grant a lease's bucket may
-// start: the most time D by which a lease outlives its bucket's B. A slow
-// key (one with no history, or whose lease ran out of time before it ran
-// out of units) asks for forward-dated leases: Redis files their units in
-// a bucket starting up to D after now, where they count from the grant
-// until that bucket dies, and the lease serves until that bucket's start
-// + B, with no commit (docs/algorithms.md, Hybrid leases). The script
-// scales D down once the key is a quarter full and uses none once the
-// grant leaves a quarter of the capacity or less, so a saturated key
-// holds its units W + B, as without it. Both hybrids read it; the
-// suppressed one scales D against the soft capacity. D is also how much
-// longer a lease may go on answering after Redis failed. Default W/20, at
-// most DefaultLeaseAheadMax (1 s); 0 turns forward-dating off (every
-// lease lives at most B). It must be between 0 and W/4. Other providers
-// reject it (limiter.ErrInvalidConfig).
+// start (D): a slow key gets leases whose units go into a bucket up to D
+// ahead, so a lease serves up to D + B instead of B; a key near its
+// capacity gets none. D is also how much longer a lease may go on
+// answering after Redis failed. Default W/20, at most DefaultLeaseAheadMax
+// (1 s); 0 turns forward-dating off. It must be between 0 and W/4. Other
+// providers reject it (limiter.ErrInvalidConfig; docs/algorithms.md,
+// Hybrid leases).
 func WithLeaseAhead(d time.Duration) limiter.Option {
 	return func(c *config.Config) {
 		if d < 0 {

@@ -59,7 +59,8 @@ func supOnCluster(opts ...limiter.Option) conformance.Factory {
 
 // TestSuppressedConformanceLeaseOne: with leases of one unit every
 // admission is a Redis decision, and the suppressed hybrid passes the
-// suppressed strategy's whole conformance suite, as redissup does.
+// suppressed strategy's whole conformance suite, as redissup does. The
+// backends run in parallel, as redissup's TestConformance.
 func TestSuppressedConformanceLeaseOne(t *testing.T) {
 	for _, b := range []struct {
 		name string
@@ -69,7 +70,10 @@ func TestSuppressedConformanceLeaseOne(t *testing.T) {
 		{"Real", supOnReal(hybrid.WithMaxLease(1))},
 		{"Cluster", supOnCluster(hybrid.WithMaxLease(1))},
 	} {
-		t.Run(b.name, func(t *testing.T) { conformance.RunSuppressed(t, b.f) })
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			conformance.RunSuppressed(t, b.f)
+		})
 	}
 }
 

@@ -27,6 +27,13 @@ func TestTwoWindows(t *testing.T) {
 		p := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithClock(clk)}
 		return newAbsolute(t, c, append(o1, p...)...), newAbsolute(t, c, append(o2, p...)...)
 	}
-	t.Run("Mini", func(t *testing.T) { conformance.RunTwoWindows(t, conformance.AbsoluteStrategy, nil, miniPair) })
-	t.Run("Real", func(t *testing.T) { conformance.RunTwoWindows(t, conformance.AbsoluteStrategy, nil, realPair) })
+	// Each pair has its own server or prefix: the two run in parallel.
+	t.Run("Mini", func(t *testing.T) {
+		t.Parallel()
+		conformance.RunTwoWindows(t, conformance.AbsoluteStrategy, nil, miniPair)
+	})
+	t.Run("Real", func(t *testing.T) {
+		t.Parallel()
+		conformance.RunTwoWindows(t, conformance.AbsoluteStrategy, nil, realPair)
+	})
 }

@@ -97,20 +97,31 @@ func TestConformance(t *testing.T) {
 // traceSteps is the length of each differential trace.
 const traceSteps = 10_000
 
+// miniTraceSteps is the trace's length on miniredis, whose gopher-lua runs
+// the scripts in the test's own process, slowly under the race detector:
+// the servers (a server, a cluster, a ring) run the full trace, and
+// miniredis a quarter of it, which still reaches every regime
+// (checkTraceStats) and is fuzzed against local by FuzzAgainstLocal.
+const miniTraceSteps = traceSteps / 4
+
 func TestTraceAgainstLocal(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			st := conformance.RunTrace(t, conformance.AbsoluteStrategy, traceSteps, 1, localAbsolute, b.f)
-			checkTraceStats(t, st)
+			steps := traceSteps
+			if b.name == "Mini" {
+				steps = miniTraceSteps
+			}
+			st := conformance.RunTrace(t, conformance.AbsoluteStrategy, steps, 1, localAbsolute, b.f)
+			checkTraceStats(t, st, steps)
 		})
 	}
 }
 
-func checkTraceStats(t *testing.T, st conformance.TraceStats) {
+func checkTraceStats(t *testing.T, st conformance.TraceStats, steps int) {
 	t.Helper()
 	t.Logf("trace: %+v", st)
-	if st.Steps < traceSteps || st.Allowed == 0 || st.Rejected == 0 || st.Never == 0 || st.Peeks == 0 {
+	if st.Steps < steps || st.Allowed == 0 || st.Rejected == 0 || st.Never == 0 || st.Peeks == 0 {
 		t.Errorf("trace did not reach every regime: %+v", st)
 	}
 }
@@ -135,24 +146,28 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // TestHostile compares hostile calls (huge costs, clock edges) with the
-// local provider on miniredis and real Redis.
+// local provider on miniredis and real Redis, in parallel as TestConformance.
 func TestHostile(t *testing.T) {
 	for _, b := range backends[:2] {
-		t.Run(b.name, func(t *testing.T) { conformance.RunHostile(t, conformance.AbsoluteStrategy, localAbsolute, b.f) })
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			conformance.RunHostile(t, conformance.AbsoluteStrategy, localAbsolute, b.f)
+		})
 	}
 }
 
 // TestTraceAgainstLocalBatched is the differential trace with batching on
 // (WithBatching(128)), on real Redis and the cluster: a batched limiter
-// decides exactly as the local one.
+// decides exactly as the local one. The two run in parallel.
 func TestTraceAgainstLocalBatched(t *testing.T) {
 	for _, b := range backends[1:3] {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			batched := func(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
 				return b.f(t, clk, append(opts, limiter.WithBatching(128))...)
 			}
 			st := conformance.RunTrace(t, conformance.AbsoluteStrategy, traceSteps, 1, localAbsolute, batched)
-			checkTraceStats(t, st)
+			checkTraceStats(t, st, traceSteps)
 		})
 	}
 }

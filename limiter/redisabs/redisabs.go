@@ -6,14 +6,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-go/sluice/internal/config"
-	"github.com/sluice-go/sluice/internal/failover"
+	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/internal/redisx"
-	"github.com/sluice-go/sluice/internal/relief"
-	"github.com/sluice-go/sluice/internal/window"
-	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
-	"github.com/sluice-go/sluice/scripts"
 )
 
 // Client is the part of a go-redis client the limiter calls: script
@@ -33,11 +28,7 @@ var _ redisx.Client = Client(nil)
 // and prefix, has room for all of it. It is safe for concurrent use. Build
 // it with New; the zero value is not usable.
 type Limiter struct {
-	b redisx.Base
-	g failover.Guard
-	// relief remembers refusals (hot-key relief), nil when it is off.
-	relief *relief.Memory
-	peeks  relief.Peeks
+	p redisprov.Provider
 }
 
 var (
@@ -46,7 +37,7 @@ var (
 )
 
 // Window returns the window the limiter was built with (WithWindow).
-func (l *Limiter) Window() time.Duration { return l.b.Cfg.Window }
+func (l *Limiter) Window() time.Duration { return l.p.Window() }
 
 // New returns an absolute limiter that keeps its state in Redis through
 // client. It reads WithWindow, WithBucket, WithPrefix and WithClock (given
@@ -59,106 +50,55 @@ func (l *Limiter) Window() time.Duration { return l.b.Cfg.Window }
 // goroutine and makes no call to Redis. A nil client is ErrInvalidConfig.
 func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 	l := &Limiter{}
-	if err := l.b.Init("redisabs", key.Absolute, client, opts); err != nil {
+	if err := l.p.Init(redisprov.Absolute, client, opts); err != nil {
 		return nil, err
-	}
-	l.initGuard(client, opts)
-	if !l.b.Cfg.NoRelief {
-		l.relief = new(relief.Memory)
-		l.relief.Init(l.b.Cfg.WindowMs, l.b.Cfg.BucketMs, l.b.Cfg.CacheMs)
 	}
 	return l, nil
 }
 
-// inc is Inc's call to Redis.
-func (l *Limiter) inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	if err := l.b.Valid("inc", k); err != nil {
-		return limiter.Decision{}, err
-	}
-	if err := config.CheckCost(n); err != nil {
-		return limiter.Decision{}, l.b.Errorf("inc", err)
-	}
-	c, err := limiter.Capacity(rate, l.b.Cfg.Window)
-	if err != nil {
-		return limiter.Decision{}, l.b.Errorf("inc", err)
-	}
-	if l.relief != nil {
-		// Before the key's hash name is built: a remembered refusal
-		// allocates nothing.
-		if r, ok := l.relief.Answer(k, c, c, n, l.b.Cfg.NowMs(), 0); ok {
-			return r.Decision(), nil
-		}
-	}
-	h, err := l.b.Check("inc", k)
-	if err != nil {
-		return limiter.Decision{}, err
-	}
-	if n == 0 || n > c || l.relief == nil {
-		// A request over the capacity is refused whatever its size: the
-		// script sees C + 1, so its numbers stay exact in a double.
-		return l.decide(ctx, "inc", h, c, min(n, c+1))
-	}
-	r, err := l.relief.Decide(ctx, k, c, c, n, 0, l.b.Cfg.NowMs, func(ctx context.Context, _ int64) (window.Result, error) {
-		return l.run(ctx, "inc", h, c, n)
-	})
-	if err != nil {
-		return limiter.Decision{}, err
-	}
-	return r.Decision(), nil
+// Inc admits n units of key at rate if they all fit in the window, and
+// records them; a refusal records nothing. n = 0 decides for one unit and
+// records nothing. It costs one script call, bounded by WithTimeout. A
+// call is never retried: one that timed out may or may not have counted.
+// When Redis is unavailable (see limiter.WithFailurePolicy) the failure
+// policy answers, with Degraded set, and later calls do not ask Redis until
+// the background probe finds it back.
+func (l *Limiter) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
+	return l.p.Inc(ctx, k, rate, n)
 }
 
-// isAllowed is IsAllowed's call to Redis.
-func (l *Limiter) isAllowed(ctx context.Context, k string) (limiter.Decision, error) {
-	h, err := l.b.Check("is allowed", k)
-	if err != nil {
-		return limiter.Decision{}, err
-	}
-	if l.relief == nil {
-		return l.decide(ctx, "is allowed", h, 0, 0)
-	}
-	return l.peeks.Do(ctx, k, func(ctx context.Context) (limiter.Decision, error) {
-		return l.decide(ctx, "is allowed", h, 0, 0)
-	})
+// IsAllowed reports whether one more unit of key would be admitted now at
+// the capacity stored by its latest Inc. It writes nothing. A key with no
+// live state is allowed, with Limit 0. Redis failures are handled as for
+// Inc.
+func (l *Limiter) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
+	return l.p.IsAllowed(ctx, k)
 }
 
-// decide runs abs_inc.lua; c = 0 asks for the stored capacity.
-func (l *Limiter) decide(ctx context.Context, op, h string, c, n int64) (limiter.Decision, error) {
-	r, err := l.run(ctx, op, h, c, n)
-	if err != nil {
-		return limiter.Decision{}, err
-	}
-	return r.Decision(), nil
+// Get returns key's usage in the live window: the units admitted and the
+// stored capacity, both 0 for a key with no live state. It writes nothing.
+// It has no Decision to mark as degraded, so under every policy an
+// unavailable Redis is an error: Redis's own, or ErrUnavailable while the
+// breaker is open.
+func (l *Limiter) Get(ctx context.Context, k string) (limiter.Usage, error) {
+	return l.p.Get(ctx, k)
 }
 
-// run is decide's script call, its reply read.
-func (l *Limiter) run(ctx context.Context, op, h string, c, n int64) (window.Result, error) {
-	v, err := l.b.Run(ctx, scripts.AbsInc, []string{h},
-		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL)
-	if err != nil {
-		return window.Result{}, l.b.Errorf(op, err)
-	}
-	r, err := redisx.Decision(v, c, window.OutcomeAllowed, window.OutcomeRejected)
-	if err != nil {
-		return window.Result{}, l.b.Errorf(op, err)
-	}
-	return r, nil
+// Reset forgets key: it UNLINKs the key's hash, and drops what the local
+// fallback and hot-key relief hold for it. Redis failures are errors, as
+// for Get.
+func (l *Limiter) Reset(ctx context.Context, k string) error {
+	return l.p.Reset(ctx, k)
 }
 
-// get is Get's call to Redis.
-func (l *Limiter) get(ctx context.Context, k string) (limiter.Usage, error) {
-	h, err := l.b.Check("get", k)
-	if err != nil {
-		return limiter.Usage{}, err
-	}
-	v, err := l.b.Run(ctx, scripts.AbsGet, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B)
-	if err != nil {
-		return limiter.Usage{}, l.b.Errorf("get", err)
-	}
-	x, err := redisx.Int64s(v, 2)
-	if err != nil {
-		return limiter.Usage{}, l.b.Errorf("get", err)
-	}
-	return limiter.Usage{Used: x[0], Limit: x[1]}, nil
+// Close marks the limiter closed: later calls return ErrClosed. It stops
+// the background probe, if Redis is down, and the local fallback, and
+// waits for them and for the batching goroutines (which end once the calls
+// made before Close are answered) until ctx is done (then it returns ctx's
+// error). It does not close the client, which belongs to the caller.
+// Closing twice is harmless.
+func (l *Limiter) Close(ctx context.Context) error {
+	return l.p.Close(ctx)
 }
 
 // Ping checks that Redis answers this limiter: one script call that
@@ -168,4 +108,6 @@ func (l *Limiter) get(ctx context.Context, k string) (limiter.Usage, error) {
 // Redis that refuses writes is an error naming the address, where Inc
 // would answer from the local fallback (FallbackLocal, the default) and
 // say so only in Decision.Degraded and the log.
-func (l *Limiter) Ping(ctx context.Context) error { return l.g.Ping(ctx) }
+func (l *Limiter) Ping(ctx context.Context) error {
+	return l.p.Ping(ctx)
+}

@@ -30,8 +30,15 @@ func TestTwoWindows(t *testing.T) {
 		p := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithClock(clk)}
 		return newLimiter(t, c, append(o1, p...)...), newLimiter(t, c, append(o2, p...)...)
 	}
-	t.Run("Mini", func(t *testing.T) { conformance.RunTwoWindows(t, conformance.AbsoluteStrategy, onMini, miniPair) })
-	t.Run("Real", func(t *testing.T) { conformance.RunTwoWindows(t, conformance.AbsoluteStrategy, onReal, realPair) })
+	// Each pair has its own server or prefix: the two run in parallel.
+	t.Run("Mini", func(t *testing.T) {
+		t.Parallel()
+		conformance.RunTwoWindows(t, conformance.AbsoluteStrategy, onMini, miniPair)
+	})
+	t.Run("Real", func(t *testing.T) {
+		t.Parallel()
+		conformance.RunTwoWindows(t, conformance.AbsoluteStrategy, onReal, realPair)
+	})
 }
 
 // TestLayoutError: a hash whose record names a layout this version does

@@ -35,10 +35,12 @@ func TestTrace(t *testing.T) {
 }
 
 // TestHostile compares hostile calls (huge costs, saturated declined
-// totals, clock edges) with the local provider on miniredis and real Redis.
+// totals, clock edges) with the local provider on miniredis and real
+// Redis, in parallel as TestConformance.
 func TestHostile(t *testing.T) {
 	for _, p := range providers[:2] {
 		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
 			conformance.RunHostile(t, conformance.SuppressedStrategy, localFactory, p.f)
 		})
 	}

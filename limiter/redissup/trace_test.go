@@ -144,10 +144,11 @@ func wantRegimes(t *testing.T, op string, total int, rs []regime) {
 }
 
 // TestSameAsLocalBatched is TestSameAsLocal's trace with batching on
-// (WithBatching(128)), on real Redis and the cluster.
+// (WithBatching(128)), on real Redis and the cluster, in parallel.
 func TestSameAsLocalBatched(t *testing.T) {
 	for _, p := range providers[1:3] {
 		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
 			batched := func(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
 				return p.f(t, clk, append(opts, limiter.WithBatching(128))...)
 			}
@@ -166,11 +167,13 @@ func TestSameAsLocalBatched(t *testing.T) {
 
 // TestSameAsLocal shows that, given the same seeded source and the same
 // time, the Redis provider decides exactly as the local one in every
-// regime, so nothing depends on server-side randomness.
+// regime, so nothing depends on server-side randomness. The traces, one
+// per provider and window, each on its own limiters, run in parallel.
 func TestSameAsLocal(t *testing.T) {
 	for _, p := range providers {
 		for _, w := range []time.Duration{time.Second, 3 * time.Second} {
 			t.Run(fmt.Sprintf("%s/W=%v", p.name, w), func(t *testing.T) {
+				t.Parallel()
 				const steps = 6000
 				r := suppressedTrace(t, p.f, w, steps, 11)
 				t.Logf("%+v", r)

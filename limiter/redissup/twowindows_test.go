@@ -24,10 +24,13 @@ func TestTwoWindows(t *testing.T) {
 		p := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithClock(clk)}
 		return newLimiter(t, c, with(o1, p...)...), newLimiter(t, c, with(o2, p...)...)
 	}
+	// Each pair has its own server or prefix: the two run in parallel.
 	t.Run("Mini", func(t *testing.T) {
+		t.Parallel()
 		conformance.RunTwoWindows(t, conformance.SuppressedStrategy, miniFactory, miniPair)
 	})
 	t.Run("Real", func(t *testing.T) {
+		t.Parallel()
 		conformance.RunTwoWindows(t, conformance.SuppressedStrategy, clockFactory(func(t testing.TB) redissup.Client { return realClient(t) }), realPair)
 	})
 }

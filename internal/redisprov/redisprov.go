@@ -1,0 +1,316 @@
+// Package redisprov is the one provider core behind limiter/redisabs and
+// limiter/redissup: the checks of every call, the failure policy
+// (failover.Guard), hot-key relief and the calls on sets. A Strategy
+// value names what differs between the two: the scripts, their arguments
+// and the reading of their replies (absolute.go, suppressed.go). The
+// public packages are thin faces over a Provider.
+package redisprov
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/failover"
+	"github.com/sluice-go/sluice/internal/redisx"
+	"github.com/sluice-go/sluice/internal/relief"
+	"github.com/sluice-go/sluice/internal/window"
+	"github.com/sluice-go/sluice/key"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/scripts"
+)
+
+// Strategy is the strategy of a Provider: Absolute or Suppressed. The
+// Provider dispatches on it with plain branches, not an interface, so the
+// buffers of a call stay on the stack.
+type Strategy struct {
+	pkg string // the face's package: the prefix of every error
+	key string // key.Absolute or key.Suppressed: the Redis key's part
+	sup bool
+}
+
+// The two strategies.
+var (
+	Absolute   = Strategy{pkg: "redisabs", key: key.Absolute}
+	Suppressed = Strategy{pkg: "redissup", key: key.Suppressed, sup: true}
+)
+
+// Provider is a Redis limiter of one strategy. It is safe for concurrent
+// use once Init has returned; use it by pointer, it must not be copied.
+type Provider struct {
+	b redisx.Base
+	g failover.Guard
+	// relief remembers refusals (hot-key relief), nil when it is off.
+	relief *relief.Memory
+	peeks  relief.Peeks
+	sup    bool
+}
+
+// Init resolves opts and sets p up for strategy s over client. It starts
+// no goroutine and makes no call to Redis. A nil client or a bad option is
+// ErrInvalidConfig.
+func (p *Provider) Init(s Strategy, client redisx.Client, opts []limiter.Option) error {
+	if err := p.b.Init(s.pkg, s.key, client, opts); err != nil {
+		return err
+	}
+	p.sup = s.sup
+	cfg := &p.b.Cfg
+	recon := failover.AbsoluteReconciler(&p.b)
+	if p.sup {
+		recon = failover.SuppressedReconciler(&p.b)
+	}
+	p.g.Init(s.pkg, s.key, client, cfg, opts, failover.Probe(cfg), recon)
+	p.b.SetGate(p.g.Opened)
+	if !cfg.NoRelief {
+		p.relief = new(relief.Memory)
+		p.relief.Init(cfg.WindowMs, cfg.BucketMs, cfg.CacheMs)
+	}
+	return nil
+}
+
+// Window returns the window of WithWindow.
+func (p *Provider) Window() time.Duration { return p.b.Cfg.Window }
+
+// factor is the hard limit factor of the strategy's calls: 1 for absolute.
+func (p *Provider) factor() float64 {
+	if p.sup {
+		return p.b.Cfg.HardLimitFactor
+	}
+	return 1
+}
+
+// draw is the call's one number from the random source, in ppm; absolute
+// draws nothing.
+func (p *Provider) draw() int64 {
+	if p.sup {
+		return window.DrawPPM(p.b.Cfg.Rand())
+	}
+	return 0
+}
+
+// Inc runs an Inc under the failure policy.
+func (p *Provider) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
+	return p.g.Decide(ctx, (*backend)(p), "inc", k, rate, n, false)
+}
+
+// IsAllowed runs an IsAllowed under the failure policy.
+func (p *Provider) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
+	return p.g.Decide(ctx, (*backend)(p), "is allowed", k, limiter.Rate{}, 0, true)
+}
+
+// Get runs a Get: an unavailable Redis is an error under every policy.
+func (p *Provider) Get(ctx context.Context, k string) (limiter.Usage, error) {
+	return p.g.Get(ctx, (*backend)(p), &p.b, k)
+}
+
+// Reset UNLINKs the key's hash and drops what the fallback and relief
+// hold for it.
+func (p *Provider) Reset(ctx context.Context, k string) error {
+	err := p.g.Reset(ctx, &p.b, k)
+	if p.relief != nil {
+		// Forgotten whether or not the UNLINK worked (a timed-out one
+		// may have): forgetting costs one Redis call, never a decision.
+		p.relief.Forget(k)
+	}
+	return err
+}
+
+// Close makes later calls fail with ErrClosed and waits for the probe,
+// the fallback and the batching goroutines until ctx is done.
+func (p *Provider) Close(ctx context.Context) error {
+	p.b.Close()
+	err := p.g.Close(ctx)
+	if werr := p.b.Wait(ctx); err == nil {
+		err = werr
+	}
+	return err
+}
+
+// Ping runs the probe once, bounded by WithTimeout on top of ctx.
+func (p *Provider) Ping(ctx context.Context) error { return p.g.Ping(ctx) }
+
+// inc is Inc's call to Redis.
+func (p *Provider) inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
+	b := &p.b
+	if err := b.Valid("inc", k); err != nil {
+		return limiter.Decision{}, err
+	}
+	if err := config.CheckCost(n); err != nil {
+		return limiter.Decision{}, b.Errorf("inc", err)
+	}
+	soft, err := limiter.Capacity(rate, b.Cfg.Window)
+	if err != nil {
+		return limiter.Decision{}, b.Errorf("inc", err)
+	}
+	hard := soft
+	if p.sup {
+		if hard, err = limiter.HardCapacity(rate, b.Cfg.Window, b.Cfg.HardLimitFactor); err != nil {
+			return limiter.Decision{}, b.Errorf("inc", err)
+		}
+	}
+	draw := p.draw()
+	// A suppressed peek is never answered from memory: the declines
+	// memory made wait for a call that writes.
+	if p.relief != nil && (n > 0 || !p.sup) {
+		// Before the key's hash name is built: a remembered refusal
+		// allocates nothing.
+		if r, ok := p.relief.Answer(k, soft, hard, n, b.Cfg.NowMs(), draw); ok {
+			return r.Decision(), nil
+		}
+	}
+	h, err := b.Check("inc", k)
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	if p.relief == nil || n == 0 || !p.sup && n > soft {
+		r, err := p.run(ctx, "inc", h, soft, hard, n, draw, 0)
+		if err != nil {
+			return limiter.Decision{}, err
+		}
+		return r.Decision(), nil
+	}
+	r, err := p.relief.Decide(ctx, k, soft, hard, n, draw, b.Cfg.NowMs, func(ctx context.Context, decl int64) (window.Result, error) {
+		return p.run(ctx, "inc", h, soft, hard, n, draw, decl)
+	})
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	return r.Decision(), nil
+}
+
+// run is one call of the strategy's decision script, its reply read.
+func (p *Provider) run(ctx context.Context, op, h string, soft, hard, n, draw, decl int64) (window.Result, error) {
+	b := &p.b
+	if p.sup {
+		return p.decide(ctx, op, scripts.SupInc, h, soft, decl > 0, supArgs(b, soft, hard, n, draw, decl)...)
+	}
+	// A request over the capacity is refused whatever its size: the
+	// script sees C + 1, so its numbers stay exact in a double.
+	return p.decide(ctx, op, scripts.AbsInc, h, soft, false, redisx.NowArg(&b.Cfg), b.W, b.B, soft, min(n, soft+1), b.TTL)
+}
+
+// decide runs a decision script on hash h with args and reads its reply
+// for capacity c (0: the stored one). long: the reply may carry more than
+// the decision (sup_inc.lua with the hybrid's arguments).
+func (p *Provider) decide(ctx context.Context, op string, script *redis.Script, h string, c int64, long bool, args ...any) (window.Result, error) {
+	v, err := p.b.Run(ctx, script, []string{h}, args...)
+	if err != nil {
+		return window.Result{}, p.b.Errorf(op, err)
+	}
+	if arr, ok := v.([]any); ok && long && len(arr) > decisionLen {
+		v = arr[:decisionLen]
+	}
+	refused := int64(window.OutcomeRejected)
+	if p.sup {
+		refused = window.OutcomeSuppressed
+	}
+	r, err := redisx.Decision(v, c, window.OutcomeAllowed, refused)
+	if err != nil {
+		return window.Result{}, p.b.Errorf(op, err)
+	}
+	return r, nil
+}
+
+// isAllowed is IsAllowed's call to Redis.
+func (p *Provider) isAllowed(ctx context.Context, k string) (limiter.Decision, error) {
+	h, err := p.b.Check("is allowed", k)
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	if p.relief == nil {
+		return p.peek(ctx, h)
+	}
+	return p.peeks.Do(ctx, k, func(ctx context.Context) (limiter.Decision, error) { return p.peek(ctx, h) })
+}
+
+// peek is isAllowed's script call: sup_allowed.lua, or abs_inc.lua with
+// c = 0, which asks for the stored capacity and writes nothing.
+func (p *Provider) peek(ctx context.Context, h string) (limiter.Decision, error) {
+	b := &p.b
+	var r window.Result
+	var err error
+	if p.sup {
+		r, err = p.decide(ctx, "is allowed", scripts.SupAllowed, h, 0, false, redisx.NowArg(&b.Cfg), b.W, b.Cache, b.B)
+	} else {
+		r, err = p.decide(ctx, "is allowed", scripts.AbsInc, h, 0, false, redisx.NowArg(&b.Cfg), b.W, b.B, 0, 0, b.TTL)
+	}
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	return r.Decision(), nil
+}
+
+// get is Get's call to Redis.
+func (p *Provider) get(ctx context.Context, k string) (limiter.Usage, error) {
+	h, err := p.b.Check("get", k)
+	if err != nil {
+		return limiter.Usage{}, err
+	}
+	var u [1]limiter.Usage
+	script := scripts.AbsGet
+	if p.sup {
+		script = scripts.SupGet
+	}
+	if err := p.usages(ctx, "get", script, []string{h}, u[:], redisx.NowArg(&p.b.Cfg), p.b.W, p.b.B); err != nil {
+		return limiter.Usage{}, err
+	}
+	if p.sup && p.relief != nil {
+		// Units declined from memory reach Redis with the key's next
+		// call; until then they are counted here.
+		u[0].Declined += p.relief.Pending(k, p.b.Cfg.NowMs())
+	}
+	return u[0], nil
+}
+
+// usages runs a usage script over hashes hs with args and reads one usage
+// per hash into us: abs_get.lua's units admitted and capacity, or
+// sup_get.lua's and sup_set_get.lua's accepted, declined and soft
+// capacity.
+func (p *Provider) usages(ctx context.Context, op string, script *redis.Script, hs []string, us []limiter.Usage, args ...any) error {
+	width := absUsageLen
+	if p.sup {
+		width = supUsageLen
+	}
+	v, err := p.b.Run(ctx, script, hs, args...)
+	if err != nil {
+		return p.b.Errorf(op, err)
+	}
+	x, err := redisx.Int64s(v, width*len(us))
+	if err != nil {
+		return p.b.Errorf(op, err)
+	}
+	for i := range us {
+		y := x[width*i:]
+		if p.sup {
+			us[i] = limiter.Usage{Used: y[0], Declined: y[1], Limit: y[2]}
+		} else {
+			us[i] = limiter.Usage{Used: y[0], Limit: y[1]}
+		}
+	}
+	return nil
+}
+
+// backend is the Provider as its Guard sees it (failover.Backend and
+// failover.SetBackend): a pointer, so passing it allocates nothing.
+type backend Provider
+
+// Validate checks an Inc (or, with peek, an IsAllowed) for the policy.
+func (be *backend) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*failover.Call, error) {
+	p := (*Provider)(be)
+	return failover.NewCall(&p.b, op, k, rate, n, peek, p.factor())
+}
+
+// Decide is the Redis call of an Inc or, with peek, an IsAllowed.
+func (be *backend) Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
+	if peek {
+		return (*Provider)(be).isAllowed(ctx, k)
+	}
+	return (*Provider)(be).inc(ctx, k, rate, n)
+}
+
+// Usage is the Redis call of a Get.
+func (be *backend) Usage(ctx context.Context, k string) (limiter.Usage, error) {
+	return (*Provider)(be).get(ctx, k)
+}
