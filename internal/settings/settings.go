@@ -55,10 +55,6 @@ const (
 	MaxTimeout = time.Hour
 )
 
-// Clock is the time source of local and hybrid providers (limiter.Clock
-// is the same interface, named for users).
-type Clock = interface{ Now() time.Time }
-
 // wallClock is the default clock: the wall clock read once, when the
 // process started, advanced by the monotonic clock since. time.Since reads
 // one clock where time.Now reads two (on a VM each read is a vDSO call of
@@ -74,7 +70,7 @@ var (
 func (wallClock) Now() time.Time { return startWall.Add(time.Since(startWall)) }
 
 // WallClock is the default clock.
-var WallClock Clock = wallClock{}
+var WallClock interface{ Now() time.Time } = wallClock{}
 
 // Config is the resolved configuration, over the observer type Obs, the
 // failure policy Pol and the state change SC of package limiter. The zero
@@ -84,8 +80,8 @@ type Config[Obs any, Pol ~int, SC any] struct {
 	Bucket           time.Duration // 0 until resolved: W/100, at least 1 ms
 	HardLimitFactor  float64
 	SuppressionCache time.Duration
-	Clock            Clock
-	ClockSet         bool // WithClock was given (Redis providers then stop using TIME)
+	Clock            interface{ Now() time.Time } // limiter.Clock
+	ClockSet         bool                         // WithClock was given (Redis providers then stop using TIME)
 	Random           func() float64
 	RandomSet        bool // WithRandom was given (else Random is math/rand/v2's Float64)
 	Prefix           string

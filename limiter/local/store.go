@@ -193,8 +193,10 @@ func (s *store) drawPPM() int64 {
 	return s.drawSet()
 }
 
-// drawSet draws from the source of WithRandom, out of drawPPM's line so
-// that drawPPM inlines.
+// drawSet draws from the source of WithRandom, kept out of line so that
+// drawPPM inlines.
+//
+//go:noinline
 func (s *store) drawSet() int64 { return window.DrawPPM(s.cfg.Rand()) }
 
 // now reads the clock in ms; the default clock without an interface call.

@@ -45,5 +45,5 @@ func TestTraceHashTable(t *testing.T) {
 		return newLimiter(t, c, append([]limiter.Option{limiter.WithTimeout(0), limiter.WithClock(clk)}, opts...)...)
 	}
 	st := conformance.RunTrace(t, conformance.AbsoluteStrategy, traceSteps, 5, localAbsolute, onHashTable)
-	checkTraceStats(t, st)
+	checkTraceStats(t, st, traceSteps)
 }

@@ -22,8 +22,12 @@ func TestSetTraceAgainstLocal(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel() // miniredis runs in this process, the servers in theirs
+			// The real server runs the full trace; the cluster, the ring
+			// and miniredis (whose gopher-lua runs in this process, slowly
+			// under the race detector) a third of it, which still admits
+			// and refuses sets in every combination the trace draws.
 			steps := setTraceSteps
-			if b.name == "Cluster" || b.name == "Ring" {
+			if b.name != "Real" {
 				steps = 2_000
 			}
 			admitted, refused := conformance.RunSetTrace(t, conformance.AbsoluteStrategy, steps, 3, localAbsolute, b.f)
