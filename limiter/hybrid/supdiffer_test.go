@@ -40,9 +40,10 @@ func TestSuppressedDiffers(t *testing.T) {
 		// and a call shed on a loaded machine would differ.
 		opts := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0), limiter.WithClock(clk),
 			limiter.WithWindow(time.Second), limiter.WithBucket(100 * time.Millisecond), limiter.WithHardLimitFactor(2),
-			limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return draw }),
-			hybrid.WithSyncInterval(time.Hour), hybrid.WithLeaseAhead(0)}
-		a, b = newSuppressed(t, c, opts...), newSuppressed(t, c, opts...)
+			limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return draw })}
+		hyb := append(opts[:len(opts):len(opts)], hybrid.WithSyncInterval(time.Hour), hybrid.WithLeaseAhead(0))
+		a, b = newSuppressed(t, c, hyb...), newSuppressed(t, c, hyb...)
+		// redissup refuses the hybrid's options (ErrInvalidConfig).
 		r, err := redissup.New(c, opts...)
 		if err != nil {
 			t.Fatal(err)
