@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"runtime"
@@ -12,10 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/limiter"
-	"github.com/sluice-go/sluice/limiter/redisabs"
-	"github.com/sluice-go/sluice/limiter/redissup"
 )
 
 var (
@@ -77,36 +72,8 @@ func TestLatency(t *testing.T) {
 // the default 250 ms, so that a loaded machine does not send calls to the
 // failure policy: a degraded decision fails the test.
 var latencyContenders = func() []contender {
-	errDegraded := errors.New("degraded decision: the call did not reach Redis")
-	cs := []contender{
-		{"redisabs", func(c *redis.Client, p policy, clk limiter.Clock) (incFunc, error) {
-			l, err := redisabs.New(c, append(clockOpts(clk), limiter.WithBatching(0), limiter.WithTimeout(5*time.Second))...)
-			if err != nil {
-				return nil, err
-			}
-			return func(ctx context.Context, k string) (bool, error) {
-				d, err := l.Inc(ctx, k, p.rate, 1)
-				if err == nil && d.Degraded {
-					err = errDegraded
-				}
-				return d.Allowed, err
-			}, nil
-		}},
-		{"redissup", func(c *redis.Client, p policy, clk limiter.Clock) (incFunc, error) {
-			l, err := redissup.New(c, append(clockOpts(clk), limiter.WithHardLimitFactor(hardLimitFactor),
-				limiter.WithBatching(0), limiter.WithTimeout(5*time.Second))...)
-			if err != nil {
-				return nil, err
-			}
-			return func(ctx context.Context, k string) (bool, error) {
-				d, err := l.Inc(ctx, k, p.rate, 1)
-				if err == nil && d.Degraded {
-					err = errDegraded
-				}
-				return d.Allowed && d.Outcome == limiter.Allowed, err
-			}, nil
-		}},
-	}
+	bounded := []limiter.Option{limiter.WithBatching(0), limiter.WithTimeout(5 * time.Second)}
+	cs := []contender{sluiceContender("redisabs", false, bounded...), sluiceContender("redissup", true, bounded...)}
 	for _, ct := range contenders {
 		if ct.name == "redis_rate" {
 			cs = append(cs, ct)

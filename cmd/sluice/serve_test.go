@@ -67,26 +67,6 @@ func (w *lineWriter) String() string {
 	return w.buf.String()
 }
 
-// safeBuilder is a strings.Builder that a child process's output copier
-// may write while the test reads it (exec copies a non-file Stderr on a
-// goroutine of its own).
-type safeBuilder struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *safeBuilder) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *safeBuilder) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type served struct {
 	status int
 	header http.Header
@@ -208,8 +188,9 @@ func TestServeBinaryNoRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr safeBuilder // read while the process runs
-	cmd.Stderr = &stderr
+	// A locked writer: read while exec's copier goroutine writes it.
+	stderr := &lineWriter{url: make(chan string, 1)}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
