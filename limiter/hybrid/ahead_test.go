@@ -210,6 +210,8 @@ func TestSuppressedForwardDatedLease(t *testing.T) {
 			mr.SetTime(now)
 			mr.FastForward(d)
 		})
+		// No per-call timeout: the test counts exact leases and decisions,
+		// and a call shed on a loaded machine would differ.
 		common := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0),
 			limiter.WithClock(clk), limiter.WithWindow(time.Minute)}
 		s := newSuppressed(t, c, append(append(common, hybrid.WithSyncInterval(time.Hour)), opts...)...)
