@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,47 +80,21 @@ var latencyContenders = func() []contender {
 	return cs
 }()
 
-// timeCalls makes n calls f(i) from g goroutines and returns each call's
-// duration, sorted, and how many were refused.
+// timeCalls makes n calls f(i) from g goroutines (parallel) and returns
+// each call's duration, sorted, and how many were refused.
 func timeCalls(g, n int, f func(i int) (bool, error)) ([]time.Duration, int64, error) {
 	d := make([]time.Duration, n)
-	var next, refused atomic.Int64
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	for w := 0; w < g; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) {
-					return
-				}
-				start := time.Now()
-				ok, err := f(int(i))
-				d[i] = time.Since(start)
-				if err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					next.Store(int64(n))
-					return
-				}
-				if !ok {
-					refused.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if first != nil {
-		return nil, 0, first
+	refused, err := parallel(g, n, func(i int) (bool, error) {
+		start := time.Now()
+		ok, err := f(i)
+		d[i] = time.Since(start)
+		return ok, err
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-	return d, refused.Load(), nil
+	return d, refused, nil
 }
 
 // percentile returns the q-quantile of the sorted durations in µs (the
