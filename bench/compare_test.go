@@ -3,6 +3,7 @@ package bench
 import (
 	"flag"
 	"fmt"
+	"github.com/sluice-go/sluice/bench/internal/stat"
 	"os"
 	"runtime"
 	"sort"
@@ -110,19 +111,6 @@ func printHeader(t *testing.T, rounds int) {
 	fmt.Printf("go: %s\nredis: %s\nrounds: %d\n", runtime.Version(), v, rounds)
 }
 
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if n := len(s); n%2 == 1 {
-		return s[n/2]
-	} else {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-}
-
 // metric returns metric unit of each result ("ns/op" is the built-in one).
 func metric(rs []testing.BenchmarkResult, unit string) []float64 {
 	xs := make([]float64, len(rs))
@@ -167,7 +155,7 @@ func printSummary(incs map[string][]testing.BenchmarkResult, mems map[string][]m
 			rr := metric(incs[incName(w.name, g, "redis_rate")], "ops/s")
 			ar, sa := ratios(abs, rr), ratios(sup, abs)
 			fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %.2f (%s) | %.2f (%s) |\n", w.name, g,
-				median(abs), median(sup), median(rr), median(ar), spread(ar), median(sa), spread(sa))
+				stat.Median(abs), stat.Median(sup), stat.Median(rr), stat.Median(ar), spread(ar), stat.Median(sa), spread(sa))
 		}
 	}
 	fmt.Printf("\n| workload | goroutines | server µs/call abs · sup · rate | server CPU µs/call abs · sup · rate | client CPU µs/call abs · sup · rate | client allocs/op abs · sup · rate | client B/op abs · sup · rate |\n")
@@ -177,16 +165,16 @@ func printSummary(incs map[string][]testing.BenchmarkResult, mems map[string][]m
 			var srv, cpu, self, allocs, bytes []string
 			for _, ct := range contenders {
 				rs := incs[incName(w.name, g, ct.name)]
-				srv = append(srv, fmt.Sprintf("%.2f", median(metric(rs, "server-µs/op"))))
-				cpu = append(cpu, fmt.Sprintf("%.1f", median(metric(rs, "server-cpu-µs/op"))))
-				self = append(self, fmt.Sprintf("%.1f", median(metric(rs, "client-cpu-µs/op"))))
+				srv = append(srv, fmt.Sprintf("%.2f", stat.Median(metric(rs, "server-µs/op"))))
+				cpu = append(cpu, fmt.Sprintf("%.1f", stat.Median(metric(rs, "server-cpu-µs/op"))))
+				self = append(self, fmt.Sprintf("%.1f", stat.Median(metric(rs, "client-cpu-µs/op"))))
 				var a, m []float64
 				for _, r := range rs {
 					a = append(a, float64(r.AllocsPerOp()))
 					m = append(m, float64(r.AllocedBytesPerOp()))
 				}
-				allocs = append(allocs, fmt.Sprintf("%.0f", median(a)))
-				bytes = append(bytes, fmt.Sprintf("%.0f", median(m)))
+				allocs = append(allocs, fmt.Sprintf("%.0f", stat.Median(a)))
+				bytes = append(bytes, fmt.Sprintf("%.0f", stat.Median(m)))
 			}
 			fmt.Printf("| %s | %d | %s | %s | %s | %s | %s |\n", w.name, g,
 				strings.Join(srv, " · "), strings.Join(cpu, " · "), strings.Join(self, " · "),
@@ -197,8 +185,8 @@ func printSummary(incs map[string][]testing.BenchmarkResult, mems map[string][]m
 	fmt.Printf("| --- | ---: | ---: | ---: |\n")
 	for _, k := range luaCalls {
 		rs := incs[luaName(k)]
-		fmt.Printf("| k = %d | %.2f | %.1f | %.1f |\n", k, median(metric(rs, "server-µs/op")),
-			median(metric(rs, "server-cpu-µs/op")), median(metric(rs, "client-cpu-µs/op")))
+		fmt.Printf("| k = %d | %.2f | %.1f | %.1f |\n", k, stat.Median(metric(rs, "server-µs/op")),
+			stat.Median(metric(rs, "server-cpu-µs/op")), stat.Median(metric(rs, "client-cpu-µs/op")))
 	}
 
 	fmt.Printf("\n| memory, 10,000 keys at 10/min, 5 requests each | redisabs | redissup | redis_rate |\n")
@@ -218,7 +206,7 @@ func printSummary(incs map[string][]testing.BenchmarkResult, mems map[string][]m
 				for _, m := range mems[memName(buckets, ct.name)] {
 					xs = append(xs, row.get(m))
 				}
-				cells = append(cells, fmt.Sprintf("%.0f (%s)", median(xs), spread0(xs)))
+				cells = append(cells, fmt.Sprintf("%.0f (%s)", stat.Median(xs), spread0(xs)))
 			}
 			fmt.Printf("| %d bucket(s), %s | %s |\n", buckets, row.what, strings.Join(cells, " | "))
 		}
@@ -229,16 +217,16 @@ func printSummary(incs map[string][]testing.BenchmarkResult, mems map[string][]m
 	abs := incs[incName(w, g, "redisabs")]
 	sup := incs[incName(w, g, "redissup")]
 	rr := incs[incName(w, g, "redis_rate")]
-	ar := median(ratios(metric(abs, "ops/s"), metric(rr, "ops/s")))
-	sa := median(ratios(metric(sup, "ops/s"), metric(abs, "ops/s")))
-	absUs, rrUs := median(metric(abs, "server-µs/op")), median(metric(rr, "server-µs/op"))
+	ar := stat.Median(ratios(metric(abs, "ops/s"), metric(rr, "ops/s")))
+	sa := stat.Median(ratios(metric(sup, "ops/s"), metric(abs, "ops/s")))
+	absUs, rrUs := stat.Median(metric(abs, "server-µs/op")), stat.Median(metric(rr, "server-µs/op"))
 	var worstMem float64
 	for _, buckets := range []int{1, 5} {
 		var p []float64
 		for _, m := range mems[memName(buckets, "redisabs")] {
 			p = append(p, m.PerKey)
 		}
-		worstMem = max(worstMem, median(p))
+		worstMem = max(worstMem, stat.Median(p))
 	}
 	fmt.Printf("\n| target (%s, %d goroutines) | measured | result |\n| --- | ---: | --- |\n", w, g)
 	fmt.Printf("| redisabs ops/s ≥ 1.0 × redis_rate | %.2f × | %s |\n", ar, passFail(ar >= 1.0))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/sluice-go/sluice/bench/internal/stat"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -174,6 +175,6 @@ func TestHybridWindows(t *testing.T) {
 		abs, sup, ra, rs, rr := m("hybrid"), m("hybrid-sup"), m("redisabs-batched"), m("redissup-batched"), m("redis_rate")
 		sa, sr := ratios(sup, abs), ratios(sup, ra)
 		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f (%s) | %.2f (%s) |\n", row.name(),
-			median(abs), median(sup), median(ra), median(rs), median(rr), median(sa), spread(sa), median(sr), spread(sr))
+			stat.Median(abs), stat.Median(sup), stat.Median(ra), stat.Median(rs), stat.Median(rr), stat.Median(sa), spread(sa), stat.Median(sr), spread(sr))
 	}
 }

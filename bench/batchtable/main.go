@@ -20,6 +20,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"github.com/sluice-go/sluice/bench/internal/stat"
 	"os"
 	"regexp"
 	"sort"
@@ -43,18 +44,6 @@ func metric(line, unit string) (float64, bool) {
 		}
 	}
 	return 0, false
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 type key struct {
@@ -125,7 +114,7 @@ func main() {
 	}
 	sort.Ints(gl)
 	med := func(load string, g int, impl, unit string) float64 {
-		return median(samples[key{load, g, impl}][unit])
+		return stat.Median(samples[key{load, g, impl}][unit])
 	}
 	mark := func(ok bool) string {
 		if ok {
@@ -165,7 +154,7 @@ func main() {
 		for _, k := range ks {
 			v := append([]float64(nil), lone[k]...)
 			sort.Float64s(v)
-			m := median(v)
+			m := stat.Median(v)
 			fmt.Printf("| %s, %s | %.2f (%.2f–%.2f) | %s |\n", k[0], k[1], m, v[0], v[len(v)-1], mark(m <= 1.05))
 		}
 	}
@@ -193,7 +182,7 @@ func printMix(mix map[key]map[string][]float64, loads []string, gs map[int]bool,
 			if ms == nil {
 				continue
 			}
-			m := func(unit string) float64 { return median(ms[unit]) }
+			m := func(unit string) float64 { return stat.Median(ms[unit]) }
 			sa, sr := m("sup/abs"), m("abs/rate")
 			us := func(impl string) float64 { return m(impl + "-server-µs/op") }
 			ua, up, ur := us("redisabs"), us("redissup"), us("redis_rate")
@@ -222,7 +211,7 @@ func printMix(mix map[key]map[string][]float64, loads []string, gs map[int]bool,
 			if ms == nil {
 				continue
 			}
-			o := func(impl string) string { return thousands(median(ms[impl+"-ops/s"])) }
+			o := func(impl string) string { return thousands(stat.Median(ms[impl+"-ops/s"])) }
 			fmt.Printf("| %d | %s · %s | %s | %s | %s | %s |\n", g, o("redisabs@0"), o("redissup@0"),
 				spread(ms["abs/old"]), spread(ms["sup/old"]), spread(ms["absold/alone"]), spread(ms["supold/alone"]))
 		}
@@ -237,7 +226,7 @@ func spread(v []float64) string {
 	}
 	v = append([]float64(nil), v...)
 	sort.Float64s(v)
-	return fmt.Sprintf("%.2f (%.2f–%.2f)", median(v), v[0], v[len(v)-1])
+	return fmt.Sprintf("%.2f (%.2f–%.2f)", stat.Median(v), v[0], v[len(v)-1])
 }
 
 func contains(s []string, v string) bool {

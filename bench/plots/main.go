@@ -23,6 +23,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"github.com/sluice-go/sluice/bench/internal/stat"
 	"io"
 	"math"
 	"os"
@@ -73,15 +74,6 @@ func parse(r io.Reader) ([]sample, error) {
 		out = append(out, s)
 	}
 	return out, sc.Err()
-}
-
-func median(v []float64) float64 {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // A series is one contender's points, x a category (goroutines, buckets).
@@ -224,7 +216,7 @@ func (c *chart) svg(w io.Writer) {
 	ymax := 0.0
 	for _, se := range c.series {
 		for _, v := range se.points {
-			ymax = math.Max(ymax, median(v))
+			ymax = math.Max(ymax, stat.Median(v))
 		}
 	}
 	ymax = niceMax(ymax)
@@ -234,7 +226,7 @@ func (c *chart) svg(w io.Writer) {
 		lo, hi := math.Inf(1), 0.0
 		for _, se := range c.series {
 			for _, v := range se.points {
-				lo, hi = math.Min(lo, median(v)), math.Max(hi, median(v))
+				lo, hi = math.Min(lo, stat.Median(v)), math.Max(hi, stat.Median(v))
 			}
 		}
 		l0, l1 := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
@@ -275,7 +267,7 @@ func (c *chart) svg(w io.Writer) {
 				if !ok {
 					continue
 				}
-				m := median(v)
+				m := stat.Median(v)
 				bx := xc(i) - slot*0.4 + bw*float64(si)
 				fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s, %s: %s</title></rect>`+"\n",
 					bx, y(m), bw-2, float64(top)+ph-y(m), col, esc(se.name), esc(x), strconv.FormatFloat(m, 'f', 1, 64))
@@ -288,7 +280,7 @@ func (c *chart) svg(w io.Writer) {
 				if !ok {
 					continue
 				}
-				m := median(v)
+				m := stat.Median(v)
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f", xc(i), y(m)))
 				fmt.Fprintf(w, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"><title>%s, %s: %s</title></circle>`+"\n",
 					xc(i), y(m), col, esc(se.name), esc(x), strconv.FormatFloat(m, 'f', 1, 64))
