@@ -4,50 +4,12 @@ import (
 	"context"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/scripts"
 )
-
-// Client is the part of a go-redis client the limiter calls: script
-// execution (EVALSHA, EVAL, SCRIPT LOAD, SCRIPT EXISTS) and UNLINK, as
-// redisabs.Client. *redis.Client, *redis.ClusterClient, *redis.Ring and
-// the failover clients of go-redis v9 satisfy it. When the client also has
-// Pipeline (all of those do), the background sync sends each tick's calls
-// in pipelines, which a cluster client splits per node.
-type Client interface {
-	redis.Scripter
-	Unlink(ctx context.Context, keys ...string) *redis.IntCmd
-}
-
-// Every Client is one for the shared provider code.
-var _ redisx.Client = Client(nil)
-
-// Tuning of the sync. These bound the work of one tick: a tick visits at
-// most maxVisits keys and makes at most maxCalls calls of abs_inc.lua, in
-// pipelines of pipeBatch, whatever the number of keys in memory.
-const (
-	// maxVisits is the most tracked keys one tick looks at; the others
-	// wait for the next tick, in order.
-	maxVisits = 16_384
-	// maxCalls is the most Redis calls (releases and renewals) one tick
-	// makes.
-	maxCalls = 1_024
-	// pipeBatch is the most calls in one pipeline.
-	pipeBatch = 512
-	// renewWithin × (B + sync interval) is how recently a key must have
-	// been used for the tick to renew its expiring lease.
-	renewWithin = 4
-	// idleTicks is how many ticks without a call and without a lease a
-	// key stays in memory (with its lease size).
-	idleTicks = 20
-)
-
-const shardCount = 64
 
 // Absolute is the absolute limiter with leases: it answers from memory
 // against units reserved in Redis, and never lets the instances that share
