@@ -163,14 +163,15 @@ func WithWindow(w, b time.Duration) Option {
 // WithWindow. A name in several sets takes the longest W + B.
 func WithSet(s *limiter.Set) Option {
 	return func(o *options) {
-		if err := s.Check(); err != nil {
+		if err := config.CheckSet(s); err != nil {
 			o.errs = append(o.errs, fmt.Errorf("cleanup: WithSet: %w", err))
 			return
 		}
 		if o.limits == nil {
 			o.limits = make(map[string]window)
 		}
-		for _, l := range s.Limits() {
+		for i := 0; i < s.Len(); i++ {
+			l := s.At(i)
 			b := l.Bucket.Milliseconds()
 			o.limits[l.Name] = longer(o.limits[l.Name], window{l.Window.Milliseconds() + b, b})
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	sconfig "github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -259,7 +260,7 @@ func NewSet(l limiter.SetLimiter, set *limiter.Set, opts ...Option) (*Middleware
 		return nil, fmt.Errorf("%w: WithRateFunc is for New; NewSet takes WithSetFunc", limiter.ErrInvalidConfig)
 	}
 	if set != nil || m.cfg.setFn == nil {
-		if err := set.Check(); err != nil {
+		if err := sconfig.CheckSet(set); err != nil {
 			return nil, err
 		}
 		m.policy = string(appendSetPolicy(nil, set))
@@ -396,7 +397,7 @@ func (m *Middleware) serveSet(w http.ResponseWriter, r *http.Request, next http.
 	if m.cfg.setFn != nil {
 		var err error
 		if set, err = m.cfg.setFn(r); err == nil {
-			err = set.Check()
+			err = sconfig.CheckSet(set)
 		}
 		if err != nil {
 			m.cfg.onError(w, r, err)

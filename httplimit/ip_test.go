@@ -292,7 +292,7 @@ func TestWalkCaps(t *testing.T) {
 }
 
 // BenchmarkClientIP100KB walks 100 KB headers of each shape through
-// X-Forwarded-For and Forwarded (docs/benchmarks.md, Client address): the
+// X-Forwarded-For and Forwarded (docs/benchmarks.md, HTTP middleware): the
 // walk's work is capped, so each costs what a short header costs, and
 // Forwarded at most about twice X-Forwarded-For.
 func BenchmarkClientIP100KB(b *testing.B) {

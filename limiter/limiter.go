@@ -66,11 +66,8 @@ type Decision struct {
 	Degraded bool
 	// Shed is true when the call was refused because its budget
 	// (WithTimeout, or the caller's context) ran out while Redis was not
-	// known to be down: the caller waited for local resources or for a
-	// round trip that no independent probe confirmed as lost. A shed
-	// decision is a refusal (Allowed false, RetryAfter short) under every
-	// failure policy but FailError, which returns ErrShed instead; it is
-	// never Degraded and never admits (docs/operations.md, When Redis
+	// known to be down. A shed decision is a refusal, never Degraded;
+	// FailError returns ErrShed instead (docs/operations.md, When Redis
 	// fails).
 	Shed bool
 }

@@ -183,10 +183,8 @@ type Event struct {
 	Cleanup CleanupReport
 }
 
-// CleanupReport is what one run of the cleanup loop did, as reported in
-// an EventCleanup; cleanup.Report, the full report, embeds it. Package cleanup sends one event per run (Run, or one
-// pass of the loop Start runs) to the observer given to it with
-// cleanup.WithObserver, with Provider ProviderCleanup.
+// CleanupReport is what one cleanup run did (cleanup.Report embeds it),
+// sent in an EventCleanup to the observer of cleanup.WithObserver.
 type CleanupReport struct {
 	Scanned  int64         // keys SCAN returned under the prefix
 	Deleted  int64         // limiter hashes with no live bucket, UNLINKed
@@ -199,8 +197,7 @@ type CleanupReport struct {
 }
 
 // WithObserver registers o to receive every decision and backend event of
-// the provider (see Observer). Default: none, and a provider then pays
-// one nil check per call and nothing else (docs/benchmarks.md, Observer).
+// the provider (see Observer). Default: none (one nil check per call).
 // WithObserver(nil) removes an observer given earlier. To feed several
 // observers, combine them with MultiObserver.
 func WithObserver(o Observer) Option {

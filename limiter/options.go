@@ -8,16 +8,12 @@ import (
 )
 
 // Option configures a provider. Every provider accepts every option of
-// this package and ignores those that do not concern it, so that one list
-// can be shared: the hard-limit factor, the suppression cache and the
-// random source mean nothing to an absolute limiter, the Redis options
-// (prefix, timeout, failure policy and its companions, batching, hot-key
-// relief) nothing to a local one. Package hybrid's options are the
-// hybrid's only: any other provider's constructor reports them as
-// ErrInvalidConfig, naming the option (docs/operations.md, Options across
-// providers). A bad value is reported by the provider's constructor as
-// ErrInvalidConfig; options never panic. A nil Option is ignored. Options
-// are built with the With functions of this package.
+// this package and ignores those that do not concern it (the Redis options
+// given to local, the suppressed ones to an absolute limiter), so that one
+// list can be shared; package hybrid's options given to another provider
+// are ErrInvalidConfig (docs/operations.md, Options across providers). A
+// bad value is ErrInvalidConfig at New; options never panic. A nil Option
+// is ignored.
 type Option func(*config)
 
 // config is what options set: the configuration every provider resolves
@@ -93,9 +89,8 @@ func WithClock(clk Clock) Option {
 // suppressed Inc, possibly from many goroutines at once, so it must be safe
 // for concurrent use. Values outside [0, 1) are clamped into it: below 0
 // and -Inf to 0, 1 and above and +Inf to the largest float64 below 1; NaN
-// to 0, the draw that admits least. Default: math/rand/v2's Float64, which
-// the local provider's Inc calls only when a suppression factor decides the
-// call (nobody can observe or replay its draws).
+// to 0, the draw that admits least. Default: math/rand/v2's Float64
+// (which the local provider draws only when a factor decides the call).
 func WithRandom(r func() float64) Option {
 	return func(c *config) {
 		if r == nil {

@@ -49,12 +49,9 @@ var stringUnits = [...]rateUnit{
 //	"0.5/s"      one event every 2 seconds PerSecond(0.5)
 //
 // COUNT is an unsigned decimal number, optionally with a fraction and an
-// exponent ("1.5", "2e3"). A count in plain digits, without an exponent,
-// is at most 2^53 (9007199254740992): above it a float64 no longer holds
-// every integer, and "9007199254740993/s" would silently become
-// 9007199254740992 per second, so it is an error naming the count. A count
-// with an exponent ("1e16") reads as the nearest float64, as does a
-// fraction below 2^53 ("0.1"). PERIOD is an optional positive integer
+// exponent ("1.5", "2e3"). A count in plain digits is at most 2^53, above
+// which a float64 no longer holds every integer; a count with an exponent
+// or a fraction reads as the nearest float64. PERIOD is an optional positive integer
 // multiplier followed by a unit: "ms"; "s", "sec" or "second"; "min" or
 // "minute"; "h" or "hour"; "d" or "day". "m" is refused as ambiguous
 // (minute or millisecond). Units are lower case, and no spaces are allowed

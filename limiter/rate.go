@@ -44,15 +44,11 @@ func (r Rate) PerSecondValue() float64 { return r.perSecond }
 
 // String writes r in the form ParseRate reads, COUNT/UNIT with UNIT one of
 // s, min, h and day: the unit whose count needs the fewest digits (the
-// smaller unit on a tie), with the shortest count that gives back exactly r.
-// Digits are counted in plain decimal notation, without the 0 before the
-// point of a count below 1 ("0.025" has 3, "250" has 3). So
-// PerSecond(5.5) is "5.5/s", PerMinute(1000) is "1000/min", PerHour(5) is
-// "5/h", PerDay(20000) is "20000/day", Every(3, 10*time.Second) is "0.3/s"
-// and PerHour(90) is "1.5/min". Counts above 2^53, or below 10^-6, are
-// written with an exponent ("1e+16/s"). ParseRate(r.String()) == r for
-// every valid r. An invalid rate is written per second ("0/s", "NaN/s"),
-// which ParseRate refuses.
+// smaller on a tie), with the shortest count that gives back exactly r:
+// PerSecond(5.5) is "5.5/s", PerMinute(1000) "1000/min", PerHour(90)
+// "1.5/min", PerSecond(1e16) "1e+16/s". ParseRate(r.String()) == r for
+// every valid r; an invalid rate is written per second ("NaN/s"), which
+// ParseRate refuses.
 func (r Rate) String() string { return r.format() }
 
 // Validate reports ErrInvalidRate unless r is finite and positive.

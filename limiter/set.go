@@ -10,11 +10,8 @@ import (
 	"github.com/sluice-go/sluice/key"
 )
 
-// MaxSetLimits is the most limits one Set holds. Every limit of a set is
-// one hash in Redis that each decision reads and may write, so a set of k
-// limits costs Redis up to k times a single limit's bound in its worst
-// state (docs/algorithms.md, Bounded work); eight covers a second, a
-// minute, an hour, a day and a month with room to spare.
+// MaxSetLimits is the most limits one Set holds: each is one hash in Redis
+// that a decision reads and may write (docs/algorithms.md, Bounded work).
 const MaxSetLimits = 8
 
 // Limit is one limit of a Set: at most Rate × Window units in any span of
@@ -39,9 +36,6 @@ type Limit struct {
 	// the default of WithBucket.
 	Bucket time.Duration
 }
-
-// Capacity returns Capacity(l.Rate, l.Window).
-func (l Limit) Capacity() (int64, error) { return Capacity(l.Rate, l.Window) }
 
 // Set is several limits on one key decided as one: a call is admitted only
 // if every limit has room for it, then recorded in every limit, and a
@@ -115,29 +109,12 @@ func (s *Set) At(i int) Limit { return s.limits[i] }
 // CapacityAt returns the capacity of the i-th limit.
 func (s *Set) CapacityAt(i int) int64 { return s.caps[i] }
 
-// Limits returns a copy of the limits, Buckets resolved.
-func (s *Set) Limits() []Limit {
-	if s == nil {
-		return nil
-	}
-	return append([]Limit(nil), s.limits...)
-}
-
 // String lists the limits as "name=C per W, …".
 func (s *Set) String() string {
 	if s == nil {
 		return "<nil>"
 	}
 	return s.str
-}
-
-// Check returns ErrInvalidConfig for a nil or empty Set, which no call
-// accepts.
-func (s *Set) Check() error {
-	if s.Len() == 0 {
-		return fmt.Errorf("%w: an empty set of limits (build one with NewSet)", ErrInvalidConfig)
-	}
-	return nil
 }
 
 // LimitDecision is one limit's part of a SetDecision.

@@ -15,14 +15,10 @@ var ErrNeverFits = errors.New("sluice: request can never fit")
 const minWaitSleep = time.Millisecond
 
 // Wait blocks until l admits n units of key at rate, and returns the
-// admitting Decision. It calls l.Inc, and after each refusal sleeps exactly
-// the decision's RetryAfter before trying again, but never less than 1 ms:
-// a suppressed refusal reports a RetryAfter of 0 when the window has room
-// and the draw went against the request, and Wait must not spin on it. n
-// has Inc's meaning: n = 0 waits until one unit would be admitted and
-// records nothing. A Degraded refusal (a failure policy refusing while the
-// backend is unavailable) is treated like any other: Wait sleeps its
-// RetryAfter and tries again, until ctx gives up.
+// admitting Decision. It calls l.Inc, and after each refusal (a Degraded
+// one too) sleeps the decision's RetryAfter, at least 1 ms (a suppressed
+// refusal may report 0), before trying again. n has Inc's meaning: n = 0
+// waits until one unit would be admitted and records nothing.
 //
 // Wait returns early, with the last refused Decision (the zero Decision if
 // it never called Inc) and an error:

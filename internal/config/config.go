@@ -55,3 +55,12 @@ func CheckCost(n int64) error {
 	}
 	return nil
 }
+
+// CheckSet reports limiter.ErrInvalidConfig for a nil or empty set, which
+// no set call accepts.
+func CheckSet(s *limiter.Set) error {
+	if s.Len() == 0 {
+		return fmt.Errorf("%w: an empty set of limits (build one with NewSet)", limiter.ErrInvalidConfig)
+	}
+	return nil
+}

@@ -184,8 +184,9 @@ func (g *Guard) scaledSet(set *limiter.Set) *limiter.Set {
 	if v, ok := g.scaledSets.Load(set); ok {
 		return v.(*limiter.Set)
 	}
-	ls := set.Limits()
+	ls := make([]limiter.Limit, set.Len())
 	for i := range ls {
+		ls[i] = set.At(i)
 		s := limiter.PerSecond(ls[i].Rate.PerSecondValue() / float64(n))
 		if c, err := limiter.Capacity(s, ls[i].Window); err != nil || c < 1 {
 			s = limiter.Every(1, ls[i].Window)

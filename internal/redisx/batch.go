@@ -70,8 +70,8 @@ const Inflight = 2
 // starts: up to Direct concurrent callers, every call runs alone and at
 // once, as without batching. 8 because on the benchmark machine the
 // batched path lost to unbatched calls at 8 callers on a quiet machine
-// and won from 10 callers up (docs/benchmarks.md, A rule that never
-// loses). NewBatcher reads it; tests and the benchmark set it (0 batches
+// and won from 10 callers up (docs/benchmarks.md, Redis
+// throughput: batching). NewBatcher reads it; tests and the benchmark set it (0 batches
 // from the third concurrent caller on, the rule before Direct existed).
 var Direct = 8
 

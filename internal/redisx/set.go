@@ -15,7 +15,7 @@ func (b *Base) CheckSet(op, k string, set *limiter.Set, n int64) ([]string, erro
 	if _, err := b.Check(op, k); err != nil {
 		return nil, err
 	}
-	if err := set.Check(); err != nil {
+	if err := config.CheckSet(set); err != nil {
 		return nil, b.Errorf(op, err)
 	}
 	if err := config.CheckCost(n); err != nil {

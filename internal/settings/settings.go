@@ -48,7 +48,7 @@ const (
 	// Redis provider sends as one pipeline (limiter.WithBatching): 128.
 	// Batching is on by default since it starts only above a few
 	// concurrent callers per node and then won or tied everywhere it was
-	// measured (docs/benchmarks.md, A rule that never loses).
+	// measured (docs/benchmarks.md, Redis throughput: batching).
 	DefaultBatch = 128
 	// MaxBatch is the largest batch limiter.WithBatching accepts.
 	MaxBatch   = 1024
