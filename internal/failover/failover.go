@@ -50,12 +50,9 @@ import (
 
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redisx"
-	"github.com/sluice-go/sluice/internal/settings"
-	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/local"
-	"github.com/sluice-go/sluice/scripts"
 )
 
 // MaxPending bounds the keys (and key and set pairs) whose fallback
@@ -271,13 +268,6 @@ func contextTimeouts(c Client) bool {
 		return c.Options().ContextTimeoutEnabled
 	}
 	return true
-}
-
-// ProbeKey is the Redis hash the probe writes for a prefix and strategy:
-// "<prefix>:{%probe}:<strategy>:h". "%pr" is not an escape that package
-// key produces, so no caller's key maps to it.
-func ProbeKey(prefix, strategy string) string {
-	return prefix + ":{%probe}:" + strategy + ":" + key.Hash
 }
 
 // Open reports whether the breaker is open: calls must answer by the
@@ -885,79 +875,6 @@ func (g *Guard) Close(ctx context.Context) error {
 	return err
 }
 
-// Probe returns the probe both Redis providers use: one abs_inc.lua call
-// that records one unit on ProbeKey(prefix, "abs") with a capacity that
-// never refuses, the window's TTL, and the limiter's clock argument. It is a
-// write, so a Redis that answers reads but refuses writes (OOM, READONLY)
-// keeps the breaker open. The guard runs it on its own connection when it
-// can (see Init).
-func Probe(cfg *config.Config) func(ctx context.Context, client redis.Scripter) error {
-	h := ProbeKey(cfg.Prefix, key.Absolute)
-	w, b, ttl := cfg.WindowMs, cfg.BucketMs, redisx.TTLMs(cfg)
-	return func(ctx context.Context, client redis.Scripter) error {
-		return scripts.AbsInc.Run(ctx, client, []string{h},
-			redisx.NowArg(cfg), w, b, settings.MaxCapacity, 1, ttl).Err()
-	}
-}
-
-// AbsoluteReconciler is the Reconciler of an absolute provider whose
-// script calls carry b's arguments: the units are recorded at Redis TIME
-// with the capacity of the key's latest rate, as admitted whatever the key
-// holds, even above that capacity (abs_inc.lua's write-back, ARGV[11]; on
-// a set, abs_set.lua's, in every limit).
-func AbsoluteReconciler(b *redisx.Base) Reconciler {
-	cfg := &b.Cfg
-	return Reconciler{
-		Scripts: []*redis.Script{scripts.AbsInc, scripts.AbsSet},
-		Queue: func(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd {
-			if p.Set == nil {
-				c, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
-				return scripts.AbsInc.EvalSha(ctx, pipe, []string{p.Hash}, redisx.NowArg(cfg), b.W, b.B, c, n, b.TTL,
-					0, 0, 0, 0, 1)
-			}
-			hs, ls, err := setLimits(b, p, 1)
-			if err != nil {
-				return errCmd(ctx, err)
-			}
-			args := make([]any, 2, 3+4*len(ls))
-			args[0], args[1] = redisx.NowArg(cfg), n
-			for i := range ls {
-				args = append(args, ls[i].P.W, ls[i].P.B, ls[i].Soft, redisx.SetTTL(cfg, &ls[i]))
-			}
-			return scripts.AbsSet.EvalSha(ctx, pipe, hs, append(args, 1)...)
-		},
-	}
-}
-
-// setLimits returns the hashes and limits of p's set for its write-back.
-func setLimits(b *redisx.Base, p *Pending, factor float64) ([]string, []window.Limit, error) {
-	hs, err := b.CheckSet("inc set", p.Key, p.Set, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	var lb [window.MaxSet]window.Limit
-	ls, err := window.SetLimits(p.Set, factor, &lb)
-	return hs, ls, err
-}
-
-// errCmd is a command that failed before it was sent.
-func errCmd(ctx context.Context, err error) *redis.Cmd {
-	cmd := redis.NewCmd(ctx)
-	cmd.SetErr(err)
-	return cmd
-}
-
-// AbsoluteCall is NewCall for an absolute provider (factor 1).
-func AbsoluteCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
-	return NewCall(b, op, k, rate, n, peek, 1)
-}
-
-// SuppressedCall is NewCall for a suppressed provider, with the hard limit
-// factor of b's configuration.
-func SuppressedCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
-	return NewCall(b, op, k, rate, n, peek, b.Cfg.HardLimitFactor)
-}
-
 // NewCall validates an Inc (or, with peek, an IsAllowed) of a provider
 // whose calls carry b's configuration, and describes it for the policy:
 // the Validate of its Backend. The call's Hard is the hard capacity at
@@ -984,37 +901,6 @@ func NewCall(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek bool
 		}
 	}
 	return &Call{Op: op, Key: k, Hash: h, Rate: rate, N: n, C: c, Hard: hard}, nil
-}
-
-// SuppressedReconciler is the Reconciler of a suppressed provider whose
-// script calls carry b's arguments: the units are recorded at Redis TIME
-// with the capacities of the key's latest rate, as accepted whatever the
-// key holds, even above the hard capacity (sup_inc.lua's and, on a set,
-// sup_set.lua's write-back: a draw of one million ppm).
-func SuppressedReconciler(b *redisx.Base) Reconciler {
-	cfg := &b.Cfg
-	return Reconciler{
-		Scripts: []*redis.Script{scripts.SupInc, scripts.SupSet},
-		Queue: func(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd {
-			if p.Set == nil {
-				soft, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
-				hard, _ := limiter.HardCapacity(p.Rate, cfg.Window, cfg.HardLimitFactor)
-				return scripts.SupInc.EvalSha(ctx, pipe, []string{p.Hash},
-					redisx.NowArg(cfg), b.W, b.B, soft, hard, n, b.Cache, int64(window.PPM), b.TTL)
-			}
-			hs, ls, err := setLimits(b, p, cfg.HardLimitFactor)
-			if err != nil {
-				return errCmd(ctx, err)
-			}
-			args := make([]any, 3, 3+6*len(ls))
-			args[0], args[1], args[2] = redisx.NowArg(cfg), b.Cache, int64(window.PPM)
-			for i := range ls {
-				l := &ls[i]
-				args = append(args, l.P.W, l.P.B, l.Soft, l.Hard, n, redisx.SetTTL(cfg, l))
-			}
-			return scripts.SupSet.EvalSha(ctx, pipe, hs, args...)
-		},
-	}
 }
 
 // notBackend reports whether err is no error of the backend's: nil, a

@@ -57,11 +57,7 @@ func (p *Provider) Init(s Strategy, client redisx.Client, opts []limiter.Option)
 	}
 	p.sup = s.sup
 	cfg := &p.b.Cfg
-	recon := failover.AbsoluteReconciler(&p.b)
-	if p.sup {
-		recon = failover.SuppressedReconciler(&p.b)
-	}
-	p.g.Init(s.pkg, s.key, client, cfg, opts, failover.Probe(cfg), recon)
+	s.InitGuard(&p.g, s.pkg, client, &p.b, opts)
 	p.b.SetGate(p.g.Opened)
 	if !cfg.NoRelief {
 		p.relief = new(relief.Memory)

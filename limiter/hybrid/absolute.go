@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/failover"
+	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/internal/relief"
 	"github.com/sluice-go/sluice/internal/window"
@@ -172,7 +173,7 @@ func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]*entry)
 	}
-	l.g.Init(limiter.ProviderHybrid, key.Absolute, client, cfg, opts, failover.Probe(cfg), failover.AbsoluteReconciler(&l.b))
+	redisprov.Absolute.InitGuard(&l.g, limiter.ProviderHybrid, client, &l.b, opts)
 	l.b.SetGate(l.g.Opened)
 	go l.loop()
 	return l, nil
@@ -388,7 +389,7 @@ type backend Absolute
 
 // Validate checks an Inc (or, with peek, an IsAllowed) for the policy.
 func (be *backend) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*failover.Call, error) {
-	return failover.AbsoluteCall(&(*Absolute)(be).b, op, k, rate, n, peek)
+	return redisprov.Absolute.Call(&(*Absolute)(be).b, op, k, rate, n, peek)
 }
 
 // Decide is the Redis call of an Inc or, with peek, an IsAllowed.

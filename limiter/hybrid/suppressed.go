@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/failover"
+	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/internal/relief"
 	"github.com/sluice-go/sluice/internal/window"
@@ -151,7 +152,7 @@ func NewSuppressed(client Client, opts ...limiter.Option) (*Suppressed, error) {
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]*supEntry)
 	}
-	l.g.Init(limiter.ProviderHybrid, key.Suppressed, client, cfg, opts, failover.Probe(cfg), failover.SuppressedReconciler(&l.b))
+	redisprov.Suppressed.InitGuard(&l.g, limiter.ProviderHybrid, client, &l.b, opts)
 	l.b.SetGate(l.g.Opened)
 	go l.loop()
 	return l, nil
@@ -445,7 +446,7 @@ type supBackend Suppressed
 
 // Validate checks an Inc (or, with peek, an IsAllowed) for the policy.
 func (be *supBackend) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*failover.Call, error) {
-	return failover.SuppressedCall(&(*Suppressed)(be).b, op, k, rate, n, peek)
+	return redisprov.Suppressed.Call(&(*Suppressed)(be).b, op, k, rate, n, peek)
 }
 
 // Decide is the Redis call of an Inc or, with peek, an IsAllowed. An Inc
