@@ -219,8 +219,12 @@ func runWriteBackCell(t *testing.T, c Cell, newLimiter NewLimiter, calls fleetCa
 	fixed := c.Inject(t, e)()
 	var backs []time.Duration
 	backAt := make([]time.Time, Fleet)
+	// One deadline for the whole fleet: an instance whose breaker never
+	// opened is known only when the deadline passes, and waiting for each
+	// in turn cost 5 s per such instance (KilledAndRestarted, whose calls
+	// are often bridged by shed refusals, took 12 s).
 	for i, m := range fleet {
-		backAt[i] = m.rec.backAfter(t, fixed, 5*time.Second)
+		backAt[i] = m.rec.backAfter(t, fixed, fixed.Add(5*time.Second), fixed.Add(Recovery))
 		backs = append(backs, backAt[i].Sub(fixed).Round(time.Millisecond))
 	}
 
@@ -352,10 +356,15 @@ func runWriteBackCell(t *testing.T, c Cell, newLimiter NewLimiter, calls fleetCa
 }
 
 // backAfter waits until the limiter's latest state change is a recovery
-// after t, and returns when it came.
-func (r *recorder) backAfter(tb testing.TB, t time.Time, within time.Duration) time.Time {
+// after t, and returns when it came; it fails tb if none came by deadline.
+// A limiter with no state change at all by quiet is one whose breaker
+// never opened: backAfter returns t. quiet is Recovery after Redis
+// answered again: the calls begun during the fault have timed out by
+// then (250 ms, or 500 ms with the race detector's slack) and any probe
+// since has found Redis up, so the breaker no longer opens for this
+// fault.
+func (r *recorder) backAfter(tb testing.TB, t, deadline, quiet time.Time) time.Time {
 	tb.Helper()
-	deadline := time.Now().Add(within)
 	for {
 		r.mu.Lock()
 		var last *event
@@ -366,7 +375,7 @@ func (r *recorder) backAfter(tb testing.TB, t time.Time, within time.Duration) t
 		if last != nil && !last.sc.Degraded && last.at.After(t) {
 			return last.at
 		}
-		if last == nil && time.Now().After(deadline) {
+		if last == nil && time.Now().After(quiet) {
 			// The breaker never opened: a short fault (a kill and a quick
 			// restart) whose calls timed out behind the client's dial
 			// retries was bridged by shed refusals, which admit nothing,
@@ -374,7 +383,7 @@ func (r *recorder) backAfter(tb testing.TB, t time.Time, within time.Duration) t
 			return t
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("not back on Redis within %v of the fault's end", within)
+			tb.Fatalf("not back on Redis within %v of the fault's end", deadline.Sub(t))
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

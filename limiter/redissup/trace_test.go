@@ -169,19 +169,26 @@ func TestSameAsLocalBatched(t *testing.T) {
 // time, the Redis provider decides exactly as the local one in every
 // regime, so nothing depends on server-side randomness. The traces, one
 // per provider and window, each on its own limiters, run in parallel.
+//
+// The servers run 6,000 steps, miniredis the first 3,000 of the same
+// trace, which reach every regime: its gopher-lua runs in this process,
+// slowly under the race detector (21 s of make test at 6,000).
 func TestSameAsLocal(t *testing.T) {
 	for _, p := range providers {
 		for _, w := range []time.Duration{time.Second, 3 * time.Second} {
 			t.Run(fmt.Sprintf("%s/W=%v", p.name, w), func(t *testing.T) {
 				t.Parallel()
-				const steps = 6000
+				steps := 6000
+				if p.name == "Mini" {
+					steps = 3000
+				}
 				r := suppressedTrace(t, p.f, w, steps, 11)
 				t.Logf("%+v", r)
 				wantRegimes(t, "Inc", r.incs, []regime{
 					{"below soft", r.belowSoft, r.incs / 20},
 					{"between soft and hard", r.between, r.incs / 40},
 					{"beyond hard", r.beyondHard, r.incs / 40},
-					{"never", r.never, 10},
+					{"never", r.never, r.incs / 400}, // 12 of the servers' 4,800
 					{"peeks", r.peeks, r.incs / 50},
 				})
 			})
