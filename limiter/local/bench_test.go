@@ -110,3 +110,46 @@ func BenchmarkSuppressedOverload(b *testing.B) {
 		b.Fatal("no call was above the soft capacity")
 	}
 }
+
+// BenchmarkIncAdmitted: an admitted Inc through the Limiter interface on
+// a known key, both strategies (the suppressed one below its soft
+// capacity, where the default source draws nothing), on one hot key and
+// on 10,000 keys walked round-robin; for the profiles of the two paths
+// side by side (the root package's TestLocalCompare puts them beside
+// x/time/rate):
+//
+//	go test -run '^$' -bench IncAdmitted -count 10 ./limiter/local
+func BenchmarkIncAdmitted(b *testing.B) {
+	for _, n := range []int{1, 10_000} {
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = "user-" + strconv.Itoa(i)
+		}
+		for _, strategy := range []string{"absolute", "suppressed"} {
+			b.Run("keys="+strconv.Itoa(n)+"/strategy="+strategy, func(b *testing.B) {
+				var l limiter.Limiter
+				var err error
+				if strategy == "absolute" {
+					l, err = NewAbsolute()
+				} else {
+					l, err = NewSuppressed(limiter.WithHardLimitFactor(1.5))
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer l.Close(benchCtx)
+				rate := limiter.PerSecond(1e9)
+				for _, k := range keys {
+					l.Inc(benchCtx, k, rate, 1)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if d, _ := l.Inc(benchCtx, keys[i%n], rate, 1); !d.Allowed {
+						b.Fatalf("Inc = %+v, want an admission", d)
+					}
+				}
+			})
+		}
+	}
+}

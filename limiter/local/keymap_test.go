@@ -162,7 +162,6 @@ func TestCapacityMatchesLimiter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.close(benchCtx)
 			for _, r := range rates {
 				wantC, wantErr := limiter.Capacity(r, w)
 				c, ok := capacityOf(r.PerSecondValue() * s.windowSec)
@@ -174,7 +173,23 @@ func TestCapacityMatchesLimiter(t *testing.T) {
 				if (err == nil) != (wantHErr == nil) || h != wantH {
 					t.Errorf("hardCapacity(%v over %v, factor %v) = %d, %v; limiter.HardCapacity = %d, %v", r, w, f, h, err, wantH, wantHErr)
 				}
+				// The suppressed Inc's preamble: both capacities from one
+				// product, limiter's numbers, and the first error.
+				_, soft, hard, err := s.supArgs("k", r, 1)
+				switch {
+				case wantErr != nil || wantHErr != nil:
+					first := wantErr
+					if first == nil {
+						first = wantHErr
+					}
+					if err == nil || err.Error() != "local: inc: "+first.Error() {
+						t.Errorf("supArgs(%v over %v, factor %v) = %v, want %v", r, w, f, err, first)
+					}
+				case err != nil || soft != wantC || hard != wantH:
+					t.Errorf("supArgs(%v over %v, factor %v) = %d, %d, %v; limiter: %d, %d", r, w, f, soft, hard, err, wantC, wantH)
+				}
 			}
+			s.close(benchCtx)
 		}
 	}
 }

@@ -119,17 +119,11 @@ func NewSuppressed(opts ...limiter.Option) (*Suppressed, error) {
 // exactly one number from the source of WithRandom; the default source is
 // drawn only by the calls a suppression factor decides.
 func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	now, soft, err := l.s.incArgs(k, rate, n)
+	now, soft, hard, err := l.s.supArgs(k, rate, n)
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	hard, ok := capacityOf(l.s.hardX(rate))
-	if !ok {
-		if hard, err = l.s.hardCapacity(rate); err != nil {
-			return limiter.Decision{}, err
-		}
-	}
-	in := window.Suppressed{Soft: soft, Hard: hard, CacheMs: l.s.cfg.CacheMs, RandPPM: l.s.drawPPM()}
+	in := window.Suppressed{Soft: soft, Hard: hard, CacheMs: l.s.cacheMs, RandPPM: l.s.drawPPM()}
 	e := l.s.lock(k, n > 0)
 	if e == nil { // a peek at an unknown key
 		var peek window.State
@@ -158,7 +152,7 @@ func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision,
 	}
 	d := allowedUnknown
 	if e := l.s.lock(k, false); e != nil {
-		r := e.st.IsAllowedSuppressed(l.s.p, now, l.s.cfg.CacheMs)
+		r := e.st.IsAllowedSuppressed(l.s.p, now, l.s.cacheMs)
 		e.mu.Unlock()
 		d = r.Decision()
 	}
