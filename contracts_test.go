@@ -65,15 +65,16 @@ func typeDoc(t *testing.T, dir, name string) string {
 }
 
 // TestSetLimiterDocNamesItsImplementers: the SetLimiter documentation
-// names, before it says which do not, exactly the providers whose type
-// implements it, and names the package of every provider that does not.
+// names, before it says which do not (if any), exactly the providers
+// whose type implements it, and names the package of every provider that
+// does not.
 func TestSetLimiterDocNamesItsImplementers(t *testing.T) {
 	doc := strings.Join(strings.Fields(typeDoc(t, "limiter", "SetLimiter")), " ")
 	// yes is the text up to the clause that says which do not implement
-	// it, no that clause.
+	// it, no that clause (empty when the doc names none).
 	i := strings.Index(doc, "do not implement")
 	if i < 0 {
-		t.Fatalf("the SetLimiter doc does not say which providers do not implement it:\n%s", doc)
+		i = len(doc)
 	}
 	j := strings.LastIndexAny(doc[:i], ";.")
 	yes, no := doc[:max(j, 0)], doc[max(j, 0):i]

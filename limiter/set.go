@@ -160,10 +160,10 @@ type SetDecision struct {
 }
 
 // SetLimiter decides a Set of limits on one key as one. It is
-// implemented, beside Limiter, by local.Absolute, local.Suppressed,
-// redisabs.Limiter and redissup.Limiter; the hybrid providers do not
-// implement it (a set's decisions there would need a lease per limit).
-// The hashes (Redis) or states (local) of a set's limits are distinct
+// implemented, beside Limiter, by every provider: local.Absolute,
+// local.Suppressed, redisabs.Limiter, redissup.Limiter, hybrid.Absolute
+// and hybrid.Suppressed (the hybrids lease no set: their set calls are the
+// Redis providers' own). The hashes (Redis) or states (local) of a set's limits are distinct
 // from the key's single-limit state, and each limit's state is found by
 // its name, so two sets that share a name share that limit's state (a
 // tier's rates may differ for the same names). Implementations are safe

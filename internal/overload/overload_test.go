@@ -50,6 +50,22 @@ const (
 
 var rate = limiter.PerSecond(capacity)
 
+// The set of the set cells: the load's limit and a half window of
+// 1,500, so that both bind under a hot key.
+const (
+	halfWindow   = window / 2
+	halfCapacity = 1500
+)
+
+var loadSet = func() *limiter.Set {
+	s, err := limiter.NewSet(limiter.Limit{Name: "window", Rate: rate, Window: window},
+		limiter.Limit{Name: "half", Rate: limiter.PerSecond(2 * halfCapacity), Window: halfWindow})
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
 // The documented defaults of WithTimeout and WithProbeInterval.
 const (
 	defaultTimeout = 250 * time.Millisecond
@@ -61,6 +77,7 @@ const (
 type fleet struct {
 	ls      []limiter.Limiter
 	clients []*redis.Client
+	set     *limiter.Set // IncSet on it instead of Inc, when not nil
 
 	mu     sync.Mutex
 	opened []time.Time // when the breaker of some instance opened
@@ -145,8 +162,8 @@ func spin(d time.Duration) {
 }
 
 // drive runs goroutines per instance of f, each calling Inc of one unit
-// on a key drawn from keys, with work of CPU between calls (a negative
-// work sleeps -work instead), until end.
+// (IncSet on f.set, if any) on a key drawn from keys, with work of CPU
+// between calls (a negative work sleeps -work instead), until end.
 func drive(f *fleet, goroutines, keys int, work time.Duration, end time.Time) *stats {
 	total := &stats{adm: make(map[int][]check.Admission)}
 	var mu sync.Mutex
@@ -169,7 +186,7 @@ func drive(f *fleet, goroutines, keys int, work time.Duration, end time.Time) *s
 						break
 					}
 					k := rng.IntN(keys)
-					d, err := l.Inc(ctx, names[k], rate, 1)
+					d, err := f.inc(ctx, l, names[k])
 					lat := time.Since(lo)
 					s.calls++
 					if lat > s.maxLat {
@@ -209,19 +226,28 @@ func drive(f *fleet, goroutines, keys int, work time.Duration, end time.Time) *s
 	return total
 }
 
+// inc is one call of a load on f: Inc of one unit, or IncSet on f.set.
+func (f *fleet) inc(ctx context.Context, l limiter.Limiter, k string) (limiter.Decision, error) {
+	if f.set == nil {
+		return l.Inc(ctx, k, rate, 1)
+	}
+	d, err := l.(limiter.SetLimiter).IncSet(ctx, k, f.set, 1)
+	return d.Decision, err
+}
+
 // quick is the longest an admitted call may take to be counted by
 // mostInWindow.
 const quick = window / 10
 
-// mostInWindow is the most units admitted in any span of the window, per
+// mostInWindow is the most units admitted in any span of w, per
 // check.MostInAnyWindow over the instants the calls started. A call
 // admits at some instant between its start and its return, so only the
 // calls that returned within quick are counted (slow is how many were
 // not), and the spans are shorter than the window by quick and a
 // millisecond (the providers' clock unit): every admission counted in one
 // of them certainly fell within one window.
-func (s *stats) mostInWindow() (most int64, key int, span time.Duration, slow int) {
-	span = window - quick - time.Millisecond
+func (s *stats) mostInWindow(w time.Duration) (most int64, key int, span time.Duration, slow int) {
+	span = w - quick - time.Millisecond
 	for k, adm := range s.adm {
 		fast := adm[:0:0]
 		for _, a := range adm {
@@ -244,6 +270,7 @@ type cell struct {
 	instances, goroutines int
 	keys                  int
 	work                  time.Duration
+	set                   bool // IncSet on loadSet
 }
 
 func (c cell) String() string {
@@ -251,7 +278,11 @@ func (c cell) String() string {
 	if c.work > 0 {
 		w = "work" + c.work.String()
 	}
-	return fmt.Sprintf("%s/%dx%d/%dkeys/%s", providers[c.prov].name, c.instances, c.goroutines, c.keys, w)
+	p := providers[c.prov].name
+	if c.set {
+		p += "Sets"
+	}
+	return fmt.Sprintf("%s/%dx%d/%dkeys/%s", p, c.instances, c.goroutines, c.keys, w)
 }
 
 // matrix is the contention matrix: instances {1, 3} × goroutines {4, 16,
@@ -259,35 +290,61 @@ func (c cell) String() string {
 // hot key, 1,000 keys}, and 3 redisabs instances × 128 goroutines on one
 // key. Unless full, a reduced matrix of 25 cells covers each provider and
 // key set at (1 × 4, idle), (3 × 16, work) and (3 × 64, idle), the corners
-// that opened the breaker before the evidence rule.
+// that opened the breaker before the evidence rule. Then the hybrids'
+// IncSet on loadSet: at those three corners for each key set when full,
+// else at (3 × 64, idle) on one hot key and (3 × 16, work) on 1,000 keys
+// (their set calls are the Redis providers' own: a few cells show that
+// the hybrid's guard holds them as it holds those).
 func matrix(full bool) []cell {
 	var cs []cell
 	for p := range providers {
 		for _, keys := range []int{1, 1000} {
 			if !full {
 				cs = append(cs,
-					cell{p, 1, 4, keys, 0},
-					cell{p, 3, 16, keys, 20 * time.Microsecond},
-					cell{p, 3, 64, keys, 0})
+					cell{p, 1, 4, keys, 0, false},
+					cell{p, 3, 16, keys, 20 * time.Microsecond, false},
+					cell{p, 3, 64, keys, 0, false})
 				continue
 			}
 			for _, inst := range []int{1, 3} {
 				for _, g := range []int{4, 16, 64} {
 					for _, w := range []time.Duration{0, 20 * time.Microsecond} {
-						cs = append(cs, cell{p, inst, g, keys, w})
+						cs = append(cs, cell{p, inst, g, keys, w, false})
 					}
 				}
 			}
 		}
 	}
-	return append(cs, cell{2, 3, 128, 1, 0})
+	cs = append(cs, cell{2, 3, 128, 1, 0, false})
+	for p, pr := range providers {
+		if !strings.HasPrefix(pr.name, "Hybrid") {
+			continue
+		}
+		if !full {
+			cs = append(cs, cell{p, 3, 64, 1, 0, true}, cell{p, 3, 16, 1000, 20 * time.Microsecond, true})
+			continue
+		}
+		for _, keys := range []int{1, 1000} {
+			cs = append(cs,
+				cell{p, 1, 4, keys, 0, true},
+				cell{p, 3, 16, keys, 20 * time.Microsecond, true},
+				cell{p, 3, 64, keys, 0, true})
+		}
+	}
+	return cs
 }
 
-// MatrixEnv set to "full" runs the whole contention matrix (96 cells of
-// cellTime, about 3.5 minutes) instead of the reduced one.
+// MatrixEnv set to "full" runs the whole contention matrix (109 cells of
+// cellTime, about 4 minutes) instead of the reduced one (29 cells).
 const MatrixEnv = "SLUICE_MATRIX"
 
 const cellTime = 2 * time.Second
+
+// reducedCellTime is a cell's run in the reduced matrix that make test
+// runs: 1.5 s, a whole window and half of the next, so the spans of W
+// checked against C still cross a window's end. The cells saturate both
+// cores; at 2 s the 25 cells were 56 s of make test.
+const reducedCellTime = 1500 * time.Millisecond
 
 // starvedRuns is how many times a cell runs while the process stalls
 // for the whole timeout during it.
@@ -314,9 +371,9 @@ const (
 func TestContentionMatrix(t *testing.T) {
 	srv := redistest.Real(t)
 	full := os.Getenv(MatrixEnv) == "full"
-	maxShed := maxShedShared
+	maxShed, cellRun := maxShedShared, reducedCellTime
 	if full {
-		maxShed = maxShedAlone
+		maxShed, cellRun = maxShedAlone, cellTime
 	}
 	for _, c := range matrix(full) {
 		t.Run(c.String(), func(t *testing.T) {
@@ -332,8 +389,11 @@ func TestContentionMatrix(t *testing.T) {
 			var stall time.Duration
 			for run := 1; ; run++ {
 				f = newFleet(t, providers[c.prov].new, c.instances, func() *redis.Client { return readmeClient(t, srv.Addr) })
+				if c.set {
+					f.set = loadSet
+				}
 				meter := newStallMeter()
-				s = drive(f, c.goroutines, c.keys, c.work, time.Now().Add(cellTime))
+				s = drive(f, c.goroutines, c.keys, c.work, time.Now().Add(cellRun))
 				stall = meter.end()
 				f.close(t)
 				shedExcess := float64(s.shed) > maxShed*float64(s.calls-s.errs)
@@ -354,7 +414,7 @@ func TestContentionMatrix(t *testing.T) {
 				}
 				t.Logf("run %d: the process stalled for %v, at least the timeout: again", run, stall)
 			}
-			most, key, span, slow := s.mostInWindow()
+			most, key, span, slow := s.mostInWindow(window)
 			decisions := s.calls - s.errs
 			t.Logf("%d calls, %d shed (%.4f %%), %d degraded, %d errors; slowest call %v, slowest admission %v, longest scheduling stall %v; most admitted in a span of %v: %d (key %d; %d admissions slower than %v not counted)",
 				s.calls, s.shed, 100*float64(s.shed)/float64(max(decisions, 1)), s.degraded, s.errs, s.maxLat, s.maxAdmLat, stall, span, most, key, slow, quick)
@@ -379,6 +439,13 @@ func TestContentionMatrix(t *testing.T) {
 			}
 			if most > capacity {
 				t.Errorf("key %d: %d units admitted within %v, capacity %d", key, most, span, capacity)
+			}
+			if c.set {
+				most, key, span, _ := s.mostInWindow(halfWindow)
+				t.Logf("limit half: most admitted in a span of %v: %d (key %d)", span, most, key)
+				if most > halfCapacity {
+					t.Errorf("key %d: %d units admitted within %v, capacity of limit half %d", key, most, span, halfCapacity)
+				}
 			}
 		})
 	}

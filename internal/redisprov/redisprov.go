@@ -69,19 +69,20 @@ func (p *Provider) Init(s Strategy, client redisx.Client, opts []limiter.Option)
 // Window returns the window of WithWindow.
 func (p *Provider) Window() time.Duration { return p.b.Cfg.Window }
 
-// factor is the hard limit factor of the strategy's calls: 1 for absolute.
-func (p *Provider) factor() float64 {
-	if p.sup {
-		return p.b.Cfg.HardLimitFactor
+// hardFactor is the hard limit factor of a strategy's calls (sup: the
+// suppressed strategy's): 1 for absolute.
+func hardFactor(cfg *config.Config, sup bool) float64 {
+	if sup {
+		return cfg.HardLimitFactor
 	}
 	return 1
 }
 
-// draw is the call's one number from the random source, in ppm; absolute
+// drawPPM is a call's one number from the random source, in ppm; absolute
 // draws nothing.
-func (p *Provider) draw() int64 {
-	if p.sup {
-		return window.DrawPPM(p.b.Cfg.Rand())
+func drawPPM(cfg *config.Config, sup bool) int64 {
+	if sup {
+		return window.DrawPPM(cfg.Rand())
 	}
 	return 0
 }
@@ -146,7 +147,7 @@ func (p *Provider) inc(ctx context.Context, k string, rate limiter.Rate, n int64
 			return limiter.Decision{}, b.Errorf("inc", err)
 		}
 	}
-	draw := p.draw()
+	draw := drawPPM(&b.Cfg, p.sup)
 	// A suppressed peek is never answered from memory: the declines
 	// memory made wait for a call that writes.
 	if p.relief != nil && (n > 0 || !p.sup) {
@@ -249,7 +250,7 @@ func (p *Provider) get(ctx context.Context, k string) (limiter.Usage, error) {
 	if p.sup {
 		script = scripts.SupGet
 	}
-	if err := p.usages(ctx, "get", script, []string{h}, u[:], redisx.NowArg(&p.b.Cfg), p.b.W, p.b.B); err != nil {
+	if err := SetsOf(&p.b).usages(ctx, "get", script, []string{h}, u[:], redisx.NowArg(&p.b.Cfg), p.b.W, p.b.B); err != nil {
 		return limiter.Usage{}, err
 	}
 	if p.sup && p.relief != nil {
@@ -260,34 +261,6 @@ func (p *Provider) get(ctx context.Context, k string) (limiter.Usage, error) {
 	return u[0], nil
 }
 
-// usages runs a usage script over hashes hs with args and reads one usage
-// per hash into us: abs_get.lua's units admitted and capacity, or
-// sup_get.lua's and sup_set_get.lua's accepted, declined and soft
-// capacity.
-func (p *Provider) usages(ctx context.Context, op string, script *redis.Script, hs []string, us []limiter.Usage, args ...any) error {
-	width := absUsageLen
-	if p.sup {
-		width = supUsageLen
-	}
-	v, err := p.b.Run(ctx, script, hs, args...)
-	if err != nil {
-		return p.b.Errorf(op, err)
-	}
-	x, err := redisx.Int64s(v, width*len(us))
-	if err != nil {
-		return p.b.Errorf(op, err)
-	}
-	for i := range us {
-		y := x[width*i:]
-		if p.sup {
-			us[i] = limiter.Usage{Used: y[0], Declined: y[1], Limit: y[2]}
-		} else {
-			us[i] = limiter.Usage{Used: y[0], Limit: y[1]}
-		}
-	}
-	return nil
-}
-
 // backend is the Provider as its Guard sees it (failover.Backend and
 // failover.SetBackend): a pointer, so passing it allocates nothing.
 type backend Provider
@@ -295,7 +268,7 @@ type backend Provider
 // Validate checks an Inc (or, with peek, an IsAllowed) for the policy.
 func (be *backend) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*failover.Call, error) {
 	p := (*Provider)(be)
-	return failover.NewCall(&p.b, op, k, rate, n, peek, p.factor())
+	return failover.NewCall(&p.b, op, k, rate, n, peek, hardFactor(&p.b.Cfg, p.sup))
 }
 
 // Decide is the Redis call of an Inc or, with peek, an IsAllowed.

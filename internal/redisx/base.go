@@ -113,6 +113,10 @@ func (b *Base) Valid(op, k string) error {
 	return nil
 }
 
+// Strategy returns the strategy's part of the Redis keys: key.Absolute
+// or key.Suppressed.
+func (b *Base) Strategy() string { return b.strat }
+
 // Close makes later calls return ErrClosed. The client belongs to the
 // caller and stays open.
 func (b *Base) Close() { b.closed.Store(true) }

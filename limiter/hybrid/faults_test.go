@@ -53,3 +53,16 @@ func TestLoud(t *testing.T) {
 	t.Run("Absolute", func(t *testing.T) { faults.RunLoud(t, newFaultLimiter) })
 	t.Run("Suppressed", func(t *testing.T) { faults.RunLoud(t, newSupFaultLimiter) })
 }
+
+// TestSetWriteBack: a fleet of three absolute hybrids calling IncSet
+// through each outage of the write-back matrix, and the suppressed ones
+// through a stop and a kill (its set calls differ from the absolute
+// hybrid's only in the script, which redissup's TestWriteBack runs through
+// every cell): what the fallbacks admit is written back to every limit of
+// the set, and no window holds more than the matrix allows.
+func TestSetWriteBack(t *testing.T) {
+	t.Run("Absolute", func(t *testing.T) { faults.RunWriteBackSets(t, newFaultLimiter) })
+	t.Run("Suppressed", func(t *testing.T) {
+		faults.RunWriteBackSets(t, newSupFaultLimiter, "SIGSTOP2s", "KilledAndRestarted")
+	})
+}

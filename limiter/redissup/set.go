@@ -21,8 +21,9 @@ var _ limiter.SetLimiter = (*Limiter)(nil)
 // arguments that asks Redis or the local fallback draws exactly one
 // number, before Redis is asked; a call is never retried. The call is
 // bounded by WithTimeout and Redis failures are handled as for Inc: the
-// local fallback decides sets too, and what it admits is not written back
-// to Redis when Redis returns (docs/operations.md, When Redis fails).
+// local fallback decides sets too, and what it admits is written back to
+// every limit of the set when Redis returns (docs/operations.md, When
+// Redis fails).
 func (l *Limiter) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	return l.p.IncSet(ctx, "inc set", k, set, n)
 }
