@@ -32,6 +32,27 @@ type Pair func(t *testing.T, clk *Clock, o1, o2 []limiter.Option) (limiter.Limit
 // for a provider without sets. The trace opens with the case of issue #32: 10 per 10 s spent,
 // then 10 per 1 s 1.1 s later.
 func RunTwoWindows(t *testing.T, s Strategy, f Factory, pair Pair) {
+	runTwoWindowsN(t, s, f, pair, twoWindowsSteps)
+}
+
+// twoWindowsSteps is the length of RunTwoWindows' random trace, and
+// twoWindowsMiniSteps that of RunTwoWindowsMini.
+const (
+	twoWindowsSteps     = 3000
+	twoWindowsMiniSteps = 1000
+)
+
+// RunTwoWindowsMini is RunTwoWindows with a random trace of 1,000 calls
+// instead of 3,000, for miniredis: its gopher-lua opens a Lua state per
+// script call in the test's own process, a few milliseconds of CPU under
+// the race detector, so the hybrid's four miniredis traces took 40 s of
+// CPU in make test; the real server runs the whole trace, and 1,000 calls
+// still change windows five times and let the state die some thirty times.
+func RunTwoWindowsMini(t *testing.T, s Strategy, f Factory, pair Pair) {
+	runTwoWindowsN(t, s, f, pair, twoWindowsMiniSteps)
+}
+
+func runTwoWindowsN(t *testing.T, s Strategy, f Factory, pair Pair, steps int) {
 	const c1, c2 = 10, 10
 	w1, w2 := time.Second, 10*time.Second
 	r1, r2 := limiter.Every(c1, w1), limiter.Every(c2, w2)
@@ -58,7 +79,7 @@ func RunTwoWindows(t *testing.T, s Strategy, f Factory, pair Pair) {
 			d, err := sl.IncSet(ctx, "k", sets[j], n)
 			return d.Allowed, err
 		}
-		runTwoWindows(t, clk, inc, [2]time.Duration{w1, w2}, [2]int64{c1, c2})
+		runTwoWindows(t, clk, inc, [2]time.Duration{w1, w2}, [2]int64{c1, c2}, steps)
 	})
 	t.Run("singles", func(t *testing.T) {
 		if pair == nil {
@@ -75,13 +96,13 @@ func RunTwoWindows(t *testing.T, s Strategy, f Factory, pair Pair) {
 			d, err := ls[j].Inc(ctx, "k", rates[j], n)
 			return d.Allowed, err
 		}
-		runTwoWindows(t, clk, inc, [2]time.Duration{w1, w2}, [2]int64{c1, c2})
+		runTwoWindows(t, clk, inc, [2]time.Duration{w1, w2}, [2]int64{c1, c2}, steps)
 	})
 }
 
 // runTwoWindows drives inc (limit j of two, n units) and checks each
 // limit's bound over every admission.
-func runTwoWindows(t *testing.T, clk *Clock, inc func(j int, n int64) (bool, error), w [2]time.Duration, c [2]int64) {
+func runTwoWindows(t *testing.T, clk *Clock, inc func(j int, n int64) (bool, error), w [2]time.Duration, c [2]int64, steps int) {
 	t.Helper()
 	var all []check.Admission
 	var mine [2][]check.Admission
@@ -111,7 +132,7 @@ func runTwoWindows(t *testing.T, clk *Clock, inc func(j int, n int64) (bool, err
 			c[1], w[1], w[0], len(all)-before, conflicts)
 	}
 	rng := rand.New(rand.NewPCG(32, 2))
-	for i := 0; i < 3000; i++ {
+	for i := 0; i < steps; i++ {
 		switch x := rng.IntN(100); {
 		case x < 70:
 			clk.Advance(time.Duration(rng.IntN(120)) * time.Millisecond)

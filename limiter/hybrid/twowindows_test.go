@@ -48,7 +48,7 @@ func TestTwoWindows(t *testing.T) {
 		// Each pair has its own server or prefix: they run in parallel.
 		t.Run(st.name+"/Mini", func(t *testing.T) {
 			t.Parallel()
-			conformance.RunTwoWindows(t, st.s, st.mini(), miniPair)
+			conformance.RunTwoWindowsMini(t, st.s, st.mini(), miniPair)
 		})
 		t.Run(st.name+"/Real", func(t *testing.T) {
 			t.Parallel()

@@ -33,7 +33,7 @@ func TestTwoWindows(t *testing.T) {
 	// Each pair has its own server or prefix: the two run in parallel.
 	t.Run("Mini", func(t *testing.T) {
 		t.Parallel()
-		conformance.RunTwoWindows(t, conformance.AbsoluteStrategy, onMini, miniPair)
+		conformance.RunTwoWindowsMini(t, conformance.AbsoluteStrategy, onMini, miniPair)
 	})
 	t.Run("Real", func(t *testing.T) {
 		t.Parallel()

@@ -27,7 +27,7 @@ func TestTwoWindows(t *testing.T) {
 	// Each pair has its own server or prefix: the two run in parallel.
 	t.Run("Mini", func(t *testing.T) {
 		t.Parallel()
-		conformance.RunTwoWindows(t, conformance.SuppressedStrategy, miniFactory, miniPair)
+		conformance.RunTwoWindowsMini(t, conformance.SuppressedStrategy, miniFactory, miniPair)
 	})
 	t.Run("Real", func(t *testing.T) {
 		t.Parallel()
