@@ -144,6 +144,7 @@ const memoryKeys, memoryCalls = 10_000, 5
 //
 //	go test -run TestMemoryPerKey -v ./limiter/redisabs/
 func TestMemoryPerKey(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, tc := range []struct {
 		name string
 		gap  time.Duration // between a key's requests

@@ -86,6 +86,7 @@ var backends = []struct {
 // The backends run in parallel: miniredis runs the scripts in this
 // process, the servers in theirs.
 func TestConformance(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
@@ -105,6 +106,7 @@ const traceSteps = 10_000
 const miniTraceSteps = traceSteps / 4
 
 func TestTraceAgainstLocal(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
@@ -148,6 +150,7 @@ func TestConfigErrors(t *testing.T) {
 // TestHostile compares hostile calls (huge costs, clock edges) with the
 // local provider on miniredis and real Redis, in parallel as TestConformance.
 func TestHostile(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, b := range backends[:2] {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
@@ -160,6 +163,7 @@ func TestHostile(t *testing.T) {
 // (WithBatching(128)), on real Redis and the cluster: a batched limiter
 // decides exactly as the local one. The two run in parallel.
 func TestTraceAgainstLocalBatched(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, b := range backends[1:3] {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()

@@ -19,6 +19,7 @@ func TestSets(t *testing.T) {
 const setTraceSteps = 6_000
 
 func TestSetTraceAgainstLocal(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel() // miniredis runs in this process, the servers in theirs

@@ -16,6 +16,7 @@ import (
 // two windows on one prefix, keep both bounds (limiter.ErrWindowConflict),
 // on miniredis and a real server.
 func TestTwoWindows(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	miniPair := func(t *testing.T, clk *conformance.Clock, o1, o2 []limiter.Option) (limiter.Limiter, limiter.Limiter) {
 		mr, c := redistest.Mini(t)
 		clk.OnAdvance(func(now time.Time, d time.Duration) {

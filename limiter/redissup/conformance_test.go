@@ -9,6 +9,7 @@ import (
 // The backends run in parallel: miniredis runs the scripts in this
 // process, the servers in theirs.
 func TestConformance(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
@@ -23,6 +24,7 @@ func TestConformance(t *testing.T) {
 // this process, slowly under the race detector: 20 s of make test at
 // 5,000), which still reach every regime checked below.
 func TestTrace(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()

@@ -25,6 +25,7 @@ import (
 //
 //	go test -run TestMemoryPerKey -v ./limiter/redissup/
 func TestMemoryPerKey(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	const keys = 10_000
 	for _, tc := range []struct {
 		name   string

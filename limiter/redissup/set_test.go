@@ -40,6 +40,7 @@ func TestSets(t *testing.T) {
 // miniredis the trace sends the clock as the other set-ups do
 // (miniClockFactory), while miniredis's TTLs still follow it.
 func TestSetTrace(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	ps := append([]struct {
 		name string
 		f    conformance.Factory
@@ -189,6 +190,7 @@ func overloadSetTrace(t *testing.T, f conformance.Factory, steps int, seed uint6
 // the factors, the draw against the largest, the declined offers recorded
 // in every limit, RetryAfter and the cached factors.
 func TestSetSameAsLocalOverloaded(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, p := range providers[:2] {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel() // miniredis runs in this process, the server in its own

@@ -174,6 +174,7 @@ func TestSameAsLocalBatched(t *testing.T) {
 // trace, which reach every regime: its gopher-lua runs in this process,
 // slowly under the race detector (21 s of make test at 6,000).
 func TestSameAsLocal(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, p := range providers {
 		for _, w := range []time.Duration{time.Second, 3 * time.Second} {
 			t.Run(fmt.Sprintf("%s/W=%v", p.name, w), func(t *testing.T) {
