@@ -63,6 +63,7 @@ const shardCount = 64
 // any window. It is safe for concurrent use. Build it with NewAbsolute and
 // Close it to give back the units it holds; the zero value is not usable.
 type Absolute struct {
+	sets     // IncSet, IsAllowedSet, GetSet, ResetSet: set.go
 	b        redisx.Base
 	g        failover.Guard
 	closed   atomic.Bool
@@ -175,6 +176,7 @@ func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 	}
 	redisprov.Absolute.InitGuard(&l.g, limiter.ProviderHybrid, client, &l.b, opts)
 	l.b.SetGate(l.g.Opened)
+	l.sets = sets{&l.b, &l.g}
 	go l.loop()
 	return l, nil
 }

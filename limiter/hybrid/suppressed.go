@@ -31,6 +31,7 @@ import (
 // hybrid). It is safe for concurrent use. Build it with NewSuppressed and
 // Close it to give back the units it holds; the zero value is not usable.
 type Suppressed struct {
+	sets     // IncSet, IsAllowedSet, GetSet, ResetSet: set.go
 	b        redisx.Base
 	g        failover.Guard
 	closed   atomic.Bool
@@ -154,6 +155,7 @@ func NewSuppressed(client Client, opts ...limiter.Option) (*Suppressed, error) {
 	}
 	redisprov.Suppressed.InitGuard(&l.g, limiter.ProviderHybrid, client, &l.b, opts)
 	l.b.SetGate(l.g.Opened)
+	l.sets = sets{&l.b, &l.g}
 	go l.loop()
 	return l, nil
 }
