@@ -15,6 +15,10 @@ import (
 	"github.com/sluice-go/sluice/scripts"
 )
 
+// Key is the strategy's part of the Redis keys: key.Absolute or
+// key.Suppressed.
+func (s Strategy) Key() string { return s.key }
+
 // InitGuard sets g up for a provider of strategy s named pkg (redisabs,
 // redissup or the hybrid) whose calls carry b's arguments: the probe
 // (Probe) and the strategy's write-back of fallback units.

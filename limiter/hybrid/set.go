@@ -3,9 +3,7 @@ package hybrid
 import (
 	"context"
 
-	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisprov"
-	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -14,7 +12,7 @@ var (
 	_ limiter.SetLimiter = (*Suppressed)(nil)
 )
 
-// sets are the calls on sets of limits of both hybrids, which embed them.
+// The calls on sets of limits of both hybrids, methods of their table.
 // Sets of limits hold no lease: each set call is the Redis providers' own
 // (redisprov.Sets over the limiter's Base, whose strategy picks the
 // scripts), one script call over one hash per limit, under the limiter's
@@ -24,10 +22,6 @@ var (
 // a lease, and a lease never holds units of a set's limit: set decisions
 // are exactly redisabs' (or redissup's), and hybrid and Redis-provider
 // instances may share them (docs/algorithms.md, Hybrid sets).
-type sets struct {
-	b *redisx.Base
-	g *failover.Guard
-}
 
 // IncSet decides n units of key in every limit of set as
 // redisabs.Limiter.IncSet (absolute) or redissup.Limiter.IncSet
@@ -37,27 +31,27 @@ type sets struct {
 // probability of the most suppressing limit, recorded in every limit
 // (declined when refused), one number drawn per call. n = 0 decides for
 // one unit and records nothing.
-func (l *sets) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
-	return l.g.DecideSet(ctx, redisprov.SetsOf(l.b), "inc set", k, set, n)
+func (l *table[E]) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	return l.g.DecideSet(ctx, redisprov.SetsOf(&l.b), "inc set", k, set, n)
 }
 
 // IsAllowedSet reports whether one more unit of key would be admitted by
 // every limit of set now: IncSet with n = 0, which writes nothing (and,
 // suppressed, draws a number).
-func (l *sets) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
-	return l.g.DecideSet(ctx, redisprov.SetsOf(l.b), "is allowed set", k, set, 0)
+func (l *table[E]) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
+	return l.g.DecideSet(ctx, redisprov.SetsOf(&l.b), "is allowed set", k, set, 0)
 }
 
 // GetSet returns key's usage in each limit of set, in the set's order
 // (suppressed: accepted as Used, and declined), with each limit's stored
 // capacity (soft, suppressed). Redis failures are errors, as for Get.
-func (l *sets) GetSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
-	return l.g.GetSet(ctx, redisprov.SetsOf(l.b), k, set)
+func (l *table[E]) GetSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
+	return l.g.GetSet(ctx, redisprov.SetsOf(&l.b), k, set)
 }
 
 // ResetSet forgets key's state in every limit of set, in Redis and in the
 // local fallback; the key's single limit and its lease stay. Redis
 // failures are errors, as for Reset.
-func (l *sets) ResetSet(ctx context.Context, k string, set *limiter.Set) error {
-	return l.g.ResetSet(ctx, redisprov.SetsOf(l.b), k, set)
+func (l *table[E]) ResetSet(ctx context.Context, k string, set *limiter.Set) error {
+	return l.g.ResetSet(ctx, redisprov.SetsOf(&l.b), k, set)
 }
