@@ -13,23 +13,23 @@ import (
 )
 
 var (
-	localABPairs = flag.Int("local.ab", 0, "TestLocalSupAB: pairs of blocks per row; 0 skips it")
-	localABCalls = flag.Int("local.ab.calls", 200_000, "TestLocalSupAB: calls per block")
+	localABPairs = flag.Int("local.ab", 0, "TestLocalAB: sets of blocks per row; 0 skips it")
+	localABCalls = flag.Int("local.ab.calls", 200_000, "TestLocalAB: calls per block")
 )
 
-// TestLocalSupAB puts the local suppressed strategy beside the absolute
-// one on every row of BenchmarkLocal, paired block by block: each pair
-// runs a block of calls on each (in an order that alternates from pair to
-// pair) and a block of default draws, so that a load that comes and goes
-// on a shared machine falls on both sides of a pair alike. Per row it
-// prints the median over the pairs of suppressed ÷ (absolute + draw), in
-// process CPU time per call, with the lowest and highest pair. TestLocalCompare's
-// ratio of medians, whose samples lie seconds apart, moves by ±15 % on a
-// loaded machine; this one is the figure to read for the suppressed
-// strategy's cost.
+// TestLocalAB runs the contenders of BenchmarkLocal on each of its rows
+// in sets of blocks: each set runs a block of calls of every contender
+// (in an order rotated from set to set) and a block of default draws, so
+// that a load that comes and goes on a shared machine falls on the whole
+// set alike. Per row it prints the medians over the sets of the per-set
+// ratios, in process CPU time per call: local absolute over the better
+// x/time/rate variant of the set, and local suppressed over local absolute
+// plus the draw, each with its lowest and highest set. TestLocalCompare's
+// ratios of medians, whose samples lie seconds apart, move by ±15 % and
+// more on a loaded machine; these are the figures to read there.
 //
-//	go test -run TestLocalSupAB -local.ab 40 -v .
-func TestLocalSupAB(t *testing.T) {
+//	go test -run TestLocalAB -local.ab 30 -v .
+func TestLocalAB(t *testing.T) {
 	if *localABPairs <= 0 {
 		t.Skip("run with -local.ab N")
 	}
@@ -37,36 +37,43 @@ func TestLocalSupAB(t *testing.T) {
 	if err != nil {
 		t.Fatalf("-local.rows: %v", err)
 	}
-	abs, sup := contenders[0], contenders[1]
 	calls := *localABCalls
-	fmt.Printf("%-40s %8s %8s %6s %9s %15s\n", "row", "abs", "sup", "draw", "sup/(a+d)", "lowest–highest")
+	fmt.Printf("%-40s %7s %7s %7s %7s %5s %6s %13s %9s %13s\n", "row", "abs", "sup", "x-mutex", "x-sync", "draw",
+		"abs/x", "lowest–highest", "sup/(a+d)", "lowest–highest")
 	for _, row := range localRows() {
 		if !re.MatchString(row.String()) {
 			continue
 		}
 		setBallast(row.heap)
 		ks := keys[:row.keys]
-		var ra, rs, rd, ratios []float64
+		per := make([][]float64, len(contenders))
+		var draws, absX, supAD []float64
 		for p := 0; p < *localABPairs; p++ {
-			var a, s float64
-			if p%2 == 0 {
-				a = timeLocalBlock(t, abs, ks, row, calls)
-				s = timeLocalBlock(t, sup, ks, row, calls)
-			} else {
-				s = timeLocalBlock(t, sup, ks, row, calls)
-				a = timeLocalBlock(t, abs, ks, row, calls)
+			got := make([]float64, len(contenders))
+			for i := range contenders {
+				j := (i + p) % len(contenders)
+				got[j] = timeLocalBlock(t, contenders[j], ks, row, calls)
+				per[j] = append(per[j], got[j])
 			}
 			d := timeDrawBlock(calls)
-			ra, rs, rd = append(ra, a), append(rs, s), append(rd, d)
-			ratios = append(ratios, s/(a+d))
+			draws = append(draws, d)
+			absX = append(absX, got[0]/min(got[2], got[3]))
+			supAD = append(supAD, got[1]/(got[0]+d))
 		}
-		lo, hi := ratios[0], ratios[0]
-		for _, r := range ratios {
-			lo, hi = min(lo, r), max(hi, r)
-		}
-		fmt.Printf("%-40s %8.1f %8.1f %6.1f %9.3f %7.3f–%.3f\n", row, median(ra), median(rs), median(rd), median(ratios), lo, hi)
+		fmt.Printf("%-40s %7.1f %7.1f %7.1f %7.1f %5.1f %6.3f %13s %9.3f %13s\n", row,
+			median(per[0]), median(per[1]), median(per[2]), median(per[3]), median(draws),
+			median(absX), span(absX), median(supAD), span(supAD))
 	}
 	setBallast(false)
+}
+
+// span formats the lowest and highest of xs.
+func span(xs []float64) string {
+	lo, hi := xs[0], xs[0]
+	for _, x := range xs {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return fmt.Sprintf("%.2f–%.2f", lo, hi)
 }
 
 // timeLocalBlock returns the process CPU time per call of calls calls of
