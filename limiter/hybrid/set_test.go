@@ -3,10 +3,12 @@ package hybrid_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/conformance"
+	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/hybrid"
 	"github.com/sluice-go/sluice/limiter/local"
@@ -106,4 +108,41 @@ func TestSetFailurePolicies(t *testing.T) {
 			return newDefaultSuppressed(t, c, opts...)
 		})
 	})
+}
+
+// TestSetTTL: the expiry rule of a set's hashes (docs/data-model.md) on
+// miniredis, whose TTLs and TIME run on the fake clock, and on a real
+// server with its own clock, for both hybrids (conformance.RunSetTTL,
+// RunSetTTLReal).
+func TestSetTTL(t *testing.T) {
+	for _, st := range []struct {
+		name string
+		s    conformance.Strategy
+		new  func(testing.TB, hybrid.Client, ...limiter.Option) limiter.SetLimiter
+	}{
+		{"Absolute", conformance.AbsoluteStrategy,
+			func(t testing.TB, c hybrid.Client, o ...limiter.Option) limiter.SetLimiter {
+				return newAbsolute(t, c, o...)
+			}},
+		{"Suppressed", conformance.SuppressedStrategy,
+			func(t testing.TB, c hybrid.Client, o ...limiter.Option) limiter.SetLimiter {
+				return newSuppressed(t, c, o...)
+			}},
+	} {
+		t.Run(st.name+"/Mini", func(t *testing.T) {
+			mr, c := redistest.Mini(t)
+			clk := conformance.NewClock()
+			clk.OnAdvance(func(now time.Time, d time.Duration) {
+				mr.SetTime(now)
+				mr.FastForward(d)
+			})
+			prefix := redistest.Prefix(t)
+			conformance.RunSetTTL(t, st.s, mr, c, clk, st.new(t, c, limiter.WithPrefix(prefix)), prefix)
+		})
+		t.Run(st.name+"/Real", func(t *testing.T) {
+			c := redistest.Real(t).Client(t)
+			prefix := redistest.Prefix(t)
+			conformance.RunSetTTLReal(t, st.s, c, st.new(t, c, limiter.WithPrefix(prefix)), prefix)
+		})
+	}
 }
