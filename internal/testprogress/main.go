@@ -36,7 +36,8 @@ type event struct {
 
 type pkgState struct {
 	start   time.Time
-	running map[string]time.Time // top-level tests in progress
+	running map[string]time.Time // top-level tests in progress, from when they ran or continued
+	began   map[string]time.Time // e.Time of each top-level test's run, for its wall time
 	output  map[string]*strings.Builder
 	pkgOut  strings.Builder // output outside any test (build errors, panics)
 }
@@ -110,7 +111,7 @@ func (p *progress) event(e event) {
 			}
 			return
 		}
-		st = &pkgState{start: time.Now(), running: map[string]time.Time{}, output: map[string]*strings.Builder{}}
+		st = &pkgState{start: time.Now(), running: map[string]time.Time{}, began: map[string]time.Time{}, output: map[string]*strings.Builder{}}
 		p.pkgs[e.Package] = st
 	}
 	top, _, _ := strings.Cut(e.Test, "/")
@@ -122,7 +123,15 @@ func (p *progress) event(e event) {
 		delete(p.pkgs, e.Package)
 	case e.Action == "run" && e.Test == top:
 		st.running[top] = time.Now()
+		st.began[top] = e.Time
 		st.output[top] = &strings.Builder{}
+	case e.Action == "pause" && e.Test == top:
+		// A parallel test waits for the package's sequential tests:
+		// not running until it continues.
+		delete(st.running, top)
+	case e.Action == "cont" && e.Test == top:
+		st.running[top] = time.Now()
+		st.began[top] = e.Time
 	case e.Action == "output":
 		if b := st.output[top]; b != nil {
 			b.WriteString(e.Output)
@@ -132,8 +141,17 @@ func (p *progress) event(e event) {
 			p.failed = true
 			fmt.Fprintf(p.out, "--- FAIL %s %s (%.1fs)\n%s", short(e.Package), top, e.Elapsed, st.output[top].String())
 		}
-		p.tests = append(p.tests, timing{short(e.Package) + " " + top, e.Elapsed})
+		// go test's Elapsed of a test whose subtests are parallel leaves
+		// them out (0 s for a suite that ran a minute): the wall time
+		// from its run, or its continuing if it is parallel, is taken
+		// when the events carry their times.
+		el := e.Elapsed
+		if b := st.began[top]; !b.IsZero() && !e.Time.IsZero() {
+			el = max(el, e.Time.Sub(b).Seconds())
+		}
+		p.tests = append(p.tests, timing{short(e.Package) + " " + top, el})
 		delete(st.running, top)
+		delete(st.began, top)
 		delete(st.output, top)
 	}
 }

@@ -66,6 +66,32 @@ func TestReport(t *testing.T) {
 	}
 }
 
+// TestParallelTimes: a test whose subtests are parallel is timed by its
+// events' times, not go test's Elapsed (which leaves them out), and a
+// parallel test from when it continues, not from when it paused.
+func TestParallelTimes(t *testing.T) {
+	const parallel = `{"Time":"2026-01-01T00:00:00Z","Action":"start","Package":"github.com/sluice-go/sluice/p"}
+{"Time":"2026-01-01T00:00:00Z","Action":"run","Package":"github.com/sluice-go/sluice/p","Test":"TestSuite"}
+{"Time":"2026-01-01T00:00:00Z","Action":"run","Package":"github.com/sluice-go/sluice/p","Test":"TestLater"}
+{"Time":"2026-01-01T00:00:00Z","Action":"pause","Package":"github.com/sluice-go/sluice/p","Test":"TestLater"}
+{"Time":"2026-01-01T00:00:00Z","Action":"run","Package":"github.com/sluice-go/sluice/p","Test":"TestSuite/a"}
+{"Time":"2026-01-01T00:00:42Z","Action":"pass","Package":"github.com/sluice-go/sluice/p","Test":"TestSuite/a","Elapsed":42}
+{"Time":"2026-01-01T00:00:42Z","Action":"pass","Package":"github.com/sluice-go/sluice/p","Test":"TestSuite","Elapsed":0}
+{"Time":"2026-01-01T00:00:42Z","Action":"cont","Package":"github.com/sluice-go/sluice/p","Test":"TestLater"}
+{"Time":"2026-01-01T00:00:49Z","Action":"pass","Package":"github.com/sluice-go/sluice/p","Test":"TestLater","Elapsed":7}
+{"Time":"2026-01-01T00:00:49Z","Action":"pass","Package":"github.com/sluice-go/sluice/p","Elapsed":49}
+`
+	var out syncBuilder
+	p := &progress{out: &out, pkgs: map[string]*pkgState{}, begun: time.Now()}
+	if !p.read(strings.NewReader(parallel)) {
+		t.Error("read = false for a run that passed")
+	}
+	p.summary()
+	if want := "Slowest tests: p TestSuite 42s, p TestLater 7s"; !strings.Contains(out.String(), want) {
+		t.Errorf("output has no %q:\n%s", want, out.String())
+	}
+}
+
 // TestTimedOut: a package that fails while a test still runs (go test's
 // -timeout panics inside it) prints that test's output, where test2json
 // files the panic, and not only the package's FAIL line.
