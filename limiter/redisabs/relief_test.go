@@ -33,6 +33,7 @@ func TestHotKeyRelief(t *testing.T) {
 // limiter, relief answers exactly as the limiter without it, on miniredis
 // and on a real server, and spares most of the script calls.
 func TestReliefTrace(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	conformance.RunReliefSpared(t, conformance.AbsoluteStrategy,
 		func(t *testing.T, c *redis.Client, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
 			return newLimiter(t, c, append([]limiter.Option{limiter.WithClock(clk)}, opts...)...)

@@ -522,6 +522,7 @@ func TestCloseLeavesClientOpen(t *testing.T) {
 // and requires the local provider's decisions: counts stay exact in Lua's
 // doubles and travel as integers.
 func TestLargeCounts(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, p := range providers[:2] {
 		t.Run(p.name, func(t *testing.T) {
 			clk := conformance.NewClock()

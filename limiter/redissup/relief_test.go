@@ -35,6 +35,7 @@ func TestHotKeyRelief(t *testing.T) {
 // without it (Get's Declined aside: see RunReliefTrace), on miniredis and
 // on a real server, and spares most of the script calls.
 func TestReliefTrace(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	conformance.RunReliefSpared(t, conformance.SuppressedStrategy,
 		func(t *testing.T, c *redis.Client, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
 			return newLimiter(t, c, with(append([]limiter.Option{limiter.WithHotKeyRelief(true)}, opts...),

@@ -12,6 +12,7 @@ import (
 // docs/data-model.md) on miniredis, whose TTLs and TIME run on the fake
 // clock, with two windows for one limit name (conformance.RunSetTTL).
 func TestSetTTL(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	mr, c, clk := miniAt(t)
 	prefix := redistest.Prefix(t)
 	l := newLimiter(t, c, limiter.WithPrefix(prefix))
