@@ -140,7 +140,10 @@ func TestSuppressedQuietRelease(t *testing.T) {
 func TestAbsoluteSparseKey(t *testing.T) {
 	ctx := context.Background()
 	clk, c, common := sparseSetup(t, time.Second)
-	a := newAbsolute(t, c, append(common, hybrid.WithSyncInterval(10*time.Millisecond))...)
+	// A sync every 100 ms (real time): a key stays in memory for 20 ticks
+	// without a call, 2 s, longer than a round takes under -race (a key
+	// forgotten would have no history, and take a forward-dated lease).
+	a := newAbsolute(t, c, append(common, hybrid.WithSyncInterval(100*time.Millisecond))...)
 	r, err := redisabs.New(c, common...)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +172,7 @@ func TestAbsoluteSparseKey(t *testing.T) {
 			clk.Advance(200 * time.Millisecond)
 		}
 		round()
-		time.Sleep(30 * time.Millisecond) // a few ticks
+		time.Sleep(250 * time.Millisecond) // two ticks
 	}
 	if f, ren, rel := a.Calls(); f != 4*keys || ren != 0 || rel != keys {
 		t.Errorf("%d keys called 4 times 200 ms apart: %d Redis calls, %d renewals, %d releases; want %d, 0, %d", keys, f, ren, rel, 4*keys, keys)
