@@ -62,6 +62,7 @@ func BenchmarkInc(b *testing.B) {
 					}
 					var next atomic.Int64
 					before, hbefore := calls(), hook.counts()
+					self0, srv0 := cpuNow(ctx, c)
 					b.SetParallelism(32)
 					b.ResetTimer()
 					b.RunParallel(func(pb *testing.PB) {
@@ -74,9 +75,12 @@ func BenchmarkInc(b *testing.B) {
 						}
 					})
 					b.StopTimer()
+					self1, srv1 := cpuNow(ctx, c)
 					after, hafter := calls(), hook.counts()
 					n := float64(b.N)
 					b.ReportMetric(n/b.Elapsed().Seconds(), "ops/s")
+					b.ReportMetric((self1-self0)/n, "client-cpu-µs/op")
+					b.ReportMetric((srv1-srv0)/n, "server-cpu-µs/op")
 					for i, kind := range []string{"fetch", "renew", "release", "refresh"} {
 						b.ReportMetric(float64(after[i]-before[i])*1000/n, kind+"/1k")
 					}
