@@ -29,7 +29,7 @@ type Bucket struct {
 // State is one key's buckets and meta data. The zero value is an empty key.
 type State struct {
 	ring       []Bucket // ring buffer, len is a power of two or 0
-	head, size int      // oldest at ring[head]
+	head, size int32    // oldest at ring[head] (int32: see UseBuffer)
 
 	// The fields every absolute call touches come first: with the ring
 	// header they share a cache line in the local provider's entry.
@@ -45,23 +45,33 @@ type State struct {
 
 // UseBuffer gives an empty State its first ring storage, so an owner can
 // keep the first buckets inline beside the State. len(buf) must be a power
-// of two.
+// of two. (The local provider's entry holds its lock, its key, the State
+// and one inline bucket in 128 bytes, two cache lines: hence the int32
+// head and size.)
 func (s *State) UseBuffer(buf []Bucket) {
 	if s.size == 0 && len(buf)&(len(buf)-1) == 0 {
 		s.ring, s.head = buf, 0
 	}
 }
 
+// Drop empties the state and lets go of its ring, which Reset keeps, so
+// that Dropped tells it from a state that was given a buffer: an owner's
+// mark of a state it has let go (the local provider's removed entry).
+func (s *State) Drop() { *s = State{} }
+
+// Dropped reports whether s has no ring: the zero State, or one dropped.
+func (s *State) Dropped() bool { return s.ring == nil }
+
 // Live reports whether the key holds a bucket (after Expire).
 func (s *State) Live() bool { return s.size > 0 }
 
 // Len is the number of stored buckets.
-func (s *State) Len() int { return s.size }
+func (s *State) Len() int { return int(s.size) }
 
 // At returns the i-th stored bucket, oldest first.
-func (s *State) At(i int) Bucket { return s.ring[(s.head+i)&(len(s.ring)-1)] }
+func (s *State) At(i int) Bucket { return s.ring[(int(s.head)+i)&(len(s.ring)-1)] }
 
-func (s *State) newest() *Bucket { return &s.ring[(s.head+s.size-1)&(len(s.ring)-1)] }
+func (s *State) newest() *Bucket { return &s.ring[int(s.head+s.size-1)&(len(s.ring)-1)] }
 
 // Newest returns the start of the newest bucket; ok is false when empty.
 func (s *State) Newest() (start int64, ok bool) {
@@ -91,7 +101,7 @@ func (s *State) Expire(now, span int64) {
 		}
 		s.Used -= b.Count
 		s.Declined -= b.Declined
-		s.head = (s.head + 1) & (len(s.ring) - 1)
+		s.head = (s.head + 1) & int32(len(s.ring)-1)
 		s.size--
 	}
 	*s = State{ring: s.ring}
@@ -143,10 +153,10 @@ func (s *State) record(now, b, count, declined int64) {
 			return
 		}
 	}
-	if s.size == len(s.ring) {
+	if int(s.size) == len(s.ring) {
 		s.grow()
 	}
-	s.ring[(s.head+s.size)&(len(s.ring)-1)] = Bucket{Start: now, Count: count, Declined: declined}
+	s.ring[int(s.head+s.size)&(len(s.ring)-1)] = Bucket{Start: now, Count: count, Declined: declined}
 	s.size++
 	s.Used += count
 	s.Declined += declined
@@ -158,7 +168,7 @@ func (s *State) grow() {
 		n = 4
 	}
 	r := make([]Bucket, n)
-	for i := 0; i < s.size; i++ {
+	for i := 0; i < int(s.size); i++ {
 		r[i] = s.At(i)
 	}
 	s.ring, s.head = r, 0
@@ -172,7 +182,7 @@ func (s *State) grow() {
 // expires.
 func (s *State) retryAfter(now, span, held, cost, capacity int64, accepted bool) int64 {
 	freed := int64(0)
-	for i := 0; i < s.size; i++ {
+	for i := 0; i < int(s.size); i++ {
 		b := s.At(i)
 		u := b.Count
 		if accepted {
@@ -322,7 +332,7 @@ func DrawPPM(r float64) int64 {
 func (s *State) Factor(w, now, soft int64) int64 {
 	r := min(w, 1000)
 	recent := int64(0)
-	for i := s.size - 1; i >= 0; i-- {
+	for i := int(s.size) - 1; i >= 0; i-- {
 		b := s.At(i)
 		if now-b.Start >= r {
 			break

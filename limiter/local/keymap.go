@@ -11,16 +11,18 @@ import (
 // probing, read without a lock and written under the shard's mutex.
 //
 // Readers never write: a lookup loads the shard's table and the slots'
-// entry pointers atomically, so calls on different keys share no written
-// cache line (as with sync.Map), and a key costs one heap object, its
-// entry, plus a 32-byte slot (sync.Map adds a node and a boxed key).
+// hashes atomically, so calls on different keys share no written cache
+// line (as with sync.Map), and a key costs one heap object, its entry,
+// which holds the key, plus a 16-byte slot of the key's hash and the entry
+// pointer (sync.Map adds a node and a boxed key).
 //
-// A slot is written once: its hash and key are set before its entry
-// pointer is published, and never change after, so a reader that loads a
-// non-nil entry pointer may read them. A removed key leaves a tombstone
-// (the entry pointer set to tomb) until the shard's next rehash, which
-// builds a new table from the live slots and publishes it. Inserts only
-// fill empty slots, never tombstones.
+// A slot is written once: its entry pointer (and the entry's key) are set
+// before its hash is stored atomically, and never change after, so a
+// reader that loads a key's hash from a slot may read its entry. A removed
+// key's slot gets the hash tomb, its entry left in place for readers that
+// found the slot before, until the shard's next rehash, which builds a new
+// table from the live slots with plain writes (nobody reads it yet) and
+// publishes it. Inserts only fill empty slots, never tombstones.
 type keymap struct {
 	seed   maphash.Seed
 	tables [mapShards]atomic.Pointer[table] // read by every lookup
@@ -38,14 +40,16 @@ const (
 // slots for a key found) and every probe ends.
 type table struct{ slots []slot }
 
+// slot is one key's place in a table. Once the table is published, h is
+// read and written with sync/atomic: 0 for an empty slot, tomb for a
+// removed key, else the key's hash (odd). e is written once, before h.
 type slot struct {
-	h uint64 // the key's hash; never 0 in a used slot
-	k string
-	e atomic.Pointer[entry] // nil: empty; tomb: removed
+	h uint64
+	e *entry
 }
 
-// tomb marks a slot whose key was removed.
-var tomb = new(entry)
+// tomb is the hash of a slot whose key was removed: even, so no key's.
+const tomb = 2
 
 // shard holds what writers of one shard share, padded to a cache line of
 // its own.
@@ -58,7 +62,7 @@ type shard struct {
 
 func newKeymap() *keymap { return &keymap{seed: maphash.MakeSeed()} }
 
-// hash returns k's hash, never 0.
+// hash returns k's hash, never 0 and odd.
 func (m *keymap) hash(k string) uint64 { return maphash.String(m.seed, k) | 1 }
 
 // load returns k's entry (h is m.hash(k)), or nil.
@@ -70,17 +74,19 @@ func (m *keymap) load(h uint64, k string) *entry {
 	mask := uint64(len(t.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
 		s := &t.slots[i]
-		e := s.e.Load()
-		if e == nil {
+		switch atomic.LoadUint64(&s.h) {
+		case 0:
 			return nil
-		}
-		if s.h == h && e != tomb && s.k == k {
-			return e
+		case h:
+			if e := s.e; e.k == k {
+				return e
+			}
 		}
 	}
 }
 
-// loadOrStore returns k's entry, storing e as it when k has none.
+// loadOrStore returns k's entry, storing e as it when k has none (e is
+// new: loadOrStore sets its key).
 func (m *keymap) loadOrStore(h uint64, k string, e *entry) *entry {
 	i := h >> (64 - mapShardBits)
 	sh := &m.shards[i]
@@ -95,12 +101,12 @@ func (m *keymap) loadOrStore(h uint64, k string, e *entry) *entry {
 	}
 	mask := uint64(len(t.slots) - 1)
 	j := h & mask
-	for t.slots[j].e.Load() != nil {
+	for t.slots[j].h != 0 { // slots are written under the shard's mutex only
 		j = (j + 1) & mask
 	}
 	s := &t.slots[j]
-	s.h, s.k = h, k
-	s.e.Store(e) // publishes h and k
+	e.k, s.e = k, e
+	atomic.StoreUint64(&s.h, h) // publishes e and its key
 	sh.used++
 	sh.live++
 	return e
@@ -119,20 +125,23 @@ func (m *keymap) compareAndDelete(h uint64, k string, e *entry) {
 	mask := uint64(len(t.slots) - 1)
 	for j := h & mask; ; j = (j + 1) & mask {
 		s := &t.slots[j]
-		switch s.e.Load() {
-		case nil:
+		switch s.h {
+		case 0:
 			return
-		case e:
-			s.e.Store(tomb)
-			sh.live--
-			return
+		case h:
+			if s.e == e {
+				atomic.StoreUint64(&s.h, tomb)
+				sh.live--
+				return
+			}
 		}
 	}
 }
 
 // rehash publishes a new table for shard i sized for n keys (at most 3/8
 // full) holding its live slots, and returns it. The caller holds the
-// shard's mutex.
+// shard's mutex, so the old table's slots do not change under it, and the
+// new table is nobody else's until it is published.
 func (m *keymap) rehash(i uint64, n int) *table {
 	size := minSlots
 	for size*3 < 8*n {
@@ -142,19 +151,15 @@ func (m *keymap) rehash(i uint64, n int) *table {
 	mask := uint64(size - 1)
 	live := 0
 	if old := m.tables[i].Load(); old != nil {
-		for k := range old.slots {
-			s := &old.slots[k]
-			e := s.e.Load()
-			if e == nil || e == tomb {
+		for _, s := range old.slots {
+			if s.h == 0 || s.h == tomb {
 				continue
 			}
 			j := s.h & mask
-			for nt.slots[j].e.Load() != nil {
+			for nt.slots[j].h != 0 {
 				j = (j + 1) & mask
 			}
-			d := &nt.slots[j]
-			d.h, d.k = s.h, s.k
-			d.e.Store(e)
+			nt.slots[j] = s
 			live++
 		}
 	}
@@ -164,8 +169,11 @@ func (m *keymap) rehash(i uint64, n int) *table {
 	return nt
 }
 
-// shrink rehashes shard i when it is mostly tombstones or empty slots, so
-// a table that once held many keys gives its memory back.
+// shrink rehashes shard i when it is mostly empty slots, so a table that
+// once held many keys gives its memory back, or when its tombstones
+// outnumber a quarter of its keys, so that the removed keys' entries, which
+// tombstones still point to, are not held long (the sweep calls shrink
+// after each shard).
 func (m *keymap) shrink(i uint64) {
 	sh := &m.shards[i]
 	sh.mu.Lock()
@@ -174,7 +182,7 @@ func (m *keymap) shrink(i uint64) {
 	if t == nil {
 		return
 	}
-	if len(t.slots) > minSlots && sh.live*12 < len(t.slots) || sh.used > 2*sh.live+minSlots {
+	if len(t.slots) > minSlots && sh.live*12 < len(t.slots) || sh.used-sh.live > sh.live/4+minSlots {
 		m.rehash(i, sh.live)
 	}
 }
@@ -187,11 +195,11 @@ func (m *keymap) snapshot(i uint64) *table { return m.tables[i].Load() }
 // empty slot or a tombstone.
 func (t *table) slotEntry(j int) (k string, h uint64, e *entry, ok bool) {
 	s := &t.slots[j]
-	e = s.e.Load()
-	if e == nil || e == tomb {
+	h = atomic.LoadUint64(&s.h)
+	if h == 0 || h == tomb {
 		return "", 0, nil, false
 	}
-	return s.k, s.h, e, true
+	return s.e.k, h, s.e, true
 }
 
 // len counts the keys held.

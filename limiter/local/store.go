@@ -20,16 +20,27 @@ import (
 // processor to callers.
 const sweepChunk = 128
 
-// entry is one key's state behind its own lock. An entry the sweep or Reset
-// has removed from the map is marked dead under that lock first, so a caller
-// that loaded it just before the removal sees the mark and looks again
-// instead of writing to state nobody will read.
+// entry is one key's state behind its own lock, 128 bytes: two cache
+// lines. An entry the sweep or Reset has removed from the map is marked
+// dead under that lock first (its state dropped: a live entry's state
+// always has a ring, its inline bucket at least), so a caller that loaded
+// it just before the removal sees the mark and looks again instead of
+// writing to state nobody will read.
 type entry struct {
-	mu   sync.Mutex
-	st   window.State
-	buf  [1]window.Bucket // a key's first bucket lives inline
-	dead bool
+	mu sync.Mutex
+	// k is the key, set by keymap.loadOrStore before the entry is
+	// published and never changed after.
+	k   string
+	st  window.State
+	buf [1]window.Bucket // a key's first bucket lives inline
 }
+
+// dead reports whether the entry was removed from the map; the caller holds
+// e.mu.
+func (e *entry) dead() bool { return e.st.Dropped() }
+
+// kill marks the entry removed; the caller holds e.mu.
+func (e *entry) kill() { e.st.Drop() }
 
 // store is the engine both strategies share: the key map, the clock and the
 // background sweep. Lookups are lock-free (keymap); the only lock a call on
@@ -272,7 +283,7 @@ func (s *store) lock(k string, create bool) *entry {
 			e = s.m.loadOrStore(h, k, e)
 		}
 		e.mu.Lock()
-		if !e.dead {
+		if !e.dead() {
 			return e
 		}
 		e.mu.Unlock()
@@ -285,7 +296,7 @@ func (s *store) lock(k string, create bool) *entry {
 // remove takes the locked entry e of k (hash h) out of the map and unlocks
 // it.
 func (s *store) remove(h uint64, k string, e *entry) {
-	e.dead = true
+	e.kill()
 	e.mu.Unlock()
 	s.m.compareAndDelete(h, k, e)
 }
@@ -351,7 +362,7 @@ func (s *store) sweep() int {
 				continue
 			}
 			e.mu.Lock()
-			if e.dead {
+			if e.dead() {
 				e.mu.Unlock()
 			} else if st, ok := e.st.Newest(); ok && s.now()-st < s.keepMs && !window.FromFuture(s.now(), st, s.keepMs) {
 				e.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/limiter"
@@ -68,8 +69,8 @@ func TestSweepDropsIdleKeys(t *testing.T) {
 	}
 	// The map holds only live entries.
 	a.s.m.each(func(k string, _ uint64, e *entry) bool {
-		if e.dead || !e.st.Live() {
-			t.Fatalf("key %v left in the map: dead %v, live %v", k, e.dead, e.st.Live())
+		if e.dead() || !e.st.Live() {
+			t.Fatalf("key %v left in the map: dead %v, live %v", k, e.dead(), e.st.Live())
 		}
 		return true
 	})
@@ -89,7 +90,7 @@ func TestRemovedEntryIsNotReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := a.s.lock("k", false)
-	old.dead = true // marked by a remover that has not deleted it yet
+	old.kill() // marked by a remover that has not deleted it yet
 	old.mu.Unlock()
 	d, err := a.Inc(ctx, "k", limiter.PerSecond(10), 1)
 	if err != nil {
@@ -98,11 +99,11 @@ func TestRemovedEntryIsNotReused(t *testing.T) {
 	if d.Remaining != 9 {
 		t.Fatalf("Inc after removal: Remaining %d, want 9 (a fresh key)", d.Remaining)
 	}
-	if old.st.Used != 3 {
-		t.Fatalf("the removed entry was written to: Used %d, want 3", old.st.Used)
+	if !old.dead() || old.st.Used != 0 {
+		t.Fatalf("the removed entry was written to: dead %v, Used %d, want dead and 0", old.dead(), old.st.Used)
 	}
 	v := a.s.m.load(a.s.m.hash("k"), "k")
-	if v == nil || v == old || v.dead {
+	if v == nil || v == old || v.dead() {
 		t.Fatalf("map holds %p, want a fresh live entry", v)
 	}
 
@@ -116,7 +117,7 @@ func TestRemovedEntryIsNotReused(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if !held.dead {
+	if !held.dead() {
 		t.Fatal("Reset did not mark the entry it removed")
 	}
 	if u, _ := a.Get(ctx, "k"); u != (limiter.Usage{}) {
@@ -293,6 +294,18 @@ func TestCloseStopsSweepAndIsIdempotent(t *testing.T) {
 	}
 	if n := runtime.NumGoroutine(); n > before {
 		t.Fatalf("goroutines after Close = %d, before = %d: the sweep leaked", n, before)
+	}
+}
+
+// TestEntrySize: a key's entry fills exactly two cache lines (its lock,
+// key, state and first bucket), so a call on a cold key pulls in two lines
+// of it, and the allocator's 128-byte class puts it on a line boundary.
+func TestEntrySize(t *testing.T) {
+	if n := unsafe.Sizeof(entry{}); n != 128 {
+		t.Fatalf("entry is %d bytes, want 128", n)
+	}
+	if n := unsafe.Sizeof(slot{}); n != 16 {
+		t.Fatalf("slot is %d bytes, want 16", n)
 	}
 }
 
