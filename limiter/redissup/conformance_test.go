@@ -53,6 +53,7 @@ func TestTrace(t *testing.T) {
 // totals, clock edges) with the local provider on miniredis and real
 // Redis, in parallel as TestConformance.
 func TestHostile(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, p := range providers[:2] {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()

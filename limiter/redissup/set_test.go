@@ -20,6 +20,7 @@ import (
 // maximum, one limit refusing, n over a hard capacity, n = 0) on every
 // Redis set-up.
 func TestSets(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) { conformance.RunSets(t, conformance.SuppressedStrategy, p.f) })
 	}
