@@ -176,12 +176,22 @@ func measureDecisions(b *testing.B, w workload, g int, inc incFunc) {
 	if err := stats.ConfigResetStat(ctx).Err(); err != nil {
 		b.Fatal(err)
 	}
+	cpu0, err := serverCPU(stats)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	self0 := processCPU()
 	refused, err := parallel(g, b.N, func(i int) (bool, error) {
 		return inc(ctx, w.keys[i%len(w.keys)])
 	})
+	self1 := processCPU()
 	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cpu1, err := serverCPU(stats)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -194,6 +204,11 @@ func measureDecisions(b *testing.B, w workload, g int, inc incFunc) {
 	b.ReportMetric(float64(scriptCalls)*1000/n, "calls/1k")
 	b.ReportMetric(float64(commands)*1000/n, "cmds/1k")
 	b.ReportMetric(float64(refused)*100/n, "%refused")
+	// CPU per decision, the server's and this process's (the limiter,
+	// its client and the benchmark's goroutines): less sensitive to the
+	// machine's load than ops/s.
+	b.ReportMetric((cpu1-cpu0)*1e6/n, "server-cpu-µs/op")
+	b.ReportMetric(float64(self1-self0)/1e3/n, "client-cpu-µs/op")
 }
 
 // commandTotals sums INFO commandstats: the script calls clients sent

@@ -37,7 +37,7 @@ func (l *Absolute) Window() time.Duration { return l.b.Cfg.Window }
 func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 	l := &Absolute{}
 	err := l.init(l, kind[*entry]{redis: redisprov.Absolute, newEntry: func() *entry { return new(entry) },
-		sync: scripts.AbsInc, get: scripts.AbsGet, usageLen: 2}, client, opts)
+		sync: scripts.AbsInc, get: scripts.AbsGet, usageLen: 2, sparse: true}, client, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -149,23 +149,46 @@ func (l *Absolute) plain(ctx context.Context, op, k string, c, n int64) (limiter
 	if err != nil {
 		return limiter.Decision{}, err
 	}
+	r, err := l.run(ctx, op, h, c, n)
+	return r.Decision(), err
+}
+
+// run is plain's call on the key's hash h.
+func (l *Absolute) run(ctx context.Context, op, h string, c, n int64) (window.Result, error) {
 	v, err := l.b.Run(ctx, scripts.AbsInc, []string{h},
 		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL)
 	if err != nil {
-		return limiter.Decision{}, l.errorf(op, err)
+		return window.Result{}, l.errorf(op, err)
 	}
 	r, err := redisx.Decision(v, c, window.OutcomeAllowed, window.OutcomeRejected)
 	if err != nil {
-		return limiter.Decision{}, l.errorf(op, err)
+		return window.Result{}, l.errorf(op, err)
 	}
-	return r.Decision(), nil
+	return r, nil
 }
+
+// refusalLife is how long a refusal of Redis is answered from memory at
+// most: one sync interval or one bucket, whichever is longer. Units that
+// other instances give back (unused leases, which Redis' exact RetryAfter
+// cannot foresee) are seen within that. (A saturated key called often
+// would otherwise cost a Redis call per tick for every key.)
+func (l *Absolute) refusalLife() int64 { return max(l.interval.Milliseconds(), l.b.Cfg.BucketMs) }
 
 // fetchLease is the lease request of an Inc (table.leaseLocked): one
 // abs_inc.lua call releases what is left of the key's lease and decides
 // for n, reserving a new lease when admitted.
 func (l *Absolute) fetchLease(ctx context.Context, e *entry, q request, a ask) (limiter.Decision, error) {
 	c, n, send := q.soft, q.n, a.send
+	if a.plain && a.rel == 0 {
+		// Nothing to give back: redisabs' own call, whose reply is one
+		// integer where a lease's has 5.
+		r, err := l.run(ctx, "inc", e.hash, c, n)
+		if err != nil {
+			return limiter.Decision{}, err
+		}
+		l.noLease(e, c, c, n, send, &r, l.refusalLife())
+		return r.Decision(), nil
+	}
 	v, err := l.b.Run(ctx, scripts.AbsInc, []string{e.hash},
 		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL, a.want, a.start, a.rel, a.ahead)
 	if err != nil {
@@ -176,6 +199,9 @@ func (l *Absolute) fetchLease(ctx context.Context, e *entry, q request, a ask) (
 	if g, ok := leaseReply(v); ok {
 		e.mu.Lock()
 		l.installGrant(e, c, send, g)
+		if a.plain {
+			e.granted = 0 // no lease: nothing to size the next one by
+		}
 		e.left -= n
 		e.used += n
 		e.idle = 0
@@ -192,12 +218,7 @@ func (l *Absolute) fetchLease(ctx context.Context, e *entry, q request, a ask) (
 	if !r.Allowed && !r.Never && r.RetryAfter > 0 && !l.b.Cfg.NoRelief {
 		e.mu.Lock()
 		e.soft, e.hard = c, c
-		// Answered from memory for one sync interval or one bucket,
-		// whichever is longer, at most: units that other instances give
-		// back (unused leases, which Redis' exact RetryAfter cannot
-		// foresee) are seen within that. (A saturated key called often
-		// would otherwise cost a Redis call per tick for every key.)
-		e.ref.Set(c, c, n, send, send+max(l.interval.Milliseconds(), l.b.Cfg.BucketMs), &r)
+		e.ref.Set(c, c, n, send, send+l.refusalLife(), &r)
 		e.idle = 0
 		e.mu.Unlock()
 	}
@@ -265,7 +286,7 @@ func (l *Absolute) synced(s *syncCall[*entry], held bool, send int64, v any) err
 	return nil
 }
 
-// Ping checks that Redis answers this limiter, as redisabs.Limiter.Ping
+// Ping checks that Redis answers this limiter, as rediscore.Limiter.Ping
 // does: one script call that writes a unit to a key of the limiter's own,
 // bounded by WithTimeout on top of ctx; a failure is an error naming the
 // address. Call it at start-up.

@@ -39,6 +39,8 @@ func BenchmarkInc(b *testing.B) {
 			for _, strategy := range []string{"absolute", "suppressed"} {
 				b.Run(fmt.Sprintf("W=%v/load=%s/strategy=%s", win, w.name, strategy), func(b *testing.B) {
 					c := redistest.Real(b).Client(b)
+					hook := new(callCounter)
+					c.AddHook(hook)
 					ctx := context.Background()
 					if err := c.FlushAll(ctx).Err(); err != nil {
 						b.Fatal(err)
@@ -59,7 +61,7 @@ func BenchmarkInc(b *testing.B) {
 						}
 					}
 					var next atomic.Int64
-					before := calls()
+					before, hbefore := calls(), hook.counts()
 					b.SetParallelism(32)
 					b.ResetTimer()
 					b.RunParallel(func(pb *testing.PB) {
@@ -72,11 +74,17 @@ func BenchmarkInc(b *testing.B) {
 						}
 					})
 					b.StopTimer()
-					after := calls()
+					after, hafter := calls(), hook.counts()
 					n := float64(b.N)
 					b.ReportMetric(n/b.Elapsed().Seconds(), "ops/s")
 					for i, kind := range []string{"fetch", "renew", "release", "refresh"} {
 						b.ReportMetric(float64(after[i]-before[i])*1000/n, kind+"/1k")
+					}
+					for i, kind := range countNames {
+						b.ReportMetric(float64(hafter[i]-hbefore[i])*1000/n, kind+"/1k")
+					}
+					if p := hafter[2] - hbefore[2]; p > 0 {
+						b.ReportMetric(float64(hafter[3]-hbefore[3])/float64(p), "calls/pipe")
 					}
 					if keys, err := c.DBSize(ctx).Result(); err == nil {
 						b.ReportMetric(float64(keys)/float64(min(len(w.keys), b.N)), "rkeys/key")

@@ -62,10 +62,10 @@ type supEntry struct {
 // first Inc. A nil client is ErrInvalidConfig.
 func NewSuppressed(client Client, opts ...limiter.Option) (*Suppressed, error) {
 	l := &Suppressed{}
-	// sparse: a key called further apart than its lease would live takes
-	// none (take).
+	// sparse, newPlain: a key called further apart than its lease would
+	// live takes none, nor does a key without history (take).
 	err := l.init(l, kind[*supEntry]{redis: redisprov.Suppressed, newEntry: func() *supEntry { return new(supEntry) },
-		sync: scripts.SupInc, get: scripts.SupGet, usageLen: 3, sparse: true}, client, opts)
+		sync: scripts.SupInc, get: scripts.SupGet, usageLen: 3, sparse: true, newPlain: true}, client, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -410,18 +410,11 @@ func (l *Suppressed) single(ctx context.Context, e *supEntry, soft, hard, n, dra
 	if err != nil {
 		return limiter.Decision{}, l.errorf("inc", err)
 	}
-	e.mu.Lock()
-	e.soft, e.hard = soft, hard
-	e.idle = 0
-	e.lastUse = send
-	if r.Allowed {
-		e.used += n
+	var life int64
+	if r.FactorPPM == window.PPM {
+		life = l.interval.Milliseconds() // beyond H, as after a lease request
 	}
-	if !r.Allowed && !r.Never && r.FactorPPM == window.PPM && r.RetryAfter > 0 && !l.b.Cfg.NoRelief {
-		// Beyond H: answered from memory, as after a lease request.
-		e.ref.Set(soft, hard, n, send, send+l.interval.Milliseconds(), &r)
-	}
-	e.mu.Unlock()
+	l.noLease(&e.entry, soft, hard, n, send, &r, life)
 	return r.Decision(), nil
 }
 
@@ -468,7 +461,7 @@ func (l *Suppressed) synced(s *syncCall[*supEntry], _ bool, send int64, v any) e
 	return nil
 }
 
-// Ping checks that Redis answers this limiter, as redisabs.Limiter.Ping
+// Ping checks that Redis answers this limiter, as rediscore.Limiter.Ping
 // does: one script call that writes a unit to a key of the limiter's own,
 // bounded by WithTimeout on top of ctx; a failure is an error naming the
 // address. Call it at start-up.

@@ -6,17 +6,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluice-go/sluice/internal/conformance"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/hybrid"
+	"github.com/sluice-go/sluice/limiter/redisabs"
 	"github.com/sluice-go/sluice/limiter/redissup"
 )
 
-// supSparseSetup is a suppressed hybrid and a redissup instance sharing a
-// miniredis that follows a fake clock, with a sync every 10 ms (real
-// time), no per-call timeout and otherwise the default options at window w.
-func supSparseSetup(t *testing.T, w time.Duration) (*conformance.Clock, *hybrid.Suppressed, *redissup.Limiter) {
+// sparseSetup is a miniredis that follows a fake clock, a client of it
+// and the options both hybrids and the Redis providers of the sparse
+// tests take: no per-call timeout and otherwise the default options at
+// window w. (No per-call timeout: the tests count the Redis calls and
+// compare decisions with the Redis provider's, and a call shed on a
+// loaded machine would differ.)
+func sparseSetup(t *testing.T, w time.Duration) (*conformance.Clock, *redis.Client, []limiter.Option) {
 	t.Helper()
 	clk := conformance.NewClock()
 	mr, c := redistest.Mini(t)
@@ -25,11 +31,15 @@ func supSparseSetup(t *testing.T, w time.Duration) (*conformance.Clock, *hybrid.
 		mr.SetTime(now)
 		mr.FastForward(d)
 	})
-	// No per-call timeout: the test counts the Redis calls and compares
-	// decisions with redissup's, and a call shed on a loaded machine would
-	// differ.
-	common := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0),
+	return clk, c, []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0),
 		limiter.WithClock(clk), limiter.WithWindow(w)}
+}
+
+// supSparseSetup is a suppressed hybrid, with a sync every 10 ms (real
+// time), and a redissup instance sharing sparseSetup's miniredis.
+func supSparseSetup(t *testing.T, w time.Duration) (*conformance.Clock, *hybrid.Suppressed, *redissup.Limiter) {
+	t.Helper()
+	clk, c, common := sparseSetup(t, w)
 	s := newSuppressed(t, c, append(common, hybrid.WithSyncInterval(10*time.Millisecond))...)
 	r, err := redissup.New(c, common...)
 	if err != nil {
@@ -117,5 +127,59 @@ func TestSuppressedQuietRelease(t *testing.T) {
 	if !waitFor(func() bool { _, _, rel, _ := s.Calls(); return rel == 1 }) || used() != 3 {
 		_, _, rel, _ := s.Calls()
 		t.Errorf("1.7 s after the latest use: %d releases, %d units in Redis; want 1 and 3", rel, used())
+	}
+}
+
+// TestAbsoluteSparseKey: a key the absolute hybrid has history of, called
+// further apart than a lease lives (B + D = 60 ms at W = 1 s), takes no
+// lease: each call decides its unit alone, as redisabs' does, and leaves
+// nothing to give back. 100 keys called once take forward-dated first
+// leases of ⌈C (D + B) / W⌉ = 6 units, which the ticks give back (100
+// releases); three more calls of each, 200 ms apart, make one Redis call
+// per decision and no release, and Redis holds exactly the units admitted.
+func TestAbsoluteSparseKey(t *testing.T) {
+	ctx := context.Background()
+	clk, c, common := sparseSetup(t, time.Second)
+	// A sync every 100 ms (real time): a key stays in memory for 20 ticks
+	// without a call, 2 s, longer than a round takes under -race (a key
+	// forgotten would have no history, and take a forward-dated lease).
+	a := newAbsolute(t, c, append(common, hybrid.WithSyncInterval(100*time.Millisecond))...)
+	r, err := redisabs.New(c, common...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rate := limiter.PerSecond(100)
+	const keys = 100
+	round := func() {
+		t.Helper()
+		for i := 0; i < keys; i++ {
+			if d, err := a.Inc(ctx, "k"+strconv.Itoa(i), rate, 1); err != nil || !d.Allowed {
+				t.Fatalf("Inc = %+v, %v", d, err)
+			}
+		}
+	}
+	round()
+	if u, err := r.Get(ctx, "k0"); err != nil || u.Used != 6 {
+		t.Fatalf("redisabs' Get after the first call = %+v, %v; want the first lease's 6 units", u, err)
+	}
+	clk.Advance(200 * time.Millisecond)
+	if !waitFor(func() bool { _, _, rel := a.Calls(); return rel == keys }) {
+		_, _, rel := a.Calls()
+		t.Fatalf("%d releases of the expired first leases, want %d", rel, keys)
+	}
+	for i := 0; i < 3; i++ {
+		if i > 0 {
+			clk.Advance(200 * time.Millisecond)
+		}
+		round()
+		time.Sleep(250 * time.Millisecond) // two ticks
+	}
+	if f, ren, rel := a.Calls(); f != 4*keys || ren != 0 || rel != keys {
+		t.Errorf("%d keys called 4 times 200 ms apart: %d Redis calls, %d renewals, %d releases; want %d, 0, %d", keys, f, ren, rel, 4*keys, keys)
+	}
+	for i := 0; i < keys; i += 17 {
+		if u, err := r.Get(ctx, "k"+strconv.Itoa(i)); err != nil || u.Used != 4 {
+			t.Errorf("redisabs' Get of key %d = %+v, %v; want the 4 units admitted, nothing leased", i, u, err)
+		}
 	}
 }

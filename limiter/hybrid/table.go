@@ -17,21 +17,15 @@ import (
 	"github.com/sluice-go/sluice/internal/relief"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/rediscore"
 )
 
-// Client is the part of a go-redis client the limiter calls: script
-// execution (EVALSHA, EVAL, SCRIPT LOAD, SCRIPT EXISTS) and UNLINK, as
-// redisabs.Client. *redis.Client, *redis.ClusterClient, *redis.Ring and
-// the failover clients of go-redis v9 satisfy it. When the client also has
-// Pipeline (all of those do), the background sync sends each tick's calls
-// in pipelines, which a cluster client splits per node.
-type Client interface {
-	redis.Scripter
-	Unlink(ctx context.Context, keys ...string) *redis.IntCmd
-}
-
-// Every Client is one for the shared provider code.
-var _ redisx.Client = Client(nil)
+// Client is the part of a go-redis client the limiter calls, the one
+// redisabs and redissup take. When the client also has Pipeline
+// (*redis.Client, *redis.ClusterClient, *redis.Ring and the failover
+// clients of go-redis v9 all do), the background sync sends each tick's
+// calls in pipelines, which a cluster client splits per node.
+type Client = rediscore.Client
 
 // Tuning of the sync. These bound the work of one tick: a tick visits at
 // most maxVisits keys and makes at most maxCalls calls of its script, in
@@ -100,8 +94,9 @@ type kind[E keyEntry] struct {
 	get      *redis.Script      // Get's script, whose reply is usageLen values
 	usageLen int
 	// sparse: a key called further apart than its lease would live takes
-	// no lease (take).
-	sparse bool
+	// no lease (take); newPlain: nor does a key without history (else its
+	// first lease is forward-dated).
+	sparse, newPlain bool
 }
 
 // keyEntry is a strategy's entry: a pointer to a struct embedding entry.
@@ -371,17 +366,36 @@ func (t *table[E]) take(x *entry, q request, now int64) ask {
 	a.push, x.decl = x.decl, 0
 	a.want = min(max(q.n, t.wantFor(x, q.soft, q.hard)), q.hard, max(q.n, t.maxLease))
 	a.ahead = x.aheadArg(t.ahead)
-	// plain: the key has no history, or its calls come further apart
-	// than the lease would live, so that it would be given back unused at
-	// the cost of a release call: the call decides n alone, as the Redis
-	// provider would, and the next call that follows within a lease's
-	// life asks for a lease (forward-dated, for a key without history).
-	// Many keys called once each, or once in a while, cost one call per
-	// decision and no release.
-	if t.kind.sparse && (x.lastUse == 0 || now-x.lastUse >= t.b.Cfg.BucketMs+a.ahead) {
+	// plain: the key's calls come further apart than the lease would
+	// live (or, for newPlain, it has no history), so that it would be
+	// given back unused at the cost of a release call: the call decides n
+	// alone, as the Redis provider would, and the next call that follows
+	// within a lease's life asks for a lease (forward-dated, for a slow
+	// key). Many keys called once in a while (or once each, newPlain)
+	// cost one call per decision and no release.
+	if t.kind.sparse && (x.lastUse == 0 && t.kind.newPlain || x.lastUse != 0 && now-x.lastUse >= t.b.Cfg.BucketMs+a.ahead) {
 		a.plain, a.want, a.ahead = true, q.n, 0
 	}
 	return a
+}
+
+// noLease takes the reply r of a sparse key's call that took no lease and
+// gave nothing back (the Redis provider's call, n units at capacities soft
+// and hard, sent at send): the key's use and, for life ms at most, r's
+// refusal when it has a RetryAfter (life 0: none; hot-key relief, as
+// after a lease request).
+func (t *table[E]) noLease(x *entry, soft, hard, n, send int64, r *window.Result, life int64) {
+	x.mu.Lock()
+	x.soft, x.hard = soft, hard
+	x.idle = 0
+	x.lastUse = send
+	if r.Allowed {
+		x.used += n
+	}
+	if life > 0 && !r.Allowed && !r.Never && r.RetryAfter > 0 && !t.b.Cfg.NoRelief {
+		x.ref.Set(soft, hard, n, send, send+life, r)
+	}
+	x.mu.Unlock()
 }
 
 // wantFor is the next lease's size at capacities soft and hard, with x.mu
