@@ -41,17 +41,7 @@ const (
 // String returns the policy's name as written in Go ("FallbackLocal", …),
 // or "FailurePolicy(n)" for a value that is none of them.
 func (p FailurePolicy) String() string {
-	switch p {
-	case FallbackLocal:
-		return "FallbackLocal"
-	case FailOpen:
-		return "FailOpen"
-	case FailClosed:
-		return "FailClosed"
-	case FailError:
-		return "FailError"
-	}
-	return fmt.Sprintf("FailurePolicy(%d)", int(p))
+	return enumName(p, "FailurePolicy", "FallbackLocal", "FailOpen", "FailClosed", "FailError")
 }
 
 // StateChange reports a Redis provider entering or leaving degraded mode,

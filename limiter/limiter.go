@@ -24,15 +24,17 @@ const (
 
 // String returns "allowed", "rejected" or "suppressed".
 func (o Outcome) String() string {
-	switch o {
-	case Allowed:
-		return "allowed"
-	case Rejected:
-		return "rejected"
-	case Suppressed:
-		return "suppressed"
+	return enumName(o, "Outcome", "", "allowed", "rejected", "suppressed")
+}
+
+// enumName returns names[v], the name of v in the constants of its type
+// typ, or "typ(v)" for a value without a name. Outcome, EventKind and
+// FailurePolicy name their values with it.
+func enumName[T ~int](v T, typ string, names ...string) string {
+	if v >= 0 && int(v) < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+	return typ + "(" + strconv.Itoa(int(v)) + ")"
 }
 
 // Decision is the answer to one call. A refused request is a Decision with

@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"context"
-	"strconv"
 	"time"
 )
 
@@ -155,15 +154,7 @@ const (
 
 // String returns "backend_error", "state_change" or "cleanup".
 func (k EventKind) String() string {
-	switch k {
-	case EventBackendError:
-		return "backend_error"
-	case EventStateChange:
-		return "state_change"
-	case EventCleanup:
-		return "cleanup"
-	}
-	return "EventKind(" + strconv.Itoa(int(k)) + ")"
+	return enumName(k, "EventKind", "", "backend_error", "state_change", "cleanup")
 }
 
 // Event is a backend event. Kind says which fields are set.

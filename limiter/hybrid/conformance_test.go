@@ -71,7 +71,8 @@ func onCluster(opts ...limiter.Option) conformance.Factory {
 // TestConformanceLeaseOne: with leases of one unit every admission is a
 // Redis decision, and the hybrid provider passes the absolute strategy's
 // whole conformance suite, as redisabs does. The backends run in parallel,
-// as redisabs' TestConformance.
+// as redisabs' TestConformance, miniredis with the smaller concurrency
+// check (conformance.RunAbsoluteMini).
 func TestConformanceLeaseOne(t *testing.T) {
 	for _, b := range []struct {
 		name string
@@ -83,6 +84,10 @@ func TestConformanceLeaseOne(t *testing.T) {
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
+			if b.name == "Mini" {
+				conformance.RunAbsoluteMini(t, b.f)
+				return
+			}
 			conformance.RunAbsolute(t, b.f)
 		})
 	}

@@ -24,8 +24,8 @@ var (
 // instances may share them (docs/algorithms.md, Hybrid sets).
 
 // IncSet decides n units of key in every limit of set as
-// redisabs.Limiter.IncSet (absolute) or redissup.Limiter.IncSet
-// (suppressed) does, asking Redis on every call: sets are not leased.
+// rediscore.Limiter.IncSet (redisabs or redissup) does, asking Redis on
+// every call: sets are not leased.
 // Absolute: admitted if every limit has room, then recorded in every
 // limit; a refusal records nothing. Suppressed: admitted with the
 // probability of the most suppressing limit, recorded in every limit

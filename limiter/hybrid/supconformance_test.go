@@ -60,7 +60,9 @@ func supOnCluster(opts ...limiter.Option) conformance.Factory {
 // TestSuppressedConformanceLeaseOne: with leases of one unit every
 // admission is a Redis decision, and the suppressed hybrid passes the
 // suppressed strategy's whole conformance suite, as redissup does. The
-// backends run in parallel, as redissup's TestConformance.
+// backends run in parallel, as redissup's TestConformance, miniredis with
+// the smaller statistics and concurrency checks
+// (conformance.RunSuppressedMini).
 func TestSuppressedConformanceLeaseOne(t *testing.T) {
 	for _, b := range []struct {
 		name string
@@ -72,6 +74,10 @@ func TestSuppressedConformanceLeaseOne(t *testing.T) {
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
+			if b.name == "Mini" {
+				conformance.RunSuppressedMini(t, b.f)
+				return
+			}
 			conformance.RunSuppressed(t, b.f)
 		})
 	}

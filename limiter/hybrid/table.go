@@ -17,21 +17,15 @@ import (
 	"github.com/sluice-go/sluice/internal/relief"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/rediscore"
 )
 
-// Client is the part of a go-redis client the limiter calls: script
-// execution (EVALSHA, EVAL, SCRIPT LOAD, SCRIPT EXISTS) and UNLINK, as
-// redisabs.Client. *redis.Client, *redis.ClusterClient, *redis.Ring and
-// the failover clients of go-redis v9 satisfy it. When the client also has
-// Pipeline (all of those do), the background sync sends each tick's calls
-// in pipelines, which a cluster client splits per node.
-type Client interface {
-	redis.Scripter
-	Unlink(ctx context.Context, keys ...string) *redis.IntCmd
-}
-
-// Every Client is one for the shared provider code.
-var _ redisx.Client = Client(nil)
+// Client is the part of a go-redis client the limiter calls, the one
+// redisabs and redissup take. When the client also has Pipeline
+// (*redis.Client, *redis.ClusterClient, *redis.Ring and the failover
+// clients of go-redis v9 all do), the background sync sends each tick's
+// calls in pipelines, which a cluster client splits per node.
+type Client = rediscore.Client
 
 // Tuning of the sync. These bound the work of one tick: a tick visits at
 // most maxVisits keys and makes at most maxCalls calls of its script, in

@@ -91,6 +91,51 @@ func TestKeymapAgainstMap(t *testing.T) {
 	if after := slots(); after*4 > before || after > 8*len(want)+mapShards*minSlots {
 		t.Fatalf("slots after shrink = %d (before %d) for %d keys, want at most a quarter and 8 per key", after, before, len(want))
 	}
+	// A tombstone keeps its removed entry reachable: shrink left none.
+	for i := range m.tables {
+		if tb := m.tables[i].Load(); tb != nil {
+			for _, s := range tb.slots {
+				if s.h == tomb {
+					t.Fatalf("shard %d kept a tombstone (entry %p) after shrink", i, s.e)
+				}
+			}
+		}
+	}
+	// Removing a fifth of a shard's keys leaves its tombstones to the next
+	// rehash; removing more than a quarter, plus minSlots, rebuilds it.
+	m2 := newKeymap()
+	var ks []string
+	for i := 0; len(ks) < 200; i++ {
+		if k := "s" + strconv.Itoa(i); m2.hash(k)>>(64-mapShardBits) == 0 {
+			ks = append(ks, k)
+			m2.loadOrStore(m2.hash(k), k, &entry{})
+		}
+	}
+	tombs := func() int {
+		n := 0
+		for _, s := range m2.tables[0].Load().slots {
+			if s.h == tomb {
+				n++
+			}
+		}
+		return n
+	}
+	for _, k := range ks[:40] {
+		h := m2.hash(k)
+		m2.compareAndDelete(h, k, m2.load(h, k))
+	}
+	m2.shrink(0)
+	if n := tombs(); n != 40 {
+		t.Fatalf("tombstones after removing 40 of 200 keys and shrink = %d, want 40 (no rehash)", n)
+	}
+	for _, k := range ks[40:100] {
+		h := m2.hash(k)
+		m2.compareAndDelete(h, k, m2.load(h, k))
+	}
+	m2.shrink(0)
+	if n := tombs(); n != 0 {
+		t.Fatalf("tombstones after removing 100 of 200 keys and shrink = %d, want 0", n)
+	}
 }
 
 // TestKeymapConcurrent: lookups of known keys never miss while other

@@ -84,12 +84,17 @@ var backends = []struct {
 }
 
 // The backends run in parallel: miniredis runs the scripts in this
-// process, the servers in theirs.
+// process, the servers in theirs. miniredis runs the suite's smaller
+// concurrency check (conformance.RunAbsoluteMini), the servers the whole.
 func TestConformance(t *testing.T) {
 	t.Parallel() // deterministic: see TestMain
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
+			if b.name == "Mini" {
+				conformance.RunAbsoluteMini(t, b.f)
+				return
+			}
 			conformance.RunAbsolute(t, b.f)
 		})
 	}

@@ -598,6 +598,7 @@ func TestCloseLeavesClientOpen(t *testing.T) {
 // regime the conformance trace does not reach: hundreds of buckets per
 // window (the most accepted), so that scans and long RetryAfter walks happen.
 func TestManyBucketsTrace(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, b := range []struct {
 		name  string
 		f     conformance.Factory
@@ -607,6 +608,7 @@ func TestManyBucketsTrace(t *testing.T) {
 		{"Real", onReal, traceSteps},
 	} {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			clk := conformance.NewClock()
 			// W/B = 500, the largest accepted (settings.MaxBuckets).
 			opts := []limiter.Option{limiter.WithWindow(500 * time.Millisecond), limiter.WithBucket(time.Millisecond)}

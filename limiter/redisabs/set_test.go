@@ -10,6 +10,7 @@ import (
 )
 
 func TestSets(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) { conformance.RunSets(t, conformance.AbsoluteStrategy, b.f) })
 	}

@@ -7,12 +7,18 @@ import (
 )
 
 // The backends run in parallel: miniredis runs the scripts in this
-// process, the servers in theirs.
+// process, the servers in theirs. miniredis runs the suite's smaller
+// statistics and concurrency checks (conformance.RunSuppressedMini), the
+// servers the whole.
 func TestConformance(t *testing.T) {
 	t.Parallel() // deterministic: see TestMain
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
+			if p.name == "Mini" {
+				conformance.RunSuppressedMini(t, p.f)
+				return
+			}
 			conformance.RunSuppressed(t, p.f)
 		})
 	}
@@ -47,6 +53,7 @@ func TestTrace(t *testing.T) {
 // totals, clock edges) with the local provider on miniredis and real
 // Redis, in parallel as TestConformance.
 func TestHostile(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, p := range providers[:2] {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()

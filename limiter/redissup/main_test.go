@@ -14,8 +14,10 @@ import (
 )
 
 // The tests that call t.Parallel at their top (the conformance suites,
-// the traces against the local provider and with hot-key relief, the
-// set TTL and memory tests) decide on a fake clock with no timeout (newLimiter gives WithTimeout(0)): a loaded
+// the hostile calls, the set step tables, the traces against the local
+// provider, batched and with hot-key relief, the sustained overload on a
+// fake clock, the TTL, set TTL and memory tests) decide on a fake clock
+// with no timeout (newLimiter gives WithTimeout(0)): a loaded
 // machine slows them but sheds none of their calls, so they run after
 // the sequential tests, two at a time, beside each other. The fault,
 // outage, latency and batching tests (real time, 64 goroutines on one

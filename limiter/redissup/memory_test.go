@@ -3,6 +3,7 @@ package redissup_test
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,24 +44,29 @@ func TestMemoryPerKey(t *testing.T) {
 			t.Parallel()
 			srv := redistest.StartServer(t)
 			opt := srv.Options()
-			opt.PoolSize = 16
 			c := redis.NewClient(opt)
 			t.Cleanup(func() { c.Close() })
 			clk := conformance.NewClock()
 			prefix := redistest.Prefix(t)
 			// No timeout: on a loaded machine a call past it would be
 			// shed and write nothing, and a confirming probe would write
-			// a key of its own. No batching: the figures are
-			// the data's, and batched calls change how many connections
-			// the pool holds at each reading, whose buffers used_memory
-			// counts.
-			l, err := redissup.New(c, limiter.WithPrefix(prefix), limiter.WithClock(clk), limiter.WithTimeout(0), limiter.WithBatching(0),
-				limiter.WithHardLimitFactor(tc.factor), limiter.WithRandom(conformance.NewRand(1)))
+			// a key of its own.
+			opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithClock(clk), limiter.WithTimeout(0),
+				limiter.WithHardLimitFactor(tc.factor), limiter.WithRandom(conformance.NewRand(1))}
+			// The keys are written by a limiter of their own client with
+			// batching on (the default 128 calls a pipeline): the same
+			// script calls, writing the same hashes, for about a third of
+			// the CPU of one round trip each (most of this test's time
+			// under the race detector). That client is closed before the
+			// readings, so the server's client buffers at the figure and
+			// at the baseline are those of c's one connection alike.
+			fc := redis.NewClient(opt)
+			fill, err := redissup.New(fc, with(opts, limiter.WithBatching(128))...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			rate := limiter.PerMinute(10)
-			const workers = 16
+			const workers = 64 // more than 8 calls in flight: batched
 			run := func(prefix string, keys int) {
 				var wg sync.WaitGroup
 				errs := make(chan error, workers)
@@ -69,7 +75,7 @@ func TestMemoryPerKey(t *testing.T) {
 					go func(w int) {
 						defer wg.Done()
 						for i := w; i < keys; i += workers {
-							if _, err := l.Inc(ctx, prefix+strconv.Itoa(i), rate, 1); err != nil {
+							if _, err := fill.Inc(ctx, prefix+strconv.Itoa(i), rate, 1); err != nil {
 								errs <- err
 								return
 							}
@@ -82,14 +88,21 @@ func TestMemoryPerKey(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			run("warm:", 1000) // scripts loaded, pooled connections open
-			if err := c.FlushAll(ctx).Err(); err != nil {
-				t.Fatal(err)
-			}
 			for r := 0; r < tc.calls; r++ {
 				run("user:", keys)
 				clk.Advance(tc.gap)
 			}
+			if err := fill.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := fc.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l, err := redissup.New(c, with(opts, limiter.WithBatching(0))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitClients(t, c, 1)
 			after := redistest.UsedMemory(t, c)
 			if n := c.DBSize(ctx).Val(); n != keys {
 				t.Fatalf("DBSIZE = %d, want %d", n, keys)
@@ -118,6 +131,32 @@ func TestMemoryPerKey(t *testing.T) {
 				t.Errorf("%.0f bytes per key, above the %.0f-byte target", perKey, tc.budget)
 			}
 		})
+	}
+}
+
+// waitClients waits until the server of c has n clients connected: a
+// closed client's connection is freed when the server reads its end.
+func waitClients(t *testing.T, c *redis.Client, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := c.Info(ctx, "clients").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int64 = -1
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_clients:"); ok {
+				got, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d clients connected, want %d", got, n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -128,6 +128,7 @@ func (r loadRun) meanFactor() float64 {
 // the full span W can hold up to one bucket's worth more), and that the
 // local provider, fed the same draws, admits exactly the same calls.
 func TestSustainedOverload(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	const windows = 12
 	w := int(olWindow / time.Millisecond)
 	b := int(olBucket / time.Millisecond)

@@ -351,6 +351,7 @@ func keysUnder(t testing.TB, c *redis.Client, prefix string) []string {
 // opened (when that bucket dies, never before), with 0 < PTTL ≤ W + B, and
 // W + B of silence leaves nothing behind.
 func TestTTL(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	const w, b = time.Second, 100 * time.Millisecond
 	mr, c, clk := miniAt(t)
 	prefix := redistest.Prefix(t)

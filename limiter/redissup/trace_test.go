@@ -146,6 +146,7 @@ func wantRegimes(t *testing.T, op string, total int, rs []regime) {
 // TestSameAsLocalBatched is TestSameAsLocal's trace with batching on
 // (WithBatching(128)), on real Redis and the cluster, in parallel.
 func TestSameAsLocalBatched(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, p := range providers[1:3] {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
