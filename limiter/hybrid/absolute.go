@@ -56,6 +56,20 @@ func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 // serving until they run out or expire; then the failure policy answers
 // (limiter.WithFailurePolicy), with Degraded set.
 func (l *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
+	// Nearly every call is answered from memory: that path calls the
+	// strategy's code directly (the table's inc is the rest, and the same
+	// path again; docs/benchmarks.md, Hybrid).
+	if c, err := limiter.Capacity(rate, l.b.Cfg.Window); err == nil && n >= 1 && n <= c && !l.closed.Load() {
+		if e, ok := l.lookup(k); ok {
+			e.mu.Lock()
+			d, ok := l.local(e, request{soft: c, hard: c, n: n}, l.now(), !l.g.Open())
+			e.mu.Unlock()
+			if ok {
+				l.g.Observe(ctx, "inc", k, n, d)
+				return d, nil
+			}
+		}
+	}
 	return l.inc(ctx, k, rate, n)
 }
 

@@ -62,6 +62,7 @@ func BenchmarkInc(b *testing.B) {
 					}
 					var next atomic.Int64
 					before, hbefore := calls(), hook.counts()
+					self0, srv0 := cpuNow(ctx, c)
 					b.SetParallelism(32)
 					b.ResetTimer()
 					b.RunParallel(func(pb *testing.PB) {
@@ -74,9 +75,12 @@ func BenchmarkInc(b *testing.B) {
 						}
 					})
 					b.StopTimer()
+					self1, srv1 := cpuNow(ctx, c)
 					after, hafter := calls(), hook.counts()
 					n := float64(b.N)
 					b.ReportMetric(n/b.Elapsed().Seconds(), "ops/s")
+					b.ReportMetric((self1-self0)/n, "client-cpu-µs/op")
+					b.ReportMetric((srv1-srv0)/n, "server-cpu-µs/op")
 					for i, kind := range []string{"fetch", "renew", "release", "refresh"} {
 						b.ReportMetric(float64(after[i]-before[i])*1000/n, kind+"/1k")
 					}
@@ -92,5 +96,45 @@ func BenchmarkInc(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// BenchmarkIncMemory: Inc(1) of one hot key from one goroutine, nearly
+// every decision from memory (a lease request per lease, about one per
+// sync interval), for both strategies: the cost of a decision in memory,
+// with the CPU time of the process per decision beside the wall time.
+//
+//	go test -run '^$' -bench IncMemory -count 10 ./limiter/hybrid
+func BenchmarkIncMemory(b *testing.B) {
+	for _, strategy := range []string{"absolute", "suppressed"} {
+		b.Run("strategy="+strategy, func(b *testing.B) {
+			c := redistest.Real(b).Client(b)
+			ctx := context.Background()
+			opts := []limiter.Option{limiter.WithWindow(time.Minute), limiter.WithTimeout(5 * time.Second),
+				limiter.WithHardLimitFactor(1.5), limiter.WithPrefix(redistest.Prefix(b))}
+			var l limiter.Limiter
+			if strategy == "absolute" {
+				l = newAbsolute(b, c, opts...)
+			} else {
+				l = newSuppressed(b, c, opts...)
+			}
+			rate := limiter.PerSecond(1e6)
+			for i := 0; i < 1000; i++ { // warm: the lease grows
+				if _, err := l.Inc(ctx, "hot", rate, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			self0, _ := cpuNow(ctx, c)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := l.Inc(ctx, "hot", rate, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			self1, _ := cpuNow(ctx, c)
+			b.ReportMetric((self1-self0)*1000/float64(b.N), "cpu-ns/op")
+		})
 	}
 }

@@ -22,7 +22,9 @@
 // one instance and unused count against the others until given back, or,
 // after a crash, until their bucket dies). Near its capacity a key gets
 // leases of one unit, so one Redis call per decision; WithMaxLease(1)
-// makes that the rule. A refusal from Redis is repeated from memory for a
+// makes that the rule. A key called further apart than a lease lives (B,
+// or up to B + WithLeaseAhead for a slow key) takes none: each call is the
+// Redis provider's own. A refusal from Redis is repeated from memory for a
 // short while (hot-key relief). While Redis is down a lease keeps serving,
 // then the failure policy answers, as in redisabs. docs/algorithms.md
 // (Hybrid leases) has the protocol, the proof of the guarantee, and where
