@@ -237,6 +237,35 @@ func UsedMemory(t testing.TB, c *redis.Client) int64 {
 	return n
 }
 
+// WaitClients waits up to 10 s until the server of c has n clients
+// connected (INFO clients): a closed client's connections are freed when
+// the server reads their end, a moment after Close.
+func WaitClients(t testing.TB, c *redis.Client, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := c.Info(context.Background(), "clients").Result()
+		if err != nil {
+			t.Fatalf("INFO clients: %v", err)
+		}
+		m := regexp.MustCompile(`(?m)^connected_clients:(\d+)`).FindStringSubmatch(info)
+		if m == nil {
+			t.Fatalf("no connected_clients in INFO clients")
+		}
+		got, err := strconv.ParseInt(m[1], 10, 64)
+		if err != nil {
+			t.Fatalf("INFO clients: connected_clients %q: %v", m[1], err)
+		}
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d clients connected after 10 s, want %d", got, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // DeadClient returns a client, closed with the test, of a loopback address
 // where nothing listens: every call fails with connection refused, at once
 // (no retries).

@@ -3,7 +3,6 @@ package redissup_test
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,7 +101,7 @@ func TestMemoryPerKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitClients(t, c, 1)
+			redistest.WaitClients(t, c, 1)
 			after := redistest.UsedMemory(t, c)
 			if n := c.DBSize(ctx).Val(); n != keys {
 				t.Fatalf("DBSIZE = %d, want %d", n, keys)
@@ -131,32 +130,6 @@ func TestMemoryPerKey(t *testing.T) {
 				t.Errorf("%.0f bytes per key, above the %.0f-byte target", perKey, tc.budget)
 			}
 		})
-	}
-}
-
-// waitClients waits until the server of c has n clients connected: a
-// closed client's connection is freed when the server reads its end.
-func waitClients(t *testing.T, c *redis.Client, n int64) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := c.Info(ctx, "clients").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got int64 = -1
-		for _, line := range strings.Split(info, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_clients:"); ok {
-				got, _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d clients connected, want %d", got, n)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
