@@ -73,6 +73,10 @@ type table[E keyEntry] struct {
 	tmu     sync.Mutex // guards tracked and fresh
 	tracked []E        // every key in memory, in visiting order
 	fresh   []E        // keys added since the last tick
+	// spare is the array of the tracked keys before the latest tick,
+	// cleared, for the next tick's list (ticks never run at once: the
+	// loop's, then Close's): a tick over 10,000 keys allocates none.
+	spare []E
 
 	stop, done chan struct{}
 	closeOnce  sync.Once
@@ -733,7 +737,7 @@ func (t *table[E]) tick(ctx context.Context, closing bool) {
 		visit = visit[:maxVisits]
 	}
 	now := t.now()
-	keep := make([]E, 0, len(all))
+	keep := t.spare[:0]
 	var calls []syncCall[E]
 	for _, e := range visit {
 		if ctx != nil && !closing && len(calls) >= maxCalls {
@@ -761,8 +765,14 @@ func (t *table[E]) tick(ctx context.Context, closing bool) {
 	t.tmu.Lock()
 	rest := all[len(visit):]
 	// keys added meanwhile are in t.fresh; the unvisited go first
-	t.tracked = append(append(make([]E, 0, len(rest)+len(keep)), rest...), keep...)
+	if len(rest) == 0 {
+		t.tracked = keep
+	} else {
+		t.tracked = append(append(make([]E, 0, len(rest)+len(keep)), rest...), keep...)
+	}
 	t.tmu.Unlock()
+	clear(all) // no key forgotten stays reachable from it
+	t.spare = all[:0]
 
 	for len(calls) > 0 && ctx.Err() == nil {
 		n := min(len(calls), pipeBatch)
