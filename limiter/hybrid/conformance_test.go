@@ -74,6 +74,7 @@ func onCluster(opts ...limiter.Option) conformance.Factory {
 // as redisabs' TestConformance, miniredis with the smaller concurrency
 // check (conformance.RunAbsoluteMini).
 func TestConformanceLeaseOne(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, b := range []struct {
 		name string
 		f    conformance.Factory
@@ -100,5 +101,6 @@ func TestConformanceLeaseOne(t *testing.T) {
 // so ResetAfter is longer and Get counts them for longer than redisabs
 // would; TestForwardDatedLease shows it.
 func TestConformanceLeased(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	conformance.RunAbsolute(t, onReal(hybrid.WithLeaseAhead(0)))
 }

@@ -50,6 +50,7 @@ func localFactory(s conformance.Strategy) conformance.Factory {
 // limits from the key's single limit (and its lease) and the set errors
 // on both hybrids, on miniredis and real Redis.
 func TestSets(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, b := range setBackends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel() // miniredis runs in this process, the server in its own
@@ -66,6 +67,7 @@ func TestSets(t *testing.T) {
 // WithMaxLease(1) makes them Redis decisions, as the reference expects.
 // The set calls lease nothing either way.
 func TestSetTraceAgainstLocal(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, b := range setBackends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()

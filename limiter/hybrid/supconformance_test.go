@@ -64,6 +64,7 @@ func supOnCluster(opts ...limiter.Option) conformance.Factory {
 // the smaller statistics and concurrency checks
 // (conformance.RunSuppressedMini).
 func TestSuppressedConformanceLeaseOne(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, b := range []struct {
 		name string
 		f    conformance.Factory
@@ -92,5 +93,6 @@ func TestSuppressedConformanceLeaseOne(t *testing.T) {
 // bucket starting after now, so ResetAfter is longer;
 // TestSuppressedForwardDatedLease shows it.
 func TestSuppressedConformanceLeased(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	conformance.RunSuppressedTables(t, supOnReal(hybrid.WithLeaseAhead(0)))
 }

@@ -15,6 +15,7 @@ import (
 // default leases), keep both bounds (limiter.ErrWindowConflict), for both
 // strategies, on miniredis and a real server.
 func TestTwoWindows(t *testing.T) {
+	t.Parallel() // deterministic: see TestMain
 	for _, st := range []struct {
 		name       string
 		s          conformance.Strategy
