@@ -28,8 +28,12 @@ const (
 	// catches a script whose worst state grows with the hash, which costs
 	// tens of milliseconds at this W/B, not a loaded machine.
 	BoundedBudget = 5 * time.Millisecond
-	// BoundedNoise is the most any single call may take, scheduling noise
-	// of a loaded machine included.
+	// BoundedNoise is the most four of a state's five runs may take,
+	// scheduling noise of a loaded machine included. One run may take
+	// longer: the five runs do the same work on the same restored state,
+	// and a redis-server descheduled for one of them (82 ms in one run of
+	// make test with four packages on two cores) says nothing about the
+	// script; a state whose work varies between runs fails it twice.
 	BoundedNoise = 50 * time.Millisecond
 	// BoundedPing is how long 99% of the PINGs from another client may wait
 	// while four clients run worst-case refusals; BoundedPingMax bounds
@@ -147,7 +151,7 @@ func scriptTimes(t *testing.T, c *redis.Client) []time.Duration {
 // full window; and IsAllowed, Get and Inc once half of the buckets, then
 // all but the newest, have died. Each state is restored (DUMP, RESTORE)
 // and run five times: the fastest run must be within BoundedBudget and
-// every run within BoundedNoise.
+// all but the slowest within BoundedNoise.
 func RunBoundedWork(t *testing.T, s Strategy, f RedisFactory) {
 	bk, c := fillBounded(t, s, f)
 	ctx := context.Background()
@@ -203,8 +207,8 @@ func RunBoundedWork(t *testing.T, s Strategy, f RedisFactory) {
 				if runs[0] > BoundedBudget {
 					t.Errorf("%s: Redis time %v; want the fastest within %v", state, runs, BoundedBudget)
 				}
-				if runs[4] > BoundedNoise {
-					t.Errorf("%s: Redis time %v, want every run within %v", state, runs, BoundedNoise)
+				if runs[3] > BoundedNoise {
+					t.Errorf("%s: Redis time %v, want four of five runs within %v", state, runs, BoundedNoise)
 				}
 			}
 		}
