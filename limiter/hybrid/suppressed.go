@@ -197,8 +197,9 @@ func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int
 	e, found := l.lookup(k)
 	if soft, hard, err := l.capacities("inc", rate); found && err == nil && n >= 1 && n <= hard && !l.closed.Load() {
 		q := request{soft: soft, hard: hard, n: n}
+		now, refusals := l.now(), !l.g.Open() // before the lock (Absolute.Inc)
 		e.mu.Lock()
-		d, ok := l.local(e, q, l.now(), !l.g.Open())
+		d, ok := l.local(e, q, now, refusals)
 		e.mu.Unlock()
 		if ok {
 			l.g.Observe(ctx, "inc", k, n, d)
