@@ -57,8 +57,8 @@ func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 // (limiter.WithFailurePolicy), with Degraded set.
 func (l *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
 	// Nearly every call is answered from memory: that path calls the
-	// strategy's code directly (the table's inc is the rest, and the same
-	// path again; docs/benchmarks.md, Hybrid).
+	// strategy's code directly, not through the table's generic code
+	// (docs/benchmarks.md, Hybrid); the table's inc is the rest.
 	if c, err := limiter.Capacity(rate, l.b.Cfg.Window); err == nil && n >= 1 && n <= c && !l.closed.Load() {
 		if e, ok := l.lookup(k); ok {
 			// The clock is read before the lock, as the table's inc does:

@@ -520,8 +520,10 @@ func (t *table[E]) shared(ctx context.Context, k string, fn func(ctx context.Con
 	return t.peeks.Do(ctx, k, fn)
 }
 
-// inc is Inc for both strategies: from e's lease or cached refusal when
-// the strategy's local answers, else under the failure policy.
+// inc is the rest of Inc for both strategies, once the strategy's Inc
+// found no answer in memory (Absolute.Inc and Suppressed.Inc try the
+// key's lease and cached refusal first, calling the strategy's code
+// directly): the argument checks, then the failure policy's decision.
 func (t *table[E]) inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
 	if t.closed.Load() {
 		return limiter.Decision{}, t.errorf("inc", limiter.ErrClosed)
@@ -529,22 +531,8 @@ func (t *table[E]) inc(ctx context.Context, k string, rate limiter.Rate, n int64
 	if err := config.CheckCost(n); err != nil {
 		return limiter.Decision{}, t.errorf("inc", err)
 	}
-	soft, hard, err := t.s.capacities("inc", rate)
-	if err != nil {
+	if _, _, err := t.s.capacities("inc", rate); err != nil {
 		return limiter.Decision{}, err
-	}
-	if n >= 1 && n <= hard {
-		if e, ok := t.lookup(k); ok {
-			now := t.now()
-			x := e.base()
-			x.mu.Lock()
-			d, ok := t.s.local(e, request{soft: soft, hard: hard, n: n}, now, !t.g.Open())
-			x.mu.Unlock()
-			if ok {
-				t.g.Observe(ctx, "inc", k, n, d)
-				return d, nil
-			}
-		}
 	}
 	return t.g.Decide(ctx, (*backend[E])(t), "inc", k, rate, n, false)
 }
