@@ -222,19 +222,7 @@ func CommandCalls(t testing.TB, c *redis.Client, cmd string) int {
 // the readings).
 func UsedMemory(t testing.TB, c *redis.Client) int64 {
 	t.Helper()
-	info, err := c.Info(context.Background(), "memory").Result()
-	if err != nil {
-		t.Fatalf("INFO memory: %v", err)
-	}
-	m := regexp.MustCompile(`(?m)^used_memory:(\d+)`).FindStringSubmatch(info)
-	if m == nil {
-		t.Fatalf("no used_memory in INFO memory")
-	}
-	n, err := strconv.ParseInt(m[1], 10, 64)
-	if err != nil {
-		t.Fatalf("INFO memory: used_memory %q: %v", m[1], err)
-	}
-	return n
+	return infoInt(t, c, "memory", "used_memory")
 }
 
 // WaitClients waits up to 10 s until the server of c has n clients
@@ -244,18 +232,7 @@ func WaitClients(t testing.TB, c *redis.Client, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		info, err := c.Info(context.Background(), "clients").Result()
-		if err != nil {
-			t.Fatalf("INFO clients: %v", err)
-		}
-		m := regexp.MustCompile(`(?m)^connected_clients:(\d+)`).FindStringSubmatch(info)
-		if m == nil {
-			t.Fatalf("no connected_clients in INFO clients")
-		}
-		got, err := strconv.ParseInt(m[1], 10, 64)
-		if err != nil {
-			t.Fatalf("INFO clients: connected_clients %q: %v", m[1], err)
-		}
+		got := infoInt(t, c, "clients", "connected_clients")
 		if got == n {
 			return
 		}
@@ -264,6 +241,24 @@ func WaitClients(t testing.TB, c *redis.Client, n int64) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// infoInt returns the integer field of INFO section on c's server.
+func infoInt(t testing.TB, c *redis.Client, section, field string) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), section).Result()
+	if err != nil {
+		t.Fatalf("INFO %s: %v", section, err)
+	}
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(field) + `:(\d+)`).FindStringSubmatch(info)
+	if m == nil {
+		t.Fatalf("no %s in INFO %s", field, section)
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		t.Fatalf("INFO %s: %s %q: %v", section, field, m[1], err)
+	}
+	return n
 }
 
 // DeadClient returns a client, closed with the test, of a loopback address
