@@ -350,17 +350,20 @@ const reducedCellTime = 1500 * time.Millisecond
 // for the whole timeout during it.
 const starvedRuns = 3
 
-// maxShedAlone is the largest share of shed decisions a cell may have
-// when the matrix runs alone (SLUICE_MATRIX=full, the figures in
-// docs/operations.md). maxShedShared is the bound in the reduced matrix
-// that make test runs beside the other packages' suites on the same two
-// cores: there the hot-key cells of the hybrids at 3 × 16 and 3 × 64
-// goroutines measured 0.08 to 0.15 % (a caller's budget ends waiting for
-// a CPU), so the bound is five times the target. Neither bound excuses a
-// breaker opening or a degraded decision, which no cell may have.
+// maxShedFull is the largest share of shed decisions a cell may have in
+// the full matrix (SLUICE_MATRIX=full, the figures in docs/operations.md).
+// maxShedReduced is the bound of the reduced matrix that make test runs,
+// alone, once the other packages are done (Makefile, ALONE): there the
+// hot-key cells of the hybrids measured up to 0.08 % (a caller's budget
+// ends waiting for a CPU), and the bound is five times the target for
+// slower machines and cells of 1.5 s. Run beside the providers' suites the
+// cells get a fraction of the CPU and shed more (2 % at 3 × 128 on a CI
+// machine), which says nothing about the code: go test ./... is not the
+// run that certifies this bound. Neither bound excuses a breaker opening
+// or a degraded decision, which no cell may have.
 const (
-	maxShedAlone  = 0.001
-	maxShedShared = 0.005
+	maxShedFull    = 0.001
+	maxShedReduced = 0.005
 )
 
 // TestContentionMatrix: with default options on a healthy real Redis, a
@@ -371,9 +374,9 @@ const (
 func TestContentionMatrix(t *testing.T) {
 	srv := redistest.Real(t)
 	full := os.Getenv(MatrixEnv) == "full"
-	maxShed, cellRun := maxShedShared, reducedCellTime
+	maxShed, cellRun := maxShedReduced, reducedCellTime
 	if full {
-		maxShed, cellRun = maxShedAlone, cellTime
+		maxShed, cellRun = maxShedFull, cellTime
 	}
 	for _, c := range matrix(full) {
 		t.Run(c.String(), func(t *testing.T) {
