@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/limiter"
@@ -31,6 +32,10 @@ var _ redisx.Client = Client(nil)
 // the client.
 type Limiter struct {
 	p redisprov.Provider
+	// g and be are p's Guard and p as its Backend (Provider.Decider), so
+	// that Inc and IsAllowed call the Guard directly.
+	g  *failover.Guard
+	be failover.Backend
 }
 
 var (
@@ -56,6 +61,7 @@ func newLimiter(s redisprov.Strategy, client Client, opts []limiter.Option) (*Li
 	if err := l.p.Init(s, client, opts); err != nil {
 		return nil, err
 	}
+	l.g, l.be = l.p.Decider()
 	return l, nil
 }
 
@@ -80,7 +86,7 @@ func (l *Limiter) Window() time.Duration { return l.p.Window() }
 // policy answers, with Degraded set, and later calls do not ask Redis until
 // the background probe finds it back.
 func (l *Limiter) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	return l.p.Inc(ctx, k, rate, n)
+	return l.g.Decide(ctx, l.be, "inc", k, rate, n, false)
 }
 
 // IsAllowed reports whether one more unit of key would be admitted now (by
@@ -90,7 +96,7 @@ func (l *Limiter) Inc(ctx context.Context, k string, rate limiter.Rate, n int64)
 // nothing. A key with no live state is allowed, with Limit 0. Redis
 // failures are handled as for Inc.
 func (l *Limiter) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
-	return l.p.IsAllowed(ctx, k)
+	return l.g.Decide(ctx, l.be, "is allowed", k, limiter.Rate{}, 0, true)
 }
 
 // Get returns key's usage in the live window: the units admitted (Used),
