@@ -38,7 +38,9 @@ const BatchingCapacity = 300
 // miniredis and the 3-master cluster, and on real Redis with neither
 // option (the default, batch=default: batched with a cap of
 // settings.DefaultBatch). For every key, Get's
-// Used must equal the units the decisions admitted, and want(admitted,
+// Used must equal the units the decisions admitted (with calls shed on a
+// loaded machine, lie between the admitted units and those plus the shed
+// ones, and want is given Used), and want(admitted,
 // offered) must hold (the strategy's own bound: exactly min(capacity,
 // offered) for the absolute one). No decision may be degraded, and on
 // real Redis the batched limiters must have sent pipelines and the
@@ -53,7 +55,14 @@ func RunBatching(t *testing.T, newLimiter func(t testing.TB, c redis.UniversalCl
 	want func(admitted, offered int64) error) {
 	clients := map[string]func(t testing.TB) (redis.UniversalClient, *pipelines){
 		"Real": func(t testing.TB) (redis.UniversalClient, *pipelines) {
-			c := redistest.Real(t).Client(t)
+			// MaxRetries -1, as the README's client: go-redis retries a
+			// pipeline whose reply it lost by sending it again, which
+			// would record its units twice (a limiter's call is never
+			// retried: docs/operations.md, Retries).
+			opt := redistest.Real(t).Options()
+			opt.MaxRetries = -1
+			c := redis.NewClient(opt)
+			t.Cleanup(func() { c.Close() })
 			p := &pipelines{}
 			c.AddHook(p)
 			return c, p
@@ -89,7 +98,7 @@ func RunBatching(t *testing.T, newLimiter func(t testing.TB, c redis.UniversalCl
 				}
 				rate := limiter.PerMinute(BatchingCapacity)
 				for _, keys := range []int{1, 8} {
-					var admitted [8]atomic.Int64
+					var admitted, shed [8]atomic.Int64
 					var wg sync.WaitGroup
 					for g := 0; g < goroutines; g++ {
 						wg.Add(1)
@@ -102,8 +111,13 @@ func RunBatching(t *testing.T, newLimiter func(t testing.TB, c redis.UniversalCl
 									t.Errorf("Inc = %+v, %v", d, err)
 									return
 								}
-								if d.Allowed {
+								switch {
+								case d.Allowed:
 									admitted[k].Add(1)
+								case d.Shed:
+									// timed out (a loaded machine): it may
+									// or may not have been recorded
+									shed[k].Add(1)
 								}
 							}
 						}()
@@ -111,9 +125,16 @@ func RunBatching(t *testing.T, newLimiter func(t testing.TB, c redis.UniversalCl
 					wg.Wait()
 					for k := 0; k < keys; k++ {
 						u, err := l.Get(context.Background(), fmt.Sprintf("keys%d:%d", keys, k))
-						got := admitted[k].Load()
-						if err != nil || u.Used != got {
-							t.Errorf("%d keys, key %d: admitted %d, Get = %+v, %v; want Used = admitted", keys, k, got, u, err)
+						got, lost := admitted[k].Load(), shed[k].Load()
+						if err != nil || u.Used < got || u.Used > got+lost {
+							t.Errorf("%d keys, key %d: admitted %d, shed %d, Get = %+v, %v; want admitted <= Used <= admitted + shed", keys, k, got, lost, u, err)
+						}
+						if lost > 0 {
+							// A shed call that Redis recorded counts in
+							// Used, not in admitted: Used is what the
+							// strategy's bound holds.
+							t.Logf("%d keys, key %d: %d calls shed", keys, k, lost)
+							got = u.Used
 						}
 						if err := want(got, int64(goroutines*calls/keys)); err != nil {
 							t.Errorf("%d keys, key %d: %v", keys, k, err)
