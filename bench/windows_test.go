@@ -24,6 +24,7 @@ var (
 	hybridRounds = flag.Int("hybrid.rounds", 0, "TestHybridWindows: interleaved rounds; 0 skips it")
 	hybridRowRE  = flag.String("hybrid.rows", "", "TestHybridWindows: a regexp the rows run must match (W=1s/load=10k, ...)")
 	hybridCtRE   = flag.String("hybrid.contenders", "", "TestHybridWindows: a regexp the contenders run must match (hybrid-sup, redisabs-batched, ...)")
+	hybridPerKey = flag.Int("hybrid.perkey", 0, "TestHybridWindows: decisions per key of each contender's timed run on the rows of many keys (0: -benchtime decides)")
 )
 
 // A hybridRow is one row of TestHybridWindows: a window W (B = W/100, the
@@ -107,7 +108,10 @@ func buildWindowContender(c *redis.Client, name string, win time.Duration, p pol
 //
 //	go test -run TestHybridWindows -hybrid.rounds 3 -benchtime 3s -timeout 60m -v | tee windows.txt
 //
-// -hybrid.rows and -hybrid.contenders (regexps) run some of them.
+// -hybrid.rows and -hybrid.contenders (regexps) run some of them;
+// -hybrid.perkey N gives every contender N decisions per key on the rows of
+// many keys (the same traffic per key, see benchmarkRow) instead of a run
+// sized by -benchtime.
 func TestHybridWindows(t *testing.T) {
 	if *hybridRounds <= 0 {
 		t.Skip("run with -hybrid.rounds N")
@@ -153,7 +157,10 @@ func TestHybridWindows(t *testing.T) {
 				}); err != nil {
 					t.Fatalf("%s: warm-up: %v", name, err)
 				}
-				res := testing.Benchmark(func(b *testing.B) { measureDecisions(b, row.w, g, inc) })
+				res, err := benchmarkRow(row, func(b *testing.B) { measureDecisions(b, row.w, g, inc) })
+				if err != nil {
+					t.Fatal(err)
+				}
 				closeFn()
 				if res.N == 0 {
 					t.Fatalf("%s: the benchmark failed", name)
@@ -177,4 +184,25 @@ func TestHybridWindows(t *testing.T) {
 		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f (%s) | %.2f (%s) |\n", row.name(),
 			stat.Median(abs), stat.Median(sup), stat.Median(ra), stat.Median(rs), stat.Median(rr), stat.Median(sa), spread(sa), stat.Median(sr), spread(sr))
 	}
+}
+
+// benchmarkRow runs f as testing.Benchmark does, with -hybrid.perkey
+// decisions per key on a row of many keys (the timed run's N set through
+// -test.benchtime for the call). A run sized by time alone makes a fast
+// contender make more decisions per key than a slow one: at W = 1 min the
+// hybrids, at a million decisions a second, took their keys past the soft
+// capacity when testing.Benchmark's estimate of N came from a faster
+// earlier run (a 3 s run that lasted 71 s, 1,283 decisions per key), and
+// were then measured on another regime than their rivals.
+func benchmarkRow(row hybridRow, f func(b *testing.B)) (testing.BenchmarkResult, error) {
+	if *hybridPerKey <= 0 || len(row.w.keys) < 2 {
+		return testing.Benchmark(f), nil
+	}
+	bt := flag.Lookup("test.benchtime")
+	old := bt.Value.String()
+	if err := bt.Value.Set(fmt.Sprintf("%dx", *hybridPerKey*len(row.w.keys))); err != nil {
+		return testing.BenchmarkResult{}, err
+	}
+	defer bt.Value.Set(old)
+	return testing.Benchmark(f), nil
 }
