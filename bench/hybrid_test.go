@@ -180,6 +180,10 @@ func measureDecisions(b *testing.B, w workload, g int, inc incFunc) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	reads0, err := serverReads(stats)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	self0 := processCPU()
@@ -195,9 +199,18 @@ func measureDecisions(b *testing.B, w workload, g int, inc incFunc) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	reads1, err := serverReads(stats)
+	if err != nil {
+		b.Fatal(err)
+	}
 	scriptCalls, commands, err := commandTotals(stats)
 	if err != nil {
 		b.Fatal(err)
+	}
+	if reads1 > reads0 {
+		// the script calls per read event of the server: how many calls
+		// a pipeline (or a single call) brought at once
+		b.ReportMetric(float64(scriptCalls)/float64(reads1-reads0), "calls/read")
 	}
 	n := float64(b.N)
 	b.ReportMetric(n/b.Elapsed().Seconds(), "ops/s")

@@ -140,6 +140,21 @@ func serverCPU(c *redis.Client) (float64, error) {
 	return sum, nil
 }
 
+// serverReads is INFO stats' total_reads_processed: the read events the
+// server handled (Redis 6 or newer), one per pipeline or single call that
+// arrived alone.
+func serverReads(c *redis.Client) (int64, error) {
+	s, err := c.Info(ctx, "stats").Result()
+	if err != nil {
+		return 0, err
+	}
+	v, ok := infoField(s, "total_reads_processed")
+	if !ok {
+		return 0, fmt.Errorf("no total_reads_processed in INFO stats")
+	}
+	return strconv.ParseInt(v, 10, 64)
+}
+
 // cmdStat is one line of INFO commandstats.
 type cmdStat struct {
 	Calls       int64
