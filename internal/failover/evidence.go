@@ -330,8 +330,8 @@ func maxAbandonedFor(c Client) int64 {
 }
 
 // bounded runs f with ctx, returning when f does or when ctx is done,
-// whichever comes first: f runs on a goroutine of its own and, when ctx
-// ends first, completes in the background. It is how the timeout bounds a
+// whichever comes first: f runs on another goroutine (a worker,
+// workers.go) and, when ctx ends first, completes in the background. It is how the timeout bounds a
 // call on a client that ignores context deadlines on its sockets. While
 // maxAbandoned calls whose callers left are still running, f waits to
 // start until one of them ends; a call whose ctx ends first fails with a
@@ -353,7 +353,7 @@ func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, e
 	var state atomic.Int32 // 0 running, 1 answered, 2 left by its caller
 	var started atomic.Bool
 	g.calls.Add(1)
-	go func() {
+	g.spawn(func() {
 		defer g.calls.Done()
 		started.Store(true)
 		v, err := f(ctx)
@@ -368,7 +368,7 @@ func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, e
 			default:
 			}
 		}
-	}()
+	})
 	select {
 	case r := <-ch:
 		return r.v, r.err

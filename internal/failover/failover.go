@@ -205,6 +205,8 @@ type Guard struct {
 	maxAbandoned int64
 	abandoned    atomic.Int64   // calls past their deadline still running
 	calls        sync.WaitGroup // every call run by bounded
+	work         chan func()    // a call for an idle worker (workers.go)
+	workers      sync.WaitGroup // the workers
 	released     chan struct{}  // a token when an abandoned call ends
 	probeBusy    atomic.Bool    // a bounded probe is still unanswered
 	confirming   atomic.Bool    // a confirming probe runs
@@ -243,6 +245,7 @@ func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, op
 	g.bounded = cfg.Timeout > 0 && !contextTimeouts(client)
 	g.maxAbandoned = maxAbandonedFor(client)
 	g.released = make(chan struct{}, 1)
+	g.work = make(chan func())
 	g.replied.Store(true)
 	g.prober = client
 	if rc, ok := client.(*redis.Client); ok {
@@ -857,7 +860,7 @@ func (g *Guard) Close(ctx context.Context) error {
 	g.stop()
 	g.mu.Unlock()
 	idle := make(chan struct{})
-	go func() { g.wg.Wait(); g.calls.Wait(); close(idle) }()
+	go func() { g.wg.Wait(); g.calls.Wait(); g.workers.Wait(); close(idle) }()
 	var err error
 	select {
 	case <-idle:
