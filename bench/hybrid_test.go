@@ -176,11 +176,7 @@ func measureDecisions(b *testing.B, w workload, g int, inc incFunc) {
 	if err := stats.ConfigResetStat(ctx).Err(); err != nil {
 		b.Fatal(err)
 	}
-	cpu0, err := serverCPU(stats)
-	if err != nil {
-		b.Fatal(err)
-	}
-	reads0, err := serverReads(stats)
+	cpu0, reads0, err := serverSample(stats)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -195,11 +191,7 @@ func measureDecisions(b *testing.B, w workload, g int, inc incFunc) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cpu1, err := serverCPU(stats)
-	if err != nil {
-		b.Fatal(err)
-	}
-	reads1, err := serverReads(stats)
+	cpu1, reads1, err := serverSample(stats)
 	if err != nil {
 		b.Fatal(err)
 	}

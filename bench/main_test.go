@@ -155,6 +155,16 @@ func serverReads(c *redis.Client) (int64, error) {
 	return strconv.ParseInt(v, 10, 64)
 }
 
+// serverSample reads the server's CPU seconds (serverCPU) and read events
+// (serverReads) at one moment of a measurement.
+func serverSample(c *redis.Client) (cpu float64, reads int64, err error) {
+	if cpu, err = serverCPU(c); err != nil {
+		return 0, 0, err
+	}
+	reads, err = serverReads(c)
+	return cpu, reads, err
+}
+
 // cmdStat is one line of INFO commandstats.
 type cmdStat struct {
 	Calls       int64

@@ -331,11 +331,11 @@ func maxAbandonedFor(c Client) int64 {
 
 // bounded runs f with ctx, returning when f does or when ctx is done,
 // whichever comes first: f runs on another goroutine (a worker,
-// workers.go) and, when ctx ends first, completes in the background. It is how the timeout bounds a
-// call on a client that ignores context deadlines on its sockets. While
-// maxAbandoned calls whose callers left are still running, f waits to
-// start until one of them ends; a call whose ctx ends first fails with a
-// timeout (errAbandoned), never sent.
+// workers.go) and, when ctx ends first, completes in the background. It
+// is how the timeout bounds a call on a client that ignores context
+// deadlines on its sockets. While maxAbandoned calls whose callers left
+// are still running, f waits to start until one of them ends; a call
+// whose ctx ends first fails with a timeout (errAbandoned), never sent.
 func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	var zero T
 	for g.abandoned.Load() >= g.maxAbandoned {
