@@ -578,6 +578,9 @@ func (g *Guard) run() {
 			g.closedDegraded()
 			return
 		}
+		// The grace starts before the breaker closes: an admission Redis
+		// grants during the second pass is charged to the fallback too.
+		g.startGrace()
 		g.rearm()
 		g.open.Store(false)
 		// A write of this pass that found Redis unavailable is tried
@@ -590,7 +593,6 @@ func (g *Guard) run() {
 				break
 			}
 		}
-		g.startGrace()
 		done, lost, units := r.counts()
 		g.notify(limiter.StateChange{Duration: time.Since(since), Reconciled: done, Unreconciled: lost,
 			UnreconciledUnits: units})

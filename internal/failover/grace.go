@@ -32,6 +32,13 @@ func (g *Guard) startGrace() {
 	g.graceEnd.Store(g.cfg.NowMs() + span)
 }
 
+// InGrace reports whether the grace after an outage is on: every
+// admission must then go through Decide, which charges it to the
+// fallback's share. A provider that answers from memory without Decide
+// (the hybrid's leases) must not while it is on. One atomic load while it
+// is off (nearly always).
+func (g *Guard) InGrace() bool { return g.inGrace() }
+
 // inGrace reports whether the grace is on: one atomic load while it is
 // off (nearly always).
 func (g *Guard) inGrace() bool {

@@ -418,3 +418,61 @@ func runUnreconciled(t *testing.T, newLimiter NewLimiter) {
 		t.Errorf("Get(u:0) = %+v, %v; want the unit written back", u, err)
 	}
 }
+
+// RunGrace: in the grace after an outage (WithFallbackInstances(n), n > 1)
+// an instance charges every admission to its fallback's share, so an
+// instance whose fallback admitted its whole share during the outage
+// admits nothing more in that window, whatever Redis would grant: not
+// from Redis, not from a lease (a hybrid's lease taken in the grace once
+// answered from memory past the share). share is the most the fallback
+// admits of a key at 30 per minute and opts with WithFallbackInstances(3):
+// 10 for the absolute strategy, its hard share for the suppressed one
+// (opts set the hard-limit factor). Runs on miniredis (LOADING as the
+// outage).
+func RunGrace(t *testing.T, newLimiter NewLimiter, share int, opts ...limiter.Option) {
+	ctx := context.Background()
+	mr, c := redistest.Mini(t)
+	rec := &recorder{ch: make(chan limiter.StateChange, 16)}
+	l := newLimiter(t, c, append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithFallbackInstances(3),
+		limiter.WithProbeInterval(5 * time.Millisecond), limiter.WithStateChange(rec.hook)}, opts...)...)
+	defer l.Close(ctx)
+	rate := limiter.PerMinute(30) // C (or S) = 30: a share of 10 (hard: share)
+	for i := 0; i < 3; i++ {
+		if d, err := l.Inc(ctx, "warm", rate, 1); err != nil || !d.Allowed || d.Degraded {
+			t.Fatalf("Inc(warm) on healthy Redis = %+v, %v; want admitted by Redis", d, err)
+		}
+	}
+	mr.SetError(loading)
+	inOutage := 0
+	for i := 0; i < 60; i++ {
+		d, err := l.Inc(ctx, "g", rate, 1)
+		if err != nil {
+			t.Fatalf("Inc(g) %d during the outage: %v", i, err)
+		}
+		if d.Allowed {
+			if !d.Degraded {
+				t.Fatalf("Inc(g) %d during the outage = %+v: admitted, not degraded", i, d)
+			}
+			inOutage++
+		}
+	}
+	if inOutage < 10 || inOutage > share {
+		t.Fatalf("the fallback admitted %d of 60 calls, want 10 to %d", inOutage, share)
+	}
+	mr.SetError("")
+	rec.wait(t, false, 3*time.Second)
+	inGrace := 0
+	for i := 0; i < 40; i++ {
+		d, err := l.Inc(ctx, "g", rate, 1)
+		if err != nil {
+			t.Fatalf("Inc(g) %d in the grace: %v", i, err)
+		}
+		if d.Allowed {
+			inGrace++
+		}
+	}
+	if inOutage+inGrace > share {
+		t.Errorf("admitted %d during the outage and %d of 40 calls in the grace, want at most the share %d in all",
+			inOutage, inGrace, share)
+	}
+}

@@ -21,3 +21,18 @@ func RunWriteBackSets(t *testing.T, newLimiter NewLimiter, cells ...string) {
 		})
 	}
 }
+
+// RunWriteBackInc is the Inc half of RunWriteBack, for the hybrid, whose
+// single-limit calls lease: a fleet of three through each outage of the
+// write-back matrix, or only the cells named, calling Inc on one limit,
+// with RunWriteBack's checks.
+func RunWriteBackInc(t *testing.T, newLimiter NewLimiter, cells ...string) {
+	for _, c := range writeBackCells() {
+		if len(cells) > 0 && !slices.Contains(cells, c.Name) {
+			continue
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			runWriteBackCell(t, c, newLimiter, singleCalls())
+		})
+	}
+}

@@ -58,8 +58,10 @@ func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 func (l *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
 	// Nearly every call is answered from memory: that path calls the
 	// strategy's code directly, not through the table's generic code
-	// (docs/benchmarks.md, Hybrid); the table's inc is the rest.
-	if c, err := limiter.Capacity(rate, l.b.Cfg.Window); err == nil && n >= 1 && n <= c && !l.closed.Load() {
+	// (docs/benchmarks.md, Hybrid); the table's inc is the rest. In the
+	// grace after an outage every admission goes through the guard, which
+	// charges it to the fallback's share (a lease would bypass it).
+	if c, err := limiter.Capacity(rate, l.b.Cfg.Window); err == nil && n >= 1 && n <= c && !l.closed.Load() && !l.g.InGrace() {
 		if e, ok := l.lookup(k); ok {
 			// The clock is read before the lock, as the table's inc does:
 			// read under it, it lengthened the critical section that 64

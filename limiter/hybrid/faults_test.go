@@ -66,3 +66,29 @@ func TestSetWriteBack(t *testing.T) {
 		faults.RunWriteBackSets(t, newSupFaultLimiter, "SIGSTOP2s", "KilledAndRestarted")
 	})
 }
+
+// TestGrace: in the grace after an outage a full fallback share refuses
+// what a lease would otherwise answer from memory, for both hybrids.
+func TestGrace(t *testing.T) {
+	t.Run("Absolute", func(t *testing.T) { faults.RunGrace(t, newFaultLimiter, 10) })
+	t.Run("Suppressed", func(t *testing.T) {
+		faults.RunGrace(t, newSupFaultLimiter, 15, limiter.WithHardLimitFactor(1.5))
+	})
+}
+
+// TestIncWriteBack: a fleet of three hybrids calling Inc through outages
+// of the write-back matrix: what the fallbacks admit is written back, and
+// in the grace after it no instance admits past its share from a lease.
+// The cells are those whose instances come back at staggered times (a
+// pause, then every probe finds Redis within a few ms of the others),
+// where a lease once answered past the share (213 and 214 in a span of
+// C = 200, bound 210), and a restart that forgot the window; the other
+// cells' write-back is the Redis providers' own (their TestWriteBack).
+func TestIncWriteBack(t *testing.T) {
+	t.Run("Absolute", func(t *testing.T) {
+		faults.RunWriteBackInc(t, newFaultLimiter, "SIGSTOP2s", "ClientPause3000", "KilledAndRestarted")
+	})
+	t.Run("Suppressed", func(t *testing.T) {
+		faults.RunWriteBackInc(t, newSupFaultLimiter, "SIGSTOP2s", "ClientPause3000")
+	})
+}

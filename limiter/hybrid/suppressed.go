@@ -193,9 +193,10 @@ func (l *Suppressed) capacities(op string, rate limiter.Rate) (soft, hard int64,
 // leases keep serving until they run out or expire; then the failure
 // policy answers (limiter.WithFailurePolicy), with Degraded set.
 func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	// From memory without the table's generic code, as Absolute.Inc.
+	// From memory without the table's generic code, as Absolute.Inc
+	// (and, as there, not in the grace after an outage).
 	e, found := l.lookup(k)
-	if soft, hard, err := l.capacities("inc", rate); found && err == nil && n >= 1 && n <= hard && !l.closed.Load() {
+	if soft, hard, err := l.capacities("inc", rate); found && err == nil && n >= 1 && n <= hard && !l.closed.Load() && !l.g.InGrace() {
 		q := request{soft: soft, hard: hard, n: n}
 		now, refusals := l.now(), !l.g.Open() // before the lock (Absolute.Inc)
 		e.mu.Lock()

@@ -55,3 +55,7 @@ func TestLoud(t *testing.T) { faults.RunLoud(t, newFaultLimiter) }
 // before Redis decides again, so no window after the fault holds more
 // than C (docs/operations.md, Reconciliation).
 func TestWriteBack(t *testing.T) { faults.RunWriteBack(t, newFaultLimiter) }
+
+// TestGrace: in the grace after an outage a full fallback share refuses
+// what Redis would admit (internal/faults.RunGrace).
+func TestGrace(t *testing.T) { faults.RunGrace(t, newFaultLimiter, 10) }
