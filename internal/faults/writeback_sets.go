@@ -6,11 +6,11 @@ import (
 )
 
 // RunWriteBackSets is the IncSet half of RunWriteBack, for a provider
-// whose single-limit calls the matrix does not take (the hybrid, whose
-// set calls are the Redis providers' own and lease nothing): a fleet of
-// three through each outage of the write-back matrix, or only the cells
-// named, calling IncSet on a set of two limits, with RunWriteBack's
-// checks. The calling package's TestMain must run redistest.Main.
+// that runs the halves with cells of its own (the hybrid, whose set calls
+// are the Redis providers' own and lease nothing): a fleet of three
+// through each outage of the write-back matrix, or only the cells named,
+// calling IncSet on a set of two limits, with RunWriteBack's checks. The
+// calling package's TestMain must run redistest.Main.
 func RunWriteBackSets(t *testing.T, newLimiter NewLimiter, cells ...string) {
 	for _, c := range writeBackCells() {
 		if len(cells) > 0 && !slices.Contains(cells, c.Name) {
