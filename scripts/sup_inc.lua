@@ -36,7 +36,8 @@
 --          first, if the bucket is still live (0 units: no release).
 -- ARGV[13] units the instance declined from memory since its last call:
 --          recorded as offered and declined with this call, so that the
---          fleet's observed rate includes them.
+--          fleet's observed rate includes them; like a refusal's units, at
+--          most 2^52 less the key's declined units and at least one.
 -- ARGV[14] optional, the most ms, D, by which the bucket of a lease (a
 --          call that reserves units beyond n) may start after now: a
 --          forward-dated lease, which lives D + B instead of B. The
@@ -328,8 +329,15 @@ if cost < 1 then cost = 1 end
 -- The hybrid's declines (ARGV[13]) count as observed for this call's
 -- factor, as if recorded before it (they add to used and declined alike,
 -- so the accepted units are unchanged); the record below adds them to the
--- bucket.
-if hyb then used, declined = used + hpush, declined + hpush end
+-- bucket. Like a refusal's units, at most MAXD - declined of them and at
+-- least one are recorded, so that the totals stay exact integers.
+if hyb then
+  if hpush > 0 and declined + hpush > MAXD then
+    hpush = MAXD - declined
+    if hpush < 1 then hpush = 1 end
+  end
+  used, declined = used + hpush, declined + hpush
+end
 
 -- Decide without a helper where the call allows it: with the links
 -- followed (the totals are exact), below the soft capacity, above the hard

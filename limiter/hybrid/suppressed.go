@@ -144,7 +144,7 @@ func (l *Suppressed) local(e *supEntry, q request, now int64, refusals bool) (d 
 			e.hits++
 			acc += n
 		} else {
-			e.decl += n
+			e.decl = addDeclined(e.decl, n)
 			// When the window first frees units: the oldest bucket's death.
 			d.RetryAfter = msDur(e.firstAt - now)
 		}
@@ -157,7 +157,7 @@ func (l *Suppressed) local(e *supEntry, q request, now int64, refusals bool) (d 
 		if !q.drawn {
 			l.draw()
 		}
-		e.decl += n
+		e.decl = addDeclined(e.decl, n)
 		e.idle = 0
 		return r.Decision(), true
 	}

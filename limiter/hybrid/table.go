@@ -871,7 +871,7 @@ func (t *table[E]) sendBatch(ctx context.Context, batch []syncCall[E]) {
 		if s := &batch[i]; !held[i] && s.push > 0 {
 			x := s.e.base()
 			x.mu.Lock()
-			x.decl += s.push
+			x.decl = addDeclined(x.decl, s.push)
 			x.mu.Unlock()
 		}
 	}
@@ -910,3 +910,9 @@ func (t *table[E]) sendBatch(ctx context.Context, batch []syncCall[E]) {
 		}
 	})
 }
+
+// addDeclined adds n units declined from memory to d, the units a key's
+// next call will record as declined: at most window.MaxDeclined in all,
+// what Redis records of them (sup_inc.lua caps a push as a refusal), so
+// that huge refused costs never overflow the count.
+func addDeclined(d, n int64) int64 { return min(d+n, window.MaxDeclined) }
