@@ -10,18 +10,8 @@ import (
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/hybrid"
-	"github.com/sluice-go/sluice/limiter/local"
 	"github.com/sluice-go/sluice/limiter/redissup"
 )
-
-func localAbsolute(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
-	t.Helper()
-	l, err := local.NewAbsolute(append(opts, limiter.WithClock(clk))...)
-	if err != nil {
-		t.Fatalf("local.NewAbsolute: %v", err)
-	}
-	return l
-}
 
 // TestHostile compares hostile calls (huge costs, clock edges) of the
 // absolute hybrid with the local provider, on miniredis and real Redis.
@@ -31,10 +21,10 @@ func localAbsolute(t *testing.T, clk *conformance.Clock, opts ...limiter.Option)
 // counts instead).
 func TestHostile(t *testing.T) {
 	t.Run("Mini", func(t *testing.T) {
-		conformance.RunHostile(t, conformance.AbsoluteStrategy, localAbsolute, onMini(hybrid.WithMaxLease(1)))
+		conformance.RunHostile(t, conformance.AbsoluteStrategy, conformance.LocalAbsolute, onMini(hybrid.WithMaxLease(1)))
 	})
 	t.Run("Real", func(t *testing.T) {
-		conformance.RunHostile(t, conformance.AbsoluteStrategy, localAbsolute, onReal(hybrid.WithMaxLease(1)))
+		conformance.RunHostile(t, conformance.AbsoluteStrategy, conformance.LocalAbsolute, onReal(hybrid.WithMaxLease(1)))
 	})
 }
 

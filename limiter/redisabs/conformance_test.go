@@ -8,7 +8,6 @@ import (
 	"github.com/sluice-go/sluice/internal/conformance"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
-	"github.com/sluice-go/sluice/limiter/local"
 	"github.com/sluice-go/sluice/limiter/redisabs"
 )
 
@@ -64,14 +63,7 @@ var (
 	onRing    = withClock(ringClient)
 )
 
-func localAbsolute(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
-	t.Helper()
-	l, err := local.NewAbsolute(append(opts, limiter.WithClock(clk))...)
-	if err != nil {
-		t.Fatalf("local.NewAbsolute: %v", err)
-	}
-	return l
-}
+var localAbsolute conformance.Factory = conformance.LocalAbsolute
 
 var backends = []struct {
 	name string
