@@ -36,8 +36,8 @@ func (g *Guard) startGrace() {
 // admission must then go through Decide, which charges it to the
 // fallback's share. A provider that answers from memory without Decide
 // (the hybrid's leases) must not while it is on. One atomic load while it
-// is off (nearly always).
-func (g *Guard) InGrace() bool { return g.inGrace() }
+// is off (nearly always), inlined into the caller.
+func (g *Guard) InGrace() bool { return g.graceEnd.Load() != 0 && g.inGrace() }
 
 // inGrace reports whether the grace is on: one atomic load while it is
 // off (nearly always).
