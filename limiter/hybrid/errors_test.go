@@ -32,18 +32,13 @@ func TestServerDown(t *testing.T) {
 // ErrInvalidConfig, as the other providers do.
 func TestConfigErrors(t *testing.T) {
 	_, c := redistest.Mini(t)
-	conformance.ConfigErrors(t, func(opts ...limiter.Option) error {
-		l, err := hybrid.NewAbsolute(c, opts...)
+	// closed is New's error, or Close's of the limiter it built.
+	closed := func(l limiter.Limiter, err error) error {
 		if err == nil {
 			return l.Close(context.Background())
 		}
 		return err
-	})
-	conformance.ConfigErrors(t, func(opts ...limiter.Option) error {
-		l, err := hybrid.NewSuppressed(c, opts...)
-		if err == nil {
-			return l.Close(context.Background())
-		}
-		return err
-	})
+	}
+	conformance.ConfigErrors(t, func(opts ...limiter.Option) error { return closed(hybrid.NewAbsolute(c, opts...)) })
+	conformance.ConfigErrors(t, func(opts ...limiter.Option) error { return closed(hybrid.NewSuppressed(c, opts...)) })
 }
