@@ -327,6 +327,7 @@ func runWriteBackCell(t *testing.T, c Cell, newLimiter NewLimiter, calls fleetCa
 			if most > bound {
 				t.Errorf("key %s, limit %q: %d admitted in the span of %v from %v after the fault, want ≤ C × %.2f + %d shares of C/%d = %d",
 					keys[k], l.name, most, l.w-l.b, at.Sub(injected).Round(time.Millisecond), 1+FleetSlack, shares, Fleet, bound)
+				logSpan(t, adms, k, pre, at, l.w-l.b, injected)
 			}
 			// The fallbacks' admissions before each instance's recovery
 			// still inside the window when Get ran must all be in Redis
@@ -409,5 +410,36 @@ func (r *recorder) backAfter(tb testing.TB, t, deadline, quiet time.Time) time.T
 			tb.Fatalf("not back on Redis within %v of the fault's end", deadline.Sub(t))
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// logSpan logs what the span of length w from at holds of key k, per
+// instance: the admissions of its fallback and those from Redis, each with
+// the first and last of them after the fault, so that a span over its
+// bound tells which instances filled it and when.
+func logSpan(t *testing.T, adms []admission, k int, pre, at time.Time, w time.Duration, injected time.Time) {
+	t.Helper()
+	type side struct {
+		n           int
+		first, last time.Duration
+	}
+	var fb, rd [Fleet]side
+	for _, a := range adms {
+		if a.key != k || !a.end.After(pre) || a.end.Before(at) || a.end.Sub(at) >= w {
+			continue
+		}
+		s := &rd[a.inst]
+		if a.degraded {
+			s = &fb[a.inst]
+		}
+		d := a.end.Sub(injected).Round(time.Millisecond)
+		if s.n == 0 {
+			s.first = d
+		}
+		s.n, s.last = s.n+1, d
+	}
+	for i := range fb {
+		t.Logf("instance %d in that span: %d from its fallback (%v to %v after the fault), %d from Redis (%v to %v)",
+			i, fb[i].n, fb[i].first, fb[i].last, rd[i].n, rd[i].first, rd[i].last)
 	}
 }
