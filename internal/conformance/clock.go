@@ -45,6 +45,21 @@ func (c *Clock) Advance(d time.Duration) {
 	}
 }
 
+// A Follower is a server whose clock a Clock can drive: miniredis.
+type Follower interface {
+	SetTime(time.Time)
+	FastForward(time.Duration)
+}
+
+// Drive makes mr follow c: its time is c's (SetTime), and its TTLs run
+// down as c advances (FastForward).
+func (c *Clock) Drive(mr Follower) {
+	c.OnAdvance(func(now time.Time, d time.Duration) {
+		mr.SetTime(now)
+		mr.FastForward(d)
+	})
+}
+
 // OnAdvance registers f to run after every Advance, and runs it once now
 // with d = 0 so the follower starts in step.
 func (c *Clock) OnAdvance(f func(now time.Time, d time.Duration)) {

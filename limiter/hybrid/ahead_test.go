@@ -51,10 +51,7 @@ func TestForwardDatedLease(t *testing.T) {
 	setup := func(t *testing.T, opts ...limiter.Option) (*conformance.Clock, *miniredis.Miniredis, *hybrid.Absolute, *redisabs.Limiter) {
 		clk := conformance.NewClock()
 		mr, c := redistest.Mini(t)
-		clk.OnAdvance(func(now time.Time, d time.Duration) {
-			mr.SetTime(now)
-			mr.FastForward(d)
-		})
+		clk.Drive(mr)
 		// No per-call timeout: the test counts exact leases and decisions,
 		// and a call shed on a loaded machine would differ.
 		common := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0),
@@ -206,10 +203,7 @@ func TestSuppressedForwardDatedLease(t *testing.T) {
 	setup := func(t *testing.T, opts ...limiter.Option) (*conformance.Clock, *miniredis.Miniredis, *hybrid.Suppressed, *redissup.Limiter) {
 		clk := conformance.NewClock()
 		mr, c := redistest.Mini(t)
-		clk.OnAdvance(func(now time.Time, d time.Duration) {
-			mr.SetTime(now)
-			mr.FastForward(d)
-		})
+		clk.Drive(mr)
 		// No per-call timeout: the test counts exact leases and decisions,
 		// and a call shed on a loaded machine would differ.
 		common := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0),

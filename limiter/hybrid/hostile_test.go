@@ -41,10 +41,7 @@ func TestDeclinedSaturates(t *testing.T) {
 			clk := conformance.NewClock()
 			if b == "Mini" {
 				mr, mc := redistest.Mini(t)
-				clk.OnAdvance(func(now time.Time, d time.Duration) {
-					mr.SetTime(now)
-					mr.FastForward(d)
-				})
+				clk.Drive(mr)
 				c = mc
 			} else {
 				c = realClient(t)

@@ -3,7 +3,6 @@ package hybrid_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/sluice-go/sluice/internal/conformance"
 	"github.com/sluice-go/sluice/internal/redistest"
@@ -35,10 +34,7 @@ func supOnMini(opts ...limiter.Option) conformance.Factory {
 	return func(t *testing.T, clk *conformance.Clock, more ...limiter.Option) limiter.Limiter {
 		t.Helper()
 		mr, c := redistest.Mini(t)
-		clk.OnAdvance(func(now time.Time, d time.Duration) {
-			mr.SetTime(now)
-			mr.FastForward(d)
-		})
+		clk.Drive(mr)
 		return newSuppressed(t, c, append(append([]limiter.Option{limiter.WithClock(clk)}, opts...), more...)...)
 	}
 }

@@ -31,10 +31,7 @@ func TestSuppressedDiffers(t *testing.T) {
 		mr, c := redistest.Mini(t)
 		clk = conformance.NewClock()
 		mr.SetTime(clk.Now())
-		clk.OnAdvance(func(now time.Time, d time.Duration) {
-			mr.SetTime(now)
-			mr.FastForward(d)
-		})
+		clk.Drive(mr)
 		draw = 0.5
 		// No per-call timeout: every decision is compared with redissup's,
 		// and a call shed on a loaded machine would differ.

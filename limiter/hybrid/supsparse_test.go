@@ -27,10 +27,7 @@ func sparseSetup(t *testing.T, w time.Duration) (*conformance.Clock, *redis.Clie
 	clk := conformance.NewClock()
 	mr, c := redistest.Mini(t)
 	mr.SetTime(clk.Now())
-	clk.OnAdvance(func(now time.Time, d time.Duration) {
-		mr.SetTime(now)
-		mr.FastForward(d)
-	})
+	clk.Drive(mr)
 	return clk, c, []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)),
 		// WithTimeout(0): the tests count Redis calls and compare
 		// decisions with the Redis provider's; a call shed on a loaded

@@ -2,7 +2,6 @@ package hybrid_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/sluice-go/sluice/internal/conformance"
 	"github.com/sluice-go/sluice/internal/redistest"
@@ -37,10 +36,7 @@ func TestTwoWindows(t *testing.T) {
 		}
 		miniPair := func(t *testing.T, clk *conformance.Clock, o1, o2 []limiter.Option) (limiter.Limiter, limiter.Limiter) {
 			mr, c := redistest.Mini(t)
-			clk.OnAdvance(func(now time.Time, d time.Duration) {
-				mr.SetTime(now)
-				mr.FastForward(d)
-			})
+			clk.Drive(mr)
 			return pair(c, t, clk, o1, o2)
 		}
 		realPair := func(t *testing.T, clk *conformance.Clock, o1, o2 []limiter.Option) (limiter.Limiter, limiter.Limiter) {

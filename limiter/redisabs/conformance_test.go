@@ -3,7 +3,6 @@ package redisabs_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/sluice-go/sluice/internal/conformance"
 	"github.com/sluice-go/sluice/internal/redistest"
@@ -34,10 +33,7 @@ func newLimiter(t testing.TB, client redisabs.Client, opts ...limiter.Option) *r
 func onMini(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
 	t.Helper()
 	mr, c := redistest.Mini(t)
-	clk.OnAdvance(func(now time.Time, d time.Duration) {
-		mr.SetTime(now)
-		mr.FastForward(d)
-	})
+	clk.Drive(mr)
 	// Without hot-key relief: the limiter's own clock is the wall clock,
 	// which does not follow the fake time the trace gives miniredis, so a
 	// remembered refusal would not count down with it.

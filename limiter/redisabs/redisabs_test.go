@@ -43,10 +43,7 @@ func miniAt(t *testing.T) (*miniredis.Miniredis, *redis.Client, *conformance.Clo
 	t.Helper()
 	mr, c := redistest.Mini(t)
 	clk := conformance.NewClock()
-	clk.OnAdvance(func(now time.Time, d time.Duration) {
-		mr.SetTime(now)
-		mr.FastForward(d)
-	})
+	clk.Drive(mr)
 	return mr, c, clk
 }
 

@@ -19,10 +19,7 @@ func TestTwoWindows(t *testing.T) {
 	t.Parallel() // deterministic: see TestMain
 	miniPair := func(t *testing.T, clk *conformance.Clock, o1, o2 []limiter.Option) (limiter.Limiter, limiter.Limiter) {
 		mr, c := redistest.Mini(t)
-		clk.OnAdvance(func(now time.Time, d time.Duration) {
-			mr.SetTime(now)
-			mr.FastForward(d)
-		})
+		clk.Drive(mr)
 		p := limiter.WithPrefix(redistest.Prefix(t))
 		return newLimiter(t, c, append(o1, p)...), newLimiter(t, c, append(o2, p)...)
 	}

@@ -2,7 +2,6 @@ package redissup_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -49,23 +48,12 @@ func newLimiter(t testing.TB, c redissup.Client, opts ...limiter.Option) *rediss
 	return l
 }
 
-// followClock makes mr's TIME and TTLs follow clk.
-func followClock(clk *conformance.Clock, mr interface {
-	SetTime(time.Time)
-	FastForward(time.Duration)
-}) {
-	clk.OnAdvance(func(now time.Time, d time.Duration) {
-		mr.SetTime(now)
-		mr.FastForward(d)
-	})
-}
-
 // miniFactory builds a limiter on a fresh miniredis whose TIME follows clk:
 // the script reads the clock from Redis, as in production.
 func miniFactory(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
 	t.Helper()
 	mr, c := redistest.Mini(t)
-	followClock(clk, mr)
+	clk.Drive(mr)
 	return newLimiter(t, c, with(opts, limiter.WithPrefix(redistest.Prefix(t)))...)
 }
 

@@ -58,7 +58,7 @@ func miniAt(t testing.TB) (*miniredis.Miniredis, *redis.Client, *conformance.Clo
 	t.Helper()
 	mr, c := redistest.Mini(t)
 	clk := conformance.NewClock()
-	followClock(clk, mr)
+	clk.Drive(mr)
 	return mr, c, clk
 }
 

@@ -72,7 +72,7 @@ func TestSetTrace(t *testing.T) {
 func miniClockFactory(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
 	t.Helper()
 	mr, c := redistest.Mini(t)
-	followClock(clk, mr)
+	clk.Drive(mr)
 	return newLimiter(t, c, with(opts, limiter.WithClock(clk), limiter.WithPrefix(redistest.Prefix(t)))...)
 }
 

@@ -16,7 +16,7 @@ func TestTwoWindows(t *testing.T) {
 	t.Parallel() // deterministic: see TestMain
 	miniPair := func(t *testing.T, clk *conformance.Clock, o1, o2 []limiter.Option) (limiter.Limiter, limiter.Limiter) {
 		mr, c := redistest.Mini(t)
-		followClock(clk, mr)
+		clk.Drive(mr)
 		p := limiter.WithPrefix(redistest.Prefix(t))
 		return newLimiter(t, c, with(o1, p)...), newLimiter(t, c, with(o2, p)...)
 	}
