@@ -442,35 +442,32 @@ func RunGrace(t *testing.T, newLimiter NewLimiter, share int, opts ...limiter.Op
 			t.Fatalf("Inc(warm) on healthy Redis = %+v, %v; want admitted by Redis", d, err)
 		}
 	}
-	mr.SetError(loading)
-	inOutage := 0
-	for i := 0; i < 60; i++ {
-		d, err := l.Inc(ctx, "g", rate, 1)
-		if err != nil {
-			t.Fatalf("Inc(g) %d during the outage: %v", i, err)
-		}
-		if d.Allowed {
-			if !d.Degraded {
-				t.Fatalf("Inc(g) %d during the outage = %+v: admitted, not degraded", i, d)
+	// incs makes calls Inc(g, 1) and returns how many were admitted; with
+	// degraded, each admission must be the fallback's.
+	incs := func(phase string, calls int, degraded bool) int {
+		admitted := 0
+		for i := 0; i < calls; i++ {
+			d, err := l.Inc(ctx, "g", rate, 1)
+			if err != nil {
+				t.Fatalf("Inc(g) %d %s: %v", i, phase, err)
 			}
-			inOutage++
+			if d.Allowed && degraded && !d.Degraded {
+				t.Fatalf("Inc(g) %d %s = %+v: admitted, not degraded", i, phase, d)
+			}
+			if d.Allowed {
+				admitted++
+			}
 		}
+		return admitted
 	}
+	mr.SetError(loading)
+	inOutage := incs("during the outage", 60, true)
 	if inOutage < 10 || inOutage > share {
 		t.Fatalf("the fallback admitted %d of 60 calls, want 10 to %d", inOutage, share)
 	}
 	mr.SetError("")
 	rec.wait(t, false, 3*time.Second)
-	inGrace := 0
-	for i := 0; i < 40; i++ {
-		d, err := l.Inc(ctx, "g", rate, 1)
-		if err != nil {
-			t.Fatalf("Inc(g) %d in the grace: %v", i, err)
-		}
-		if d.Allowed {
-			inGrace++
-		}
-	}
+	inGrace := incs("in the grace", 40, false)
 	if inOutage+inGrace > share {
 		t.Errorf("admitted %d during the outage and %d of 40 calls in the grace, want at most the share %d in all",
 			inOutage, inGrace, share)
