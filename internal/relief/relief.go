@@ -55,15 +55,26 @@ func Rememberable(n int64, r *window.Result) bool {
 	return n == 1 && !r.Allowed && !r.Never && r.RetryAfter > 0 && r.Outcome != window.OutcomeAllowed
 }
 
+// MaxStale is the longest, in ms, a remembered refusal answers after the
+// Redis reply it repeats, whatever the window: the staleness bound of
+// every refusal memory (relief's and the hybrid's). Units that come back
+// unseen (another instance's or an operator's Reset, a hybrid's given-back
+// lease, a cleaner) are seen by the first call after it, so a key reset
+// elsewhere is admitted again within MaxStale on every instance. The cost:
+// a key refused from memory asks Redis at least once per MaxStale per
+// instance, one call a second, whatever the number of callers (one caller
+// asks, the others wait for its answer; docs/algorithms.md, Staleness).
+const MaxStale = 1000
+
 // Set remembers r, Redis's answer to a call of n units at capacities c and
 // h (h = c for the absolute strategy) sent at local ms send. It is
-// answered from memory until send + RetryAfter, and no later than limit
-// when limit > 0 (the hybrid caps it, see docs/algorithms.md). r must be
-// Rememberable.
+// answered from memory until send + RetryAfter or send + MaxStale,
+// whichever comes first, and no later than limit when limit > 0 (the
+// hybrid caps it, see docs/algorithms.md). r must be Rememberable.
 func (f *Refusal) Set(c, h, n, send, limit int64, r *window.Result) {
 	*f = Refusal{c: c, h: h, n: n, sent: send, retry: send + r.RetryAfter, reset: send + r.ResetAfter,
 		remaining: r.Remaining, ppm: r.FactorPPM, outcome: r.Outcome}
-	f.until = f.retry
+	f.until = min(f.retry, send+MaxStale)
 	if limit > 0 && limit < f.until {
 		f.until = limit
 	}

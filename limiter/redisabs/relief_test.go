@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-go/sluice/internal/conformance"
 	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/internal/relief"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/redisabs"
 )
@@ -40,10 +41,11 @@ func TestReliefTrace(t *testing.T) {
 		})
 }
 
-// TestReliefResetElsewhere: relief refuses from memory until the
-// RetryAfter Redis gave, even when another instance resets the key
-// meanwhile (a documented over-refusal, never an admission Redis would
-// refuse); a Reset through the same limiter forgets at once.
+// TestReliefResetElsewhere: relief refuses from memory for at most
+// relief.MaxStale (1 s) after Redis's refusal, even when another instance
+// resets the key meanwhile (a documented over-refusal, never an admission
+// Redis would refuse), and asks Redis again at that bound, which sees the
+// Reset; a Reset through the same limiter forgets at once.
 func TestReliefResetElsewhere(t *testing.T) {
 	clk := conformance.NewClock()
 	c := realClient(t)
@@ -61,11 +63,16 @@ func TestReliefResetElsewhere(t *testing.T) {
 	if err := b.Reset(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(time.Second)
+	stale := relief.MaxStale * time.Millisecond
+	clk.Advance(stale - time.Millisecond)
 	d := mustInc(t, a, "k", rate, 1)
-	if d.Allowed || d.RetryAfter != first.RetryAfter-time.Second {
+	if d.Allowed || d.RetryAfter != first.RetryAfter-stale+time.Millisecond {
 		t.Fatalf("Inc(k, 1) after another instance's Reset = %s, want refused from memory with RetryAfter %v",
-			conformance.Format(d), first.RetryAfter-time.Second)
+			conformance.Format(d), first.RetryAfter-stale+time.Millisecond)
+	}
+	clk.Advance(time.Millisecond)
+	if d := mustInc(t, a, "k", rate, 1); !d.Allowed {
+		t.Fatalf("Inc(k, 1) %v after the refusal, the Reset elsewhere = %s, want allowed (asked of Redis)", stale, conformance.Format(d))
 	}
 	if d := mustInc(t, b, "k", rate, 1); !d.Allowed {
 		t.Fatalf("Inc(k, 1) on the instance that reset = %s, want allowed", conformance.Format(d))
