@@ -209,11 +209,27 @@ func TestRememberedPathAllocatesNothing(t *testing.T) {
 	r := refusal(1_000_000, 1_000_000)
 	m.Remember("hot", m.Begin("hot"), 10, 10, 1, 1000, &r)
 	if a := testing.AllocsPerRun(1000, func() {
-		if _, ok := m.Answer("hot", 10, 10, 1, 2000, 0); !ok {
+		if _, ok := m.Answer("hot", 10, 10, 1, 1500, 0); !ok {
 			t.Fatal("not answered")
 		}
 	}); a != 0 {
 		t.Fatalf("%v allocations per remembered answer, want 0", a)
+	}
+}
+
+// TestMaxStale: a refusal with a RetryAfter far beyond MaxStale (a day
+// quota's) answers until MaxStale after its send and no longer, so that a
+// change made elsewhere (a Reset) is seen by the next call after it.
+func TestMaxStale(t *testing.T) {
+	m := newMemory()
+	r := refusal(86_400_000, 86_400_000)
+	m.Remember("day", m.Begin("day"), 10, 10, 1, 1000, &r)
+	d, ok := m.Answer("day", 10, 10, 1, 1000+MaxStale-1, 0)
+	if !ok || d.RetryAfter != 86_400_000-MaxStale+1 {
+		t.Fatalf("Answer %d ms after the refusal = %+v, %v; want answered, RetryAfter counting down", MaxStale-1, d, ok)
+	}
+	if _, ok := m.Answer("day", 10, 10, 1, 1000+MaxStale, 0); ok {
+		t.Fatalf("Answer %d ms after the refusal: answered, want Redis asked", MaxStale)
 	}
 }
 
