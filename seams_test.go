@@ -3,10 +3,13 @@ package sluice_test
 import (
 	"context"
 	"fmt"
+	"log"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
@@ -200,4 +203,267 @@ func admittedWithin(t *testing.T, l limiter.Limiter, k string, rate limiter.Rate
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// onsetTimeout is the per-call timeout (WithTimeout's default).
+const onsetTimeout = 250 * time.Millisecond
+
+// onsetSlack is how much a call may exceed its bound on a loaded 2-core
+// machine (the race detector slows every call 5 to 20 times).
+func onsetSlack() time.Duration {
+	if raceEnabled {
+		return 250 * time.Millisecond
+	}
+	return 50 * time.Millisecond
+}
+
+// onsetCall is one call of TestOutageOnset's load.
+type onsetCall struct {
+	start, end time.Time
+	d          limiter.Decision
+	err        error
+	lease      bool // admitted from a hybrid's lease: memory, not the policy
+}
+
+// lastEvents is an observer that keeps each key's latest decision event.
+type lastEvents struct{ m sync.Map }
+
+func (o *lastEvents) ObserveDecision(_ context.Context, e limiter.DecisionEvent) { o.m.Store(e.Key, e) }
+func (o *lastEvents) ObserveEvent(context.Context, limiter.Event)                {}
+
+func (o *lastEvents) last(k string) limiter.DecisionEvent {
+	e, _ := o.m.Load(k)
+	ev, _ := e.(limiter.DecisionEvent)
+	return ev
+}
+
+// TestOutageOnset: a Redis that dies under load, or that is not there from
+// the first call, is answered by the failure policy within the timeout,
+// whatever go-redis' dialer does with the refused dials (the README's
+// client: go-redis' defaults, DialerRetries 5 with 100 ms pauses): with 16
+// goroutines calling Inc and IncSet when redis-server is killed, every
+// call that starts 300 ms or more after the kill is Degraded with a nil
+// error (or, on a hybrid, admitted from a lease it holds: exact, its units
+// are in Redis, and not the policy's answer), no call takes more than two
+// timeouts, and no call is shed; on an
+// address that refuses from the start the first Inc and the first IncSet
+// are Degraded within 300 ms (docs/operations.md, What counts as an
+// outage).
+func TestOutageOnset(t *testing.T) {
+	set, err := limiter.NewSet(limiter.Limit{Name: "second", Rate: limiter.PerSecond(100), Window: time.Second},
+		limiter.Limit{Name: "minute", Rate: limiter.PerMinute(3000), Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range fleetProviders {
+		t.Run(p.name+"/Killed", func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			obs := &lastEvents{}
+			l, err := p.new(readmeClient(t, srv.Addr), limiter.WithPrefix(redistest.Prefix(t)), limiter.WithObserver(obs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close(context.Background())
+			calls, kill := onsetLoad(t, l, obs, set, srv.Kill)
+			checkOnset(t, calls, kill)
+		})
+		t.Run(p.name+"/RefusedFromStart", func(t *testing.T) {
+			addr := redistest.DeadClient(t).Options().Addr
+			for _, op := range []string{"Inc", "IncSet"} {
+				l, err := p.new(readmeClient(t, addr), limiter.WithPrefix(redistest.Prefix(t)), limiter.WithLogger(nil))
+				if err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				var d limiter.Decision
+				if op == "Inc" {
+					d, err = l.Inc(context.Background(), "k", limiter.PerSecond(10), 1)
+				} else {
+					var sd limiter.SetDecision
+					sd, err = l.(limiter.SetLimiter).IncSet(context.Background(), "k", set, 1)
+					d = sd.Decision
+				}
+				took := time.Since(start)
+				if err != nil || !d.Degraded || d.Shed {
+					t.Errorf("first %s on a refusing address = %+v, %v after %v; want Degraded", op, d, err, took)
+				}
+				if bound := 300*time.Millisecond + onsetSlack(); took > bound {
+					t.Errorf("first %s on a refusing address took %v, want at most %v", op, took, bound)
+				}
+				t.Logf("first %s: degraded=%v after %v", op, d.Degraded, took.Round(time.Millisecond))
+				l.Close(context.Background())
+			}
+		})
+	}
+}
+
+// onsetLoad runs 16 goroutines of Inc and IncSet on l (half each, a key
+// each) for 300 ms, calls kill, and goes on for 1.5 s: it returns every
+// call and the instant of the kill.
+func onsetLoad(t *testing.T, l limiter.Limiter, obs *lastEvents, set *limiter.Set, kill func()) ([]onsetCall, time.Time) {
+	t.Helper()
+	const workers = 16
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		all    []onsetCall
+		stop   = make(chan struct{})
+		sl, ok = l.(limiter.SetLimiter)
+	)
+	if !ok {
+		t.Fatalf("%T is not a SetLimiter", l)
+	}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			k := fmt.Sprintf("user:%d", w)
+			var mine []onsetCall
+			for {
+				select {
+				case <-stop:
+					mu.Lock()
+					all = append(all, mine...)
+					mu.Unlock()
+					return
+				default:
+				}
+				c := onsetCall{start: time.Now()}
+				if w%2 == 0 {
+					c.d, c.err = l.Inc(context.Background(), k, limiter.PerSecond(1000), 1)
+				} else {
+					var sd limiter.SetDecision
+					sd, c.err = sl.IncSet(context.Background(), k, set, 1)
+					c.d = sd.Decision
+				}
+				c.end = time.Now()
+				ev := obs.last(k)
+				c.lease = c.d.Allowed && !ev.Backend && !ev.Decision.Degraded
+				mine = append(mine, c)
+				time.Sleep(time.Millisecond)
+			}
+		}(w)
+	}
+	time.Sleep(300 * time.Millisecond)
+	at := time.Now()
+	kill()
+	time.Sleep(1500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	return all, at
+}
+
+// checkOnset checks TestOutageOnset's bounds on calls around a kill at
+// kill.
+func checkOnset(t *testing.T, calls []onsetCall, kill time.Time) {
+	t.Helper()
+	shed, late, bad, leased := 0, 0, 0, 0
+	var longest time.Duration
+	var firstDegraded time.Time
+	for _, c := range calls {
+		if c.err != nil {
+			if bad++; bad <= 3 {
+				t.Errorf("call at kill%+v: %v", c.start.Sub(kill).Round(time.Millisecond), c.err)
+			}
+			continue
+		}
+		if c.d.Shed {
+			if shed++; shed <= 3 {
+				t.Errorf("call at kill%+v shed: %+v", c.start.Sub(kill).Round(time.Millisecond), c.d)
+			}
+		}
+		if c.lease {
+			leased++
+		}
+		if c.start.Sub(kill) >= 300*time.Millisecond && !c.d.Degraded && !c.lease {
+			if late++; late <= 3 {
+				t.Errorf("call at kill+%v not degraded: %+v", c.start.Sub(kill).Round(time.Millisecond), c.d)
+			}
+		}
+		if c.d.Degraded && (firstDegraded.IsZero() || c.end.Before(firstDegraded)) {
+			firstDegraded = c.end
+		}
+		longest = max(longest, c.end.Sub(c.start))
+	}
+	if bound := 2*onsetTimeout + onsetSlack(); longest > bound {
+		t.Errorf("longest call %v, want at most %v (two timeouts)", longest, bound)
+	}
+	t.Logf("%d calls: %d errors, %d shed, %d from leases, %d neither degraded nor leased 300 ms after the kill, longest %v, first degraded kill+%v",
+		len(calls), bad, shed, leased, late, longest.Round(time.Millisecond), firstDegraded.Sub(kill).Round(time.Millisecond))
+}
+
+// goRedisLog captures what go-redis logs (redis.SetLogger).
+type goRedisLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *goRedisLog) Printf(_ context.Context, format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, v...))
+}
+
+// TestProbeClientQuiet: building every provider, on go-redis' default
+// client and on one with maintenance notifications enabled, pinging and
+// deciding makes go-redis log nothing and nothing panics (the probe's own client copied the
+// user's push-notification processor, so go-redis logged "cannot
+// overwrite existing handler" for each limiter, and with
+// maintnotifications.ModeEnabled New panicked).
+func TestProbeClientQuiet(t *testing.T) {
+	srv := redistest.Real(t)
+	logged := &goRedisLog{}
+	redis.SetLogger(logged)
+	defer redis.SetLogger(quietDefault{})
+	ctx := context.Background()
+	clients := map[string]func() *redis.Client{
+		"default": func() *redis.Client { return redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1}) },
+		"maintnotifications enabled": func() *redis.Client {
+			return redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1,
+				MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeEnabled}})
+		},
+	}
+	for cname, newClient := range clients {
+		for _, p := range fleetProviders {
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Errorf("%s on a client with %s: panic %v", p.name, cname, r)
+					}
+				}()
+				c := newClient()
+				defer c.Close()
+				l, err := p.new(c, limiter.WithPrefix(redistest.Prefix(t)))
+				if err != nil {
+					t.Fatalf("%s: %v", p.name, err)
+				}
+				defer l.Close(ctx)
+				if err := l.(interface{ Ping(context.Context) error }).Ping(ctx); err != nil {
+					t.Errorf("%s on a client with %s: Ping = %v", p.name, cname, err)
+				}
+				if cname != "default" {
+					// The client's own connections ask Redis for the
+					// notifications, which Redis 7.0 does not know: its
+					// calls fail, not the limiter's construction.
+					return
+				}
+				if _, err := l.Inc(ctx, "k", limiter.PerSecond(10), 1); err != nil {
+					t.Errorf("%s on a client with %s: Inc = %v", p.name, cname, err)
+				}
+			}()
+		}
+	}
+	logged.mu.Lock()
+	defer logged.mu.Unlock()
+	if len(logged.lines) != 0 {
+		t.Errorf("go-redis logged %d lines, want none: %q", len(logged.lines), logged.lines)
+	}
+}
+
+// quietDefault puts go-redis' logger back as it was: the standard
+// logger's output.
+type quietDefault struct{}
+
+func (quietDefault) Printf(_ context.Context, format string, v ...any) {
+	log.Printf(format, v...)
 }

@@ -95,10 +95,12 @@ type DecisionEvent struct {
 	// in SetDecision.Limits: read it during the call, never keep or change
 	// it.
 	Limits []LimitDecision
-	// Backend reports that the provider called Redis for this decision.
-	// False for the local provider, for decisions answered by the failure
-	// policy while the breaker is open, and for those a provider answered
-	// from memory (a hybrid lease, a remembered refusal).
+	// Backend reports that the provider called Redis for this decision
+	// (whether or not Redis answered: a shed call and one the policy
+	// answered after a failed call asked). False for the local provider,
+	// for decisions answered by the failure policy while the breaker is
+	// open, and for those a provider answered from memory (a hybrid
+	// lease, a remembered refusal). Source sorts all of these.
 	Backend bool
 	// Start and Duration are when the Redis call started and how long it
 	// took, whether it succeeded or failed (then the failure policy
@@ -132,6 +134,43 @@ func (e *DecisionEvent) Policy() string {
 		}
 	}
 	return e.Limits[best].Name
+}
+
+// Answer sources, the values of DecisionEvent.Source: who answered a
+// decision. Few and fixed, fit for a metric attribute.
+const (
+	// SourceLocal: a local provider decided, in process.
+	SourceLocal = "local"
+	// SourceRedis: Redis decided, in a script call of this decision.
+	SourceRedis = "redis"
+	// SourceMemory: the provider answered from what it remembers of
+	// Redis's earlier answers, without a Redis call: a refusal hot-key
+	// relief remembers, a hybrid's lease or cached refusal. Exact, within
+	// the staleness bounds of docs/algorithms.md, Staleness.
+	SourceMemory = "memory"
+	// SourcePolicy: Redis could not be asked and the failure policy
+	// answered (Decision.Degraded): the local fallback, FailOpen or
+	// FailClosed.
+	SourcePolicy = "policy"
+	// SourceShed: the call's budget ran out while Redis was not known to
+	// be down, and it was refused unasked (Decision.Shed).
+	SourceShed = "shed"
+)
+
+// Source says who answered the decision: SourceLocal, SourceRedis,
+// SourceMemory, SourcePolicy or SourceShed.
+func (e *DecisionEvent) Source() string {
+	switch {
+	case e.Provider == ProviderLocal:
+		return SourceLocal
+	case e.Decision.Degraded:
+		return SourcePolicy
+	case e.Decision.Shed:
+		return SourceShed
+	case !e.Backend:
+		return SourceMemory
+	}
+	return SourceRedis
 }
 
 // EventKind says what an Event reports.

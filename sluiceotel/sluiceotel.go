@@ -55,11 +55,14 @@ const ScopeName = "github.com/sluice-go/sluice/sluiceotel"
 
 // Attribute keys.
 const (
-	AttrProvider      = attribute.Key("sluice.provider")
-	AttrStrategy      = attribute.Key("sluice.strategy")
-	AttrOutcome       = attribute.Key("sluice.outcome")
-	AttrAllowed       = attribute.Key("sluice.allowed")
-	AttrDegraded      = attribute.Key("sluice.degraded")
+	AttrProvider = attribute.Key("sluice.provider")
+	AttrStrategy = attribute.Key("sluice.strategy")
+	AttrOutcome  = attribute.Key("sluice.outcome")
+	AttrAllowed  = attribute.Key("sluice.allowed")
+	AttrDegraded = attribute.Key("sluice.degraded")
+	// AttrSource is who answered a decision (limiter.DecisionEvent.Source):
+	// local, redis, memory, policy or shed.
+	AttrSource        = attribute.Key("sluice.source")
 	AttrLimit         = attribute.Key("sluice.limit")
 	AttrKey           = attribute.Key("sluice.key")
 	AttrOperation     = attribute.Key("sluice.operation")
@@ -152,7 +155,7 @@ type Observer struct {
 
 	// decisionOpts caches the attribute set of each combination of a
 	// decision's attributes without a limit name or key.
-	decisionOpts [numProviders][2][4][2][2][]metric.AddOption
+	decisionOpts [numProviders][2][4][2][numSources][]metric.AddOption
 	// opts caches other attribute sets (sets' limit names, durations,
 	// errors): optKey → []metric.AddOption (or []metric.RecordOption).
 	opts sync.Map
@@ -252,10 +255,11 @@ func New(opts ...Option) (*Observer, error) {
 		for s := range strategies {
 			for oc := range outcomes {
 				for a := 0; a < 2; a++ {
-					for d := 0; d < 2; d++ {
+					for src := range sources {
 						set := attribute.NewSet(AttrProvider.String(providers[p]), AttrStrategy.String(strategies[s]),
-							AttrOutcome.String(outcomeName(outcomes[oc])), AttrAllowed.Bool(a == 1), AttrDegraded.Bool(d == 1))
-						obs.decisionOpts[p][s][oc][a][d] = []metric.AddOption{metric.WithAttributeSet(set)}
+							AttrOutcome.String(outcomeName(outcomes[oc])), AttrAllowed.Bool(a == 1),
+							AttrDegraded.Bool(sources[src] == limiter.SourcePolicy), AttrSource.String(sources[src]))
+						obs.decisionOpts[p][s][oc][a][src] = []metric.AddOption{metric.WithAttributeSet(set)}
 					}
 				}
 			}
@@ -273,6 +277,21 @@ func outcomeName(oc limiter.Outcome) string {
 		return oc.String()
 	}
 	return "unknown"
+}
+
+// sources are the values of AttrSource, in decisionOpts' order.
+var sources = [...]string{limiter.SourceLocal, limiter.SourceRedis, limiter.SourceMemory, limiter.SourcePolicy, limiter.SourceShed}
+
+const numSources = len(sources)
+
+// sourceIndex is src's index in sources.
+func sourceIndex(src string) int {
+	for i, s := range sources {
+		if s == src {
+			return i
+		}
+	}
+	return 0
 }
 
 func b2i(b bool) int {
@@ -303,13 +322,13 @@ func (o *Observer) decisionAttrs(e *limiter.DecisionEvent) []metric.AddOption {
 	if oc < 0 || oc > 3 {
 		oc = 0
 	}
-	policy := e.Policy()
+	policy, src := e.Policy(), sourceIndex(e.Source())
 	if p >= 0 && policy == "" && o.maxKeys == 0 {
-		return o.decisionOpts[p][s][oc][b2i(e.Decision.Allowed)][b2i(e.Decision.Degraded)]
+		return o.decisionOpts[p][s][oc][b2i(e.Decision.Allowed)][src]
 	}
 	attrs := []attribute.KeyValue{AttrProvider.String(e.Provider), AttrStrategy.String(e.Strategy),
 		AttrOutcome.String(outcomeName(e.Decision.Outcome)), AttrAllowed.Bool(e.Decision.Allowed),
-		AttrDegraded.Bool(e.Decision.Degraded)}
+		AttrDegraded.Bool(e.Decision.Degraded), AttrSource.String(sources[src])}
 	if policy != "" {
 		attrs = append(attrs, AttrLimit.String(policy))
 	}
@@ -318,7 +337,7 @@ func (o *Observer) decisionAttrs(e *limiter.DecisionEvent) []metric.AddOption {
 		return []metric.AddOption{metric.WithAttributes(attrs...)}
 	}
 	k := optKey{kind: 'd', a: e.Provider, b: e.Strategy, c: policy,
-		d: byte(oc<<2 | b2i(e.Decision.Allowed)<<1 | b2i(e.Decision.Degraded))}
+		d: byte(oc<<4 | b2i(e.Decision.Allowed)<<3 | src)}
 	if v, ok := o.opts.Load(k); ok {
 		return v.([]metric.AddOption)
 	}
@@ -382,7 +401,8 @@ func (o *Observer) span(ctx context.Context, e *limiter.DecisionEvent) {
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(e.Start),
 		trace.WithAttributes(AttrDBSystem.String("redis"), AttrProvider.String(e.Provider),
 			AttrOperation.String(e.Op), AttrOutcome.String(outcomeName(e.Decision.Outcome)),
-			AttrAllowed.Bool(e.Decision.Allowed), AttrDegraded.Bool(e.Decision.Degraded)))
+			AttrAllowed.Bool(e.Decision.Allowed), AttrDegraded.Bool(e.Decision.Degraded),
+			AttrSource.String(e.Source())))
 	if e.ErrorClass != "" {
 		sp.SetAttributes(AttrErrorType.String(e.ErrorClass))
 		sp.SetStatus(codes.Error, e.ErrorClass)

@@ -3,6 +3,8 @@ package sluiceotel_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -67,7 +69,21 @@ func export(t *testing.T, reader *sdkmetric.ManualReader) map[string]map[string]
 }
 
 // dec is the encoded attribute set of a decision.
+// dec is the attributes of a decision answered by Redis (the local
+// provider for provider "local", the policy when degraded).
 func dec(provider, strategy, outcome string, allowed, degraded bool, limit string) string {
+	source := limiter.SourceRedis
+	switch {
+	case provider == limiter.ProviderLocal:
+		source = limiter.SourceLocal
+	case degraded:
+		source = limiter.SourcePolicy
+	}
+	return decFrom(provider, strategy, outcome, allowed, degraded, limit, source)
+}
+
+// decFrom is dec with the source given.
+func decFrom(provider, strategy, outcome string, allowed, degraded bool, limit, source string) string {
 	b := func(v bool) string {
 		if v {
 			return "true"
@@ -78,7 +94,35 @@ func dec(provider, strategy, outcome string, allowed, degraded bool, limit strin
 	if limit != "" {
 		s += ",sluice.limit=" + limit
 	}
-	return s + ",sluice.outcome=" + outcome + ",sluice.provider=" + provider + ",sluice.strategy=" + strategy
+	return s + ",sluice.outcome=" + outcome + ",sluice.provider=" + provider + ",sluice.source=" + source + ",sluice.strategy=" + strategy
+}
+
+// silentClient is a client of a server that accepts connections, never
+// answers, and hangs up 200 ms after each connection opened: a call with
+// a shorter timeout times out (and is shed), and the confirming probe
+// then sees the connection closed, evidence of an outage from the wire.
+func silentClient(t *testing.T) *redis.Client {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				time.AfterFunc(200*time.Millisecond, func() { c.Close() })
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 func call(provider, op, errType string) string {
@@ -151,8 +195,8 @@ func testMetrics(t *testing.T, client *redis.Client) {
 	// calls on a loaded machine (CI runs packages in parallel on two
 	// cores), which is right for a limiter and wrong for this test. The
 	// dead ones take a short timeout only so the test does not wait.
-	downAbs := must(redisabs.New(redistest.DeadClient(t), with(limiter.WithFailurePolicy(limiter.FailOpen), limiter.WithTimeout(50*time.Millisecond))...))
-	downSup := must(redissup.New(redistest.DeadClient(t), with(limiter.WithFailurePolicy(limiter.FailClosed), limiter.WithTimeout(50*time.Millisecond))...))
+	downAbs := must(redisabs.New(silentClient(t), with(limiter.WithFailurePolicy(limiter.FailOpen), limiter.WithTimeout(50*time.Millisecond))...))
+	downSup := must(redissup.New(silentClient(t), with(limiter.WithFailurePolicy(limiter.FailClosed), limiter.WithTimeout(50*time.Millisecond))...))
 	set, err := limiter.NewSet(limiter.Limit{Name: "per-minute", Rate: limiter.PerMinute(1), Window: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -181,6 +225,7 @@ func testMetrics(t *testing.T, client *redis.Client) {
 			step{l.name + " abs 1", inc(l.abs, 1), A, true, false},
 			step{l.name + " abs 2", inc(l.abs, 1), A, true, false},
 			step{l.name + " abs full", inc(l.abs, 1), R, false, false},
+			step{l.name + " abs full again", inc(l.abs, 1), R, false, false}, // redis: from relief's memory
 			step{l.name + " abs peek", isAllowed(l.abs), R, false, false},
 			step{l.name + " set 1", incSet(l.abs), A, true, false},
 			step{l.name + " set full", incSet(l.abs), R, false, false},
@@ -247,7 +292,7 @@ func testMetrics(t *testing.T, client *redis.Client) {
 	for _, p := range []string{"local", "redisabs"} {
 		for k, v := range map[string]int64{
 			dec(p, abs, "allowed", true, false, ""):             2,
-			dec(p, abs, "rejected", false, false, ""):           2,
+			dec(p, abs, "rejected", false, false, ""):           3,
 			dec(p, abs, "allowed", true, false, "per-minute"):   1,
 			dec(p, abs, "rejected", false, false, "per-minute"): 1,
 		} {
@@ -263,9 +308,12 @@ func testMetrics(t *testing.T, client *redis.Client) {
 			want["sluice.decisions"][k] = v
 		}
 	}
-	// The shed calls count as refusals, not degraded.
-	want["sluice.decisions"][dec("redisabs", abs, "rejected", false, false, "")] = 3
-	want["sluice.decisions"][dec("redissup", sup, "suppressed", false, false, "")] = 2
+	// The shed calls are refusals, not degraded, of their own source.
+	want["sluice.decisions"][dec("redisabs", abs, "rejected", false, false, "")] = 2
+	want["sluice.decisions"][decFrom("redisabs", abs, "rejected", false, false, "", limiter.SourceMemory)] = 1
+	want["sluice.decisions"][dec("redissup", sup, "suppressed", false, false, "")] = 1
+	want["sluice.decisions"][decFrom("redisabs", abs, "rejected", false, false, "", limiter.SourceShed)] = 1
+	want["sluice.decisions"][decFrom("redissup", sup, "suppressed", false, false, "", limiter.SourceShed)] = 1
 	want["sluice.decisions"][dec("redisabs", abs, "allowed", true, true, "")] = 1
 	want["sluice.decisions"][dec("redissup", sup, "suppressed", false, true, "")] = 1
 	compare(t, got, want)

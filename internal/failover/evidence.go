@@ -217,14 +217,14 @@ func (g *Guard) probeNow(extra time.Duration) error {
 // not sent while that one is unanswered (it fails at once).
 func (g *Guard) probeBy(ctx context.Context) error {
 	if !g.bounded {
-		return g.probe(ctx, g.prober)
+		return g.probeOnce(ctx)
 	}
 	if !g.probeBusy.CompareAndSwap(false, true) {
 		return errUnanswered
 	}
 	ch := make(chan error, 1)
 	go func() {
-		ch <- g.probe(ctx, g.prober)
+		ch <- g.probeOnce(ctx)
 		g.probeBusy.Store(false)
 	}()
 	select {
@@ -233,6 +233,20 @@ func (g *Guard) probeBy(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// probeOnce sends one probe, on the probe's own client when it has one
+// (which a failure on the wire replaces: dial.go), else on the client.
+func (g *Guard) probeOnce(ctx context.Context) error {
+	if g.own == nil {
+		return g.probe(ctx, g.client)
+	}
+	c := g.own.client()
+	err := g.probe(ctx, c)
+	if err != nil {
+		g.own.failed(c, err)
+	}
+	return err
 }
 
 // answered notes that a call got its reply from Redis: one atomic load
@@ -350,6 +364,10 @@ func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, e
 		err error
 	}
 	ch := make(chan result, 1)
+	// The breaker's channel before the call: when it closes (a dial of
+	// the client refused meanwhile, another call's connection error),
+	// the caller goes to the policy at once.
+	opened := g.Opened()
 	var state atomic.Int32 // 0 running, 1 answered, 2 left by its caller
 	var started atomic.Bool
 	g.calls.Add(1)
@@ -358,7 +376,7 @@ func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, e
 		started.Store(true)
 		v, err := f(ctx)
 		if err == nil {
-			g.answered()
+			g.answered() // not for ErrRemembered: memory is not the wire
 		}
 		ch <- result{v, err}
 		if !state.CompareAndSwap(0, 1) {
@@ -380,6 +398,13 @@ func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, e
 				return zero, redisx.ErrBehindFailure
 			}
 			return zero, ctx.Err()
+		}
+		r := <-ch
+		return r.v, r.err
+	case <-opened:
+		if state.CompareAndSwap(0, 2) {
+			g.abandoned.Add(1)
+			return zero, redisx.ErrOpened
 		}
 		r := <-ch
 		return r.v, r.err

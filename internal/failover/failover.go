@@ -160,11 +160,10 @@ type Guard struct {
 	refused  limiter.Outcome
 	client   Client
 	probe    func(ctx context.Context, client redis.Scripter) error
-	// prober is what the probe calls: a client of one connection of its
-	// own for a *redis.Client, so that a probe never waits behind the
-	// callers for a pooled connection; else the client.
-	prober  redis.Scripter
-	own     *redis.Client // prober when the guard made it, closed by Close
+	// own is the probe's own client for a *redis.Client (dial.go); nil:
+	// the probe runs on the client.
+	own     *prober
+	watch   *dialWatch // the dial hook on the client (dial.go)
 	recon   Reconciler
 	minRate limiter.Rate // one unit per window: the floor of a scaled fallback
 
@@ -247,16 +246,8 @@ func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, op
 	g.released = make(chan struct{}, 1)
 	g.work = make(chan func())
 	g.replied.Store(true)
-	g.prober = client
-	if rc, ok := client.(*redis.Client); ok {
-		// The probe's own connection: a probe that confirms a timeout
-		// must not itself wait for a pooled connection behind the busy
-		// callers whose timeouts it judges.
-		o := *rc.Options()
-		o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns = 1, 0, 1, 1
-		g.own = redis.NewClient(&o)
-		g.prober = g.own
-	}
+	g.own = newProber(client)
+	g.watchDials(client)
 }
 
 // contextTimeouts reports whether a go-redis client honours context
@@ -874,8 +865,9 @@ func (g *Guard) Close(ctx context.Context) error {
 			err = ferr
 		}
 	}
+	g.watch.g.Store(nil)
 	if g.own != nil {
-		g.own.Close()
+		g.own.close()
 	}
 	return err
 }

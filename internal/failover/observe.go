@@ -91,7 +91,7 @@ type timed struct {
 func (b *timed) Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
 	b.t.asked, b.t.start = true, time.Now()
 	d, err := b.Backend.Decide(ctx, k, rate, n, peek)
-	b.t.took, b.t.err = time.Since(b.t.start), err
+	b.t.end(err)
 	return d, err
 }
 
@@ -115,9 +115,14 @@ func untimedSet(be SetBackend) (SetBackend, *timing) {
 	return be, nil
 }
 
-// end records the end of a timed call; nothing for a nil timing.
+// end records the end of a timed call; nothing for a nil timing. A
+// decision answered from memory (ErrRemembered) did not ask Redis.
 func (t *timing) end(err error) {
-	if t != nil {
+	switch {
+	case t == nil:
+	case err == ErrRemembered:
+		*t = timing{}
+	default:
 		t.took, t.err = time.Since(t.start), err
 	}
 }

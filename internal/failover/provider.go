@@ -2,6 +2,7 @@ package failover
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/limiter"
@@ -20,6 +21,14 @@ type Backend interface {
 	// Usage is the Redis call of a Get.
 	Usage(ctx context.Context, k string) (limiter.Usage, error)
 }
+
+// ErrRemembered is what a Backend's Decide returns, with its decision,
+// for a decision it answered from memory (a refusal hot-key relief
+// remembers) without asking Redis: the guard returns the decision with a
+// nil error, reports it as not asked of Redis (DecisionEvent.Backend
+// false), and does not count it as a reply of Redis's (memory is not the
+// wire: the confirming probe's rule, evidence.go).
+var ErrRemembered = errors.New("answered from memory")
 
 // Decide runs an Inc (peek false) or an IsAllowed (peek true) of a Redis
 // provider under the policy: straight to the policy while the breaker is
@@ -50,6 +59,9 @@ func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limit
 		g.answered()
 	}
 	cancel()
+	if err == ErrRemembered {
+		err = nil
+	}
 	if err != nil {
 		return g.answer(ctx, be, op, k, rate, n, peek, err)
 	}

@@ -14,6 +14,8 @@ import (
 func workerGuard() *Guard {
 	g := &Guard{maxAbandoned: 8, released: make(chan struct{}, 1), work: make(chan func())}
 	g.stopCtx, g.stop = context.WithCancel(context.Background())
+	g.rearm()
+	g.watch = new(dialWatch)
 	return g
 }
 

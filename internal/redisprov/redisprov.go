@@ -151,7 +151,7 @@ func (p *Provider) inc(ctx context.Context, k string, rate limiter.Rate, n int64
 		// Before the key's hash name is built: a remembered refusal
 		// allocates nothing.
 		if r, ok := p.relief.Answer(k, soft, hard, n, b.Cfg.NowMs(), draw); ok {
-			return r.Decision(), nil
+			return r.Decision(), failover.ErrRemembered
 		}
 	}
 	h, err := b.Check("inc", k)
@@ -165,11 +165,14 @@ func (p *Provider) inc(ctx context.Context, k string, rate limiter.Rate, n int64
 		}
 		return r.Decision(), nil
 	}
-	r, err := p.relief.Decide(ctx, k, soft, hard, n, draw, b.Cfg.NowMs, func(ctx context.Context, decl int64) (window.Result, error) {
+	r, remembered, err := p.relief.Decide(ctx, k, soft, hard, n, draw, b.Cfg.NowMs, func(ctx context.Context, decl int64) (window.Result, error) {
 		return p.run(ctx, "inc", h, soft, hard, n, draw, decl)
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return limiter.Decision{}, err
+	case remembered:
+		return r.Decision(), failover.ErrRemembered
 	}
 	return r.Decision(), nil
 }

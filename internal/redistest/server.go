@@ -270,6 +270,18 @@ func (s *Server) Stop() {
 	s.halt()
 }
 
+// Kill kills the server with SIGKILL, as a crash or an OOM killer would,
+// and waits for it to exit. Restart starts it again.
+func (s *Server) Kill() {
+	s.mustBePrivate("Kill")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		s.proc.kill()
+		s.proc = nil
+	}
+}
+
 func (s *Server) halt() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

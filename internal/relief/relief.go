@@ -242,10 +242,10 @@ func (m *Memory) Answer(k string, c, h, n, now, draw int64) (window.Result, bool
 }
 
 // Decide answers a call of n units of k at capacities c and h, with its
-// draw in ppm (0 for the absolute strategy): from memory when it can,
-// else by ask, Redis's decision of the call, which reports decl units
-// declined from memory with it (Take) and whose answer is remembered.
-// now is the local clock in ms.
+// draw in ppm (0 for the absolute strategy): from memory when it can
+// (remembered true), else by ask, Redis's decision of the call, which
+// reports decl units declined from memory with it (Take) and whose answer
+// is remembered. now is the local clock in ms.
 //
 // When memory holds a refusal for the call that no longer answers (its
 // RetryAfter has passed, or a suppressed call would open a bucket), one
@@ -255,33 +255,33 @@ func (m *Memory) Answer(k string, c, h, n, now, draw int64) (window.Result, bool
 // per caller. A waiter waits for that one call at most, and never beyond
 // ctx (then it returns ctx's error).
 func (m *Memory) Decide(ctx context.Context, k string, c, h, n, draw int64, now func() int64,
-	ask func(ctx context.Context, decl int64) (window.Result, error)) (window.Result, error) {
+	ask func(ctx context.Context, decl int64) (window.Result, error)) (r window.Result, remembered bool, err error) {
 	t := now()
 	if r, ok := m.Answer(k, c, h, n, t, draw); ok {
-		return r, nil
+		return r, true, nil
 	}
 	wait, lead := m.join(k, c, h, n)
 	if wait != nil {
 		select {
 		case <-wait:
 		case <-ctx.Done():
-			return window.Result{}, ctx.Err()
+			return window.Result{}, false, ctx.Err()
 		}
 		t = now()
 		if r, ok := m.Answer(k, c, h, n, t, draw); ok {
-			return r, nil
+			return r, true, nil
 		}
 	}
 	tok := m.Begin(k)
 	decl := m.Take(k, t)
-	r, err := ask(ctx, decl)
+	r, err = ask(ctx, decl)
 	if err != nil {
 		m.Restore(k, decl, t)
 	} else {
 		m.Remember(k, tok, c, h, n, t, &r)
 	}
 	m.land(k, lead)
-	return r, err
+	return r, false, err
 }
 
 // join finds what a call memory could not answer does: wait for the key's

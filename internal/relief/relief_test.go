@@ -254,7 +254,7 @@ func TestDecideOneCallWhenExpired(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := m.Decide(context.Background(), "k", 10, 10, 1, 0, now.Load, ask)
+			got, _, err := m.Decide(context.Background(), "k", 10, 10, 1, 0, now.Load, ask)
 			if err != nil || got.Allowed {
 				errs <- fmt.Errorf("Decide = %+v, %v; want refused", got, err)
 			}
