@@ -20,7 +20,7 @@ HEARTBEAT = ( while sleep 20; do echo "make $@: still running"; done ) & trap "k
 # tests need (a local redis-server, miniredis): vetted and tested with the
 # core. bench/ runs only the header tests named in the test target; its
 # benchmarks are run by hand.
-NESTED_TESTED = sluiceotel
+NESTED_TESTED = sluiceotel grpclimit
 
 # The packages' tests run in parallel, all under the race detector: two
 # packages more than the CPUs at a time (-p 4 on two cores). The three
@@ -92,14 +92,15 @@ tidy-check:
 	for m in $(NESTED_TESTED); do (cd $$m && $(GO) mod tidy && git diff --exit-code go.mod go.sum) || exit 1; done
 
 # The core module depends on exactly go-redis, miniredis and x/time/rate,
-# and nothing in its module graph is OpenTelemetry (that lives in the
-# nested sluiceotel module).
+# and nothing in its module graph is OpenTelemetry or gRPC (they live in
+# the nested sluiceotel and grpclimit modules).
 CORE_DEPS = github.com/alicebob/miniredis/v2 github.com/redis/go-redis/v9 golang.org/x/time
 deps-check:
 	@direct=$$($(GO) list -m -f '{{if not (or .Main .Indirect)}}{{.Path}}{{end}}' all | sort | tr '\n' ' '); \
 	want=$$(echo $(CORE_DEPS) | tr ' ' '\n' | sort | tr '\n' ' '); \
 	if [ "$$direct" != "$$want" ]; then echo "deps-check: direct dependencies are: $$direct; want: $$want"; exit 1; fi
 	@if $(GO) mod graph | grep -i opentelemetry; then echo "deps-check: the core module graph has OpenTelemetry"; exit 1; fi
+	@if $(GO) mod graph | grep google.golang.org/grpc; then echo "deps-check: the core module graph has gRPC"; exit 1; fi
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

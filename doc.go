@@ -13,6 +13,11 @@
 //     proxies, header or user; 429 with Retry-After and the IETF
 //     RateLimit headers).
 //
+// Beside the core, in modules of their own so that the core depends on
+// neither: grpclimit, gRPC server interceptors (ResourceExhausted with an
+// exact RetryInfo and the RateLimit fields as metadata), and sluiceotel,
+// OpenTelemetry metrics (and optionally spans) of what the providers do.
+//
 // Two strategies share one window model. Absolute admits a request while
 // the sliding window has room for all of it and rejects it otherwise.
 // Suppressed admits everything up to a soft target, then admits with a

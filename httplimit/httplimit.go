@@ -373,7 +373,7 @@ func (m *Middleware) serveOne(w http.ResponseWriter, r *http.Request, next http.
 		policy = string(appendPolicy(nil, m.name, d.Limit, m.window))
 	}
 	var buf [128]byte
-	item := string(appendItem(buf[:0], m.name, d.Remaining, reset(d.RetryAfter, d.ResetAfter)))
+	item := string(appendOneItem(buf[:0], m.name, &d))
 	m.writeHeaders(w, policy, item, &d)
 	if d.Allowed {
 		next.ServeHTTP(w, r)
@@ -413,14 +413,7 @@ func (m *Middleware) serveSet(w http.ResponseWriter, r *http.Request, next http.
 		return
 	}
 	var buf [512]byte
-	b := buf[:0]
-	for i, ld := range d.Limits {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = appendItem(b, ld.Name, ld.Remaining, reset(ld.RetryAfter, ld.ResetAfter))
-	}
-	m.writeHeaders(w, policy, string(b), &d.Decision)
+	m.writeHeaders(w, policy, string(appendSetItems(buf[:0], &d)), &d.Decision)
 	if d.Allowed {
 		next.ServeHTTP(w, r)
 		return
@@ -510,6 +503,46 @@ func appendSetPolicy(b []byte, s *limiter.Set) []byte {
 			b = append(b, ", "...)
 		}
 		b = appendPolicy(b, s.At(i).Name, s.CapacityAt(i), s.At(i).Window)
+	}
+	return b
+}
+
+// Fields returns the values of the RateLimit-Policy and RateLimit headers
+// that a Middleware built by New writes for decision d of a single limit
+// named name ("" is DefaultPolicyName) on a limiter of the given window:
+// the same bytes, for a caller that carries them in another protocol
+// (package grpclimit writes them as gRPC metadata). name is not
+// validated: New checks it.
+func Fields(name string, window time.Duration, d limiter.Decision) (policy, rateLimit string) {
+	if name == "" {
+		name = DefaultPolicyName
+	}
+	var buf [128]byte
+	policy = string(appendPolicy(buf[:0], name, d.Limit, window))
+	return policy, string(appendOneItem(buf[:0], name, &d))
+}
+
+// SetFields is Fields for decision d of set, as a Middleware built by
+// NewSet writes them: one item per limit, in the set's order.
+func SetFields(set *limiter.Set, d limiter.SetDecision) (policy, rateLimit string) {
+	var buf [512]byte
+	policy = string(appendSetPolicy(buf[:0], set))
+	return policy, string(appendSetItems(buf[:0], &d))
+}
+
+// appendOneItem appends the RateLimit item of a single limit's decision.
+func appendOneItem(b []byte, name string, d *limiter.Decision) []byte {
+	return appendItem(b, name, d.Remaining, reset(d.RetryAfter, d.ResetAfter))
+}
+
+// appendSetItems appends the RateLimit items of a set's decision, one per
+// limit.
+func appendSetItems(b []byte, d *limiter.SetDecision) []byte {
+	for i, ld := range d.Limits {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = appendItem(b, ld.Name, ld.Remaining, reset(ld.RetryAfter, ld.ResetAfter))
 	}
 	return b
 }

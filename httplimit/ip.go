@@ -292,14 +292,43 @@ func rfc6052(b *[16]byte, bits int) netip.Addr {
 // zone, and IPv4-mapped IPv6 is returned as IPv4. A RemoteAddr that is
 // not an address gives a *KeyError with status 500.
 func (k *IPKey) ClientAddr(r *http.Request) (netip.Addr, error) {
-	peer, ok := parseHop(r.RemoteAddr)
+	var vs []string
+	if k.kind != 0 {
+		vs = r.Header[k.header]
+	}
+	return k.clientAddr(r.RemoteAddr, vs)
+}
+
+// Header returns the canonical name of the header k trusts
+// (TrustProxies), "" when it trusts none: the header whose values
+// KeyAddr reads.
+func (k *IPKey) Header() string { return k.header }
+
+// KeyAddr is Key for a request that is not an *http.Request, such as a
+// gRPC call (package grpclimit): remoteAddr is the immediate peer's
+// address as an http.Request's RemoteAddr holds it ("192.0.2.7:443",
+// "[2001:db8::1]:443" or an address alone), and values are the values of
+// the header k trusts (Header), in the order received. values are read
+// only when the peer is a trusted proxy, by the rules of ClientAddr; the
+// key and the errors are Key's.
+func (k *IPKey) KeyAddr(remoteAddr string, values []string) (string, error) {
+	a, err := k.clientAddr(remoteAddr, values)
+	if err != nil {
+		return "", err
+	}
+	return k.keyOf(a), nil
+}
+
+// clientAddr is ClientAddr of a peer address and the trusted header's
+// values.
+func (k *IPKey) clientAddr(remoteAddr string, vs []string) (netip.Addr, error) {
+	peer, ok := parseHop(remoteAddr)
 	if !ok {
-		return netip.Addr{}, &KeyError{Status: http.StatusInternalServerError, Reason: "the client address is unknown (RemoteAddr " + quoteShort(r.RemoteAddr) + ")"}
+		return netip.Addr{}, &KeyError{Status: http.StatusInternalServerError, Reason: "the client address is unknown (RemoteAddr " + quoteShort(remoteAddr) + ")"}
 	}
 	if k.kind == 0 || !k.trusted(peer) {
 		return peer, nil
 	}
-	vs := r.Header[k.header]
 	if k.kind == kindRealIP {
 		if len(vs) == 1 { // two values: not one set by the proxy
 			if a, ok := parseHop(vs[0]); ok {
