@@ -3,7 +3,9 @@ package sluice_test
 import (
 	"context"
 	"fmt"
-	"log"
+	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -410,11 +412,23 @@ func (l *goRedisLog) Printf(_ context.Context, format string, v ...any) {
 // user's push-notification processor, so go-redis logged "cannot
 // overwrite existing handler" for each limiter, and with
 // maintnotifications.ModeEnabled New panicked).
+//
+// go-redis' logger is global and SetLogger races with any go-redis
+// goroutine still running (an earlier test's pool), so the test runs
+// itself in a process of its own.
 func TestProbeClientQuiet(t *testing.T) {
+	if os.Getenv(quietChild) != "1" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestProbeClientQuiet$", "-test.count=1")
+		cmd.Env = append(os.Environ(), quietChild+"=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "PASS") {
+			t.Fatalf("TestProbeClientQuiet in a process of its own: %v\n%s", err, out)
+		}
+		return
+	}
 	srv := redistest.Real(t)
 	logged := &goRedisLog{}
 	redis.SetLogger(logged)
-	defer redis.SetLogger(quietDefault{})
 	ctx := context.Background()
 	clients := map[string]func() *redis.Client{
 		"default": func() *redis.Client { return redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1}) },
@@ -460,10 +474,6 @@ func TestProbeClientQuiet(t *testing.T) {
 	}
 }
 
-// quietDefault puts go-redis' logger back as it was: the standard
-// logger's output.
-type quietDefault struct{}
-
-func (quietDefault) Printf(_ context.Context, format string, v ...any) {
-	log.Printf(format, v...)
-}
+// quietChild is set in the environment of TestProbeClientQuiet's own
+// process.
+const quietChild = "SLUICE_TEST_QUIET_CHILD"

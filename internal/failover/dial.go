@@ -2,8 +2,10 @@ package failover
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -71,15 +73,16 @@ func (g *Guard) watchDials(client Client) {
 // not a deadline), with no maintenance notifications and no push
 // notification processor of the user's client (sharing them made go-redis
 // log, and under MaintNotificationsConfig Mode enabled panic), and none
-// of the user's hooks. go-redis' pool, after a failed dial, answers with
+// of the user's hooks; its calls' deadlines bound its sockets
+// (ContextTimeoutEnabled). go-redis' pool, after a failed dial, answers with
 // that dial's error until its own redial once a second succeeds: so a
-// probe that fails on the wire replaces the client, and the next probe
-// dials afresh.
+// probe that fails on the connection (not with a reply) replaces the
+// client, and the next probe dials afresh.
 type prober struct {
-	base *redis.Options // nil: the guard probes on the user's client
+	base *redis.Options
 	mu   sync.Mutex
 	cur  *redis.Client
-	old  *redis.Client // the client replaced last, closed at the next replacement
+	gone []*redis.Client // replaced, closed by close
 }
 
 // newProber returns the prober of client: its own client for a
@@ -92,6 +95,10 @@ func newProber(client Client) *prober {
 	o := *rc.Options()
 	o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns = 1, 0, 1, 1
 	o.DialerRetries = 1
+	// The probe's deadline bounds its socket reads and writes too: a
+	// probe of a frozen Redis ends at its deadline, never at the user's
+	// ReadTimeout (3 s by default), so that the next probe may go.
+	o.ContextTimeoutEnabled = true
 	o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	o.PushNotificationProcessor = nil
 	p := &prober{base: &o}
@@ -111,13 +118,18 @@ func (p *prober) client() *redis.Client {
 	return p.cur
 }
 
+// maxGone bounds the replaced clients kept open: the oldest is closed
+// beyond it (probes run one at a time, so by then none uses it).
+const maxGone = 4
+
 // failed replaces c, the client of a probe that failed with err, when err
-// is the wire's (a dial refused, a connection reset): the next probe dials
-// afresh. The replaced client is closed at the next replacement, when no
-// probe can still be using it (probes run one at a time, a probe interval
-// apart).
+// is a connection's (a dial refused, a connection reset), not a reply: the
+// next probe dials afresh. A replaced client stays open a few
+// replacements more (a probe left running in the background may still
+// use it: a closed client's error would read as an answer).
 func (p *prober) failed(c *redis.Client, err error) {
-	if !wireEvidence(err) {
+	var re redis.Error
+	if !wireEvidence(err) || errors.As(err, &re) {
 		return
 	}
 	p.mu.Lock()
@@ -125,10 +137,12 @@ func (p *prober) failed(c *redis.Client, err error) {
 	if p.cur != c {
 		return
 	}
-	if p.old != nil {
-		p.old.Close()
+	p.gone = append(p.gone, p.cur)
+	if len(p.gone) > maxGone {
+		p.gone[0].Close()
+		p.gone = slices.Delete(p.gone, 0, 1)
 	}
-	p.old, p.cur = p.cur, p.build()
+	p.cur = p.build()
 }
 
 // close closes the prober's clients.
@@ -136,7 +150,8 @@ func (p *prober) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cur.Close()
-	if p.old != nil {
-		p.old.Close()
+	for _, c := range p.gone {
+		c.Close()
 	}
+	p.gone = nil
 }

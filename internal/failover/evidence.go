@@ -213,10 +213,12 @@ func (g *Guard) probeNow(extra time.Duration) error {
 
 // probeBy runs one probe that returns by ctx's deadline whatever the
 // client: on a client that does not honour context deadlines on its
-// sockets the probe runs on a goroutine of its own, and the next probe is
-// not sent while that one is unanswered (it fails at once).
+// sockets (and is not the probe's own, which does) the probe runs on a
+// goroutine of its own, and the next probe is not sent while that one is
+// unanswered (it fails at once).
 func (g *Guard) probeBy(ctx context.Context) error {
-	if !g.bounded {
+	if !g.bounded || g.own != nil {
+		// The probe's own client honours ctx's deadline on its sockets.
 		return g.probeOnce(ctx)
 	}
 	if !g.probeBusy.CompareAndSwap(false, true) {
@@ -402,9 +404,11 @@ func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, e
 		r := <-ch
 		return r.v, r.err
 	case <-opened:
+		// The breaker's cause is this call's error too: a dial of the
+		// client refused (dial.go), or another call's connection error.
 		if state.CompareAndSwap(0, 2) {
 			g.abandoned.Add(1)
-			return zero, redisx.ErrOpened
+			return zero, g.causeErr()
 		}
 		r := <-ch
 		return r.v, r.err

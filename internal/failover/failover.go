@@ -516,8 +516,10 @@ func (g *Guard) trip(err error) {
 	if !g.open.CompareAndSwap(false, true) {
 		return
 	}
-	close(*g.openCh.Load())
+	// The cause before the channel: a call that leaves when it closes
+	// returns the cause (bounded).
 	g.cause.Store(&err)
+	close(*g.openCh.Load())
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {

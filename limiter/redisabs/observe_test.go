@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,14 +85,14 @@ func TestObserverHealthy(t *testing.T) {
 	}
 }
 
-// TestObserverOutage: with Redis gone (the client retries its dial until
-// WithTimeout's deadline, so the class is a timeout), the call that finds
-// it so is one EventBackendError and a shed DecisionEvent with the failed
-// call's time (a timeout alone is no evidence); the confirming probe's
-// dial is refused and opens the breaker, one EventStateChange; later
-// calls, answered while the breaker is open, are degraded and ask no
-// backend; the local fallback's own decisions are not reported as a local
-// provider's; Close while degraded leaves degraded mode.
+// TestObserverOutage: with Redis gone (the client retries its dial
+// until WithTimeout's deadline, but the dial hook sees the first dial
+// refused), the call that finds it so is one EventBackendError of class
+// connection and a degraded DecisionEvent with the failed call's time,
+// and the breaker opens, one EventStateChange; later calls, answered
+// while the breaker is open, are degraded and ask no backend; the local
+// fallback's own decisions are not reported as a local provider's; Close
+// while degraded leaves degraded mode.
 func TestObserverOutage(t *testing.T) {
 	for _, policy := range []limiter.FailurePolicy{limiter.FallbackLocal, limiter.FailOpen} {
 		t.Run(policy.String(), func(t *testing.T) {
@@ -103,16 +104,15 @@ func TestObserverOutage(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close(ctx)
-			if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); d.Allowed || !d.Shed || d.Degraded {
-				t.Fatalf("Inc 0 = %+v, want shed", d)
+			if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); !d.Allowed || d.Shed || !d.Degraded {
+				t.Fatalf("Inc 0 = %+v, want allowed and degraded", d)
 			}
-			// The observer is told before WithStateChange's hook. The
-			// probe's refused dial is wire evidence however loaded the
-			// machine; a minute is only a guard against a hang.
+			// The observer is told before WithStateChange's hook; a
+			// minute is only a guard against a hang.
 			select {
 			case <-changed:
 			case <-time.After(time.Minute):
-				t.Fatal("the probe did not open the breaker within a minute")
+				t.Fatal("the refused dial did not open the breaker within a minute")
 			}
 			for i := 1; i < 3; i++ {
 				if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); !d.Allowed || !d.Degraded {
@@ -125,9 +125,9 @@ func TestObserverOutage(t *testing.T) {
 			}
 			for i, e := range ds {
 				first := i == 0
-				if e.Provider != limiter.ProviderRedisAbs || e.Decision.Degraded == first || e.Decision.Shed != first || e.Backend != first ||
-					(e.Duration > 0) != first || (e.ErrorClass == limiter.ErrorTimeout) != first {
-					t.Errorf("decision %d: %+v, want redisabs, shed with a backend call %v, else degraded", i, e, first)
+				if e.Provider != limiter.ProviderRedisAbs || !e.Decision.Degraded || e.Decision.Shed || e.Backend != first ||
+					(e.Duration > 0) != first || (e.ErrorClass == limiter.ErrorConnection) != first || e.Source() != limiter.SourcePolicy {
+					t.Errorf("decision %d: %+v, want redisabs, degraded, with a failed backend call %v", i, e, first)
 				}
 			}
 			// The state change comes from the probe goroutine, so it may
@@ -141,10 +141,10 @@ func TestObserverOutage(t *testing.T) {
 					entered = append(entered, e)
 				}
 			}
-			if len(es) != 2 || len(failed) != 1 || failed[0].ErrorClass != limiter.ErrorTimeout ||
-				failed[0].Op != limiter.OpInc || !errors.Is(failed[0].Err, context.DeadlineExceeded) || failed[0].Duration <= 0 ||
+			if len(es) != 2 || len(failed) != 1 || failed[0].ErrorClass != limiter.ErrorConnection ||
+				failed[0].Op != limiter.OpInc || !errors.Is(failed[0].Err, syscall.ECONNREFUSED) || failed[0].Duration <= 0 ||
 				len(entered) != 1 || !entered[0].State.Degraded || entered[0].State.Provider != limiter.ProviderRedisAbs {
-				t.Errorf("events %+v, want one backend error (timeout, inc) and one state change into degraded mode", es)
+				t.Errorf("events %+v, want one backend error (connection refused, inc) and one state change into degraded mode", es)
 			}
 			// Closed while degraded: it leaves degraded mode (what counts
 			// degraded limiters stops counting it), with ErrClosed as
