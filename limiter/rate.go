@@ -170,6 +170,8 @@ func HardCapacity(r Rate, window time.Duration, factor float64) (int64, error) {
 	switch {
 	case c < 1:
 		return 0, fmt.Errorf("%w: %v over %v is %.6g units", ErrCapacityTooSmall, r, window, x)
+	case c > float64(settings.MaxCapacity) && factor != 1:
+		return 0, fmt.Errorf("%w: %v over %v with hard limit factor %v is %.6g units, more than 2^50", ErrInvalidRate, r, window, factor, x)
 	case c > float64(settings.MaxCapacity):
 		return 0, fmt.Errorf("%w: %v over %v is %.6g units, more than 2^50", ErrInvalidRate, r, window, x)
 	}
