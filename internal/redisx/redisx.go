@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -33,6 +34,29 @@ var (
 	// than about one timeout behind others.
 	ErrBehindFailure = errors.New("sluice: the call waited behind one that failed")
 )
+
+// ProbeKey is the Redis hash the failure policy's probe writes for a
+// prefix and strategy: "<prefix>:{%probe}:<strategy>:h", a hash of the
+// strategy's layout with its record and TTL. "%pr" is not an escape that
+// package key produces, so no caller's key maps to it (key.Parse refuses
+// it); the cleaner reads it as the strategy's hash it is.
+func ProbeKey(prefix, strategy string) string {
+	return prefix + ":{" + probeKeyPart + "}:" + strategy + ":" + key.Hash
+}
+
+// probeKeyPart is the part of ProbeKey between the braces.
+const probeKeyPart = "%probe"
+
+// ParseProbe reports whether redisKey is ProbeKey(prefix, strategy) for
+// some strategy of package key, and returns that strategy.
+func ParseProbe(redisKey, prefix string) (strategy string, ok bool) {
+	rest, ok := strings.CutPrefix(redisKey, prefix+":{"+probeKeyPart+"}:")
+	if !ok {
+		return "", false
+	}
+	strategy, suffix, ok := strings.Cut(rest, ":")
+	return strategy, ok && suffix == key.Hash && (strategy == key.Absolute || strategy == key.Suppressed)
+}
 
 // NowArg is the script's clock argument: an empty string tells the script
 // to read Redis TIME; an integer (given WithClock) is the time in ms to use
