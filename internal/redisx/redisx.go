@@ -131,9 +131,11 @@ func BucketValue(v int64) (count, link int64) {
 // StateErr reads the error replies a script gives for a hash's record "v"
 // (docs/data-model.md, The record): "SLUICEWINDOW <stored> <call's>", a
 // live hash recorded with another window or bucket, is
-// limiter.ErrWindowConflict, and "SLUICELAYOUT <stored>", a record of a
-// layout these scripts do not read, limiter.ErrLayout. Any other error is
-// returned as it is.
+// limiter.ErrWindowConflict, "SLUICELAYOUT <stored>", a record of a
+// layout these scripts do not read, limiter.ErrLayout, and "SLUICESTATE
+// <hash> <field> <value>", a live hash holding a count no write of this
+// layout makes (2^53 or more, set by another client), limiter.ErrLayout
+// naming the hash and the field. Any other error is returned as it is.
 func StateErr(err error) error {
 	var re redis.Error
 	if err == nil || !errors.As(err, &re) {
@@ -150,6 +152,12 @@ func StateErr(err error) error {
 		return fmt.Errorf("%w: %s", limiter.ErrWindowConflict, msg)
 	case strings.HasPrefix(msg, "SLUICELAYOUT "):
 		return fmt.Errorf("%w: record %q", limiter.ErrLayout, strings.TrimPrefix(msg, "SLUICELAYOUT "))
+	case strings.HasPrefix(msg, "SLUICESTATE "):
+		if f := strings.SplitN(msg, " ", 4); len(f) == 4 {
+			return fmt.Errorf("%w: hash %q: field %q = %q holds a count out of range (2^53 or more), written by another client; Reset the key",
+				limiter.ErrLayout, f[1], f[2], f[3])
+		}
+		return fmt.Errorf("%w: %s", limiter.ErrLayout, msg)
 	}
 	return err
 }
