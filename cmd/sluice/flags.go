@@ -53,7 +53,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			"with the report so far.")
 	redisURL := fs.String("redis", "", "use the Redis server at `URL` (redis://[user:password@]host:port[/db]) instead of an embedded one")
 	duration := fs.Duration("duration", demoDuration, "how long to run")
-	window := fs.Duration("window", demoWindow, "sliding window W of every limiter; with --redis, a longer one (1m) leaves time to inspect the keys after the run")
+	window := fs.Duration("window", demoWindow, "sliding window W of every limiter; with --redis, a longer one leaves time to inspect the keys after the run (--window 1m --duration 45s still reaches the limits)")
 	seed := fs.Uint64("seed", 1, "seed of the simulated workload")
 	if st, done := parse(fs, args, stdout, stderr); done {
 		return st
@@ -314,7 +314,7 @@ func writeKeysNote(ctx context.Context, w io.Writer, r *redisTarget, o *Options,
 		fmt.Fprintf(w, "They expire by themselves W + B = %v after the\n", life)
 		fmt.Fprintf(w, "run's last write, at %s. Look at one before then:\n", time.Now().Add(life).UTC().Format("15:04:05 MST"))
 		if life < time.Minute {
-			fmt.Fprintf(w, "(That is soon: run again with --window 1m for time to look.)\n")
+			fmt.Fprintf(w, "(That is soon: run again with --window 1m --duration 45s for time to look, and a window filled.)\n")
 		}
 	}
 	bucket := ""
