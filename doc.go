@@ -4,14 +4,29 @@
 // The library is split by what you run:
 //
 //   - limiter: rates, options, the Decision every call returns, the Limiter
-//     interface and the sentinel errors;
+//     and SetLimiter interfaces, sets of limits, the observer hook, the
+//     failure policy and the sentinel errors;
 //   - limiter/local: in-process absolute and suppressed limiters;
 //   - limiter/redisabs and limiter/redissup: the same strategies on Redis,
 //     one atomic script call per decision, Redis server time, Cluster safe;
+//     each New returns a limiter/rediscore.Limiter, whose methods are
+//     documented there for both;
+//   - limiter/hybrid: both strategies answered from memory against
+//     capacity leased from Redis, for hot keys called many times per lease
+//     (docs/algorithms.md, Hybrid leases; Where the hybrid stops paying
+//     off);
 //   - key: key validation, escaping and the Redis key schema;
 //   - httplimit: HTTP middleware (keys by client address behind trusted
 //     proxies, header or user; 429 with Retry-After and the IETF
-//     RateLimit headers).
+//     RateLimit headers);
+//   - cleanup: the SCAN cleanup loop and its lease lock, the safety net
+//     behind the keys' own expiry;
+//   - scripts: the Lua scripts, embedded;
+//   - cmd/sluice: the command-line tool (demo, load, inspect, serve,
+//     cleanup, version);
+//   - sluiceotel (a module of its own, github.com/sluice-go/sluice/sluiceotel):
+//     the OpenTelemetry adapter of the observer hook (docs/operations.md,
+//     OpenTelemetry, says how to require it).
 //
 // Beside the core, in modules of their own so that the core depends on
 // neither: grpclimit, gRPC server interceptors (ResourceExhausted with an

@@ -259,6 +259,12 @@ const (
 // clean handles one key.
 func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) error {
 	p, err := key.Parse(k)
+	probe := false
+	if strategy, ok := redisx.ParseProbe(k, c.o.prefix); ok {
+		// The failure policy's probe hash: of the schema's layout, with
+		// its record and TTL, though its key part is no user key's.
+		p, err, probe = key.Parsed{Prefix: c.o.prefix, Strategy: strategy, Suffix: key.Hash}, nil, true
+	}
 	switch {
 	case err != nil || p.Prefix != c.o.prefix:
 		return c.unknown(ctx, node, k, Foreign, r)
@@ -267,7 +273,12 @@ func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) e
 	case p.Suffix != key.Hash:
 		return c.unknown(ctx, node, k, UnknownLayout, r)
 	}
-	sp, b, _ := c.span(p)
+	var sp, b int64
+	if probe {
+		sp, b = c.o.all.span, c.o.all.bucket // a WindowFunc is for user keys
+	} else {
+		sp, b, _ = c.span(p)
+	}
 	var now any = ""
 	if c.o.clock != nil {
 		now = settings.ClampMs(c.o.clock.Now().UnixMilli())

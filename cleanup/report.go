@@ -14,7 +14,10 @@ type Reason int
 // Reasons a pass leaves a key alone.
 const (
 	// Foreign: the key matches <prefix>:{* but key.Parse does not read it
-	// as a sluice key (not of the key schema, or of another prefix).
+	// as a sluice key (not of the key schema, or of another prefix). The
+	// failure policy's probe hash, <prefix>:{%probe}:abs:h, is not
+	// Foreign: a pass reads it as the absolute hash it is, kept while its
+	// unit is live and deleted once it has expired.
 	Foreign Reason = iota
 	// UnknownStrategy: a sluice key name of a strategy other than abs and
 	// sup.

@@ -28,9 +28,11 @@ var (
 	// the other window its own limit name, or its own prefix.
 	ErrWindowConflict = errors.New("sluice: limit state recorded with another window")
 	// ErrLayout: the key's state in Redis records a layout version this
-	// sluice does not read (a newer release on the same prefix). The call
-	// fails rather than misread counts (docs/data-model.md, Layout
-	// versions).
+	// sluice does not read (a newer release on the same prefix), or holds
+	// a count no write of its layout makes (2^53 or more, set by another
+	// client; the error names the hash and the field). The call fails
+	// rather than misread counts (docs/data-model.md, Layout versions);
+	// Reset forgets such a state.
 	ErrLayout = errors.New("sluice: key state in another layout version")
 	// ErrShed: under the FailError policy, a call whose budget ran out
 	// while Redis was not known to be down (the other policies answer

@@ -24,14 +24,14 @@ func ExampleParseRate() {
 	// 1000/min   1000/min   16.6667 per second
 	// 5/h        5/h        0.00138889 per second
 	// 20000/day  20000/day  0.231481 per second
-	// 3/10s      0.3/s      0.3 per second
-	// 60/minute  1/s        1 per second
+	// 3/10s      3/10s      0.3 per second
+	// 60/minute  60/min     1 per second
 	// sluice: invalid rate: parse "5/m": ambiguous unit "m" (want "min" or "ms")
 }
 
 func ExampleRate_String() {
 	fmt.Println(limiter.PerMinute(1000), limiter.PerSecond(5.5), limiter.Every(1, 1500*time.Millisecond), limiter.PerDay(48))
-	// Output: 1000/min 5.5/s 40/min 2/h
+	// Output: 1000/min 5.5/s 1/1500ms 48/day
 }
 
 func ExampleWait() {

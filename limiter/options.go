@@ -55,7 +55,10 @@ func WithBucket(d time.Duration) Option {
 
 // WithHardLimitFactor sets F for the suppressed strategy: the hard ceiling
 // is floor(rate × W × F). Default 1.0 (no room above the soft target). F must
-// be finite and at least 1.
+// be finite, at least 1 and at most 2^50 (the largest count: every capacity
+// is at least 1, so a larger F gives no rate a hard capacity), else New
+// returns ErrInvalidConfig naming the factor. A rate whose H alone passes
+// 2^50 is the call's ErrInvalidRate, naming the factor too.
 func WithHardLimitFactor(f float64) Option {
 	return func(c *config) { c.HardLimitFactor = f }
 }

@@ -62,7 +62,8 @@ var stringUnits = [...]rateUnit{
 // longer than a time.Duration can hold (about 292 years), or a rate that is
 // not a finite number > 0 events per second (such as "1e308/ms") is an
 // error wrapping ErrInvalidRate that quotes the input and names the bad
-// part. ParseRate(r.String()) == r for every r that ParseRate returns.
+// part. The rate's Period is the PERIOD read (10 s for "3/10s"), and
+// ParseRate(r.String()) == r for every r that ParseRate returns.
 func ParseRate(s string) (Rate, error) {
 	count, period, ok := strings.Cut(s, "/")
 	if !ok {
@@ -186,6 +187,9 @@ func (r Rate) format() string {
 		// Not a valid rate: no form parses back to it.
 		return strconv.FormatFloat(p, 'g', -1, 64) + "/s"
 	}
+	if d := r.period; d > 0 && d%time.Millisecond == 0 && r.count > 0 {
+		return formatCount(r.count) + "/" + formatPeriod(d)
+	}
 	// Per second, the count is p itself, written in its shortest decimal.
 	best, bestUnit := p, stringUnits[0].name
 	bestLen := digitLen(strconv.FormatFloat(p, 'e', -1, 64))
@@ -210,6 +214,30 @@ func (r Rate) format() string {
 		}
 	}
 	return formatCount(best) + "/" + bestUnit
+}
+
+// periodUnits are the units formatPeriod writes, largest first.
+var periodUnits = [...]rateUnit{
+	{"day", 24 * time.Hour},
+	{"h", time.Hour},
+	{"min", time.Minute},
+	{"s", time.Second},
+	{"ms", time.Millisecond},
+}
+
+// formatPeriod writes a positive whole-millisecond d as PERIOD in the
+// largest unit it is a whole multiple of, without a multiplier of 1: "s",
+// "10s", "90s", "2h", "7day", "1500ms".
+func formatPeriod(d time.Duration) string {
+	for _, u := range periodUnits {
+		if d%u.d == 0 {
+			if d == u.d {
+				return u.name
+			}
+			return strconv.FormatInt(int64(d/u.d), 10) + u.name
+		}
+	}
+	return d.String() // not reached: d is a whole number of ms
 }
 
 // digitLen returns how many digits the number e, written by FormatFloat in

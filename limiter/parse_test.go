@@ -20,30 +20,30 @@ func TestParseRate(t *testing.T) {
 		{"1000/min", limiter.PerMinute(1000), "1000/min"},
 		{"5/h", limiter.PerHour(5), "5/h"},
 		{"20000/day", limiter.PerDay(20000), "20000/day"},
-		{"3/10s", limiter.Every(3, 10*time.Second), "0.3/s"},
-		{"5/2h", limiter.Every(5, 2*time.Hour), "2.5/h"},
+		{"3/10s", limiter.Every(3, 10*time.Second), "3/10s"},
+		{"5/2h", limiter.Every(5, 2*time.Hour), "5/2h"},
 		{"0.5/s", limiter.PerSecond(0.5), "0.5/s"},
 		{"5.5/s", limiter.PerSecond(5.5), "5.5/s"},
-		{"1/ms", limiter.PerSecond(1000), "1000/s"},
-		{"1/3ms", limiter.Every(1, 3*time.Millisecond), "20000/min"},
-		{"7/1500ms", limiter.Every(7, 1500*time.Millisecond), "280/min"},
+		{"1/ms", limiter.Every(1, time.Millisecond), "1/ms"},
+		{"1/3ms", limiter.Every(1, 3*time.Millisecond), "1/3ms"},
+		{"7/1500ms", limiter.Every(7, 1500*time.Millisecond), "7/1500ms"},
 		{"100/sec", limiter.PerSecond(100), "100/s"},
 		{"100/second", limiter.PerSecond(100), "100/s"},
-		{"60/minute", limiter.PerMinute(60), "1/s"},
+		{"60/minute", limiter.PerMinute(60), "60/min"},
 		{"1/minute", limiter.PerMinute(1), "1/min"},
-		{"60/h", limiter.PerHour(60), "1/min"},
-		{"90/hour", limiter.PerHour(90), "1.5/min"},
+		{"60/h", limiter.PerHour(60), "60/h"},
+		{"90/hour", limiter.PerHour(90), "90/h"},
 		{"1.5/min", limiter.PerMinute(1.5), "1.5/min"},
-		{"24/d", limiter.PerDay(24), "1/h"},
+		{"24/d", limiter.PerDay(24), "24/day"},
 		{"1.5/day", limiter.PerDay(1.5), "1.5/day"},
-		{"1/7day", limiter.Every(1, 7*24*time.Hour), "0.005952380952380953/h"},
+		{"1/7day", limiter.Every(1, 7*24*time.Hour), "1/7day"},
 		{"100/min", limiter.PerMinute(100), "100/min"},
 		{"1e3/min", limiter.PerMinute(1000), "1000/min"},
 		{"2.5E+2/s", limiter.PerSecond(250), "250/s"},
 		{"1e6/s", limiter.PerSecond(1e6), "1000000/s"},
 		{"1e21/s", limiter.PerSecond(1e21), "1e+21/s"},
-		{"1e-7/s", limiter.PerSecond(1e-7), "0.00864/day"},
-		{"3/010s", limiter.Every(3, 10*time.Second), "0.3/s"},
+		{"1e-7/s", limiter.PerSecond(1e-7), "1e-07/s"},
+		{"3/010s", limiter.Every(3, 10*time.Second), "3/10s"},
 		{"0100/s", limiter.PerSecond(100), "100/s"},
 		{"1/106751day", limiter.Every(1, 106751*24*time.Hour), "1/106751day"},
 	}
@@ -134,17 +134,21 @@ func TestRateStringForms(t *testing.T) {
 		{limiter.PerSecond(0.25), "0.25/s"},
 		{limiter.PerSecond(1234), "1234/s"},
 		{limiter.PerSecond(200), "200/s"},
-		{limiter.PerMinute(60), "1/s"},
+		{limiter.PerMinute(60), "60/min"},
 		{limiter.PerMinute(7), "7/min"},
 		{limiter.PerMinute(1_000), "1000/min"},
-		{limiter.PerHour(3600), "1/s"},
+		{limiter.PerHour(3600), "3600/h"},
 		{limiter.PerHour(100), "100/h"},
 		{limiter.PerDay(1), "1/day"},
-		{limiter.PerDay(86400 * 2), "2/s"},
-		{limiter.Every(1, 1500*time.Millisecond), "40/min"},
-		{limiter.Every(1, 7*time.Millisecond), "8571.428571428572/min"},
+		{limiter.PerDay(86400 * 2), "172800/day"},
+		{limiter.Every(1, 1500*time.Millisecond), "1/1500ms"},
+		{limiter.Every(1, 90*time.Second), "1/90s"},
+		{limiter.Every(3, 2*24*time.Hour), "3/2day"},
+		// A period that is not whole ms: over the unit of fewest digits.
+		{limiter.Every(1, 1500*time.Microsecond), "40000/min"},
+		{limiter.Every(1, 7*time.Millisecond), "1/7ms"},
 		{limiter.PerSecond(math.MaxFloat64), "1.7976931348623157e+308/s"},
-		{limiter.PerSecond(math.SmallestNonzeroFloat64), "4e-319/day"},
+		{limiter.PerSecond(math.SmallestNonzeroFloat64), "5e-324/s"},
 		// Invalid rates: per second, refused by ParseRate.
 		{limiter.Rate{}, "0/s"},
 		{limiter.PerSecond(-5), "-5/s"},
@@ -158,7 +162,10 @@ func TestRateStringForms(t *testing.T) {
 			t.Errorf("Rate(%v/s).String() = %q, want %q", tt.r.PerSecondValue(), got, tt.want)
 		}
 		back, err := limiter.ParseRate(got)
-		if valid := tt.r.Validate() == nil; valid && (err != nil || back != tt.r) {
+		// A period of whole ms comes back equal; another, as the same
+		// events per second.
+		same := back.PerSecondValue() == tt.r.PerSecondValue() && (tt.r.Period()%time.Millisecond != 0 || back == tt.r)
+		if valid := tt.r.Validate() == nil; valid && (err != nil || !same) {
 			t.Errorf("ParseRate(%q) = %v, %v; want %v/s", got, back.PerSecondValue(), err, tt.r.PerSecondValue())
 		} else if !valid && !errors.Is(err, limiter.ErrInvalidRate) {
 			t.Errorf("ParseRate(%q) = %v, %v; want ErrInvalidRate", got, back, err)

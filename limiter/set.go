@@ -29,7 +29,14 @@ type Limit struct {
 	// Rate is the target rate; the limit's capacity is
 	// Capacity(Rate, Window).
 	Rate Rate
-	// Window is the sliding window, 1 ms to 31 days, in whole ms.
+	// Window is the sliding window, 1 ms to 31 days, in whole ms. 0 means
+	// DefaultWindow(Rate): the rate's period (1 s for PerSecond, 24 h for
+	// PerDay(100), 10 s for Every(3, 10*time.Second) or "3/10s"), or the
+	// shortest multiple of it that holds one unit (2 s for PerSecond(0.5)),
+	// the rule of the sluice command's --window. A rate whose default would
+	// be longer than 31 days (Every(1, 40*24*time.Hour)) is
+	// ErrInvalidConfig: give the Window. (httplimit.New, which takes one
+	// Limit beside a limiter, reads Window 0 as the limiter's window.)
 	Window time.Duration
 	// Bucket is the coalescing granularity, 1 ms to Window, in whole ms,
 	// with Window/Bucket at most 500. 0 means Window/100 (at least 1 ms),
@@ -46,7 +53,7 @@ type Limit struct {
 // The zero Set holds no limits and every set call refuses it with
 // ErrInvalidConfig.
 type Set struct {
-	limits []Limit // Bucket resolved
+	limits []Limit // Window and Bucket resolved
 	caps   []int64
 	str    string
 }
@@ -71,6 +78,13 @@ func NewSet(limits ...Limit) (*Set, error) {
 			if o.Name == l.Name {
 				return nil, fmt.Errorf("%w: two limits named %q", ErrInvalidConfig, l.Name)
 			}
+		}
+		if l.Window == 0 {
+			w, err := DefaultWindow(l.Rate)
+			if err != nil {
+				return nil, fmt.Errorf("limit %q: window 0 (the rate's default): %w", l.Name, err)
+			}
+			l.Window = w
 		}
 		if l.Bucket < 0 {
 			return nil, fmt.Errorf("limit %q: %w: bucket %v must be positive, or 0 for the default", l.Name, ErrInvalidConfig, l.Bucket)
@@ -102,8 +116,8 @@ func (s *Set) Len() int {
 	return len(s.limits)
 }
 
-// At returns the i-th limit, its Bucket resolved (never 0), for 0 ≤ i <
-// Len().
+// At returns the i-th limit, its Window and Bucket resolved (never 0), for
+// 0 ≤ i < Len().
 func (s *Set) At(i int) Limit { return s.limits[i] }
 
 // CapacityAt returns the capacity of the i-th limit.

@@ -46,6 +46,11 @@ local function usage(h, w, b)
   end
   if not ns or now - ns >= sp or ns - now >= sp then return 0, 0 end
   local used = us + 0
+  -- a count no write makes (2^53 or more), written by another client: an
+  -- error naming the hash (as abs_inc.lua), never a negative usage
+  if used >= 9007199254740992 or ncs + 0 >= 9007199254740992 then
+    return nil, 'SLUICESTATE ' .. h .. ' m ' .. mv
+  end
   if now - os >= sp then
     -- Dead buckets are still stored: sum the live ones in one pass (W/B +
     -- 1 at most: docs/algorithms.md, Bounded work). The newest bucket (in

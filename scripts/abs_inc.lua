@@ -226,6 +226,11 @@ if ns then
   else
     live = true
     used, oldest, ncount = us + 0, os + 0, ncs + 0
+    -- a count no write makes (2^53 or more: inexact in a double), written
+    -- by another client: an error naming the hash, never a decision
+    if used >= 9007199254740992 or ncount >= 9007199254740992 then
+      return redis.error_reply('SLUICESTATE ' .. h .. ' m ' .. mv)
+    end
     fresh = now - oldest < sp -- no stored bucket has died
   end
 elseif mv then

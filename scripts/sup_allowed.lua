@@ -55,6 +55,11 @@ if newest == nil or cs == nil or now - newest >= sp or newest - now >= sp then
 end
 local ncount, ndec = ncs + 0, nds + 0
 local used, declined, oldest = us + 0, xs + 0, os + 0
+-- a count no write makes (2^53 or more), written by another client: an
+-- error naming the hash (as sup_inc.lua), never a decision
+if used >= 9007199254740992 or ncount >= 9007199254740992 or declined >= 9007199254740992 then
+  return redis.error_reply('SLUICESTATE ' .. h .. ' m ' .. mk[1])
+end
 local fppm, fat = fs + 0, fts + 0
 local soft, hard = cs + 0, hcs + 0
 local P = 4294967296

@@ -37,6 +37,11 @@ if not ns or not cs or now - ns >= sp or ns - now >= sp then
   return {0, 0, 0}
 end
 local used, declined = us + 0, xs + 0
+-- a count no write makes (2^53 or more), written by another client: an
+-- error naming the hash (as sup_inc.lua), never a negative usage
+if used >= 9007199254740992 or ncs + 0 >= 9007199254740992 or declined >= 9007199254740992 then
+  return redis.error_reply('SLUICESTATE ' .. h .. ' m ' .. mk[1])
+end
 local P = 4294967296
 
 if now - os >= sp then

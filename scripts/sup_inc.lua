@@ -262,6 +262,11 @@ if live then
   -- no declined unit (every key below its soft capacity): nothing to parse
   if xs ~= '0' then declined = xs + 0 end
   if nds ~= '0' then ndec = nds + 0 end
+  -- a count no write makes (2^53 or more: inexact in a double), written
+  -- by another client: an error naming the hash, never a decision
+  if used >= 9007199254740992 or ncount >= 9007199254740992 or declined >= 9007199254740992 then
+    return redis.error_reply('SLUICESTATE ' .. h .. ' m ' .. mk[1])
+  end
 end
 local ostart = oldest -- "o" as stored, which the links below may move
 -- the capacities to store differ from the stored ones

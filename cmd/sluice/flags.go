@@ -53,7 +53,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			"with the report so far.")
 	redisURL := fs.String("redis", "", "use the Redis server at `URL` (redis://[user:password@]host:port[/db]) instead of an embedded one")
 	duration := fs.Duration("duration", demoDuration, "how long to run")
-	window := fs.Duration("window", demoWindow, "sliding window W of every limiter; with --redis, a longer one (1m) leaves time to inspect the keys after the run")
+	window := fs.Duration("window", demoWindow, "sliding window W of every limiter; with --redis, a longer one leaves time to inspect the keys after the run (--window 1m --duration 45s still reaches the limits)")
 	seed := fs.Uint64("seed", 1, "seed of the simulated workload")
 	if st, done := parse(fs, args, stdout, stderr); done {
 		return st
@@ -82,6 +82,16 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return workload(ctx, fs, "demo", opts, *redisURL, stdout, stderr)
 }
 
+// The bounds of load's counts. Each key is tracked per instance, each
+// client is a goroutine's worth of state and each instance holds a limiter
+// and, on Redis, a client with its own pool, so a count far above these
+// exhausts the machine instead of measuring it (docs/cli.md, load).
+const (
+	maxKeys      = 10_000
+	maxClients   = 100_000
+	maxInstances = 100
+)
+
 func loadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("load",
 		"Runs the demo's engine with your settings: --instances application instances,\n"+
@@ -95,9 +105,9 @@ func loadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rateFlag := fs.String("rate", "10/s", rateHelp)
 	window := fs.Duration("window", 0, "sliding window W (whole ms, 1ms to 744h); default the rate's UNIT")
 	bucket := fs.Duration("bucket", 0, "bucket B (whole ms); default W/100, at least 1ms")
-	keys := fs.Int("keys", 4, "number of keys")
-	clients := fs.Int("clients", 16, "number of clients, at least one per key")
-	instances := fs.Int("instances", 3, "number of application instances")
+	keys := fs.Int("keys", 4, fmt.Sprintf("number of keys (1 to %d)", maxKeys))
+	clients := fs.Int("clients", 16, fmt.Sprintf("number of clients, at least one per key (up to %d)", maxClients))
+	instances := fs.Int("instances", 3, fmt.Sprintf("number of application instances (1 to %d)", maxInstances))
 	duration := fs.Duration("duration", 15*time.Second, "how long to run")
 	cost := fs.Int64("cost", 1, "units per request")
 	hard := fs.Float64("hard-limit", 1.5, "hard-limit factor F of the suppressed strategy (≥ 1)")
@@ -130,12 +140,14 @@ func loadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	*window = w
 	switch {
-	case *keys < 1:
-		return usageError(fs, stderr, "--keys %d: want at least 1", *keys)
+	case *keys < 1 || *keys > maxKeys:
+		return usageError(fs, stderr, "--keys %d: want 1 to %d", *keys, maxKeys)
 	case *clients < *keys:
 		return usageError(fs, stderr, "--clients %d: want at least one per key (--keys %d)", *clients, *keys)
-	case *instances < 1:
-		return usageError(fs, stderr, "--instances %d: want at least 1", *instances)
+	case *clients > maxClients:
+		return usageError(fs, stderr, "--clients %d: want at most %d", *clients, maxClients)
+	case *instances < 1 || *instances > maxInstances:
+		return usageError(fs, stderr, "--instances %d: want 1 to %d", *instances, maxInstances)
 	case *duration <= 0:
 		return usageError(fs, stderr, "--duration %v: want more than 0", *duration)
 	case *cost < 1:
@@ -302,7 +314,7 @@ func writeKeysNote(ctx context.Context, w io.Writer, r *redisTarget, o *Options,
 		fmt.Fprintf(w, "They expire by themselves W + B = %v after the\n", life)
 		fmt.Fprintf(w, "run's last write, at %s. Look at one before then:\n", time.Now().Add(life).UTC().Format("15:04:05 MST"))
 		if life < time.Minute {
-			fmt.Fprintf(w, "(That is soon: run again with --window 1m for time to look.)\n")
+			fmt.Fprintf(w, "(That is soon: run again with --window 1m --duration 45s for time to look, and a window filled.)\n")
 		}
 	}
 	bucket := ""

@@ -530,7 +530,7 @@ func writeInspect(w io.Writer, k, name, strat, limit string, window, span time.D
 		meta("f", "cached factor (ppm)", fmt.Sprintf("%.6f", float64(v)/1e6))
 	}
 	if v, ok := h.meta["ft"]; ok {
-		meta("ft", "factor computed at", ago(v)+" ago")
+		meta("ft", "factor computed at", factorAge(v, h.meta, ago))
 	}
 	if r := h.cursor; r != nil {
 		g.add("r", "RetryAfter cursor", itoa(r[0]), fmt.Sprintf("%d accepted before it, %d in it; valid while o = %d", r[1], r[2], r[4]))
@@ -587,6 +587,28 @@ func writeInspect(w io.Writer, k, name, strat, limit string, window, span time.D
 		}
 		fmt.Fprintln(w, ".")
 	}
+}
+
+// factorAge says when a suppressed hash's cached factor was computed, ft
+// ms: "none cached" for ft 0, which the scripts write when no factor is
+// cached (not an instant), else its age against the key's own time, the
+// start of its newest bucket n (a hash written under a limiter's clock
+// keeps that clock's instants, whatever Redis TIME reads), then its age
+// against Redis TIME.
+func factorAge(ft int64, meta map[string]int64, ago func(ms int64) string) string {
+	if ft == 0 {
+		return "none cached"
+	}
+	n, ok := meta["n"]
+	if !ok {
+		return ago(ft) + " ago"
+	}
+	rel := "after"
+	d := time.Duration(ft-n) * time.Millisecond
+	if d < 0 {
+		rel, d = "before", -d
+	}
+	return fmt.Sprintf("%s %s the newest bucket opened; %s ago", fmtAge(d), rel, ago(ft))
 }
 
 // fmtAge formats a non-negative age with millisecond precision; a negative

@@ -211,3 +211,54 @@ func containsLine(out, want string) bool {
 	}
 	return false
 }
+
+// TestInspectFactorAge is the regression test for the age of a suppressed
+// hash's cached factor, which inspect used to count from 1970 when no
+// factor was cached (ft 0): ft 0 is "none cached", and a cached factor's
+// age is told from the key's own time, its newest bucket, also when the
+// hash was written under a limiter's clock far from Redis TIME.
+func TestInspectFactorAge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		cache time.Duration
+		want  string
+	}{
+		{"none cached", 0, "ft  factor computed at  0  none cached"},
+		{"cached", 100 * time.Millisecond, "0.000s after the newest bucket opened;"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mr, c := redistest.Mini(t)
+			mr.SetTime(inspectStart)
+			prefix := redistest.Prefix(t)
+			// The limiter's clock is a year behind Redis TIME.
+			clk := fixedClock(inspectStart.Add(-365 * 24 * time.Hour))
+			l, err := redissup.New(c, limiter.WithWindow(time.Second), limiter.WithPrefix(prefix), limiter.WithClock(clk),
+				limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(tc.cache), limiter.WithRandom(func() float64 { return 0.99 }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close(ctx)
+			const k = "k"
+			for range 8 { // S = 5: the later calls compute a factor
+				if _, err := l.Inc(ctx, k, limiter.PerSecond(5), 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, out, stderr := runArgs(t, "inspect", "--redis", "redis://"+mr.Addr(), "--prefix", prefix, "--strategy", "sup", k)
+			if st != exitOK {
+				t.Fatalf("inspect = %d, stderr:\n%s", st, stderr)
+			}
+			line := ""
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "factor computed at") {
+					line = strings.Join(strings.Fields(l), "  ")
+				}
+			}
+			if !strings.Contains(line, strings.Join(strings.Fields(tc.want), "  ")) {
+				t.Errorf("inspect's ft line = %q, want %q in it; output:\n%s", line, tc.want, out)
+			}
+		})
+	}
+}

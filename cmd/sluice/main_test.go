@@ -109,6 +109,13 @@ func TestUsageErrors(t *testing.T) {
 		{"load clients", []string{"load", "--keys", "4", "--clients", "3"}, "--clients 3"},
 		{"load instances", []string{"load", "--instances", "0"}, "--instances 0"},
 		{"load cost", []string{"load", "--cost", "0"}, "--cost 0"},
+		// Counts past their bound are refused before anything is built
+		// (they used to run the machine out of memory).
+		{"load keys bound", []string{"load", "--keys", "10001", "--clients", "20000"}, "--keys 10001: want 1 to 10000"},
+		{"load clients bound", []string{"load", "--clients", "100000000"}, "--clients 100000000: want at most 100000"},
+		{"load instances bound", []string{"load", "--instances", "10000000"}, "--instances 10000000: want 1 to 100"},
+		{"load clients overflow", []string{"load", "--clients", "99999999999999999999"}, "--clients"},
+		{"cleanup trim threshold bound", []string{"cleanup", "--redis", "redis://127.0.0.1:1", "--trim-threshold", "100000000"}, "trim threshold 100000000"},
 		{"load offer", []string{"load", "--offer", "0"}, "--offer 0"},
 		{"load prefix", []string{"load", "--prefix", "a{b}"}, "prefix"},
 		{"inspect no key", []string{"inspect", "--redis", "redis://127.0.0.1:1"}, "missing KEY"},

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/sluice-go/sluice/internal/config"
-	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -19,12 +17,13 @@ const rateHelp = "the rate of every key: `N/UNIT`, N per UNIT (5/s, 100/min, 3/1
 
 // limitFlags reads the --rate and --window of a command the one way every
 // command reads them (docs/cli.md, Rates): the rate is limiter.ParseRate's,
-// and the window is --window when it was given, else the rate's period
-// (1s for 5/s, 10s for 3/10s), so that N/UNIT admits N per UNIT. A count
-// below one unit per period takes the shortest multiple of the period that
-// holds one unit (0.5/s: 2s); note then says so, for the banner. The
-// returned status is nonzero when the command must stop with it (the
-// error is written).
+// and the window is --window when it was given, else
+// limiter.DefaultWindow's, the rule a set's Limit with Window 0 follows:
+// the rate's period (1s for 5/s, 10s for 3/10s), so that N/UNIT admits N
+// per UNIT, or for a count below one unit per period the shortest multiple
+// of the period that holds one unit (0.5/s: 2s); note then says so, for
+// the banner. The returned status is nonzero when the command must stop
+// with it (the error is written).
 func limitFlags(fs *flag.FlagSet, stderr io.Writer, rateFlag string, window time.Duration) (rate limiter.Rate, w time.Duration, capacity int64, note string, status int) {
 	rate, err := limiter.ParseRate(rateFlag)
 	if err != nil {
@@ -42,40 +41,18 @@ func limitFlags(fs *flag.FlagSet, stderr io.Writer, rateFlag string, window time
 		}
 		return rate, window, c, "", exitOK
 	}
-	period := ratePeriod(rateFlag)
-	w = period
-	if _, err := limiter.Capacity(rate, period); err != nil {
-		// 1/count periods hold one unit; Capacity's rounding may want one more.
-		k := math.Ceil(1 / (rate.PerSecondValue() * period.Seconds()))
-		w = time.Duration(k) * period
-		for i := 0; i < 3; i++ {
-			if _, err := limiter.Capacity(rate, w); err == nil {
-				break
-			}
-			w += period
-		}
-		note = fmt.Sprintf("%v, the shortest multiple of %v that holds one unit", w, period)
+	w, err = limiter.DefaultWindow(rate)
+	if err != nil {
+		return rate, 0, 0, "", usageError(fs, stderr, "--rate %s: %v; give --window", rateFlag, err)
 	}
-	if w > settings.MaxWindow || w < settings.MinWindow {
-		return rate, 0, 0, "", usageError(fs, stderr, "--rate %s: its window %v is outside 1ms to %v; give --window", rateFlag, w, settings.MaxWindow)
+	if p := rate.Period(); w != p {
+		note = fmt.Sprintf("%v, the shortest multiple of %v that holds one unit", w, p)
 	}
 	c, err := limiter.Capacity(rate, w)
 	if err != nil {
 		return rate, 0, 0, "", capacityError(fs, stderr, rateFlag, rate, w, err)
 	}
 	return rate, w, c, note, exitOK
-}
-
-// ratePeriod is the period of a rate that limiter.ParseRate accepted: the
-// length of the part after "/" (1s for "5/s", 10s for "3/10s"), read by
-// ParseRate itself as a rate of one unit.
-func ratePeriod(s string) time.Duration {
-	_, per, _ := strings.Cut(s, "/")
-	one, err := limiter.ParseRate("1/" + per)
-	if err != nil {
-		return 0
-	}
-	return time.Duration(math.Round(1000/one.PerSecondValue())) * time.Millisecond
 }
 
 // capacityError reports a --rate that the window cannot hold: when the

@@ -79,7 +79,8 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer r.close()
 	client := r.newClient()
 	defer client.Close()
-	l, err := redisabs.New(client, limiter.WithWindow(*window), limiter.WithPrefix(runPrefix("serve")))
+	prefix := runPrefix("serve")
+	l, err := redisabs.New(client, limiter.WithWindow(*window), limiter.WithPrefix(prefix))
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
@@ -117,6 +118,15 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fmt.Fprintf(out, "sluice serve: listening on %s\n", url)
 	fmt.Fprintf(out, "Limit: %s over a window of %s = %d requests per key (--by %s); Redis: %s.\n", *rateFlag, note, capacity, *by, r.where)
 	fmt.Fprintf(out, "Try: for i in $(seq %d); do curl -si %s/ | grep -iE '^(HTTP|ratelimit|retry)'; done\n", capacity+1, url)
+	// What inspect needs: the server, the per-run prefix and a key as
+	// each request's line logs it.
+	inspectURL := *redisURL
+	if inspectURL == "" {
+		inspectURL = "redis://" + r.opts.Addr // the embedded one, while serve runs
+	}
+	fmt.Fprintf(out, "Keys: under prefix %s; while a key's window lasts, see it with\n", prefix)
+	fmt.Fprintf(out, "  sluice inspect --redis %s --prefix %s --strategy absolute KEY\n", shellURL(inspectURL), prefix)
+	fmt.Fprintf(out, "  (KEY: the key= of a request's line below).\n")
 	fmt.Fprintf(out, "Ctrl-C stops.\n")
 
 	done := make(chan error, 1)

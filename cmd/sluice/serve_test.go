@@ -238,3 +238,50 @@ func TestServeReadOnlyRedis(t *testing.T) {
 		t.Errorf("stderr %q, want the ping error naming %s and READONLY", e, srv.Addr)
 	}
 }
+
+// TestServePrintsInspect is the regression test for serve's start-up
+// lines, which did not say the per-run prefix: they print an inspect
+// command (server, prefix, strategy) that, given a key as the request
+// lines show it, reads that key's hash while serve runs, here with the
+// limit reached.
+func TestServePrintsInspect(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url, out, stderr, done := startServe(t, ctx, "--rate", "3/min")
+	c := &http.Client{Timeout: 10 * time.Second}
+	var codes []int
+	for range 4 {
+		codes = append(codes, getURL(t, c, url+"/").status)
+	}
+	if fmt.Sprint(codes) != "[200 200 200 429]" {
+		t.Fatalf("statuses %v, want [200 200 200 429]", codes)
+	}
+	var cmd []string
+	k := ""
+	for _, l := range strings.Split(out.String(), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 2 && f[0] == "sluice" && f[1] == "inspect" {
+			cmd = f[1 : len(f)-1] // without "sluice" and the KEY placeholder
+		}
+		for _, w := range f {
+			if v, ok := strings.CutPrefix(w, "key="); ok {
+				k = v // the key as a request's line shows it
+			}
+		}
+	}
+	if len(cmd) == 0 || !strings.Contains(out.String(), "Keys: under prefix sluice-serve-") {
+		t.Fatalf("serve printed no inspect command with its prefix:\n%s", out.String())
+	}
+	st, got, errOut := runArgs(t, append(cmd, k)...)
+	if st != exitOK {
+		t.Fatalf("inspect %q = %d; stderr:\n%s", cmd, st, errOut)
+	}
+	if want := "3 units admitted in the live window of capacity 3."; !strings.Contains(got, want) {
+		t.Errorf("inspect %q: no %q in\n%s", cmd, want, got)
+	}
+	cancel()
+	if st := <-done; st != exitOK {
+		t.Errorf("serve = %d after Ctrl-C; stderr: %s", st, stderr.String())
+	}
+}

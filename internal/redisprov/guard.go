@@ -42,21 +42,14 @@ func (s Strategy) Call(b *redisx.Base, op, k string, rate limiter.Rate, n int64,
 	return failover.NewCall(b, op, k, rate, n, peek, factor)
 }
 
-// ProbeKey is the Redis hash the probe writes for a prefix and strategy:
-// "<prefix>:{%probe}:<strategy>:h". "%pr" is not an escape that package
-// key produces, so no caller's key maps to it.
-func ProbeKey(prefix, strategy string) string {
-	return prefix + ":{%probe}:" + strategy + ":" + key.Hash
-}
-
 // Probe returns the probe both strategies use: one abs_inc.lua call that
-// records one unit on ProbeKey(prefix, "abs") with a capacity that never
+// records one unit on redisx.ProbeKey(prefix, "abs") with a capacity that never
 // refuses, the window's TTL, and the limiter's clock argument. It is a
 // write, so a Redis that answers reads but refuses writes (OOM, READONLY)
 // keeps the breaker open. The guard runs it on its own connection when it
 // can (failover.Guard.Init).
 func Probe(cfg *config.Config) func(ctx context.Context, client redis.Scripter) error {
-	h := ProbeKey(cfg.Prefix, key.Absolute)
+	h := redisx.ProbeKey(cfg.Prefix, key.Absolute)
 	w, b, ttl := cfg.WindowMs, cfg.BucketMs, redisx.TTLMs(cfg)
 	return func(ctx context.Context, client redis.Scripter) error {
 		return scripts.AbsInc.Run(ctx, client, []string{h},

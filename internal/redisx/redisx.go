@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -33,6 +34,29 @@ var (
 	// than about one timeout behind others.
 	ErrBehindFailure = errors.New("sluice: the call waited behind one that failed")
 )
+
+// ProbeKey is the Redis hash the failure policy's probe writes for a
+// prefix and strategy: "<prefix>:{%probe}:<strategy>:h", a hash of the
+// strategy's layout with its record and TTL. "%pr" is not an escape that
+// package key produces, so no caller's key maps to it (key.Parse refuses
+// it); the cleaner reads it as the strategy's hash it is.
+func ProbeKey(prefix, strategy string) string {
+	return prefix + ":{" + probeKeyPart + "}:" + strategy + ":" + key.Hash
+}
+
+// probeKeyPart is the part of ProbeKey between the braces.
+const probeKeyPart = "%probe"
+
+// ParseProbe reports whether redisKey is ProbeKey(prefix, strategy) for
+// some strategy of package key, and returns that strategy.
+func ParseProbe(redisKey, prefix string) (strategy string, ok bool) {
+	rest, ok := strings.CutPrefix(redisKey, prefix+":{"+probeKeyPart+"}:")
+	if !ok {
+		return "", false
+	}
+	strategy, suffix, ok := strings.Cut(rest, ":")
+	return strategy, ok && suffix == key.Hash && (strategy == key.Absolute || strategy == key.Suppressed)
+}
 
 // NowArg is the script's clock argument: an empty string tells the script
 // to read Redis TIME; an integer (given WithClock) is the time in ms to use
@@ -107,9 +131,11 @@ func BucketValue(v int64) (count, link int64) {
 // StateErr reads the error replies a script gives for a hash's record "v"
 // (docs/data-model.md, The record): "SLUICEWINDOW <stored> <call's>", a
 // live hash recorded with another window or bucket, is
-// limiter.ErrWindowConflict, and "SLUICELAYOUT <stored>", a record of a
-// layout these scripts do not read, limiter.ErrLayout. Any other error is
-// returned as it is.
+// limiter.ErrWindowConflict, "SLUICELAYOUT <stored>", a record of a
+// layout these scripts do not read, limiter.ErrLayout, and "SLUICESTATE
+// <hash> <field> <value>", a live hash holding a count no write of this
+// layout makes (2^53 or more, set by another client), limiter.ErrLayout
+// naming the hash and the field. Any other error is returned as it is.
 func StateErr(err error) error {
 	var re redis.Error
 	if err == nil || !errors.As(err, &re) {
@@ -126,6 +152,12 @@ func StateErr(err error) error {
 		return fmt.Errorf("%w: %s", limiter.ErrWindowConflict, msg)
 	case strings.HasPrefix(msg, "SLUICELAYOUT "):
 		return fmt.Errorf("%w: record %q", limiter.ErrLayout, strings.TrimPrefix(msg, "SLUICELAYOUT "))
+	case strings.HasPrefix(msg, "SLUICESTATE "):
+		if f := strings.SplitN(msg, " ", 4); len(f) == 4 {
+			return fmt.Errorf("%w: hash %q: field %q = %q holds a count out of range (2^53 or more), written by another client; Reset the key",
+				limiter.ErrLayout, f[1], f[2], f[3])
+		}
+		return fmt.Errorf("%w: %s", limiter.ErrLayout, msg)
 	}
 	return err
 }

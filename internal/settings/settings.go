@@ -32,6 +32,10 @@ const (
 	// exact integer in a Lua (IEEE double) number, even after many windows of
 	// offered traffic have been summed.
 	MaxCapacity = int64(1) << 50
+	// MaxHardLimitFactor is the largest hard-limit factor accepted: every
+	// capacity is at least 1, so a larger F makes every hard capacity H
+	// larger than MaxCapacity.
+	MaxHardLimitFactor = MaxCapacity
 	// MaxPrefix is the longest Redis key prefix accepted.
 	MaxPrefix = 128
 )
@@ -191,8 +195,13 @@ func (c *Config[Obs, Pol, SC]) validate() error {
 		return fmt.Errorf("window %v / bucket %v: W/B = %d, above the limit of %d (a Redis call may read every bucket of a window)", w, b, w/b, MaxBuckets)
 	}
 	f := c.HardLimitFactor
-	if math.IsNaN(f) || math.IsInf(f, 0) || f < 1 {
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0) || f < 1:
 		return fmt.Errorf("hard limit factor %v must be finite and at least 1", f)
+	case f > float64(MaxHardLimitFactor):
+		// Every capacity is at least 1, so H = floor(rate × W × F) ≥ F:
+		// above 2^50 no rate has a hard capacity a count can hold.
+		return fmt.Errorf("hard limit factor %v above %d (2^50): the hard capacity rate × W × F of every rate would be above the largest count, 2^50", f, MaxHardLimitFactor)
 	}
 	sc := c.SuppressionCache
 	switch {
