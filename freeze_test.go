@@ -66,7 +66,7 @@ func (s *stateLog) wait(degraded bool, from time.Time, within time.Duration) tim
 // 8 runs, on the README's client (memory is not the wire: answers from it
 // are not replies of Redis's, which would make the confirming probe
 // inconclusive); after SIGCONT the breaker closes within one probe
-// interval.
+// interval and the write-back.
 func TestFreezeWithHotKeys(t *testing.T) {
 	const runs = 8
 	for _, p := range fleetProviders {
@@ -139,7 +139,11 @@ func freezeRun(t *testing.T, p fleetProvider, srv *redistest.Server, run int) {
 	case opened.Sub(frozen) > bound:
 		t.Errorf("run %d: the breaker opened %v after the freeze, want at most %v", run, opened.Sub(frozen), bound)
 	}
-	closeBound := probeInterval + onsetSlack()
+	// Back on Redis at the first probe after SIGCONT (within one probe
+	// interval), then the write-back of what the fallback admitted (two
+	// passes of pipelines: a few hundred keys here) before the breaker
+	// closes: 200 to 480 ms measured under make test's load.
+	closeBound := 2*probeInterval + 2*onsetSlack()
 	switch {
 	case closed.IsZero():
 		t.Errorf("run %d: the breaker did not close within 10 s of SIGCONT", run)

@@ -38,6 +38,7 @@ func RunOutage(t *testing.T, pkg string, newLimiter func(t *testing.T, c *redis.
 			start := time.Now()
 			err := c.f(cctx)
 			took := time.Since(start)
+			callerDone := cctx.Err() != nil
 			cancel()
 			want := pkg + ": " + c.op + ": "
 			if err == nil || !strings.HasPrefix(err.Error(), want) {
@@ -47,6 +48,12 @@ func RunOutage(t *testing.T, pkg string, newLimiter func(t *testing.T, c *redis.
 			var ne net.Error
 			if err != nil && !errors.As(err, &ne) && !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("%s with Redis down: error %v wraps neither a network error nor the context's deadline", c.op, err)
+			}
+			// Get and Reset have no decision to mark: an outage is
+			// ErrUnavailable, wrapping the wire's error (the caller's
+			// own deadline is the context's error).
+			if (c.op == "get" || c.op == "reset") && !callerDone && !errors.Is(err, limiter.ErrUnavailable) {
+				t.Errorf("%s with Redis down: error %v, want limiter.ErrUnavailable", c.op, err)
 			}
 			t.Logf("%s: %v after %v", c.op, err, took)
 			if took > deadline+250*time.Millisecond {

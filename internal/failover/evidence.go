@@ -60,6 +60,16 @@ var (
 	errUnanswered = fmt.Errorf("redis: the previous probe is still unanswered: %w", context.DeadlineExceeded)
 )
 
+// openedErr is the error of a call that left when the breaker opened
+// while it waited on Redis: the breaker's cause, which the policy answers
+// for (judge), and which the observer classes as the wire's error.
+type openedErr struct{ cause error }
+
+func (e *openedErr) Error() string {
+	return "the circuit breaker opened during the call: " + e.cause.Error()
+}
+func (e *openedErr) Unwrap() error { return e.cause }
+
 // TimedOut reports whether err is a timeout: a deadline passed (the
 // call's budget, the caller's), a socket timeout, the pool's wait.
 func TimedOut(err error) bool {
@@ -88,8 +98,9 @@ func (g *Guard) judge(ctx context.Context, op string, err error) (verdict, error
 		return vReturn, fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
 	}
 	g.logFailure(op, err)
+	var oe *openedErr
 	switch {
-	case errors.Is(err, redisx.ErrOpened):
+	case errors.As(err, &oe), errors.Is(err, redisx.ErrOpened):
 		return g.policyVerdict(op, nil)
 	case errors.Is(err, redisx.ErrBehindFailure) || TimedOut(err):
 		if g.Open() {
@@ -408,7 +419,7 @@ func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, e
 		// client refused (dial.go), or another call's connection error.
 		if state.CompareAndSwap(0, 2) {
 			g.abandoned.Add(1)
-			return zero, g.causeErr()
+			return zero, &openedErr{g.causeErr()}
 		}
 		r := <-ch
 		return r.v, r.err

@@ -364,8 +364,30 @@ func (g *Guard) FailedErr(ctx context.Context, op string, err error) error {
 	g.observeErr(ctx, op, err)
 	g.logFailure(op, err)
 	g.failedOther(err)
+	var oe *openedErr
+	if errors.As(err, &oe) {
+		return g.Err(op)
+	}
+	if Unavailable(err) {
+		return &unavailableErr{prefix: g.pkg + ": " + op + ": ", err: err}
+	}
 	return err
 }
+
+// unavailableErr is the error of a Get or Reset that Redis could not
+// take: "<pkg>: <op>: sluice: redis unavailable: <the wire's error>",
+// wrapping limiter.ErrUnavailable and the wire's error (whose own
+// "<pkg>: <op>: " prefix, if any, is not repeated).
+type unavailableErr struct {
+	prefix string
+	err    error
+}
+
+func (e *unavailableErr) Error() string {
+	return e.prefix + limiter.ErrUnavailable.Error() + ": " + strings.TrimPrefix(e.err.Error(), e.prefix)
+}
+
+func (e *unavailableErr) Unwrap() []error { return []error{limiter.ErrUnavailable, e.err} }
 
 // Answer decides c by the policy, without Redis. Every Decision it returns
 // has Degraded set.
