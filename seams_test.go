@@ -3,6 +3,7 @@ package sluice_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -492,3 +493,78 @@ func TestProbeClientQuiet(t *testing.T) {
 // quietChild is set in the environment of TestProbeClientQuiet's own
 // process.
 const quietChild = "SLUICE_TEST_QUIET_CHILD"
+
+// records is a slog handler that keeps every record's message and
+// attributes, one line each.
+type records struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	line := rec.Message
+	rec.Attrs(func(a slog.Attr) bool { line += " " + a.String(); return true })
+	r.mu.Lock()
+	r.lines = append(r.lines, line)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *records) with(s string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, l := range r.lines {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestEvictionWarning: a Redis whose maxmemory-policy can evict the
+// limiter's hashes (every policy but noeviction: they all carry a TTL) is
+// warned about through the logger, once, at Ping and, without Ping, after
+// the limiter's first call; noeviction is not (docs/operations.md, Memory
+// policy).
+func TestEvictionWarning(t *testing.T) {
+	ctx := context.Background()
+	for _, policy := range []string{"allkeys-lru", "volatile-lru", "volatile-ttl", "noeviction"} {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.StartServer(t, "--maxmemory-policy", policy)
+			want := 1
+			if policy == "noeviction" {
+				want = 0
+			}
+			for _, ping := range []bool{true, false} {
+				logs := &records{}
+				l, err := redisabs.New(readmeClient(t, srv.Addr), limiter.WithPrefix(redistest.Prefix(t)),
+					limiter.WithLogger(slog.New(logs)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ping {
+					if err := l.Ping(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for i := 0; i < 3; i++ {
+					if _, err := l.Inc(ctx, "k", limiter.PerSecond(10), 1); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// Without Ping the check runs in the background; Close
+				// waits for it.
+				l.Close(ctx)
+				got := logs.with("maxmemory-policy=" + policy)
+				if len(got) != want {
+					t.Errorf("ping %v: %d warnings naming maxmemory-policy=%s, want %d: %q", ping, len(got), policy, want, logs.lines)
+				}
+			}
+		})
+	}
+}

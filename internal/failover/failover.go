@@ -189,6 +189,8 @@ type Guard struct {
 
 	log logState
 
+	evictAsked, evictWarned atomic.Bool // evict.go
+
 	graceEnd atomic.Int64 // see startGrace: the grace's end (ms, the limiter's clock); 0: none
 	setSpan  atomic.Int64 // the longest W + B of a set the fallback decided (ms)
 

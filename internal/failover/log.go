@@ -128,7 +128,9 @@ func Addr(c any) string {
 // to the probe's own key), whatever the breaker's state, bounded by the
 // timeout (1 s when it is 0) on top of ctx. It returns nil when Redis
 // answered, else an error naming the operation and the address, wrapping
-// Redis's error; it opens and closes nothing. A provider's Ping is this.
+// Redis's error; it opens and closes nothing. A Redis that answers and
+// whose maxmemory-policy can evict the limiter's keys is warned about
+// through the logger (evict.go). A provider's Ping is this.
 func (g *Guard) Ping(ctx context.Context) error {
 	g.mu.Lock()
 	closed := g.closed
@@ -145,6 +147,8 @@ func (g *Guard) Ping(ctx context.Context) error {
 	if err := g.probeBy(ctx); err != nil {
 		return PingError(g.pkg, g.client, err)
 	}
+	g.evictAsked.Store(true)
+	g.checkEviction(ctx)
 	return nil
 }
 

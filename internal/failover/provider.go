@@ -44,6 +44,7 @@ func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limit
 	if g.Open() {
 		return g.answer(ctx, be, op, k, rate, n, peek, nil)
 	}
+	g.firstCall()
 	cctx, cancel := g.Context(ctx)
 	var d limiter.Decision
 	var err error

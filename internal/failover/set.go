@@ -36,6 +36,7 @@ func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set 
 	var err error
 	v := vPolicy
 	if !g.Open() {
+		g.firstCall()
 		cctx, cancel := g.Context(ctx)
 		var d limiter.SetDecision
 		if g.bounded {

@@ -3,11 +3,7 @@
 // and no window ever admits more than its capacity, however many processes
 // ask at once.
 //
-//	client := redis.NewClient(&redis.Options{
-//		Addr:                  "localhost:6379",
-//		MaxRetries:            -1,   // never re-send an increment
-//		ContextTimeoutEnabled: true, // let ctx deadlines bound every call
-//	})
+//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", MaxRetries: -1}) // -1: never re-send an increment
 //	l, err := redisabs.New(client, limiter.WithWindow(time.Minute))
 //	...
 //	d, err := l.Inc(ctx, "user:42", limiter.PerMinute(100), 1)

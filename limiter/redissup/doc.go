@@ -6,11 +6,7 @@
 // Example_suppressedCurve shows how much), spread fairly over its callers,
 // under a hard ceiling that no window ever exceeds.
 //
-//	client := redis.NewClient(&redis.Options{
-//		Addr:                  "localhost:6379",
-//		MaxRetries:            -1,   // never re-send an increment
-//		ContextTimeoutEnabled: true, // let ctx deadlines bound every call
-//	})
+//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", MaxRetries: -1}) // -1: never re-send an increment
 //	l, err := redissup.New(client, limiter.WithWindow(time.Minute), limiter.WithHardLimitFactor(1.5))
 //	...
 //	d, err := l.Inc(ctx, "user:42", limiter.PerMinute(100), 1)
