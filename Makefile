@@ -21,8 +21,10 @@ HEARTBEAT = ( while sleep 20; do echo "make $@: still running"; done ) & trap "k
 # Nested modules with tests that need no network beyond what the core's
 # tests need (a local redis-server, miniredis): vetted and tested with the
 # core. bench/ runs only the header tests named in the test target; its
-# benchmarks are run by hand.
-NESTED_TESTED = sluiceotel grpclimit
+# benchmarks are run by hand. compat runs the fleet's seams
+# (internal/seams) on the newest go-redis, the root package on the one
+# go.mod requires.
+NESTED_TESTED = sluiceotel grpclimit compat
 
 # The packages' tests run in parallel, all under the race detector: two
 # packages more than the CPUs at a time (-p 4 on two cores). The three

@@ -395,9 +395,9 @@ func TestContentionMatrix(t *testing.T) {
 				if c.set {
 					f.set = loadSet
 				}
-				meter := newStallMeter()
+				meter := redistest.NewStallMeter()
 				s = drive(f, c.goroutines, c.keys, c.work, time.Now().Add(cellRun))
-				stall = meter.end()
+				stall = meter.End()
 				f.close(t)
 				shedExcess := float64(s.shed) > maxShed*float64(s.calls-s.errs)
 				if stall < defaultTimeout && (!shedExcess || run == starvedRuns || s.degraded > 0 || len(f.opened) > 0 || s.errs > 0) {
@@ -538,7 +538,7 @@ func runFreeze(t *testing.T, newL newFn, timeout time.Duration, client func(test
 		bound = 2*500*time.Millisecond + time.Second
 	}
 	base := goroutines()
-	meter := newStallMeter()
+	meter := redistest.NewStallMeter()
 	f := newFleet(t, newL, 3, func() *redis.Client { return client(t, srv.Addr) }, opts...)
 	start := time.Now()
 	var frozeAt time.Time
@@ -564,7 +564,7 @@ func runFreeze(t *testing.T, newL newFn, timeout time.Duration, client func(test
 	// tested).
 	s := drive(f, 16, 1, -pace, start.Add(time.Second+freeze+2*time.Second))
 	<-done
-	stall := meter.end()
+	stall := meter.End()
 	bound += stall
 	f.close(t)
 	f.mu.Lock()
@@ -598,40 +598,6 @@ func runFreeze(t *testing.T, newL newFn, timeout time.Duration, client func(test
 	if n := settle(base); n > base {
 		t.Errorf("%d goroutines after Close, %d before the fleet", n, base)
 	}
-}
-
-// stallMeter measures how late this process runs a goroutine that asks to
-// wake up every millisecond: the longest stall it saw is time no code of
-// the limiter could have saved (a loaded machine's scheduler, the race
-// detector, a garbage collection), and the latency bounds allow for it.
-type stallMeter struct {
-	stop  chan struct{}
-	done  chan struct{}
-	worst time.Duration
-}
-
-func newStallMeter() *stallMeter {
-	m := &stallMeter{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(m.done)
-		for {
-			start := time.Now()
-			select {
-			case <-m.stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-			m.worst = max(m.worst, time.Since(start)-time.Millisecond)
-		}
-	}()
-	return m
-}
-
-// end stops the meter and returns the longest stall.
-func (m *stallMeter) end() time.Duration {
-	close(m.stop)
-	<-m.done
-	return m.worst
 }
 
 // goroutines is the number of goroutines now.

@@ -1,5 +1,5 @@
 //go:build !race
 
-package sluice_test
+package seams
 
 const raceEnabled = false

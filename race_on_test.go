@@ -1,5 +1,0 @@
-//go:build race
-
-package sluice_test
-
-const raceEnabled = true
