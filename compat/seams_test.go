@@ -27,8 +27,10 @@ func TestGoRedisVersion(t *testing.T) {
 	}
 }
 
-func TestMemoryStaleness(t *testing.T)   { seams.RunMemoryStaleness(t) }
+// The seams that depend on the client's version: its dialer's retries,
+// its pool's redials, its notifications. (The staleness bounds and the
+// eviction warning do not: the root package's tests cover them.)
+
 func TestOutageOnset(t *testing.T)       { seams.RunOutageOnset(t) }
 func TestFreezeWithHotKeys(t *testing.T) { seams.RunFreezeWithHotKeys(t) }
 func TestProbeClientQuiet(t *testing.T)  { seams.RunProbeClientQuiet(t) }
-func TestEvictionWarning(t *testing.T)   { seams.RunEvictionWarning(t) }

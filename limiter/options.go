@@ -75,7 +75,13 @@ func WithSuppressionCache(d time.Duration) Option {
 // providers read it for every decision. Redis providers
 // normally use the Redis server's TIME so every instance shares one clock;
 // given WithClock they send this clock's reading to the script instead,
-// which is meant for tests and simulations, not for a fleet.
+// which is meant for tests and simulations, not for a fleet. Every memory
+// a provider keeps (hot-key relief's refusals, a hybrid's leases, cached
+// refusals and syncs, the grace after an outage) is dated by this clock
+// too, with or without WithClock: a test that moves miniredis' clock
+// (SetTime, FastForward) must give the limiter the same clock, or a
+// refusal it remembers answers for up to a second of wall time after
+// miniredis' window has moved past it (docs/testing-your-code.md).
 func WithClock(clk Clock) Option {
 	return func(c *config) {
 		if clk == nil {
