@@ -259,7 +259,8 @@ func (o *lastEvents) last(k string) limiter.DecisionEvent {
 // are in Redis, and not the policy's answer), no call takes more than two
 // timeouts, and no call is shed; on an
 // address that refuses from the start the first Inc and the first IncSet
-// are Degraded within 300 ms; a restarted Redis is back within one probe
+// are Degraded within 300 ms (calls started before the kill are held to
+// the first two bounds only); a restarted Redis is back within one probe
 // interval and the write-back (docs/operations.md, What counts as an
 // outage).
 func RunOutageOnset(t *testing.T) {
@@ -394,7 +395,10 @@ func checkOnset(t *testing.T, calls []onsetCall, kill time.Time) {
 			}
 			continue
 		}
-		if c.d.Shed {
+		// A call started before the kill may be shed by a busy client's
+		// rule (a loaded machine starves a call of its budget): that is
+		// not the outage's onset.
+		if c.d.Shed && !c.start.Before(kill) {
 			if shed++; shed <= 3 {
 				t.Errorf("call at kill%+v shed: %+v", c.start.Sub(kill).Round(time.Millisecond), c.d)
 			}
