@@ -14,3 +14,4 @@ func TestOutageOnset(t *testing.T)       { seams.RunOutageOnset(t) }
 func TestFreezeWithHotKeys(t *testing.T) { seams.RunFreezeWithHotKeys(t) }
 func TestProbeClientQuiet(t *testing.T)  { seams.RunProbeClientQuiet(t) }
 func TestEvictionWarning(t *testing.T)   { seams.RunEvictionWarning(t) }
+func TestLeaseStaleness(t *testing.T)    { seams.RunLeaseStaleness(t) }

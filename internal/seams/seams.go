@@ -736,3 +736,76 @@ func freezeRun(t *testing.T, p fleetProvider, srv *redistest.Server, run int) {
 	t.Logf("run %d: opened freeze+%v (longest stall %v), closed SIGCONT+%v", run, opened.Sub(frozen).Round(time.Millisecond),
 		stall.Round(time.Millisecond), closed.Sub(resumed).Round(time.Millisecond))
 }
+
+// RunLeaseStaleness: a hybrid instance's lease outlives another
+// instance's Reset of its key by at most the lease's life, B + D (the
+// bucket and how far ahead a lease may be dated): after the Reset the
+// instance admits from the lease it holds (units Redis no longer counts)
+// for at most that long, then asks Redis again (docs/algorithms.md,
+// Staleness). Measured at W = 1 s (B = 10 ms, D = 50 ms) and W = 1 min
+// (B = 600 ms, D = 1 s).
+func RunLeaseStaleness(t *testing.T) {
+	srv := redistest.Real(t)
+	ctx := context.Background()
+	for _, p := range fleetProviders[2:] { // the hybrids
+		for _, w := range []time.Duration{time.Second, time.Minute} {
+			t.Run(fmt.Sprintf("%s/%v", p.name, w), func(t *testing.T) {
+				t.Parallel()
+				obs := &lastEvents{}
+				opts := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithWindow(w)}
+				a, err := p.new(readmeClient(t, srv.Addr), append(opts, limiter.WithObserver(obs))...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer a.Close(ctx)
+				b, err := p.new(readmeClient(t, srv.Addr), opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Close(ctx)
+				rate := limiter.Every(100_000, w)
+				const k = "user:leased"
+				// A's calls, 2 ms apart, until one is answered from a lease.
+				leased := false
+				for i := 0; i < 500 && !leased; i++ {
+					if d, err := a.Inc(ctx, k, rate, 1); err != nil || !d.Allowed {
+						t.Fatalf("A.Inc = %+v, %v; want allowed", d, err)
+					}
+					ev := obs.last(k)
+					leased = ev.Source() == limiter.SourceMemory
+					time.Sleep(2 * time.Millisecond)
+				}
+				if !leased {
+					t.Fatal("A answered no call from a lease in 500 calls")
+				}
+				if err := b.Reset(ctx, k); err != nil {
+					t.Fatal(err)
+				}
+				reset := time.Now()
+				var last time.Time
+				for time.Since(reset) < 3*time.Second {
+					if d, err := a.Inc(ctx, k, rate, 1); err != nil || !d.Allowed {
+						t.Fatalf("A.Inc after the Reset = %+v, %v; want allowed", d, err)
+					}
+					if ev := obs.last(k); ev.Source() == limiter.SourceMemory {
+						last = time.Now()
+					} else {
+						break // asked Redis: the lease is gone
+					}
+					time.Sleep(2 * time.Millisecond)
+				}
+				b2 := w / 100
+				ahead := min(w/20, time.Second)
+				bound := b2 + ahead + 100*time.Millisecond + onsetSlack()
+				stale := last.Sub(reset)
+				if last.IsZero() {
+					stale = 0
+				}
+				if stale > bound {
+					t.Errorf("A answered from its lease %v after B's Reset, want at most B + D (%v) and slack: %v", stale, b2+ahead, bound)
+				}
+				t.Logf("last answer from the lease reset+%v (B + D = %v)", stale.Round(time.Millisecond), b2+ahead)
+			})
+		}
+	}
+}
