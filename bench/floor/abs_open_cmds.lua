@@ -4,7 +4,8 @@
 -- Redis TIME when ARGV[1] is empty, HMGET m v, HGET and HDEL of the dead
 -- oldest bucket, HSET of the closed newest bucket and "m", PEXPIRE, and one
 -- integer as the reply. The positions of o and n in "m" are fixed for
--- this traffic (a 4-digit capacity, a 1-digit total): no parsing.
+-- this traffic (a 4-digit capacity, a 1-digit total): no parsing. It
+-- runs on the state abs_inc.lua leaves (floor/sections.sh, FLOOR=).
 local ARGV, redis = ARGV, redis
 local h = KEYS[1]
 local now
