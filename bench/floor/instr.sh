@@ -122,6 +122,30 @@ if [[ -n $rev ]]; then
 	)
 fi
 
+# BenchmarkPeers' 10k path: 1,000 per second per key, W = 1 s, B = 10 ms, keys
+# called every 200 ms ("10k path": 1,000 keys, 16 rounds, the last 10
+# measured), so every call opens a bucket and drops the one that died;
+# redis_rate at the same rate with a burst of 1,000 (it reads TIME: add
+# about 6,700 instructions to the sluice rows, which take the clock as an
+# argument, to compare). floor/sections.sh splits these rows by section
+# and, with FLOOR=floor/abs_open_cmds.lua, measures the path's commands
+# alone on the state the script leaves (not here: that script's own writes
+# keep one closed bucket where the path holds five).
+A1='NOW 1000 10 1000 1 3600000'
+S1='NOW 1000 10 1000 1500 1 100 500000 3600000'
+rows+=(
+	"redis_rate allowN, 10k path (reads TIME)|$tmp/redis_rate.lua|join|rate:user:%d|1000 1000 1 1"
+	"abs_inc.lua, 10k path|../scripts/abs_inc.lua|path1s|$AK|$A1"
+	"sup_inc.lua, 10k path|../scripts/sup_inc.lua|path1s|$SK|$S1"
+	"floor: time1.lua, TIME alone|floor/time1.lua|join|$AK|$A1"
+)
+if [[ -n $rev ]]; then
+	rows+=(
+		"abs_inc.lua at $rev, 10k path|$tmp/abs_inc_rev.lua|path1s|$AK|$A1"
+		"sup_inc.lua at $rev, 10k path|$tmp/sup_inc_rev.lua|path1s|$SK|$S1"
+	)
+fi
+
 T='EMPTY 60000 600 1000 1 60600' # EMPTY: an empty ARGV[1], the script reads TIME
 TS='EMPTY 60000 600 1000 1500 1 100 500000 60600'
 rows+=(
@@ -228,6 +252,7 @@ for r in "${rows[@]}"; do
 	case $mode in
 	overload) n=$(count "$file" steady "$keyfmt" "$args" 20 3000 1000 1) ;;
 	steady) n=$(count "$file" "$mode" "$keyfmt" "$args" 200 260 40) ;;
+	path1s) n=$(count "$file" steady "$keyfmt" "$args" 1000 16 10 200) ;;
 	time) n=$(count "$file" join "$keyfmt" "$args" 50 21) ;;
 	timesat) n=$(count "$file" join "$keyfmt" "$args" 5 2000 1000) ;;
 	*) n=$(count "$file" "$mode" "$keyfmt" "$args") ;;
