@@ -667,8 +667,6 @@ func (g *Guard) notify(sc limiter.StateChange) {
 	}
 }
 
-type pipeliner interface{ Pipeline() redis.Pipeliner }
-
 // tally is what the passes of one recovery did: the pending entries
 // (keys, or key and set pairs) whose units Redis recorded, those whose
 // units it did not, with the units, and the entries never remembered
@@ -816,17 +814,13 @@ func (g *Guard) writeBatch(batch []*Pending, to time.Duration, t *tally) {
 	ctx, cancel := context.WithTimeout(g.stopCtx, to)
 	defer cancel()
 	cmds := make([]*redis.Cmd, len(batch))
-	var pipe redis.Pipeliner
-	var sc redis.Scripter = g.client
-	if pl, isPl := g.client.(pipeliner); isPl {
-		pipe = pl.Pipeline()
-		sc = pipe
+	queue := func(sc redis.Scripter) {
+		for i, p := range batch {
+			cmds[i] = g.recon.Queue(ctx, sc, p, p.Units)
+		}
 	}
-	for i, p := range batch {
-		cmds[i] = g.recon.Queue(ctx, sc, p, p.Units)
-	}
-	if pipe != nil {
-		pipe.Exec(ctx) // errors are read per command
+	if !redisx.Pipelined(ctx, g.client, queue) {
+		queue(g.client)
 	}
 	for i, cmd := range cmds {
 		switch err := cmd.Err(); {
