@@ -819,7 +819,7 @@ func (g *Guard) writeBatch(batch []*Pending, to time.Duration, t *tally) {
 			cmds[i] = g.recon.Queue(ctx, sc, p, p.Units)
 		}
 	}
-	if !redisx.Pipelined(ctx, g.client, queue) {
+	if ok, _ := redisx.Pipelined(ctx, g.client, queue); !ok {
 		queue(g.client)
 	}
 	for i, cmd := range cmds {

@@ -20,18 +20,17 @@ type ScriptPipeliner interface {
 // Pipelined runs fn on a pipeline of client and sends it, when client can
 // pipeline (a go-redis client's Pipeline, or a ScriptPipeliner); the
 // commands fn queued then hold their replies, and their errors are read
-// per command. It reports whether it could; when it could not, fn was not
-// called.
-func Pipelined(ctx context.Context, client any, fn func(pipe redis.Scripter)) bool {
+// per command (err is the first of them, or the pipeline's own). It
+// reports whether it could; when it could not, fn was not called.
+func Pipelined(ctx context.Context, client any, fn func(pipe redis.Scripter)) (ok bool, err error) {
 	switch c := client.(type) {
 	case interface{ Pipeline() redis.Pipeliner }:
 		pipe := c.Pipeline()
 		fn(pipe)
-		pipe.Exec(ctx) // errors are read per command
-		return true
+		_, err = pipe.Exec(ctx)
+		return true, err
 	case ScriptPipeliner:
-		c.ScriptPipelined(ctx, fn) // errors are read per command
-		return true
+		return true, c.ScriptPipelined(ctx, fn)
 	}
-	return false
+	return false, nil
 }

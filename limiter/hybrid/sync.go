@@ -104,7 +104,7 @@ func pipeCalls(ctx context.Context, client redis.Scripter, script *redis.Script,
 				}
 			}
 		}
-		if !redisx.Pipelined(ctx, client, func(pipe redis.Scripter) { queue(pipe, true) }) {
+		if ok, _ := redisx.Pipelined(ctx, client, func(pipe redis.Scripter) { queue(pipe, true) }); !ok {
 			queue(client, false)
 		}
 		last := round == 1 || ctx.Err() != nil
