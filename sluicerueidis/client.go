@@ -34,8 +34,8 @@ import (
 // No command is retried by the adapter, and none it sends is one rueidis
 // retries (it retries read-only commands only): a script call that timed
 // out may have counted, and sluice never sends it again. The per-call
-// timeout of the providers (limiter.WithTimeout) bounds every call through
-// its context, which rueidis honours.
+// timeout of the providers (limiter.WithTimeout) bounds every call: see
+// ContextTimeouts.
 //
 // A Client is safe for concurrent use. It holds no connection of its own:
 // the rueidis client belongs to the caller, who closes it after the
@@ -63,6 +63,15 @@ func New(c rueidis.Client) *Client {
 	}
 	return &Client{c: c}
 }
+
+// ContextTimeouts reports false: a rueidis call honours its context's
+// deadline on the wire, but one that finds the connection being dialled
+// waits for that dial (bounded by the client's Dialer.Timeout, 5 s by
+// default) past its own deadline. The providers' failure policy then
+// bounds each call itself, as it does for a go-redis client without
+// ContextTimeoutEnabled: the call runs on a worker and the caller returns
+// at its deadline.
+func (a *Client) ContextTimeouts() bool { return false }
 
 // Rueidis returns the rueidis client the adapter sends through.
 func (a *Client) Rueidis() rueidis.Client { return a.c }

@@ -12,10 +12,11 @@
 // EVAL and the failure policy tells an outage (a refused connection,
 // LOADING, BUSY, OOM) from bad input as it does on go-redis.
 //
-// Concurrent calls share round trips twice over: rueidis' automatic
-// pipelining writes the calls in flight together on one connection, and
-// sluice's batching (limiter.WithBatching, on by default) sends the calls
-// that queue beyond 8 in progress as one DoMulti. Both are on by default
-// and both should stay on. docs/rueidis.md says how to set the client up,
-// and docs/benchmarks.md compares the two clients.
+// Concurrent calls share round trips through rueidis' automatic
+// pipelining, which writes the calls in flight together on one
+// connection: keep it on. sluice's batching (limiter.WithBatching, on by
+// default) also works on the adapter, sending the calls that queue beyond
+// 8 in progress as one DoMulti; on rueidis it adds little, and costs
+// nothing below that. docs/rueidis.md says how to set the client up, and
+// docs/benchmarks.md compares the two clients.
 package sluicerueidis

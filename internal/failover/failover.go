@@ -250,10 +250,14 @@ func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, op
 	g.watchDials(client)
 }
 
-// contextTimeouts reports whether a go-redis client honours context
-// deadlines on its sockets; true for clients it cannot inspect.
+// contextTimeouts reports whether a client honours context deadlines on
+// its sockets: a go-redis client's ContextTimeoutEnabled, or what a
+// client's ContextTimeouts method says (the rueidis adapter's: false);
+// true for clients it cannot inspect.
 func contextTimeouts(c Client) bool {
 	switch c := c.(type) {
+	case interface{ ContextTimeouts() bool }:
+		return c.ContextTimeouts()
 	case *redis.Client:
 		return c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
