@@ -23,8 +23,9 @@ HEARTBEAT = ( while sleep 20; do echo "make $@: still running"; done ) & trap "k
 # core. bench/ runs only the header tests named in the test target; its
 # benchmarks are run by hand. compat runs the fleet's seams
 # (internal/seams) on the newest go-redis, the root package on the one
-# go.mod requires.
-NESTED_TESTED = sluiceotel grpclimit compat
+# go.mod requires; sluicerueidis runs the core's conformance and fault
+# suites on rueidis (a real server, the cluster, the fault matrix).
+NESTED_TESTED = sluiceotel grpclimit compat sluicerueidis
 
 # The packages' tests run in parallel, all under the race detector: two
 # packages more than the CPUs at a time (-p 4 on two cores). The three
@@ -96,8 +97,8 @@ tidy-check:
 	for m in $(NESTED_TESTED); do (cd $$m && $(GO) mod tidy && git diff --exit-code go.mod go.sum) || exit 1; done
 
 # The core module depends on exactly go-redis, miniredis and x/time/rate,
-# and nothing in its module graph is OpenTelemetry or gRPC (they live in
-# the nested sluiceotel and grpclimit modules).
+# and nothing in its module graph is OpenTelemetry, gRPC or rueidis (they
+# live in the nested sluiceotel, grpclimit and sluicerueidis modules).
 CORE_DEPS = github.com/alicebob/miniredis/v2 github.com/redis/go-redis/v9 golang.org/x/time
 deps-check:
 	@direct=$$($(GO) list -m -f '{{if not (or .Main .Indirect)}}{{.Path}}{{end}}' all | sort | tr '\n' ' '); \
@@ -105,6 +106,7 @@ deps-check:
 	if [ "$$direct" != "$$want" ]; then echo "deps-check: direct dependencies are: $$direct; want: $$want"; exit 1; fi
 	@if $(GO) mod graph | grep -i opentelemetry; then echo "deps-check: the core module graph has OpenTelemetry"; exit 1; fi
 	@if $(GO) mod graph | grep google.golang.org/grpc; then echo "deps-check: the core module graph has gRPC"; exit 1; fi
+	@if $(GO) mod graph | grep -e github.com/redis/rueidis -e github.com/valkey-io; then echo "deps-check: the core module graph has rueidis or valkey-go"; exit 1; fi
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

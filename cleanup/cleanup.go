@@ -32,10 +32,12 @@ var (
 )
 
 // Client is what a Cleaner calls. *redis.Client, *redis.ClusterClient,
-// *redis.Ring and the failover clients satisfy it. A ClusterClient is
-// walked master by master (ForEachMaster) and a Ring shard by shard
-// (ForEachShard), each key acted on at the server that holds it; any other
-// client is walked as one server.
+// *redis.Ring and the failover clients satisfy it, and so does the rueidis
+// adapter of module sluicerueidis. A ClusterClient is walked master by
+// master (ForEachMaster), a Ring shard by shard (ForEachShard) and a
+// client with a ForEachNode method (see Nodes) node by node, each key
+// acted on at the server that holds it; any other client is walked as one
+// server.
 type Client interface {
 	redis.Scripter
 	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
@@ -51,6 +53,16 @@ type masters interface {
 
 type shards interface {
 	ForEachShard(ctx context.Context, fn func(ctx context.Context, client *redis.Client) error) error
+}
+
+// Nodes is a Client that is not go-redis' and serves its keys from more
+// than one server (a cluster): ForEachNode calls fn with a Client of each
+// master, concurrently or in turn, and returns the first error. A Cleaner
+// walks each node's keys through it. The rueidis adapter of module
+// sluicerueidis is one.
+type Nodes interface {
+	Client
+	ForEachNode(ctx context.Context, fn func(ctx context.Context, node Client) error) error
 }
 
 // Cleaner walks the Redis keys of one prefix and reclaims what expiry
@@ -154,7 +166,7 @@ func (c *Cleaner) pass(ctx context.Context) (Report, error) {
 	}
 	var mu sync.Mutex
 	var nodes atomic.Int64
-	walk := func(ctx context.Context, node *redis.Client) error {
+	walk := func(ctx context.Context, node Client) error {
 		nodes.Add(1)
 		var nr Report
 		err := c.walk(ctx, node, &nr)
@@ -162,15 +174,18 @@ func (c *Cleaner) pass(ctx context.Context) (Report, error) {
 		r.add(&nr)
 		mu.Unlock()
 		if err != nil {
-			return fmt.Errorf("cleanup: %s: %w", node.Options().Addr, err)
+			return fmt.Errorf("cleanup: %s: %w", failover.Addr(node), err)
 		}
 		return nil
 	}
+	walkClient := func(ctx context.Context, node *redis.Client) error { return walk(ctx, node) }
 	switch cl := c.client.(type) {
 	case masters:
-		err = cl.ForEachMaster(ctx, walk)
+		err = cl.ForEachMaster(ctx, walkClient)
 	case shards:
-		err = cl.ForEachShard(ctx, walk)
+		err = cl.ForEachShard(ctx, walkClient)
+	case Nodes:
+		err = cl.ForEachNode(ctx, walk)
 	default:
 		nodes.Add(1)
 		err = c.walk(ctx, c.client, &r)

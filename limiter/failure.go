@@ -143,8 +143,9 @@ func WithLogger(l *slog.Logger) Option {
 // WithBatching lets concurrent calls of a Redis provider share round
 // trips: with more than 8 calls in progress to one Redis node, calls that
 // arrive while two round trips are in flight are sent together, as one
-// pipeline of at most n calls (of *redis.Client and *redis.ClusterClient;
-// other clients' calls go alone). Each call is still one atomic script
+// pipeline of at most n calls (of *redis.Client, *redis.ClusterClient
+// and the rueidis adapter of module sluicerueidis, whose pipelines are
+// one rueidis DoMulti; other clients' calls go alone). Each call is still one atomic script
 // run with its own context and WithTimeout. Default 128; 0 or 1 sends
 // every call alone; n must be between 0 and 1,024. A pipeline of n
 // worst-case calls holds the server for their sum: keep n low where the

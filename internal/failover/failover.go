@@ -252,10 +252,14 @@ func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, op
 	g.watchDials(client)
 }
 
-// contextTimeouts reports whether a go-redis client honours context
-// deadlines on its sockets; true for clients it cannot inspect.
+// contextTimeouts reports whether a client honours context deadlines on
+// its sockets: a go-redis client's ContextTimeoutEnabled, or what a
+// client's ContextTimeouts method says (the rueidis adapter's: false);
+// true for clients it cannot inspect.
 func contextTimeouts(c Client) bool {
 	switch c := c.(type) {
+	case interface{ ContextTimeouts() bool }:
+		return c.ContextTimeouts()
 	case *redis.Client:
 		return c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
@@ -691,8 +695,6 @@ func (g *Guard) notify(sc limiter.StateChange) {
 	}
 }
 
-type pipeliner interface{ Pipeline() redis.Pipeliner }
-
 // tally is what the passes of one recovery did: the pending entries
 // (keys, or key and set pairs) whose units Redis recorded, those whose
 // units it did not, with the units, and the entries never remembered
@@ -840,17 +842,13 @@ func (g *Guard) writeBatch(batch []*Pending, to time.Duration, t *tally) {
 	ctx, cancel := context.WithTimeout(g.stopCtx, to)
 	defer cancel()
 	cmds := make([]*redis.Cmd, len(batch))
-	var pipe redis.Pipeliner
-	var sc redis.Scripter = g.client
-	if pl, isPl := g.client.(pipeliner); isPl {
-		pipe = pl.Pipeline()
-		sc = pipe
+	queue := func(sc redis.Scripter) {
+		for i, p := range batch {
+			cmds[i] = g.recon.Queue(ctx, sc, p, p.Units)
+		}
 	}
-	for i, p := range batch {
-		cmds[i] = g.recon.Queue(ctx, sc, p, p.Units)
-	}
-	if pipe != nil {
-		pipe.Exec(ctx) // errors are read per command
+	if ok, _ := redisx.Pipelined(ctx, g.client, queue); !ok {
+		queue(g.client)
 	}
 	for i, cmd := range cmds {
 		switch err := cmd.Err(); {

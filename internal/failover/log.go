@@ -106,10 +106,13 @@ func (g *Guard) logStateChange(sc limiter.StateChange) {
 }
 
 // Addr is the address a client dials, for errors and logs: a client's
-// Addr, or a cluster's or ring's addresses joined by commas; "" for a
-// client it cannot inspect.
+// Addr, or a cluster's or ring's addresses joined by commas; for a client
+// that is not go-redis', what its Addr method returns (the rueidis
+// adapter has one); "" for a client it cannot inspect.
 func Addr(c any) string {
 	switch c := c.(type) {
+	case interface{ Addr() string }:
+		return c.Addr()
 	case *redis.Client:
 		return c.Options().Addr
 	case *redis.ClusterClient:

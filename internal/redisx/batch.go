@@ -59,6 +59,12 @@ import (
 // the cluster client, on its caller's goroutine and within its caller's
 // context, which is then exactly the call an unbatched provider makes. A
 // connection error is returned as it is: the script may have run.
+//
+// A client that is not go-redis' but pipelines (a ScriptPipeliner: the
+// rueidis adapter, standalone or cluster) has one lane, and its pipelines
+// are the client's ScriptPipelined (one rueidis DoMulti, which rueidis
+// splits by slot and routes itself); the calls that run alone share
+// rueidis' connection through its automatic pipelining.
 
 // Inflight is how many round trips of one provider's scripts the batched
 // path keeps in flight to one node before calls wait to be batched. With
@@ -83,7 +89,7 @@ type Batcher struct {
 	max      int
 	inflight int                  // Inflight; tests lower it
 	direct   int64                // Direct when built; tests change it
-	single   *lane                // the lane of a *redis.Client
+	single   *lane                // the lane of a *redis.Client or a ScriptPipeliner
 	cluster  *redis.ClusterClient // nil unless the client is one
 	lanes    sync.Map             // *redis.Client (a master) → *lane
 	// gate returns a channel closed while the circuit breaker is open
@@ -96,9 +102,11 @@ type Batcher struct {
 }
 
 // NewBatcher returns a Batcher for client with batches of at most max
-// calls, or nil (every call alone) when max ≤ 1 or client is neither a
-// *redis.Client (one lane) nor a *redis.ClusterClient (one lane per
-// master, found from the first key's slot).
+// calls, or nil (every call alone) when max ≤ 1 or client is none of a
+// *redis.Client (one lane), a *redis.ClusterClient (one lane per master,
+// found from the first key's slot) and a ScriptPipeliner (one lane, its
+// ScriptPipelined the pipeline: the rueidis adapter, standalone or
+// cluster).
 func NewBatcher(client Client, max int) *Batcher {
 	if max <= 1 {
 		return nil
@@ -109,6 +117,11 @@ func NewBatcher(client Client, max int) *Batcher {
 		b.single = &lane{b: b, node: c}
 	case *redis.ClusterClient:
 		b.cluster = c
+	case ScriptPipeliner:
+		// One lane: its pipelines are the client's (rueidis' DoMulti,
+		// which a cluster client splits by slot and which follows MOVED
+		// and ASK itself).
+		b.single = &lane{b: b, node: c}
 	default:
 		return nil
 	}
@@ -118,8 +131,8 @@ func NewBatcher(client Client, max int) *Batcher {
 // lane is one node's queue.
 type lane struct {
 	b       *Batcher
-	node    *redis.Client // where pipelines go
-	callers atomic.Int64  // calls inside Run on this lane
+	node    any          // where pipelines go: a *redis.Client or a ScriptPipeliner
+	callers atomic.Int64 // calls inside Run on this lane
 	mu      sync.Mutex
 	busy    int // round trips in flight or flushers running, ≤ inflight
 	q       []*call
@@ -315,22 +328,25 @@ func (ln *lane) send(batch []*call) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
 	cmds := make([]*redis.Cmd, len(batch))
-	pipe := ln.node.Pipeline()
-	for i, c := range batch {
-		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
-	}
-	_, failed := pipe.Exec(ctx)
-	var again redis.Pipeliner
-	for i, c := range batch {
+	_, failed := Pipelined(ctx, ln.node, func(pipe redis.Scripter) {
+		for i, c := range batch {
+			cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+		}
+	})
+	var again []int
+	for i := range batch {
 		if NoScript(cmds[i].Err()) {
-			if again == nil {
-				again = ln.node.Pipeline()
-			}
-			cmds[i] = c.script.Eval(ctx, again, c.keys, c.args...)
+			again = append(again, i)
 		}
 	}
-	if again != nil {
-		if _, err := again.Exec(ctx); err != nil {
+	if len(again) > 0 {
+		_, err := Pipelined(ctx, ln.node, func(pipe redis.Scripter) {
+			for _, i := range again {
+				c := batch[i]
+				cmds[i] = c.script.Eval(ctx, pipe, c.keys, c.args...)
+			}
+		})
+		if err != nil {
 			failed = err
 		}
 	}

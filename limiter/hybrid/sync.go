@@ -78,9 +78,6 @@ func nextWant(want, granted, used, c, most int64) int64 {
 	return max(min(want, 2*used), 1)
 }
 
-// pipeliner is a client that can pipeline.
-type pipeliner interface{ Pipeline() redis.Pipeliner }
-
 // pipeCalls makes n calls of script, the sync's batch: in one pipeline
 // when client can pipeline (a cluster client splits it per node), else one
 // by one, and then once more the calls Redis did not find the script for,
@@ -93,26 +90,22 @@ func pipeCalls(ctx context.Context, client redis.Scripter, script *redis.Script,
 	cmds := make([]*redis.Cmd, n)
 	done := make([]bool, n)
 	for round := 0; ; round++ {
-		var pipe redis.Pipeliner
-		sc := client
-		if pl, ok := client.(pipeliner); ok {
-			pipe = pl.Pipeline()
-			sc = pipe
-		}
 		send := now()
-		for i := range cmds {
-			if done[i] {
-				continue
-			}
-			k, args := call(i)
-			if pipe == nil {
-				cmds[i] = script.Run(ctx, sc, []string{k}, args...)
-			} else {
-				cmds[i] = script.EvalSha(ctx, sc, []string{k}, args...)
+		queue := func(sc redis.Scripter, pipelined bool) {
+			for i := range cmds {
+				if done[i] {
+					continue
+				}
+				k, args := call(i)
+				if pipelined {
+					cmds[i] = script.EvalSha(ctx, sc, []string{k}, args...)
+				} else {
+					cmds[i] = script.Run(ctx, sc, []string{k}, args...)
+				}
 			}
 		}
-		if pipe != nil {
-			pipe.Exec(ctx) // errors are read per command
+		if ok, _ := redisx.Pipelined(ctx, client, func(pipe redis.Scripter) { queue(pipe, true) }); !ok {
+			queue(client, false)
 		}
 		last := round == 1 || ctx.Err() != nil
 		missing := false

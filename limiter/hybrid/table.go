@@ -23,8 +23,9 @@ import (
 // Client is the part of a go-redis client the limiter calls, the one
 // redisabs and redissup take. When the client also has Pipeline
 // (*redis.Client, *redis.ClusterClient, *redis.Ring and the failover
-// clients of go-redis v9 all do), the background sync sends each tick's
-// calls in pipelines, which a cluster client splits per node.
+// clients of go-redis v9 all do) or ScriptPipelined (the rueidis adapter of
+// module sluicerueidis), the background sync sends each tick's calls in
+// pipelines, which a cluster client splits per node.
 type Client = rediscore.Client
 
 // Tuning of the sync. These bound the work of one tick: a tick visits at

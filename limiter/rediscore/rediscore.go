@@ -15,7 +15,12 @@ import (
 // Client is the part of a go-redis client the limiter calls: script
 // execution (EVALSHA, EVAL, SCRIPT LOAD, SCRIPT EXISTS) and UNLINK.
 // *redis.Client, *redis.ClusterClient, *redis.Ring and the failover clients
-// of go-redis v9 satisfy it.
+// of go-redis v9 satisfy it, and so does the rueidis adapter of module
+// sluicerueidis. A client that is not go-redis' may also have
+// ScriptPipelined(ctx, fn func(pipe redis.Scripter)) error, which queues
+// the script calls fn makes on pipe and sends them in one round trip: the
+// failure policy's write-back (and the hybrid provider's sync) then batch
+// their calls, as they do with a go-redis client's Pipeline.
 type Client interface {
 	redis.Scripter
 	Unlink(ctx context.Context, keys ...string) *redis.IntCmd

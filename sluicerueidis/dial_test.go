@@ -1,0 +1,5 @@
+package sluicerueidis_test
+
+import "net"
+
+func netDialer() net.Dialer { return net.Dialer{Timeout: dialTimeout} }
