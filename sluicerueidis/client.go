@@ -1,58 +1,49 @@
 package sluicerueidis
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
-	"github.com/sluice-go/sluice/cleanup"
-	"github.com/sluice-go/sluice/internal/redisx"
-	"github.com/sluice-go/sluice/limiter/hybrid"
-	"github.com/sluice-go/sluice/limiter/rediscore"
+	"github.com/sluice-go/sluice/sluicerueidis/internal/adapter"
 )
 
 // Client is a rueidis.Client seen through the narrow go-redis interfaces
 // that sluice's Redis providers and its cleaner take: build it with New
 // and pass it to redisabs.New, redissup.New, hybrid.NewAbsolute,
-// hybrid.NewSuppressed or cleanup.New. Each method sends one command (a
-// Pipeline, one round trip) through the rueidis client, with its keys
-// marked so that a cluster client routes it to the key's slot, and returns
-// the reply in the go-redis command type the method's go-redis namesake
-// returns. A reply error is a redis.Error (so redis.HasErrorPrefix and
-// the providers' failure policy read it as go-redis' own), wrapping the
-// *rueidis.RedisError; a nil reply is redis.Nil; any other error
-// (connection, context) is rueidis' as it is.
+// hybrid.NewSuppressed or cleanup.New. Its methods are the go-redis
+// namesakes the providers and the cleaner call (Eval, EvalSha, EvalRO,
+// EvalShaRO, ScriptLoad, ScriptExists, Unlink, SetNX, PTTL, Scan, HScan),
+// with go-redis' signatures, and ScriptPipelined, ForEachNode, Addr and
+// ContextTimeouts; each sends one rueidis command, with its keys marked
+// so that a cluster client routes it by slot, and returns the reply in
+// the go-redis command type. A reply error is a *ReplyError (a
+// redis.Error wrapping the *rueidis.RedisError); a nil reply is
+// redis.Nil; any other error (connection, context) is rueidis' as it is.
 //
 // No command is retried by the adapter, and none it sends is one rueidis
 // retries (it retries read-only commands only): a script call that timed
-// out may have counted, and sluice never sends it again. The per-call
-// timeout of the providers (limiter.WithTimeout) bounds every call: see
-// ContextTimeouts.
+// out may have counted, and sluice never sends it again. The providers'
+// per-call timeout (limiter.WithTimeout) bounds every call: ContextTimeouts
+// reports false.
 //
 // A Client is safe for concurrent use. It holds no connection of its own:
 // the rueidis client belongs to the caller, who closes it after the
 // limiters and cleaners built on it. The zero value is not usable.
 type Client struct {
+	*adapter.Client
 	c rueidis.Client
 }
 
-// The interfaces the adapter is built to satisfy.
-var (
-	_ rediscore.Client = (*Client)(nil)
-	_ hybrid.Client    = (*Client)(nil)
-	_ cleanup.Client   = (*Client)(nil)
-	_ cleanup.Nodes    = (*Client)(nil)
-	// The write-back and the hybrid's sync pipeline through it.
-	_ redisx.ScriptPipeliner = (*Client)(nil)
-)
+// ReplyError is a Redis error reply, as go-redis reads one (a
+// redis.Error): its Unwrap returns the *rueidis.RedisError.
+type ReplyError = adapter.ReplyError
+
+// rueidisLib is how the adapter builds and routes rueidis commands.
+var rueidisLib = &adapter.Lib[rueidis.Client, rueidis.Completed, rueidis.RedisResult]{
+	Build: func(c rueidis.Client, cmd adapter.Command) rueidis.Completed {
+		return c.B().Arbitrary(cmd.Name...).Keys(cmd.Keys...).Args(cmd.Args...).Build()
+	},
+	Cluster: func(c rueidis.Client) bool { return c.Mode() == rueidis.ClientModeCluster },
+}
 
 // New returns the adapter of c, standalone, sentinel or cluster. A nil c
 // returns nil, which the providers' constructors refuse
@@ -61,379 +52,8 @@ func New(c rueidis.Client) *Client {
 	if c == nil {
 		return nil
 	}
-	return &Client{c: c}
+	return &Client{Client: adapter.New(rueidisLib.Driver(c)), c: c}
 }
-
-// ContextTimeouts reports false: a rueidis call honours its context's
-// deadline on the wire, but one that finds the connection being dialled
-// waits for that dial (bounded by the client's Dialer.Timeout, 5 s by
-// default) past its own deadline. The providers' failure policy then
-// bounds each call itself, as it does for a go-redis client without
-// ContextTimeoutEnabled: the call runs on a worker and the caller returns
-// at its deadline.
-func (a *Client) ContextTimeouts() bool { return false }
 
 // Rueidis returns the rueidis client the adapter sends through.
 func (a *Client) Rueidis() rueidis.Client { return a.c }
-
-// Addr returns the addresses of the servers the client knows, sorted and
-// joined by commas, for errors and logs (a provider's Ping names it).
-func (a *Client) Addr() string {
-	addrs := make([]string, 0, 4)
-	for addr := range a.c.Nodes() {
-		addrs = append(addrs, addr)
-	}
-	slices.Sort(addrs)
-	return strings.Join(addrs, ",")
-}
-
-// do sends one command: name, then keys (which rueidis routes by), then
-// args.
-func (a *Client) do(ctx context.Context, name []string, keys []string, args []any) (any, error) {
-	cmd, err := build(a.c, name, keys, args)
-	if err != nil {
-		return nil, err
-	}
-	return reply(a.c.Do(ctx, cmd))
-}
-
-// build makes the rueidis command of name, keys and args; an argument of
-// a type go-redis cannot send either is an error.
-func build(c rueidis.Client, name []string, keys []string, args []any) (rueidis.Completed, error) {
-	strs := make([]string, len(args))
-	for i, v := range args {
-		s, err := argString(v)
-		if err != nil {
-			return rueidis.Completed{}, err
-		}
-		strs[i] = s
-	}
-	return c.B().Arbitrary(name...).Keys(keys...).Args(strs...).Build(), nil
-}
-
-func evalArgs(what string, keys []string) []string {
-	return []string{what, strconv.Itoa(len(keys))}
-}
-
-func newCmd(ctx context.Context, v any, err error, args ...any) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, args...)
-	if err != nil {
-		cmd.SetErr(err)
-	} else {
-		cmd.SetVal(v)
-	}
-	return cmd
-}
-
-func cmdArgs(name string, first string, keys []string, args []any) []any {
-	out := make([]any, 0, 3+len(keys)+len(args))
-	out = append(out, name, first, len(keys))
-	for _, k := range keys {
-		out = append(out, k)
-	}
-	return append(out, args...)
-}
-
-// Eval is EVAL: it runs script (which the server then caches).
-func (a *Client) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	v, err := a.do(ctx, []string{"EVAL", script, strconv.Itoa(len(keys))}, keys, args)
-	return newCmd(ctx, v, err, cmdArgs("eval", script, keys, args)...)
-}
-
-// EvalSha is EVALSHA: it runs the cached script of sha1; NOSCRIPT when
-// the server has none (redis.Script.Run then sends Eval).
-func (a *Client) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	v, err := a.do(ctx, []string{"EVALSHA", sha1, strconv.Itoa(len(keys))}, keys, args)
-	return newCmd(ctx, v, err, cmdArgs("evalsha", sha1, keys, args)...)
-}
-
-// EvalRO is EVAL_RO.
-func (a *Client) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	v, err := a.do(ctx, []string{"EVAL_RO", script, strconv.Itoa(len(keys))}, keys, args)
-	return newCmd(ctx, v, err, cmdArgs("eval_ro", script, keys, args)...)
-}
-
-// EvalShaRO is EVALSHA_RO.
-func (a *Client) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	v, err := a.do(ctx, []string{"EVALSHA_RO", sha1, strconv.Itoa(len(keys))}, keys, args)
-	return newCmd(ctx, v, err, cmdArgs("evalsha_ro", sha1, keys, args)...)
-}
-
-// ScriptLoad is SCRIPT LOAD, sent to every server the client knows (every
-// node of a cluster, as go-redis' ClusterClient does), so that the EVALSHA
-// calls that follow find the script wherever their keys live. It returns
-// the SHA1 and the first error.
-func (a *Client) ScriptLoad(ctx context.Context, script string) *redis.StringCmd {
-	cmd := redis.NewStringCmd(ctx, "script", "load", script)
-	var mu sync.Mutex
-	var sha string
-	err := a.eachNode(ctx, func(ctx context.Context, n rueidis.Client) error {
-		s, err := n.Do(ctx, n.B().ScriptLoad().Script(script).Build()).ToString()
-		if err == nil {
-			mu.Lock()
-			sha = s
-			mu.Unlock()
-		}
-		return mapErr(err)
-	})
-	if err != nil {
-		cmd.SetErr(err)
-	} else {
-		cmd.SetVal(sha)
-	}
-	return cmd
-}
-
-// ScriptExists is SCRIPT EXISTS on every server the client knows: a
-// script exists when every one of them has it.
-func (a *Client) ScriptExists(ctx context.Context, hashes ...string) *redis.BoolSliceCmd {
-	args := make([]any, 0, 2+len(hashes))
-	args = append(args, "script", "exists")
-	for _, h := range hashes {
-		args = append(args, h)
-	}
-	cmd := redis.NewBoolSliceCmd(ctx, args...)
-	var mu sync.Mutex
-	all := make([]bool, len(hashes))
-	for i := range all {
-		all[i] = true
-	}
-	err := a.eachNode(ctx, func(ctx context.Context, n rueidis.Client) error {
-		v, err := n.Do(ctx, n.B().ScriptExists().Sha1(hashes...).Build()).AsIntSlice()
-		if err != nil {
-			return mapErr(err)
-		}
-		if len(v) != len(hashes) {
-			return fmt.Errorf("sluicerueidis: SCRIPT EXISTS replied %d values, want %d", len(v), len(hashes))
-		}
-		mu.Lock()
-		for i, x := range v {
-			all[i] = all[i] && x == 1
-		}
-		mu.Unlock()
-		return nil
-	})
-	if err != nil {
-		cmd.SetErr(err)
-	} else {
-		cmd.SetVal(all)
-	}
-	return cmd
-}
-
-// eachNode calls fn with the client of every server the client knows,
-// concurrently, and returns the first error.
-func (a *Client) eachNode(ctx context.Context, fn func(ctx context.Context, n rueidis.Client) error) error {
-	nodes := a.c.Nodes()
-	if len(nodes) <= 1 || a.c.Mode() != rueidis.ClientModeCluster {
-		return fn(ctx, a.c)
-	}
-	errs := make(chan error, len(nodes))
-	for _, n := range nodes {
-		go func() { errs <- fn(ctx, n) }()
-	}
-	var first error
-	for range nodes {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-// Unlink is UNLINK of keys (one slot in a cluster, as sluice's keys of one
-// limiter key are).
-func (a *Client) Unlink(ctx context.Context, keys ...string) *redis.IntCmd {
-	args := make([]any, 0, 1+len(keys))
-	args = append(args, "unlink")
-	for _, k := range keys {
-		args = append(args, k)
-	}
-	cmd := redis.NewIntCmd(ctx, args...)
-	v, err := a.do(ctx, []string{"UNLINK"}, keys, nil)
-	if err == nil {
-		n, ok := v.(int64)
-		if !ok {
-			err = fmt.Errorf("sluicerueidis: UNLINK replied %T", v)
-		}
-		cmd.SetVal(n)
-	}
-	cmd.SetErr(err)
-	return cmd
-}
-
-// SetNX is SET key value NX, with PX (or KEEPTTL, for redis.KeepTTL) when
-// expiration is set, as go-redis' SetNX: true when the key was set.
-func (a *Client) SetNX(ctx context.Context, k string, value any, expiration time.Duration) *redis.BoolCmd {
-	var name []string
-	var args []any
-	switch {
-	case expiration > 0:
-		name, args = []string{"SET"}, []any{value, "PX", expiration.Milliseconds(), "NX"}
-	case expiration == redis.KeepTTL:
-		name, args = []string{"SET"}, []any{value, "KEEPTTL", "NX"}
-	default:
-		name, args = []string{"SETNX"}, []any{value}
-	}
-	cmd := redis.NewBoolCmd(ctx, append([]any{strings.ToLower(name[0]), k}, args...)...)
-	v, err := a.do(ctx, name, []string{k}, args)
-	switch {
-	case errors.Is(err, redis.Nil):
-		cmd.SetVal(false)
-	case err != nil:
-		cmd.SetErr(err)
-	default:
-		switch v := v.(type) {
-		case string:
-			cmd.SetVal(v == "OK")
-		case int64:
-			cmd.SetVal(v == 1)
-		default:
-			cmd.SetErr(fmt.Errorf("sluicerueidis: SET NX replied %T", v))
-		}
-	}
-	return cmd
-}
-
-// PTTL is PTTL: the key's time to live, or -1 (no TTL) and -2 (no key) as
-// they are, as go-redis returns them.
-func (a *Client) PTTL(ctx context.Context, k string) *redis.DurationCmd {
-	cmd := redis.NewDurationCmd(ctx, time.Millisecond, "pttl", k)
-	v, err := a.do(ctx, []string{"PTTL"}, []string{k}, nil)
-	if err != nil {
-		cmd.SetErr(err)
-		return cmd
-	}
-	n, ok := v.(int64)
-	if !ok {
-		cmd.SetErr(fmt.Errorf("sluicerueidis: PTTL replied %T", v))
-		return cmd
-	}
-	if n >= 0 {
-		cmd.SetVal(time.Duration(n) * time.Millisecond)
-	} else {
-		cmd.SetVal(time.Duration(n))
-	}
-	return cmd
-}
-
-// Scan is one step of SCAN cursor MATCH match COUNT count, on one server:
-// on a cluster, the cleaner scans each master through ForEachNode.
-func (a *Client) Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd {
-	args := []any{strconv.FormatUint(cursor, 10)}
-	if match != "" {
-		args = append(args, "MATCH", match)
-	}
-	if count > 0 {
-		args = append(args, "COUNT", count)
-	}
-	return a.scan(ctx, []string{"SCAN"}, nil, args)
-}
-
-// HScan is one step of HSCAN key cursor MATCH match COUNT count.
-func (a *Client) HScan(ctx context.Context, k string, cursor uint64, match string, count int64) *redis.ScanCmd {
-	args := []any{strconv.FormatUint(cursor, 10)}
-	if match != "" {
-		args = append(args, "MATCH", match)
-	}
-	if count > 0 {
-		args = append(args, "COUNT", count)
-	}
-	var keys []string
-	if k != "" {
-		keys = []string{k}
-	}
-	return a.scan(ctx, []string{"HSCAN"}, keys, args)
-}
-
-func (a *Client) scan(ctx context.Context, name, keys []string, args []any) *redis.ScanCmd {
-	all := []any{strings.ToLower(name[0])}
-	for _, k := range keys {
-		all = append(all, k)
-	}
-	cmd := redis.NewScanCmd(ctx, nil, append(all, args...)...)
-	v, err := a.do(ctx, name, keys, args)
-	if err != nil {
-		cmd.SetErr(err)
-		return cmd
-	}
-	page, cursor, err := scanReply(v)
-	if err != nil {
-		cmd.SetErr(err)
-		return cmd
-	}
-	cmd.SetVal(page, cursor)
-	return cmd
-}
-
-func scanReply(v any) ([]string, uint64, error) {
-	arr, ok := v.([]any)
-	if !ok || len(arr) != 2 {
-		return nil, 0, fmt.Errorf("sluicerueidis: SCAN replied %v", v)
-	}
-	cs, ok := arr[0].(string)
-	if !ok {
-		return nil, 0, fmt.Errorf("sluicerueidis: SCAN cursor is %T", arr[0])
-	}
-	cursor, err := strconv.ParseUint(cs, 10, 64)
-	if err != nil {
-		return nil, 0, fmt.Errorf("sluicerueidis: SCAN cursor %q: %w", cs, err)
-	}
-	items, ok := arr[1].([]any)
-	if !ok {
-		return nil, 0, fmt.Errorf("sluicerueidis: SCAN page is %T", arr[1])
-	}
-	page := make([]string, len(items))
-	for i, x := range items {
-		if page[i], ok = x.(string); !ok {
-			return nil, 0, fmt.Errorf("sluicerueidis: SCAN item %d is %T", i, x)
-		}
-	}
-	return page, cursor, nil
-}
-
-// ForEachNode calls fn, concurrently, with an adapter of each master the
-// client knows (each node of a cluster whose ROLE is master; the client
-// itself when it is not a cluster's), and returns the first error. The
-// cleaner walks a cluster through it, each key acted on at the master that
-// holds it.
-func (a *Client) ForEachNode(ctx context.Context, fn func(ctx context.Context, node cleanup.Client) error) error {
-	if a.c.Mode() != rueidis.ClientModeCluster {
-		return fn(ctx, a)
-	}
-	nodes := a.c.Nodes()
-	errs := make(chan error, len(nodes))
-	for addr, n := range nodes {
-		go func() {
-			role, err := n.Do(ctx, n.B().Role().Build()).ToArray()
-			if err != nil {
-				errs <- fmt.Errorf("ROLE of %s: %w", addr, mapErr(err))
-				return
-			}
-			if len(role) == 0 {
-				errs <- fmt.Errorf("ROLE of %s: empty reply", addr)
-				return
-			}
-			if r, _ := role[0].ToString(); r != "master" {
-				errs <- nil
-				return
-			}
-			errs <- fn(ctx, &node{Client: Client{c: n}, addr: addr})
-		}()
-	}
-	var first error
-	for range nodes {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-// node is the adapter of one server of a cluster.
-type node struct {
-	Client
-	addr string
-}
-
-func (n *node) Addr() string { return n.addr }

@@ -1,4 +1,4 @@
-package sluicerueidis
+package adapter
 
 import (
 	"context"
@@ -6,12 +6,11 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/rueidis"
 )
 
 // ScriptPipelined calls fn with a pipeline of script calls: each Eval or
 // EvalSha that fn makes on pipe returns its command unanswered, and once
-// fn returns they are all sent with one rueidis DoMulti (one round trip
+// fn returns they are all sent with one DoMulti (one round trip
 // per node: a cluster client splits it by slot) and each command is
 // filled with its reply or its error. It returns the first error among
 // them. The failure policy's write-back and the hybrid provider's
@@ -29,12 +28,12 @@ type pipeline struct {
 
 	mu     sync.Mutex
 	cmds   []*redis.Cmd
-	queued []rueidis.Completed
+	queued []Command
 }
 
 func (p *pipeline) queue(ctx context.Context, name, first string, keys []string, args []any) *redis.Cmd {
 	cmd := redis.NewCmd(ctx, cmdArgs(name, first, keys, args)...)
-	c, err := build(p.a.c, []string{name, first, strconv.Itoa(len(keys))}, keys, args)
+	c, err := command([]string{name, first, strconv.Itoa(len(keys))}, keys, args)
 	if err != nil {
 		cmd.SetErr(err)
 		return cmd
@@ -82,7 +81,7 @@ func (p *pipeline) exec(ctx context.Context) error {
 		return nil
 	}
 	var first error
-	for i, r := range p.a.c.DoMulti(ctx, queued...) {
+	for i, r := range p.a.d.DoMulti(ctx, queued) {
 		v, err := reply(r)
 		if err != nil {
 			cmds[i].SetErr(err)
