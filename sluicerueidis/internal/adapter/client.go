@@ -38,7 +38,8 @@ import (
 // the library's client belongs to the caller. The zero value is not
 // usable.
 type Client struct {
-	d Driver
+	evals // sent at once, by eval
+	d     Driver
 }
 
 // The interfaces the adapter is built to satisfy.
@@ -52,7 +53,11 @@ var (
 )
 
 // New returns the adapter of d.
-func New(d Driver) *Client { return &Client{d: d} }
+func New(d Driver) *Client {
+	a := &Client{d: d}
+	a.evals = evals{send: a.eval}
+	return a
+}
 
 // ContextTimeouts reports false: a rueidis (or valkey-go) call honours
 // its context's deadline on the wire, but one that finds the connection being dialled
@@ -117,29 +122,38 @@ func cmdArgs(name string, first string, keys []string, args []any) []any {
 	return append(out, args...)
 }
 
+// evals is the script calls of redis.Scripter over one step, send, which
+// a Client does at once and a pipeline queues.
+type evals struct {
+	send func(ctx context.Context, name, first string, keys []string, args []any) *redis.Cmd
+}
+
 // Eval is EVAL: it runs script (which the server then caches).
-func (a *Client) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	v, err := a.do(ctx, []string{"EVAL", script, strconv.Itoa(len(keys))}, keys, args)
-	return newCmd(ctx, v, err, cmdArgs("eval", script, keys, args)...)
+func (e evals) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return e.send(ctx, "EVAL", script, keys, args)
 }
 
 // EvalSha is EVALSHA: it runs the cached script of sha1; NOSCRIPT when
 // the server has none (redis.Script.Run then sends Eval).
-func (a *Client) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	v, err := a.do(ctx, []string{"EVALSHA", sha1, strconv.Itoa(len(keys))}, keys, args)
-	return newCmd(ctx, v, err, cmdArgs("evalsha", sha1, keys, args)...)
+func (e evals) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return e.send(ctx, "EVALSHA", sha1, keys, args)
 }
 
 // EvalRO is EVAL_RO.
-func (a *Client) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	v, err := a.do(ctx, []string{"EVAL_RO", script, strconv.Itoa(len(keys))}, keys, args)
-	return newCmd(ctx, v, err, cmdArgs("eval_ro", script, keys, args)...)
+func (e evals) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return e.send(ctx, "EVAL_RO", script, keys, args)
 }
 
 // EvalShaRO is EVALSHA_RO.
-func (a *Client) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	v, err := a.do(ctx, []string{"EVALSHA_RO", sha1, strconv.Itoa(len(keys))}, keys, args)
-	return newCmd(ctx, v, err, cmdArgs("evalsha_ro", sha1, keys, args)...)
+func (e evals) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return e.send(ctx, "EVALSHA_RO", sha1, keys, args)
+}
+
+// eval sends name (EVAL, EVALSHA and their _RO forms) of first (a script
+// or its SHA1).
+func (a *Client) eval(ctx context.Context, name, first string, keys []string, args []any) *redis.Cmd {
+	v, err := a.do(ctx, []string{name, first, strconv.Itoa(len(keys))}, keys, args)
+	return newCmd(ctx, v, err, cmdArgs(strings.ToLower(name), first, keys, args)...)
 }
 
 // ScriptLoad is SCRIPT LOAD, sent to every server the client knows (every
@@ -408,7 +422,7 @@ func (a *Client) ForEachNode(ctx context.Context, fn func(ctx context.Context, n
 				errs <- nil
 				return
 			}
-			errs <- fn(ctx, &node{Client: Client{d: n}, addr: addr})
+			errs <- fn(ctx, &node{Client: New(n), addr: addr})
 		}()
 	}
 	var first error
@@ -422,7 +436,7 @@ func (a *Client) ForEachNode(ctx context.Context, fn func(ctx context.Context, n
 
 // node is the adapter of one server of a cluster.
 type node struct {
-	Client
+	*Client
 	addr string
 }
 

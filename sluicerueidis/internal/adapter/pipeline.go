@@ -18,13 +18,15 @@ import (
 // goroutine and for the duration of fn.
 func (a *Client) ScriptPipelined(ctx context.Context, fn func(pipe redis.Scripter)) error {
 	p := &pipeline{a: a}
+	p.evals = evals{send: p.queue}
 	fn(p)
 	return p.exec(ctx)
 }
 
 // pipeline queues script calls for one DoMulti.
 type pipeline struct {
-	a *Client
+	evals // queued, by queue
+	a     *Client
 
 	mu     sync.Mutex
 	cmds   []*redis.Cmd
@@ -43,22 +45,6 @@ func (p *pipeline) queue(ctx context.Context, name, first string, keys []string,
 	p.queued = append(p.queued, c)
 	p.mu.Unlock()
 	return cmd
-}
-
-func (p *pipeline) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	return p.queue(ctx, "EVAL", script, keys, args)
-}
-
-func (p *pipeline) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	return p.queue(ctx, "EVALSHA", sha1, keys, args)
-}
-
-func (p *pipeline) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	return p.queue(ctx, "EVAL_RO", script, keys, args)
-}
-
-func (p *pipeline) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	return p.queue(ctx, "EVALSHA_RO", sha1, keys, args)
 }
 
 // ScriptExists and ScriptLoad are not queued: they run at once on the
