@@ -7,6 +7,7 @@ require (
 	github.com/redis/go-redis/v9 v9.18.0
 	github.com/redis/rueidis v1.0.79
 	github.com/sluice-go/sluice v0.0.0-00010101000000-000000000000
+	github.com/valkey-io/valkey-go v1.0.80
 )
 
 require (
