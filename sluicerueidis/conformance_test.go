@@ -10,7 +10,6 @@ import (
 	"github.com/sluice-go/sluice/limiter/local"
 	"github.com/sluice-go/sluice/limiter/redisabs"
 	"github.com/sluice-go/sluice/limiter/redissup"
-	"github.com/sluice-go/sluice/sluicerueidis"
 )
 
 // A provider is one of sluice's Redis providers, built on the adapter.
@@ -18,22 +17,22 @@ type provider struct {
 	name     string
 	pkg      string // its package, which its errors name
 	strategy conformance.Strategy
-	build    func(c *sluicerueidis.Client, opts ...limiter.Option) (limiter.Limiter, error)
+	build    func(c client, opts ...limiter.Option) (limiter.Limiter, error)
 }
 
 var providers = []provider{
-	{"redisabs", "redisabs", conformance.AbsoluteStrategy, func(c *sluicerueidis.Client, opts ...limiter.Option) (limiter.Limiter, error) {
+	{"redisabs", "redisabs", conformance.AbsoluteStrategy, func(c client, opts ...limiter.Option) (limiter.Limiter, error) {
 		return redisabs.New(c, opts...)
 	}},
-	{"redissup", "redissup", conformance.SuppressedStrategy, func(c *sluicerueidis.Client, opts ...limiter.Option) (limiter.Limiter, error) {
+	{"redissup", "redissup", conformance.SuppressedStrategy, func(c client, opts ...limiter.Option) (limiter.Limiter, error) {
 		return redissup.New(c, opts...)
 	}},
 	// Leases of one unit: every admission is a Redis decision, and the
 	// hybrid passes the strategy's whole suite, as on go-redis.
-	{"hybridabs", "hybrid", conformance.AbsoluteStrategy, func(c *sluicerueidis.Client, opts ...limiter.Option) (limiter.Limiter, error) {
+	{"hybridabs", "hybrid", conformance.AbsoluteStrategy, func(c client, opts ...limiter.Option) (limiter.Limiter, error) {
 		return hybrid.NewAbsolute(c, append([]limiter.Option{hybrid.WithMaxLease(1)}, opts...)...)
 	}},
-	{"hybridsup", "hybrid", conformance.SuppressedStrategy, func(c *sluicerueidis.Client, opts ...limiter.Option) (limiter.Limiter, error) {
+	{"hybridsup", "hybrid", conformance.SuppressedStrategy, func(c client, opts ...limiter.Option) (limiter.Limiter, error) {
 		return hybrid.NewSuppressed(c, append([]limiter.Option{hybrid.WithMaxLease(1)}, opts...)...)
 	}},
 }
@@ -42,50 +41,46 @@ var providers = []provider{
 // to t, with clk's reading sent to the scripts instead of Redis TIME and no
 // per-call timeout (these suites compare decisions; a call shed on a
 // loaded machine would differ), as the core's conformance tests do.
-func (p provider) factory(client func(testing.TB) *sluicerueidis.Client) conformance.Factory {
+func (p provider) factory(client func(testing.TB) client) conformance.Factory {
 	return func(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
 		t.Helper()
 		all := append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0),
 			limiter.WithClock(clk)}, opts...)
 		l, err := p.build(client(t), all...)
 		if err != nil {
-			t.Fatalf("%s on rueidis: %v", p.name, err)
+			t.Fatalf("%s on the adapter: %v", p.name, err)
 		}
 		closeAtEnd(t, l)
 		return l
 	}
 }
 
-var servers = []struct {
-	name   string
-	client func(testing.TB) *sluicerueidis.Client
-}{
-	{"Real", realAdapter},
-	{"Cluster", clusterAdapter},
-}
-
 // TestConformance: every provider passes its strategy's conformance suite
 // (step tables, errors, 64-goroutine concurrency, and for the absolute
 // strategy the window guarantee; for the suppressed one the admission
-// statistics and the hard ceiling) on rueidis, against a real server and
-// the three-master cluster.
+// statistics and the hard ceiling) on rueidis and on valkey-go, against
+// a real server and the three-master cluster.
 func TestConformance(t *testing.T) {
-	for _, p := range providers {
-		for _, s := range servers {
-			t.Run(p.name+"/"+s.name, func(t *testing.T) {
-				t.Parallel()
-				f := p.factory(s.client)
-				if p.strategy == conformance.AbsoluteStrategy {
-					conformance.RunAbsolute(t, f)
-					return
-				}
-				if p.name == "hybridsup" {
-					conformance.RunSuppressedTables(t, f)
-					return
-				}
-				conformance.RunSuppressed(t, f)
-			})
+	for _, d := range drivers {
+		for _, p := range providers {
+			for _, s := range servers {
+				t.Run(d.name+"/"+p.name+"/"+s.name, func(t *testing.T) {
+					t.Parallel()
+					testConformance(t, p, p.factory(s.client(d)))
+				})
+			}
 		}
+	}
+}
+
+func testConformance(t *testing.T, p provider, f conformance.Factory) {
+	switch {
+	case p.strategy == conformance.AbsoluteStrategy:
+		conformance.RunAbsolute(t, f)
+	case p.name == "hybridsup":
+		conformance.RunSuppressedTables(t, f)
+	default:
+		conformance.RunSuppressed(t, f)
 	}
 }
 
@@ -100,7 +95,7 @@ func TestTraceAgainstLocal(t *testing.T) {
 		for _, s := range servers {
 			t.Run(p.name+"/"+s.name, func(t *testing.T) {
 				t.Parallel()
-				st := conformance.RunTrace(t, p.strategy, traceSteps, 1, localFactory(p.strategy), p.factory(s.client))
+				st := conformance.RunTrace(t, p.strategy, traceSteps, 1, localFactory(p.strategy), p.factory(s.client(rueidisDriver)))
 				t.Logf("trace: %+v", st)
 				if st.Steps < traceSteps || st.Allowed == 0 || st.Peeks == 0 {
 					t.Errorf("trace did not reach every regime: %+v", st)
@@ -111,25 +106,28 @@ func TestTraceAgainstLocal(t *testing.T) {
 }
 
 // TestSets: sets of limits (IncSet, IsAllowedSet, GetSet, ResetSet) pass
-// the set suite on every provider, on a server and on the cluster.
+// the set suite on every provider, on each library, on a server and on
+// the cluster.
 func TestSets(t *testing.T) {
-	for _, p := range providers {
-		for _, s := range servers {
-			t.Run(p.name+"/"+s.name, func(t *testing.T) {
-				t.Parallel()
-				conformance.RunSets(t, p.strategy, p.factory(s.client))
-			})
+	for _, d := range drivers {
+		for _, p := range providers {
+			for _, s := range servers {
+				t.Run(d.name+"/"+p.name+"/"+s.name, func(t *testing.T) {
+					t.Parallel()
+					conformance.RunSets(t, p.strategy, p.factory(s.client(d)))
+				})
+			}
 		}
 	}
 }
 
 // TestSetTraceAgainstLocal: a random trace of sets decides as the local
-// provider's.
+// provider's, on rueidis.
 func TestSetTraceAgainstLocal(t *testing.T) {
 	for _, p := range providers[:2] {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			admitted, refused := conformance.RunSetTrace(t, p.strategy, 2000, 3, localFactory(p.strategy), p.factory(clusterAdapter))
+			admitted, refused := conformance.RunSetTrace(t, p.strategy, 2000, 3, localFactory(p.strategy), p.factory(servers[1].client(rueidisDriver)))
 			if admitted == 0 || refused == 0 {
 				t.Errorf("set trace admitted %d, refused %d: want both", admitted, refused)
 			}
