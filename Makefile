@@ -24,7 +24,8 @@ HEARTBEAT = ( while sleep 20; do echo "make $@: still running"; done ) & trap "k
 # benchmarks are run by hand. compat runs the fleet's seams
 # (internal/seams) on the newest go-redis, the root package on the one
 # go.mod requires; sluicerueidis runs the core's conformance and fault
-# suites on rueidis (a real server, the cluster, the fault matrix).
+# suites on rueidis and valkey-go (a real server, the cluster, the fault
+# matrix on rueidis).
 NESTED_TESTED = sluiceotel grpclimit compat sluicerueidis
 
 # The packages' tests run in parallel, all under the race detector: two
@@ -97,8 +98,9 @@ tidy-check:
 	for m in $(NESTED_TESTED); do (cd $$m && $(GO) mod tidy && git diff --exit-code go.mod go.sum) || exit 1; done
 
 # The core module depends on exactly go-redis, miniredis and x/time/rate,
-# and nothing in its module graph is OpenTelemetry, gRPC or rueidis (they
-# live in the nested sluiceotel, grpclimit and sluicerueidis modules).
+# and nothing in its module graph is OpenTelemetry, gRPC, rueidis or
+# valkey-go (they live in the nested sluiceotel, grpclimit and
+# sluicerueidis modules).
 CORE_DEPS = github.com/alicebob/miniredis/v2 github.com/redis/go-redis/v9 golang.org/x/time
 deps-check:
 	@direct=$$($(GO) list -m -f '{{if not (or .Main .Indirect)}}{{.Path}}{{end}}' all | sort | tr '\n' ' '); \

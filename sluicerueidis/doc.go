@@ -19,4 +19,8 @@
 // 8 in progress as one DoMulti; on rueidis it adds little, and costs
 // nothing below that. docs/rueidis.md says how to set the client up, and
 // docs/benchmarks.md compares the two clients.
+//
+// Package sluicevalkey, in this module, is the same adapter on a
+// valkey-go client (github.com/valkey-io/valkey-go, rueidis' fork); each
+// package compiles only its own library.
 package sluicerueidis
