@@ -199,6 +199,13 @@ func runReconcile(t *testing.T, newLimiter NewLimiter) {
 		t.Errorf("leaving event = %+v, want 1 key reconciled", last)
 	}
 	u, err := l.Get(ctx, "r")
+	if errors.Is(err, limiter.ErrUnavailable) {
+		// A client that keeps its connection from before the restart
+		// (rueidis) may answer the first call on it with its end
+		// (io.EOF); what this test checks is what reconciliation wrote.
+		t.Logf("Get(r) after recovery: %v; once more", err)
+		u, err = l.Get(ctx, "r")
+	}
 	if err != nil || u.Used != k {
 		t.Fatalf("Get(r) after recovery = %+v, %v; want Used %d", u, err, k)
 	}
