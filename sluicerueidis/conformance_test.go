@@ -44,6 +44,7 @@ var providers = []provider{
 func (p provider) factory(client func(testing.TB) client) conformance.Factory {
 	return func(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
 		t.Helper()
+		// No per-call timeout: a decision suite, see above.
 		all := append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0),
 			limiter.WithClock(clk)}, opts...)
 		l, err := p.build(client(t), all...)

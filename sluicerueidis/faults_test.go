@@ -94,7 +94,7 @@ func TestOutage(t *testing.T) {
 			t.Run(d.name+"/"+p.name, func(t *testing.T) {
 				conformance.RunOutage(t, p.pkg, func(t *testing.T, c *redis.Client) limiter.Limiter {
 					a, _ := d.adapt(t, c)
-					l, err := p.build(a, limiter.WithFailurePolicy(limiter.FailError), limiter.WithTimeout(0))
+					l, err := p.build(a, limiter.WithFailurePolicy(limiter.FailError))
 					if err != nil {
 						t.Fatal(err)
 					}
