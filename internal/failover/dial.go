@@ -125,8 +125,9 @@ const maxGone = 4
 // failed replaces c, the client of a probe that failed with err, when err
 // is a connection's (a dial refused, a connection reset), not a reply: the
 // next probe dials afresh. A replaced client stays open a few
-// replacements more (a probe left running in the background may still
-// use it: a closed client's error would read as an answer).
+// replacements more: probes may overlap (a Ping beside the breaker's
+// probe), and one still on a closed client would read its error as an
+// answer.
 func (p *prober) failed(c *redis.Client, err error) {
 	var re redis.Error
 	if !wireEvidence(err) || errors.As(err, &re) {

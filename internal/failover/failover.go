@@ -355,9 +355,7 @@ func (g *Guard) causeErr() error {
 
 // Err is the error of a call made while the breaker is open that has no
 // Decision to mark (Get, Reset, and every call under FailError).
-func (g *Guard) Err(op string) error {
-	return fmt.Errorf("%s: %s: %w: %w", g.pkg, op, limiter.ErrUnavailable, g.causeErr())
-}
+func (g *Guard) Err(op string) error { return g.unavailable(op, g.causeErr()) }
 
 // FailedErr handles the error of a Get or Reset made with the caller's
 // ctx: the error is returned under every policy; it opens the breaker when
@@ -375,13 +373,18 @@ func (g *Guard) FailedErr(ctx context.Context, op string, err error) error {
 		return g.Err(op)
 	}
 	if Unavailable(err) {
-		return &unavailableErr{prefix: g.pkg + ": " + op + ": ", err: err}
+		return g.unavailable(op, err)
 	}
 	return err
 }
 
-// unavailableErr is the error of a Get or Reset that Redis could not
-// take: "<pkg>: <op>: sluice: redis unavailable: <the wire's error>",
+// unavailable is the error of an op that Redis could not take because of
+// err: ErrUnavailable wrapping err, with the package and op prefix once.
+func (g *Guard) unavailable(op string, err error) error {
+	return &unavailableErr{prefix: g.pkg + ": " + op + ": ", err: err}
+}
+
+// unavailableErr is the error of a call that Redis could not take: "<pkg>: <op>: sluice: redis unavailable: <the wire's error>",
 // wrapping limiter.ErrUnavailable and the wire's error (whose own
 // "<pkg>: <op>: " prefix, if any, is not repeated).
 type unavailableErr struct {
