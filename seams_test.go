@@ -15,3 +15,4 @@ func TestFreezeWithHotKeys(t *testing.T) { seams.RunFreezeWithHotKeys(t) }
 func TestProbeClientQuiet(t *testing.T)  { seams.RunProbeClientQuiet(t) }
 func TestEvictionWarning(t *testing.T)   { seams.RunEvictionWarning(t) }
 func TestLeaseStaleness(t *testing.T)    { seams.RunLeaseStaleness(t) }
+func TestSlowKey(t *testing.T)           { seams.RunSlowKey(t) }

@@ -56,6 +56,10 @@ local function usage(h, w, b)
     -- 1 at most: docs/algorithms.md, Bounded work). The newest bucket (in
     -- "m") is live. A closed bucket's value is count * 2^32 + link, or
     -- -count (see abs_inc.lua; a plain count has no link).
+    -- more fields than any record holds (another client's): an error
+    -- naming the hash, not a read that holds Redis for every key
+    local nf = redis.call('HLEN', h)
+    if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
     local all = redis.call('HGETALL', h)
     used = ncs + 0
     for i = 1, #all, 2 do

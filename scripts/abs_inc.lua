@@ -328,6 +328,10 @@ end
 local scan, starts, counts, k
 if live and (not fresh or not rdone) then
   scan = function()
+    -- more fields than any record holds (another client's): an error
+    -- naming the hash, not a read that holds Redis for every key
+    local nf = redis.call('HLEN', h)
+    if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
     local all = redis.call('HGETALL', h)
     starts, counts, k = {}, {}, 0
     used, dead, oldest = ncount, {}, newest

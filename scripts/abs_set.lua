@@ -66,6 +66,10 @@ if redis.replicate_commands then redis.replicate_commands() end
 -- single allocation.
 local function scan(h, now, sp, newest, ncount)
   local P = 4294967296
+  -- more fields than any record holds (another client's): an error
+  -- naming the hash, not a read that holds Redis for every key
+  local nf = redis.call('HLEN', h)
+  if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
   local all = redis.call('HGETALL', h)
   local starts, counts, k = {}, {}, 0
   local used, gone, oldest = ncount, {}, newest

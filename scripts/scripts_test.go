@@ -9,7 +9,7 @@ import (
 )
 
 // TestScriptRules checks the rules every script must keep (docs/data-model.md and
-// the package doc): a header comment that lists KEYS, ARGV and the reply;
+// the package doc): bounded work on any hash (HLEN before HGETALL); a header comment that lists KEYS, ARGV and the reply;
 // every key it touches is KEYS[1], bound to h, and no key is built inside
 // the script; no math.random, so a result depends on the arguments alone.
 func TestScriptRules(t *testing.T) {
@@ -80,6 +80,21 @@ func TestScriptRules(t *testing.T) {
 		for _, bad := range bads {
 			if strings.Contains(src, bad) {
 				t.Errorf("%s: uses %s", f, bad)
+			}
+		}
+		// Bounded work on any hash: a hash is read whole (HGETALL) only
+		// after HLEN says it holds at most 4,096 fields (internal/redisx
+		// MaxFields; the cleaner: SCANMAX, beyond which it scans in
+		// pages), so a hash another client padded fails its own call at
+		// once instead of holding Redis for every key.
+		lines := strings.Split(src, "\n")
+		for i, line := range lines {
+			if !strings.Contains(line, "'HGETALL'") {
+				continue
+			}
+			guard := strings.Join(lines[max(0, i-12):i], "\n")
+			if !strings.Contains(guard, "nf > 4096 then error(") && !(f == "clean.lua" && strings.Contains(src, "if hlen > SCANMAX then return")) {
+				t.Errorf("%s:%d: HGETALL without an HLEN bound before it", f, i+1)
 			}
 		}
 		calls := call.FindAllStringSubmatch(src, -1)

@@ -82,6 +82,10 @@ end
 -- oldest first, the newest (in meta fields) last, as sup_inc.lua's scan
 -- does; it returns the sums of their offered and declined units.
 local function scan()
+  -- more fields than any record holds (another client's): an error
+  -- naming the hash, not a read that holds Redis for every key
+  local nf = redis.call('HLEN', h)
+  if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
   local all = redis.call('HGETALL', h)
   local su, sd = ncount, ndec
   local sorted, prev, lost = true, -1 / 0, nil

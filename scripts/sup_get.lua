@@ -52,6 +52,10 @@ if now - os >= sp then
   -- sup_inc.lua; a plain count is an earlier layout's); "d<start>" holds
   -- its declined units and lives and dies with it.
   used, declined = ncs + 0, nds + 0
+  -- more fields than any record holds (another client's): an error
+  -- naming the hash, not a read that holds Redis for every key
+  local nf = redis.call('HLEN', h)
+  if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
   local all = redis.call('HGETALL', h)
   for i = 1, #all, 2 do
     local f = all[i]

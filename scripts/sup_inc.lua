@@ -440,6 +440,10 @@ if not decided or not rdone then
   -- converted to a hash table needs the sort and the lookups by start.
   -- Numbers are parsed once and no table is made per bucket.
   scan = function()
+    -- more fields than any record holds (another client's): an error
+    -- naming the hash, not a read that holds Redis for every key
+    local nf = redis.call('HLEN', h)
+    if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
     local all = redis.call('HGETALL', h)
     local dead, su, sd = {}, ncount, ndec
     local sorted, prev, lost = true, -1 / 0, nil
@@ -825,6 +829,10 @@ if hyb then
       recent = used
     elseif now - newest < r and accepted >= soft then
       recent = ncount
+      -- more fields than any record holds (another client's): an error
+      -- naming the hash, not a read that holds Redis for every key
+      local nf = redis.call('HLEN', h)
+      if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
       local all = redis.call('HGETALL', h)
       for i = 1, #all, 2 do
         local c = string.byte(all[i], 1)

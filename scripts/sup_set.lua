@@ -83,6 +83,10 @@ local function scan(L)
   local NOW, H, SP, NEWEST, NCOUNT, NDEC, K, BS, BO, BD = 1, 3, 6, 20, 21, 22, 26, 27, 28, 29
   local P, now = 4294967296, L[NOW]
   local h = L[H] -- KEYS[i]
+  -- more fields than any record holds (another client's): an error
+  -- naming the hash, not a read that holds Redis for every key
+  local nf = redis.call('HLEN', h)
+  if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
   local all = redis.call('HGETALL', h)
   local sp = L[SP]
   local dead, su, sd = {}, L[NCOUNT], L[NDEC]

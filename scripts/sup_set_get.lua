@@ -51,6 +51,10 @@ local function usage(h, w, b)
     -- hash (at most 2 (W/B + 1) bucket fields: docs/algorithms.md, Bounded
     -- work).
     used, declined = ncs + 0, nds + 0
+    -- more fields than any record holds (another client's): an error
+    -- naming the hash, not a read that holds Redis for every key
+    local nf = redis.call('HLEN', h)
+    if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
     local all = redis.call('HGETALL', h)
     for i = 1, #all, 2 do
       local f = all[i]

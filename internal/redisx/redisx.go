@@ -128,6 +128,12 @@ func BucketValue(v int64) (count, link int64) {
 	return v, 0
 }
 
+// MaxFields is the most fields a script reads from one hash in one call
+// (every script checks HLEN before an HGETALL): a record of this layout
+// holds at most 2 (W/B + 2) bucket fields and a few meta fields, W/B at
+// most 500 (limiter.WithBucket).
+const MaxFields = 4096
+
 // StateErr reads the error replies a script gives for a hash's record "v"
 // (docs/data-model.md, The record): "SLUICEWINDOW <stored> <call's>", a
 // live hash recorded with another window or bucket, is
@@ -135,7 +141,12 @@ func BucketValue(v int64) (count, link int64) {
 // layout these scripts do not read, limiter.ErrLayout, and "SLUICESTATE
 // <hash> <field> <value>", a live hash holding a count no write of this
 // layout makes (2^53 or more, set by another client), limiter.ErrLayout
-// naming the hash and the field. Any other error is returned as it is.
+// naming the hash and the field. "SLUICEFIELDS <hash> <n>", raised before
+// a script would read a hash whole that holds more than MaxFields fields
+// (another client's: no record of this layout holds a quarter of that),
+// is limiter.ErrLayout naming the hash: a padded hash fails its own calls
+// at once instead of holding Redis for every key. Any other error is
+// returned as it is.
 func StateErr(err error) error {
 	var re redis.Error
 	if err == nil || !errors.As(err, &re) {
@@ -152,6 +163,13 @@ func StateErr(err error) error {
 		return fmt.Errorf("%w: %s", limiter.ErrWindowConflict, msg)
 	case strings.HasPrefix(msg, "SLUICELAYOUT "):
 		return fmt.Errorf("%w: record %q", limiter.ErrLayout, strings.TrimPrefix(msg, "SLUICELAYOUT "))
+	case strings.Contains(msg, "SLUICEFIELDS "):
+		// raised with error() inside a function: Redis appends where
+		if f := strings.Fields(msg[strings.Index(msg, "SLUICEFIELDS "):]); len(f) >= 3 {
+			return fmt.Errorf("%w: hash %q holds %s fields, more than any record of this layout (the scripts read at most %d): written by another client; Reset the key",
+				limiter.ErrLayout, f[1], f[2], MaxFields)
+		}
+		return fmt.Errorf("%w: %s", limiter.ErrLayout, msg)
 	case strings.HasPrefix(msg, "SLUICESTATE "):
 		if f := strings.SplitN(msg, " ", 4); len(f) == 4 {
 			return fmt.Errorf("%w: hash %q: field %q = %q holds a count out of range (2^53 or more), written by another client; Reset the key",
