@@ -3,12 +3,13 @@ package failover
 import (
 	"context"
 	"fmt"
-	"github.com/sluice-go/sluice/key"
-	"github.com/sluice-go/sluice/limiter"
 	"net"
 	"os"
 	"syscall"
 	"testing"
+
+	"github.com/sluice-go/sluice/key"
+	"github.com/sluice-go/sluice/limiter"
 )
 
 // reply is a Redis error reply, as go-redis returns one.

@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"fmt"
+
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
