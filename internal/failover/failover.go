@@ -10,14 +10,15 @@
 // The module depends on go-redis, miniredis and golang.org/x/time/rate only,
 // and a breaker library (sony/gobreaker and the like) would be a fourth
 // dependency for the breaker proper (breaker.go, which reads alone). More
-// importantly their half-open state lets a few user requests through to
-// find out whether the backend is back: here every such request would pay
-// a full timeout while Redis is still dead, and the answer would arrive on a caller's goroutine. The breaker
-// below never lets a user request probe: while it is open, calls go
-// straight to the policy (an atomic load, then an in-process decision), and
-// one background goroutine, started when the breaker opens and gone when it
-// closes, asks Redis every probe interval, one probe at a time, each bounded
-// by the timeout. Close stops it and waits for it.
+// importantly their half-open state lets a few user requests through to find
+// out whether the backend is back: here every such request would pay a full
+// timeout while Redis is still dead, and the answer would arrive on a
+// caller's goroutine. The breaker below never lets a user request probe:
+// while it is open, calls go straight to the policy (an atomic load, then an
+// in-process decision), and one background goroutine, started when the
+// breaker opens and gone when it closes, asks Redis every probe interval,
+// one probe at a time, each bounded by the timeout. Close stops it and waits
+// for it.
 //
 // # States
 //
