@@ -16,3 +16,4 @@ func TestProbeClientQuiet(t *testing.T)  { seams.RunProbeClientQuiet(t) }
 func TestEvictionWarning(t *testing.T)   { seams.RunEvictionWarning(t) }
 func TestLeaseStaleness(t *testing.T)    { seams.RunLeaseStaleness(t) }
 func TestSlowKey(t *testing.T)           { seams.RunSlowKey(t) }
+func TestClusterByNode(t *testing.T)     { seams.RunClusterByNode(t) }

@@ -11,6 +11,7 @@ package failover
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/sluice-go/sluice/limiter"
@@ -26,6 +27,10 @@ func nop() {}
 func (g *Guard) trip(err error) {
 	if !g.open.CompareAndSwap(false, true) {
 		return
+	}
+	if g.node != "" {
+		err = fmt.Errorf("master %s: %w", g.node, err)
+		g.parent.loadSlots()
 	}
 	// The cause before the channel: a call that leaves when it closes
 	// returns the cause (bounded).

@@ -39,7 +39,10 @@ func (w *dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 		c, err := next(ctx, network, addr)
 		if err != nil {
 			if g := w.g.Load(); g != nil && wireEvidence(err) {
-				g.trip(fmt.Errorf("%s: dial %s: %w", g.pkg, addr, err))
+				err := fmt.Errorf("%s: dial %s: %w", g.pkg, addr, err)
+				if !g.tripNode(addr, err) {
+					g.trip(err)
+				}
 			}
 		}
 		return c, err

@@ -252,7 +252,11 @@ func (g *Guard) probeBy(ctx context.Context) error {
 // (which a failure on the wire replaces: dial.go), else on the client.
 func (g *Guard) probeOnce(ctx context.Context) error {
 	if g.own == nil {
-		return g.probe(ctx, g.client)
+		err := g.probe(ctx, g.client)
+		if err != nil && Unavailable(err) {
+			g.followTopology()
+		}
+		return err
 	}
 	c := g.own.client()
 	err := g.probe(ctx, c)

@@ -161,8 +161,14 @@ type Guard struct {
 	probe    func(ctx context.Context, client redis.Scripter) error
 	// own is the probe's own client for a *redis.Client (dial.go); nil:
 	// the probe runs on the client.
-	own     *prober
-	watch   *dialWatch // the dial hook on the client (dial.go)
+	own   *prober
+	watch *dialWatch // the dial hook on the client (dial.go)
+	// nodes routes calls to the guards of a cluster's masters (ByNode,
+	// nodes.go); nil: this guard decides every call. A node guard has
+	// node, its master's address, and parent, the router.
+	nodes   *nodes
+	node    string
+	parent  *Guard
 	recon   Reconciler
 	minRate limiter.Rate // one unit per window: the floor of a scaled fallback
 
@@ -226,6 +232,14 @@ type Guard struct {
 // exists only while the breaker is open.
 func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, opts []limiter.Option,
 	probe func(ctx context.Context, client redis.Scripter) error, recon Reconciler) {
+	g.initCore(pkg, strategy, client, cfg, opts, probe, recon)
+	g.own = newProber(client)
+	g.watchDials(client)
+}
+
+// initCore is Init but for the probe's own client and the dial hook.
+func (g *Guard) initCore(pkg, strategy string, client Client, cfg *config.Config, opts []limiter.Option,
+	probe func(ctx context.Context, client redis.Scripter) error, recon Reconciler) {
 	g.cfg, g.opts, g.pkg, g.strategy, g.client = cfg, opts, pkg, strategy, client
 	// The fallback's decisions are reported by the guard, as the
 	// provider's, not by the fallback as a local limiter's; it drops the
@@ -247,8 +261,6 @@ func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, op
 	g.released = make(chan struct{}, 1)
 	g.work = make(chan func())
 	g.replied.Store(true)
-	g.own = newProber(client)
-	g.watchDials(client)
 }
 
 // contextTimeouts reports whether a client honours context deadlines on
@@ -294,7 +306,12 @@ func (g *Guard) Close(ctx context.Context) error {
 			err = ferr
 		}
 	}
-	g.watch.g.Store(nil)
+	if nerr := g.closeNodes(ctx); err == nil {
+		err = nerr
+	}
+	if g.watch != nil {
+		g.watch.g.Store(nil)
+	}
 	if g.own != nil {
 		g.own.close()
 	}

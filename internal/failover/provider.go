@@ -36,6 +36,11 @@ var ErrRemembered = errors.New("answered from memory")
 // judged (judge): the policy answers when the breaker is open, a call
 // that ran out of time is shed.
 func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
+	if g.nodes != nil {
+		if ng := g.route(k); ng != g {
+			return ng.Decide(ctx, be, op, k, rate, n, peek)
+		}
+	}
 	if g.cfg.Observer != nil {
 		if _, ok := be.(*timed); !ok {
 			return g.decideObserved(ctx, be, op, k, rate, n, peek)
@@ -105,6 +110,11 @@ func call[T any](g *Guard, ctx context.Context, f func(context.Context) (T, erro
 // policy an unavailable Redis is an error, Redis's own or ErrUnavailable
 // while the breaker is open.
 func (g *Guard) Get(ctx context.Context, be Backend, b *redisx.Base, k string) (limiter.Usage, error) {
+	if g.nodes != nil {
+		if ng := g.route(k); ng != g {
+			return ng.Get(ctx, be, b, k)
+		}
+	}
 	if g.Open() {
 		if _, err := b.Check("get", k); err != nil {
 			return limiter.Usage{}, err
@@ -121,6 +131,11 @@ func (g *Guard) Get(ctx context.Context, be Backend, b *redisx.Base, k string) (
 // Reset UNLINKs the key's hash and drops what the local fallback holds for
 // it. Redis failures are errors, as for Get.
 func (g *Guard) Reset(ctx context.Context, b *redisx.Base, k string) error {
+	if g.nodes != nil {
+		if ng := g.route(k); ng != g {
+			return ng.Reset(ctx, b, k)
+		}
+	}
 	if g.Open() {
 		if _, err := b.Check("reset", k); err != nil {
 			return err

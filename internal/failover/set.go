@@ -29,6 +29,11 @@ type SetBackend interface {
 // written back to every limit of the set when Redis answers again, as for
 // Inc (docs/operations.md, When Redis fails).
 func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	if g.nodes != nil {
+		if ng := g.route(k); ng != g {
+			return ng.DecideSet(ctx, be, op, k, set, n)
+		}
+	}
 	if g.cfg.Observer != nil {
 		if _, ok := be.(*timedSet); !ok {
 			return g.decideSetObserved(ctx, be, op, k, set, n)
@@ -208,6 +213,11 @@ func (g *Guard) scaledSet(set *limiter.Set) *limiter.Set {
 // GetSet runs a GetSet: like Get, an unavailable Redis is an error under
 // every policy.
 func (g *Guard) GetSet(ctx context.Context, be SetBackend, k string, set *limiter.Set) ([]limiter.Usage, error) {
+	if g.nodes != nil {
+		if ng := g.route(k); ng != g {
+			return ng.GetSet(ctx, be, k, set)
+		}
+	}
 	if g.Open() {
 		if err := be.ValidateSet("get set", k, set, 0); err != nil {
 			return nil, err
@@ -224,6 +234,11 @@ func (g *Guard) GetSet(ctx context.Context, be SetBackend, k string, set *limite
 // ResetSet UNLINKs the set's hashes of k and drops what the fallback
 // holds for them. Redis failures are errors, as for Reset.
 func (g *Guard) ResetSet(ctx context.Context, be SetBackend, k string, set *limiter.Set) error {
+	if g.nodes != nil {
+		if ng := g.route(k); ng != g {
+			return ng.ResetSet(ctx, be, k, set)
+		}
+	}
 	if g.Open() {
 		if err := be.ValidateSet("reset set", k, set, 0); err != nil {
 			return err

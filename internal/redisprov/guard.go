@@ -49,7 +49,20 @@ func (s Strategy) Call(b *redisx.Base, op, k string, rate limiter.Rate, n int64,
 // keeps the breaker open. The guard runs it on its own connection when it
 // can (failover.Guard.Init).
 func Probe(cfg *config.Config) func(ctx context.Context, client redis.Scripter) error {
-	h := redisx.ProbeKey(cfg.Prefix, key.Absolute)
+	return probeOf(cfg, redisx.ProbeKey(cfg.Prefix, key.Absolute))
+}
+
+// NodeProbe returns the probe of a cluster master's guard
+// (failover.Guard.ByNode): Probe's call on the probe key of hash tag tag,
+// one of that master's slots.
+func NodeProbe(cfg *config.Config) func(tag string) func(ctx context.Context, client redis.Scripter) error {
+	return func(tag string) func(ctx context.Context, client redis.Scripter) error {
+		return probeOf(cfg, redisx.NodeProbeKey(cfg.Prefix, tag, key.Absolute))
+	}
+}
+
+// probeOf is the probe that writes hash h.
+func probeOf(cfg *config.Config, h string) func(ctx context.Context, client redis.Scripter) error {
 	w, b, ttl := cfg.WindowMs, cfg.BucketMs, redisx.TTLMs(cfg)
 	return func(ctx context.Context, client redis.Scripter) error {
 		return scripts.AbsInc.Run(ctx, client, []string{h},

@@ -59,6 +59,7 @@ func (p *Provider) Init(s Strategy, client redisx.Client, opts []limiter.Option)
 	p.sup = s.sup
 	cfg := &p.b.Cfg
 	s.InitGuard(&p.g, s.pkg, client, &p.b, opts)
+	p.g.ByNode(NodeProbe(cfg))
 	p.b.SetGate(p.g.Opened)
 	if !cfg.NoRelief {
 		p.relief = new(relief.Memory)

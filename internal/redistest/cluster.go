@@ -20,9 +20,11 @@ const (
 	clusterTimeout = 30 * time.Second
 )
 
-// cluster is a running Redis Cluster of masters only.
+// cluster is a running Redis Cluster: three masters, and with replicas
+// one replica of each.
 type cluster struct {
-	nodes []*Server
+	nodes    []*Server
+	replicas bool
 }
 
 func (c *cluster) addrs() []string {
@@ -100,16 +102,33 @@ func ClusterMasters(t testing.TB) []string {
 	return getCluster(t, "ClusterMasters").addrs()
 }
 
-func startCluster() (*cluster, error) {
+func startCluster() (*cluster, error) { return newCluster(false, true, "5000") }
+
+// newCluster starts a cluster of three masters, with one replica each
+// when replicas, whose nodes mark a silent peer failed after nodeTimeout
+// ms.
+func newCluster(replicas, shared bool, nodeTimeout string) (*cluster, error) {
 	start := time.Now()
-	c := &cluster{nodes: make([]*Server, clusterMasters)}
-	errs := make([]error, clusterMasters)
+	n := clusterMasters
+	if replicas {
+		n *= 2
+	}
+	c := &cluster{nodes: make([]*Server, n), replicas: replicas}
+	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range c.nodes {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			c.nodes[i], errs[i] = newServer(true, true, []string{"--cluster-node-timeout", "5000"})
+			args := []string{"--cluster-node-timeout", nodeTimeout}
+			if replicas {
+				// a replica's first sync at once, not after 5 s; and the
+				// healthy masters serve their slots while a dead master's
+				// are uncovered (with the default, yes, every node replies
+				// CLUSTERDOWN from the failure's mark to the promotion)
+				args = append(args, "--repl-diskless-sync-delay", "0", "--cluster-require-full-coverage", "no")
+			}
+			c.nodes[i], errs[i] = newServer(shared, true, args)
 		}(i)
 	}
 	wg.Wait()
@@ -132,7 +151,11 @@ func (c *cluster) create(deadline time.Time) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	args := append([]string{"--cluster", "create"}, c.addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	replicas := "0"
+	if c.replicas {
+		replicas = "1"
+	}
+	args = append(args, "--cluster-replicas", replicas, "--cluster-yes")
 	cmd := exec.CommandContext(ctx, "redis-cli", args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("redis-cli %s: %v\n%s%s", strings.Join(args, " "), err, out, c.logs())
@@ -144,11 +167,28 @@ func (c *cluster) create(deadline time.Time) error {
 		for {
 			info, err := rawCommand(n.Addr, "CLUSTER", "INFO")
 			last = fmt.Sprintf("%q (%v)", info, err)
-			if err == nil && clusterReady(info) {
+			if err == nil && clusterReady(info, len(c.nodes)) {
 				break
 			}
 			if time.Now().After(deadline) {
 				return fmt.Errorf("cluster node %s not ready by the deadline; last CLUSTER INFO: %s%s", n.Addr, last, c.logs())
+			}
+			time.Sleep(pollInterval)
+		}
+	}
+
+	// Every replica must hold its master's data: one that never synced
+	// cannot take a dead master's place.
+	for _, n := range c.nodes {
+		for c.replicas {
+			info, err := rawCommand(n.Addr, "INFO", "replication")
+			role, _ := infoField(info, "role")
+			link, _ := infoField(info, "master_link_status")
+			if err == nil && (role == "master" || link == "up") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("replica %s not in sync by the deadline: %q (%v)%s", n.Addr, info, err, c.logs())
 			}
 			time.Sleep(pollInterval)
 		}
@@ -170,12 +210,12 @@ func (c *cluster) create(deadline time.Time) error {
 	}
 }
 
-func clusterReady(info string) bool {
+func clusterReady(info string, nodes int) bool {
 	want := map[string]string{
 		"cluster_state":          "ok",
 		"cluster_slots_assigned": fmt.Sprint(clusterSlots),
 		"cluster_slots_ok":       fmt.Sprint(clusterSlots),
-		"cluster_known_nodes":    fmt.Sprint(clusterMasters),
+		"cluster_known_nodes":    fmt.Sprint(nodes),
 		"cluster_size":           fmt.Sprint(clusterMasters),
 	}
 	for k, v := range want {
@@ -232,3 +272,69 @@ func (c *cluster) logs() string {
 	}
 	return b.String()
 }
+
+// ReplicatedCluster is a Redis Cluster of three masters with one replica
+// each, private to one test (so that it may kill a master), whose nodes
+// mark a silent peer failed after one second (a replica takes a dead
+// master's place one to three seconds after the kill) and do not require
+// full coverage (cluster-require-full-coverage no: the other masters
+// serve on while a dead master's slots wait for their replica).
+type ReplicatedCluster struct {
+	c *cluster
+}
+
+// StartReplicatedCluster starts a ReplicatedCluster, stopped at
+// t.Cleanup. It skips t, or fails it when Required, if redis-server or
+// redis-cli is not on PATH.
+func StartReplicatedCluster(t testing.TB) *ReplicatedCluster {
+	t.Helper()
+	shared(t, "StartReplicatedCluster", "redis-server", "redis-cli")
+	c, err := newCluster(true, false, "1000")
+	if err != nil {
+		t.Fatalf("redistest.StartReplicatedCluster: %v", err)
+	}
+	t.Cleanup(c.destroy)
+	return &ReplicatedCluster{c: c}
+}
+
+// Options returns client options for the cluster with go-redis' defaults
+// but for the harness's timeouts.
+func (r *ReplicatedCluster) Options() *redis.ClusterOptions {
+	return clusterOptions(r.c.addrs())
+}
+
+// MasterOf returns the address of the master that serves slot now, as
+// the nodes still running report it (CLUSTER SLOTS); "" when none does.
+func (r *ReplicatedCluster) MasterOf(slot int) string {
+	for _, n := range r.c.nodes {
+		if !n.Running() {
+			continue
+		}
+		c := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DialTimeout: dialTimeout, ReadTimeout: ioTimeout})
+		slots, err := c.ClusterSlots(context.Background()).Result()
+		c.Close()
+		if err != nil {
+			continue
+		}
+		for _, s := range slots {
+			if s.Start <= slot && slot <= s.End && len(s.Nodes) > 0 {
+				return s.Nodes[0].Addr
+			}
+		}
+		return ""
+	}
+	return ""
+}
+
+// Kill kills the node at addr with SIGKILL.
+func (r *ReplicatedCluster) Kill(addr string) {
+	for _, n := range r.c.nodes {
+		if n.Addr == addr {
+			n.Kill()
+			return
+		}
+	}
+}
+
+// Logs returns the tail of every node's log.
+func (r *ReplicatedCluster) Logs() string { return r.c.logs() }

@@ -47,11 +47,31 @@ func ProbeKey(prefix, strategy string) string {
 // probeKeyPart is the part of ProbeKey between the braces.
 const probeKeyPart = "%probe"
 
+// NodeProbeKey is the probe key of one master of a cluster (a guard by
+// node): tag, "%probe-<n>", in place of ProbeKey's "%probe".
+func NodeProbeKey(prefix, tag, strategy string) string {
+	return prefix + ":{" + tag + "}:" + strategy + ":" + key.Hash
+}
+
 // ParseProbe reports whether redisKey is ProbeKey(prefix, strategy) for
 // some strategy of package key, and returns that strategy.
 func ParseProbe(redisKey, prefix string) (strategy string, ok bool) {
-	rest, ok := strings.CutPrefix(redisKey, prefix+":{"+probeKeyPart+"}:")
+	rest, ok := strings.CutPrefix(redisKey, prefix+":{"+probeKeyPart)
 	if !ok {
+		return "", false
+	}
+	// "%probe}:", or a node's "%probe-<n>}:"
+	if d, found := strings.CutPrefix(rest, "-"); found {
+		i := 0
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+		if i == 0 {
+			return "", false
+		}
+		rest = d[i:]
+	}
+	if rest, ok = strings.CutPrefix(rest, "}:"); !ok {
 		return "", false
 	}
 	strategy, suffix, ok := strings.Cut(rest, ":")
