@@ -343,7 +343,7 @@ func BenchmarkLocalDraw(b *testing.B) {
 // one call holds: heap bytes and heap objects per key, and the time a full
 // GC cycle spends per key (a forced GC with 100,000 keys live, less one
 // without them, over 100,000). Objects are what the collector traces one
-// by one; the pointers inside them are in docs/benchmarks-history.md.
+// by one; docs/benchmarks.md (Memory per key) lists the pointers inside them.
 func BenchmarkLocalKeyMemory(b *testing.B) {
 	const n = 100_000
 	ks := make([]string, n)

@@ -39,8 +39,8 @@ func BenchmarkHybrid(b *testing.B) {
 		b.Run("load="+w.name, func(b *testing.B) {
 			names := []string{"redisabs", "redis_rate", "hybrid"}
 			if w.name == "10k" {
-				// the same with leases that live up to 6 s (docs/benchmarks-history.md,
-				// Hybrid provider, explains why it matters here)
+				// the same with leases that live up to 6 s (B = W/10), for
+				// keys called further apart than a default lease lives
 				names = append(names, "hybrid-bucket=W/10")
 			}
 			for _, name := range names {

@@ -44,8 +44,8 @@ func prepareLuaCost(c *redis.Client, s *redis.Script) (workload, incFunc, error)
 
 // BenchmarkLuaCost splits the server's time per EVALSHA into a fixed part
 // and a part per redis.call, with scripts that do nothing but k HINCRBYs on
-// a small hash (no limiter involved): the yardstick of the reading in
-// docs/benchmarks-history.md. TestCompare runs the same measures in its rounds.
+// a small hash (no limiter involved): a yardstick for reading the server
+// time of the limiters' scripts. TestCompare runs the same measures in its rounds.
 //
 //	go test -run '^$' -bench LuaCost -count 5
 func BenchmarkLuaCost(b *testing.B) {

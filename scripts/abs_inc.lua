@@ -115,8 +115,8 @@
 -- arguments, 2. the release of a lease, 3. decode (the meta field and the
 -- record), 4. expire, 5. decide, 6. write, 7. reply. Each begins with a
 -- line "-- == N. ...". They are sections of one chunk, not functions: the
--- common path makes no closure (about 1,300 instructions each,
--- docs/benchmarks-history.md).
+-- common path makes no closure (a closure costs about 1,300
+-- instructions).
 -- == 1. Arguments =======================================================
 if redis.replicate_commands then redis.replicate_commands() end
 -- Globals as locals: a global's every use is a lookup in the globals

@@ -4,7 +4,7 @@
 # connections, and INFO commandstats gives usec_per_call. It puts sluice's
 # abs_inc.lua beside redis_rate's script and beside scripts that make only
 # the commands a design must make (see the .lua files here), to show where
-# the floor is. docs/benchmarks-history.md (The server-time floor) reports its output.
+# the floor is. It prints usec_per_call per script and round.
 #
 #   cd bench && bash floor/run.sh [rounds] [calls]
 #

@@ -4,7 +4,7 @@
 // bench module with -o naming the repository's docs/img (the command is
 // in docs/benchmarks.md, Regenerating the plots):
 //
-//	go run ./plots -o DIR testdata/compare-5rounds-06b46ab.txt testdata/batching-mix-5.txt testdata/latency-3rounds.txt
+//	go run ./plots -o DIR testdata/compare-5rounds-quiet.txt testdata/batching-mix-5.txt testdata/latency-3rounds.txt
 //
 // From BenchmarkInc (TestCompare: redisabs, redissup and redis_rate, one
 // call per decision) it draws, per workload, decisions per second by

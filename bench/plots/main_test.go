@@ -14,7 +14,7 @@ import (
 // The committed output the plots of docs/benchmarks.md are drawn from, and
 // where they are committed.
 var (
-	inputs = []string{"../testdata/compare-5rounds-06b46ab.txt", "../testdata/batching-mix-5.txt", "../testdata/latency-3rounds.txt"}
+	inputs = []string{"../testdata/compare-5rounds-quiet.txt", "../testdata/batching-mix-5.txt", "../testdata/latency-3rounds.txt"}
 	imgDir = "../../docs/img"
 )
 

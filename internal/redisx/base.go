@@ -170,7 +170,7 @@ func refusal(v, c int64, outcomes []int64) (window.Result, error) {
 // never}, checked for an outcome the strategy can return and flags that
 // are 0 or 1. The short forms save the server the reply table (about
 // 8,000 of a call's 60,000 to 100,000 instructions) and the client its
-// parsing on the most common answers (docs/benchmarks-history.md).
+// parsing on the most common answers.
 func Decision(v any, c int64, outcomes ...int64) (window.Result, error) {
 	if r, ok := v.(int64); ok {
 		if c <= 0 || r < -1<<53 {

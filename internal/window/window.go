@@ -250,7 +250,7 @@ func (p Params) Span() int64 { return p.W + p.B }
 // unit that writes nothing) at capacity c, into r. (An out parameter: a
 // returned Result is copied through memory in 16-byte moves right after
 // being written in 8-byte ones, a store-forwarding stall that cost the
-// local provider about a sixth of a call: docs/benchmarks-history.md, Local.) Any
+// local provider about a sixth of a call.) Any
 // n > c is refused with Never set and records nothing, whatever its size.
 func (s *State) IncAbsolute(p Params, now, c, n int64, r *Result) {
 	if n == 0 {

@@ -293,8 +293,8 @@ func TestZeroOvershoot(t *testing.T) {
 		{"Hot", fleetRun{keys: 1, capacity: 1000, hybrids: 3, goroutines: 64, window: time.Second, windows: 5}},
 		{"HotWithRedisabs", fleetRun{keys: 1, capacity: 1000, hybrids: 3, redisabs: 1, goroutines: 64, window: time.Second, windows: 5}},
 		// Across 10,000 keys a fleet on a loaded two-core machine makes a
-		// few thousand calls a second (most of them Redis calls: see
-		// docs/benchmarks-history.md, Hybrid provider): a capacity of 1 per 4 s
+		// few thousand calls a second (most of them Redis calls: a key of
+		// capacity 1 never holds a lease beyond its unit): a capacity of 1 per 4 s
 		// keeps most keys offered more than they may take. Three windows
 		// of 10,000 keys are 30,000 key-windows to find an overshoot in.
 		{"10k", fleetRun{keys: 10_000, capacity: 1, hybrids: 3, goroutines: 64, window: 4 * time.Second, windows: 3}},
