@@ -1,6 +1,7 @@
 package cleanup_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -103,15 +104,17 @@ func TestTrimHuge(t *testing.T) {
 	}
 	for _, h := range cases {
 		hugeHash(t, c, h.strategy, hashName(t, prefix, h.user, h.strategy), now, h.dead, h.linked)
+		// More fields than any record holds: the providers refuse to
+		// read it whole (ErrLayout naming it) until the pass trims it.
 		u, err := gets[h.strategy].Get(ctx, h.user)
+		if !errors.Is(err, limiter.ErrLayout) || !strings.Contains(err.Error(), "fields") {
+			t.Fatalf("%s %s: Get = %+v, %v before the pass, want ErrLayout naming the hash's fields", h.strategy, h.user, u, err)
+		}
 		want := int64(3 + 10) // the newest bucket and five of 2
 		if h.strategy == key.Suppressed {
 			want -= 5 // one declined in each closed live bucket
 		}
-		if err != nil || u.Used != want {
-			t.Fatalf("%s %s: Get = %+v, %v before the pass, want %d used", h.strategy, h.user, u, err, want)
-		}
-		before[h.strategy+h.user] = u
+		before[h.strategy+h.user] = limiter.Usage{Used: want}
 	}
 	c.Do(ctx, "SLOWLOG", "RESET")
 	r, err := newCleaner(t, c, cleanup.WithPrefix(prefix), cleanup.WithWindow(time.Minute, 0), cleanup.WithRate(math.Inf(1))).Run(ctx)
@@ -141,8 +144,8 @@ func TestTrimHuge(t *testing.T) {
 			t.Errorf("%s: u = %d, want 13", name, v.used)
 		}
 		u, err := gets[h.strategy].Get(ctx, h.user)
-		if err != nil || u != before[h.strategy+h.user] {
-			t.Errorf("%s: Get = %+v, %v; was %+v", name, u, err, before[h.strategy+h.user])
+		if err != nil || u.Used != before[h.strategy+h.user].Used {
+			t.Errorf("%s: Get = %+v, %v after the pass, want %d used", name, u, err, before[h.strategy+h.user].Used)
 		}
 	}
 
