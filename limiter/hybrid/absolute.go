@@ -148,8 +148,9 @@ func (l *Absolute) peekRedis(ctx context.Context, k string) (limiter.Decision, e
 // Other instances' leases of the key stay theirs until they expire.
 func (l *Absolute) Reset(ctx context.Context, k string) error { return l.reset(ctx, k) }
 
-// unleased decides an Inc of n = 0 or n > C: a request over the capacity
-// is refused whatever its size (the script sees C + 1).
+// unleased decides an Inc of n = 0 or n > C, or of a key with no room in
+// memory, as redisabs does: a request over the capacity is refused
+// whatever its size (the script sees C + 1).
 func (l *Absolute) unleased(ctx context.Context, k string, q request) (limiter.Decision, error) {
 	return l.plain(ctx, "inc", k, q.soft, min(q.n, q.soft+1))
 }

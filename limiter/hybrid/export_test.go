@@ -25,3 +25,36 @@ func (l *Suppressed) SyncErrors() int64 { return l.syncErrs.Load() }
 // Forwards returns the leases l installed whose bucket starts after the
 // script's now (forward-dated).
 func (l *Suppressed) Forwards() int64 { return l.forwards.Load() }
+
+// Entries returns the keys l holds in memory, as its maps count them.
+func (l *Absolute) Entries() int { return l.entries() }
+
+// Entries returns the keys l holds in memory, as its maps count them.
+func (l *Suppressed) Entries() int { return l.entries() }
+
+func (t *table[E]) entries() int {
+	n := 0
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.RLock()
+		n += len(s.m)
+		s.mu.RUnlock()
+	}
+	return n
+}
+
+// Full returns the Incs l decided in Redis without an entry, its key
+// table holding MaxKeys keys.
+func (l *Absolute) Full() int64 { return l.full.Load() }
+
+// Full returns the Incs l decided in Redis without an entry, its key
+// table holding MaxKeys keys.
+func (l *Suppressed) Full() int64 { return l.full.Load() }
+
+// SetMaxKeys lowers l's bound on keys in memory (MaxKeys) to n; call it
+// before l's first Inc.
+func (l *Absolute) SetMaxKeys(n int64) { l.maxKeys = n }
+
+// SetMaxKeys lowers l's bound on keys in memory (MaxKeys) to n; call it
+// before l's first Inc.
+func (l *Suppressed) SetMaxKeys(n int64) { l.maxKeys = n }

@@ -257,7 +257,8 @@ func (l *Suppressed) Reset(ctx context.Context, k string) error { return l.reset
 // Closing twice is harmless.
 func (l *Suppressed) Close(ctx context.Context) error { return l.close(ctx) }
 
-// unleased decides an Inc of n = 0 or n > H (plain).
+// unleased decides an Inc of n = 0 or n > H, or of a key with no room in
+// memory (plain).
 func (l *Suppressed) unleased(ctx context.Context, k string, q request) (limiter.Decision, error) {
 	return l.plain(ctx, k, q.soft, q.hard, q.n, q.draw)
 }

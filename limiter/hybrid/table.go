@@ -44,9 +44,26 @@ const (
 	// been used for the tick to renew its expiring lease.
 	renewWithin = 4
 	// idleTicks is how many ticks without a call and without a lease a
-	// key stays in memory (with its lease size).
+	// key stays in memory (with its lease size). They are ticks, not
+	// visits: with more keys than a tick visits, a key is visited once
+	// every few ticks, and each visit counts the ticks since the last.
 	idleTicks = 20
+	// shrinkBelow: a shard's map is rebuilt when it holds a shrinkBelow-th
+	// of the most it held since it was built, and that peak was at least
+	// shrinkMin (Go maps never shrink by themselves).
+	shrinkBelow, shrinkMin = 4, 16
 )
+
+// MaxKeys bounds the keys a limiter holds in memory, those with a lease,
+// a cached refusal or a history. An Inc of a key that finds MaxKeys others
+// in memory takes no entry: Redis decides it, as redisabs (or redissup)
+// would, with no lease and no cached refusal, until idle keys leave memory.
+// It is 4 × maxVisits, so that a tick's walk covers the table every 4
+// ticks, and as many keys as hot-key relief remembers (relief.MaxKeys).
+// No option sets it: a key it turns away costs what the Redis provider
+// costs, while a larger table would slow the walk, and with it renewals
+// and reclamation, in proportion (docs/algorithms.md, Hybrid leases).
+const MaxKeys = 4 * maxVisits
 
 const shardCount = 64
 
@@ -70,6 +87,15 @@ type table[E keyEntry] struct {
 	// ahead is the most ms a lease's bucket may start after now
 	// (WithLeaseAhead), 0 for none.
 	ahead int64
+
+	// count is the keys in the shards' maps, at most maxKeys (entryFor:
+	// MaxKeys, lower in tests); full counts the Incs decided without an
+	// entry because of it.
+	count, full atomic.Int64
+	maxKeys     int64
+	// ticks counts the sync's ticks, for the idle count of the keys
+	// (visit); only the tick running reads or writes it.
+	ticks int64
 
 	tmu     sync.Mutex // guards tracked and fresh
 	tracked []E        // every key in memory, in visiting order
@@ -126,7 +152,8 @@ type strategy[E keyEntry] interface {
 	// Redis decides it (absolute: none).
 	draw() int64
 	// unleased is the Redis call of an Inc that takes no lease: n = 0
-	// (a peek for one unit) or n above the hard capacity.
+	// (a peek for one unit), n above the hard capacity, or a key that
+	// found no room in memory (MaxKeys).
 	unleased(ctx context.Context, k string, q request) (limiter.Decision, error)
 	// peekRedis is IsAllowed's Redis call.
 	peekRedis(ctx context.Context, k string) (limiter.Decision, error)
@@ -151,8 +178,9 @@ type request struct {
 }
 
 type shard[E keyEntry] struct {
-	mu sync.RWMutex
-	m  map[string]E
+	mu   sync.RWMutex
+	m    map[string]E
+	peak int // the most keys m held since it was built (shrink)
 }
 
 // entry is one key's local state, as both strategies keep it: its lease,
@@ -198,8 +226,9 @@ type entry struct {
 	lastUse int64   // local ms of the latest local decision or lease
 	// pend are unused units of replaced leases, for the next tick to give
 	// back: (bucket start, units) pairs.
-	pend []int64
-	idle int // ticks without a call
+	pend    []int64
+	idle    int64 // ticks without a call, as of the latest visit
+	visited int64 // the tick of the latest visit (table.ticks)
 	pace
 }
 
@@ -227,6 +256,7 @@ func (t *table[E]) init(s strategy[E], k kind[E], client Client, opts []limiter.
 		return t.errorf("new", err)
 	}
 	t.ahead = ahead
+	t.maxKeys = MaxKeys
 	for i := range t.shards {
 		t.shards[i].m = make(map[string]E)
 	}
@@ -257,20 +287,25 @@ func (t *table[E]) lookup(k string) (E, bool) {
 	return e, ok
 }
 
-// entryFor returns k's entry, creating it (which validates the key).
-func (t *table[E]) entryFor(op, k string) (E, error) {
+// entryFor returns k's entry, creating it (which validates the key); ok
+// false: the table holds MaxKeys keys, and k has none.
+func (t *table[E]) entryFor(op, k string) (e E, ok bool, err error) {
 	if e, ok := t.lookup(k); ok {
-		return e, nil
+		return e, true, nil
 	}
 	h, err := t.b.Check(op, k)
 	if err != nil {
-		var zero E
-		return zero, err
+		return e, false, err
 	}
 	s := t.shardOf(k)
 	s.mu.Lock()
-	e, ok := s.m[k]
+	e, ok = s.m[k]
 	if !ok {
+		if t.count.Add(1) > t.maxKeys {
+			t.count.Add(-1)
+			s.mu.Unlock()
+			return e, false, nil
+		}
 		// A key with no history is taken for a slow one: its first lease
 		// is forward-dated if it has room (the script decides); a
 		// suppressed key's first call takes no lease (take).
@@ -278,12 +313,13 @@ func (t *table[E]) entryFor(op, k string) (E, error) {
 		x := e.base()
 		x.key, x.hash, x.fetch, x.want, x.pace = k, h, make(chan struct{}, 1), 1, pace{slow: true}
 		s.m[k] = e
+		s.peak = max(s.peak, len(s.m))
 		t.tmu.Lock()
 		t.fresh = append(t.fresh, e)
 		t.tmu.Unlock()
 	}
 	s.mu.Unlock()
-	return e, nil
+	return e, true, nil
 }
 
 // forget removes x from the map, with x.mu held.
@@ -293,8 +329,26 @@ func (t *table[E]) forget(x *entry) {
 	s.mu.Lock()
 	if cur, ok := s.m[x.key]; ok && cur.base() == x {
 		delete(s.m, x.key)
+		t.count.Add(-1)
 	}
 	s.mu.Unlock()
+}
+
+// shrink rebuilds the maps of the shards that hold a shrinkBelow-th of
+// their peak or less, so that the memory of keys gone is given back.
+func (t *table[E]) shrink() {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		if s.peak >= shrinkMin && len(s.m) <= s.peak/shrinkBelow {
+			m := make(map[string]E, len(s.m))
+			for k, e := range s.m {
+				m[k] = e
+			}
+			s.m, s.peak = m, len(m)
+		}
+		s.mu.Unlock()
+	}
 }
 
 // lease decides an Inc that memory could not answer (1 ≤ n ≤ hard): one
@@ -303,9 +357,16 @@ func (t *table[E]) forget(x *entry) {
 // admitted.
 func (t *table[E]) lease(ctx context.Context, k string, q request) (limiter.Decision, error) {
 	for {
-		e, err := t.entryFor("inc", k)
+		e, ok, err := t.entryFor("inc", k)
 		if err != nil {
 			return limiter.Decision{}, err
+		}
+		if !ok {
+			// No room for k: Redis decides, as for a call that takes no
+			// lease. k holds nothing in memory (a key leaves it only
+			// when it holds nothing), so nothing is left to give back.
+			t.full.Add(1)
+			return t.s.unleased(ctx, k, q)
 		}
 		x := e.base()
 		if err := takeFetch(ctx, &t.g, x.fetch, &x.fails); err != nil {
@@ -726,6 +787,7 @@ func (t *table[E]) tick(ctx context.Context, closing bool) {
 		visit = visit[:maxVisits]
 	}
 	now := t.now()
+	t.ticks++
 	keep := t.spare[:0]
 	var calls []syncCall[E]
 	for _, e := range visit {
@@ -762,6 +824,12 @@ func (t *table[E]) tick(ctx context.Context, closing bool) {
 	t.tmu.Unlock()
 	clear(all) // no key forgotten stays reachable from it
 	t.spare = all[:0]
+	if forgot := len(visit) - len(keep); forgot > 0 && !closing {
+		t.shrink()
+		if cap(all) >= shrinkMin && len(all)-forgot <= cap(all)/shrinkBelow {
+			t.spare = nil // the next tick's list is allocated to its size
+		}
+	}
 
 	for len(calls) > 0 && ctx.Err() == nil {
 		n := min(len(calls), pipeBatch)
@@ -782,9 +850,17 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	// About two sync intervals' worth at the key's rate, or what the
 	// last leases showed (resize), whichever is more.
 	x.want = min(max(int64(math.Ceil(2*x.est)), x.want, 1), max(x.hard, 1), t.maxLease)
-	if used == 0 {
-		x.idle++
+	// idle counts ticks: the ticks since the latest visit, or 1 when the
+	// key was called since (a call sets it to 0), so that a key visited
+	// every few ticks (more keys than maxVisits) is not kept longer.
+	switch {
+	case used > 0:
+	case x.idle == 0:
+		x.idle = 1
+	default:
+		x.idle += t.ticks - x.visited
 	}
+	x.visited = t.ticks
 	if !redisOK {
 		return calls, !closing
 	}
@@ -851,7 +927,9 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	if closing {
 		return calls, false
 	}
-	if x.idle >= idleTicks && x.left == 0 && len(x.pend) == 0 && x.renews == 0 && x.decl == 0 && !x.ref.Live(now) {
+	// A key whose fetch token is held has a lease request in flight (an
+	// Inc's, which would install its lease in an entry that left).
+	if x.idle >= idleTicks && x.left == 0 && len(x.pend) == 0 && x.renews == 0 && x.decl == 0 && !x.ref.Live(now) && len(x.fetch) == 0 {
 		t.forget(x)
 		return calls, false
 	}
