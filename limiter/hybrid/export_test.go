@@ -32,13 +32,19 @@ func (l *Absolute) Entries() int { return l.entries() }
 // Entries returns the keys l holds in memory, as its maps count them.
 func (l *Suppressed) Entries() int { return l.entries() }
 
+// entries counts under every shard's lock at once: a count taken a shard
+// at a time can add a key inserted in a later shard after one deleted in
+// an earlier one was counted, and read more than the table ever held.
 func (t *table[E]) entries() int {
+	for i := range t.shards {
+		t.shards[i].mu.RLock()
+	}
 	n := 0
 	for i := range t.shards {
-		s := &t.shards[i]
-		s.mu.RLock()
-		n += len(s.m)
-		s.mu.RUnlock()
+		n += len(t.shards[i].m)
+	}
+	for i := range t.shards {
+		t.shards[i].mu.RUnlock()
 	}
 	return n
 }
