@@ -28,9 +28,10 @@ func TestGoRedisVersion(t *testing.T) {
 }
 
 // The seams that depend on the client's version: its dialer's retries,
-// its pool's redials, its notifications, its cluster topology. (The staleness bounds, the
-// eviction warning and the freeze do not: the root package's tests cover
-// them; the freeze passed 3 of 3 runs on this version too.)
+// its pool's redials, its notifications, its cluster topology. (The
+// staleness bounds, the eviction warning and the freeze do not: the root
+// package's tests cover them; the freeze passed 3 of 3 runs on this
+// version too.)
 
 func TestOutageOnset(t *testing.T)      { seams.RunOutageOnset(t) }
 func TestProbeClientQuiet(t *testing.T) { seams.RunProbeClientQuiet(t) }
