@@ -175,8 +175,8 @@ func TestDocsNameExistingFiles(t *testing.T) {
 	}
 }
 
-// trimSelector drops a Go selector from a package path: internal/redisx.TTLMs
-// is the package internal/redisx.
+// trimSelector drops a Go selector from a package path: internal/redisprov.TTLMs
+// is the package internal/redisprov.
 func trimSelector(w string) string {
 	i := strings.LastIndex(w, ".")
 	if i < 0 || i < strings.LastIndex(w, "/") || i+1 >= len(w) {

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/internal/redisprov"
 
-	"github.com/sluice-go/sluice/internal/redisx"
+	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/redisabs"
 	"github.com/sluice-go/sluice/limiter/redissup"
@@ -262,16 +262,16 @@ func benchMix(b *testing.B, c *redis.Client, w workload, g int, names []string) 
 		if ct.build == nil {
 			b.Fatalf("no contender %q", name)
 		}
-		saved := redisx.Direct
+		saved := redisprov.Direct
 		if withDirect {
 			n, err := strconv.Atoi(direct)
 			if err != nil || n < 0 {
 				b.Fatalf("contender %q: %q is not a Direct", name, direct)
 			}
-			redisx.Direct = n
+			redisprov.Direct = n
 		}
 		inc, err := ct.build(c, w.policy, nil)
-		redisx.Direct = saved
+		redisprov.Direct = saved
 		if err != nil {
 			b.Fatalf("%s: %v", name, err)
 		}

@@ -10,10 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/internal/redisprov"
 
-	"github.com/sluice-go/sluice/internal/failover"
-	"github.com/sluice-go/sluice/internal/redisx"
+	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -116,7 +115,7 @@ func New(client Client, opts ...Option) (*Cleaner, error) {
 		c.lim = rate.NewLimiter(rate.Limit(o.rate), max(1, int(o.rate/100)))
 	}
 	if o.clock != nil {
-		c.slack = redisx.ClockSlackMs
+		c.slack = redisprov.ClockSlackMs
 	}
 	return c, nil
 }
@@ -174,7 +173,7 @@ func (c *Cleaner) pass(ctx context.Context) (Report, error) {
 		r.add(&nr)
 		mu.Unlock()
 		if err != nil {
-			return fmt.Errorf("cleanup: %s: %w", failover.Addr(node), err)
+			return fmt.Errorf("cleanup: %s: %w", redisprov.Addr(node), err)
 		}
 		return nil
 	}
@@ -275,7 +274,7 @@ const (
 func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) error {
 	p, err := key.Parse(k)
 	probe := false
-	if strategy, ok := redisx.ParseProbe(k, c.o.prefix); ok {
+	if strategy, ok := redisprov.ParseProbe(k, c.o.prefix); ok {
 		// The failure policy's probe hash: of the schema's layout, with
 		// its record and TTL, though its key part is no user key's.
 		p, err, probe = key.Parsed{Prefix: c.o.prefix, Strategy: strategy, Suffix: key.Hash}, nil, true
@@ -584,7 +583,7 @@ func (c *Cleaner) observe(ctx context.Context, r Report, err error) {
 func (r *Report) failed(ctx context.Context, err error) {
 	r.Err, r.ErrorClass = err, ""
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
-		r.ErrorClass = failover.ErrorClass(ctx, err)
+		r.ErrorClass = redisprov.ErrorClass(ctx, err)
 	}
 }
 
@@ -623,7 +622,7 @@ func (c *Cleaner) Ping(ctx context.Context) error {
 		err = scripts.Clean.Load(ctx, c.client).Err()
 	}
 	if err != nil {
-		return failover.PingError("cleanup", c.client, err)
+		return redisprov.PingError("cleanup", c.client, err)
 	}
 	return nil
 }

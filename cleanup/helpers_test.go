@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/redisprov"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/cleanup"
-	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/redisabs"
@@ -184,7 +185,7 @@ func viewOf(strategy string, f map[string]string) hashView {
 	for name, val := range f {
 		switch {
 		case name[0] >= '0' && name[0] <= '9':
-			cnt, _ := redisx.BucketValue(num(val))
+			cnt, _ := redisprov.BucketValue(num(val))
 			v.offered[num(name)] = cnt
 		case name[0] == 'd' && strategy == key.Suppressed:
 			v.refused[num(name[1:])] = num(val)

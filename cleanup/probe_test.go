@@ -10,7 +10,6 @@ import (
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/internal/redistest"
-	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -35,7 +34,7 @@ func TestProbeKeyIsKnown(t *testing.T) {
 			if err := redisprov.Probe(&cfg)(ctx, client); err != nil {
 				t.Fatalf("probe: %v", err)
 			}
-			probe := redisx.ProbeKey(prefix, key.Absolute)
+			probe := redisprov.ProbeKey(prefix, key.Absolute)
 			if n, err := client.Exists(ctx, probe).Result(); err != nil || n != 1 {
 				t.Fatalf("EXISTS %s = %d, %v; want the probe's hash", probe, n, err)
 			}

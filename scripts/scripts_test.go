@@ -83,7 +83,7 @@ func TestScriptRules(t *testing.T) {
 			}
 		}
 		// Bounded work on any hash: a hash is read whole (HGETALL) only
-		// after HLEN says it holds at most 4,096 fields (internal/redisx
+		// after HLEN says it holds at most 4,096 fields (internal/redisprov
 		// MaxFields; the cleaner: SCANMAX, beyond which it scans in
 		// pages), so a hash another client padded fails its own call at
 		// once instead of holding Redis for every key.

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/internal/redisprov"
 
-	"github.com/sluice-go/sluice/internal/failover"
+	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/internal/redistest"
 )
 
@@ -40,14 +40,14 @@ func testReplies(t *testing.T, d driver, s server) {
 	}
 	_, err = c.Eval(ctx, "return redis.error_reply('LOADING not now')", []string{k}).Result()
 	var re redis.Error
-	if !errors.As(err, &re) || !redis.HasErrorPrefix(err, "LOADING") || !failover.Unavailable(err) {
+	if !errors.As(err, &re) || !redis.HasErrorPrefix(err, "LOADING") || !redisprov.Unavailable(err) {
 		t.Fatalf("error reply %v (%T): want a redis.Error that means unavailable", err, err)
 	}
 	if !d.libErr(errors.Unwrap(err)) {
 		t.Fatalf("error reply %v does not unwrap to the library's reply error", err)
 	}
 	_, err = c.Eval(ctx, "return redis.error_reply('SLUICEWINDOW x')", []string{k}).Result()
-	if failover.Unavailable(err) {
+	if redisprov.Unavailable(err) {
 		t.Fatalf("a script's own error %v reads as an outage", err)
 	}
 	if _, err := c.Eval(ctx, "return nil", []string{k}).Result(); err != redis.Nil {

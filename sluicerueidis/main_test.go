@@ -5,13 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/redisprov"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/sluice-go/sluice/cleanup"
 	"github.com/sluice-go/sluice/internal/redistest"
-	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/hybrid"
 	"github.com/sluice-go/sluice/limiter/rediscore"
@@ -36,7 +37,7 @@ type client interface {
 	hybrid.Client
 	cleanup.Client
 	cleanup.Nodes
-	redisx.ScriptPipeliner
+	redisprov.ScriptPipeliner
 }
 
 // A driver is one client library the adapter runs on. open returns the

@@ -10,10 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/redisprov"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/config"
-	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -307,14 +308,14 @@ type hashState struct {
 }
 
 // The packed meta fields (docs/data-model.md): the names of their values,
-// as the layouts of internal/redisx give them.
+// as the layouts of internal/redisprov give them.
 var (
-	absMeta = redisx.AbsMeta.Names     // absolute "m"
-	absZero = redisx.AbsMetaZero.Names // absolute single "m" while a bucket may hold 0
-	absSet  = redisx.AbsSetMeta.Names  // absolute set limit's "m"
-	supSetK = redisx.SupSetRate.Names  // suppressed set limit's "k"
-	supMeta = redisx.SupMeta.Names     // suppressed "m"
-	supRate = redisx.SupRate.Names     // suppressed "k"
+	absMeta = redisprov.AbsMeta.Names     // absolute "m"
+	absZero = redisprov.AbsMetaZero.Names // absolute single "m" while a bucket may hold 0
+	absSet  = redisprov.AbsSetMeta.Names  // absolute set limit's "m"
+	supSetK = redisprov.SupSetRate.Names  // suppressed set limit's "k"
+	supMeta = redisprov.SupMeta.Names     // suppressed "m"
+	supRate = redisprov.SupRate.Names     // suppressed "k"
 )
 
 // parseInts reads want space-separated decimal integers.
@@ -371,7 +372,7 @@ func parseHash(fields map[string]string, set bool) hashState {
 			if unpack(v, supRate) || set && unpack(v, supSetK) {
 				continue
 			}
-			if ns, ok := parseInts(v, len(supRate)+len(redisx.SupCursor.Names)); ok {
+			if ns, ok := parseInts(v, len(supRate)+len(redisprov.SupCursor.Names)); ok {
 				for i, name := range supRate {
 					h.meta[name] = ns[i]
 				}
@@ -400,7 +401,7 @@ func parseHash(fields map[string]string, set bool) hashState {
 			h.other[f] = v
 		case isDigits(f):
 			s, _ := strconv.ParseInt(f, 10, 64)
-			get(s).count, _ = redisx.BucketValue(n)
+			get(s).count, _ = redisprov.BucketValue(n)
 		case len(f) > 1 && f[0] == 'd' && isDigits(f[1:]):
 			s, _ := strconv.ParseInt(f[1:], 10, 64)
 			get(s).declined = n

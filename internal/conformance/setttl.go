@@ -7,16 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/redisprov"
+
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
 
 // setMeta reads the newest bucket's start n and the TTL span t of a set's
-// hash with the layouts of internal/redisx (docs/data-model.md): absolute,
+// hash with the layouts of internal/redisprov (docs/data-model.md): absolute,
 // both from the meta field "m",
 // "<c> <u> <o> <n> <nc> <t>"; suppressed, n from "m", "<u> <x> <o> <n> <nc>
 // <nd>", and t from "k", "<c> <hc> <f> <ft> <t>".
@@ -29,12 +29,12 @@ func setMeta(t *testing.T, s Strategy, c redis.Cmdable, h string) (n, span int64
 	m, _ := v[0].(string)
 	k, _ := v[1].(string)
 	if s == SuppressedStrategy {
-		fm, ok1 := redisx.SupMeta.Parse(m)
-		fk, ok2 := redisx.SupSetRate.Parse(k)
+		fm, ok1 := redisprov.SupMeta.Parse(m)
+		fk, ok2 := redisprov.SupSetRate.Parse(k)
 		if ok1 && ok2 {
 			return fm["n"], fk["t"]
 		}
-	} else if fm, ok := redisx.AbsSetMeta.Parse(m); ok && s == AbsoluteStrategy {
+	} else if fm, ok := redisprov.AbsSetMeta.Parse(m); ok && s == AbsoluteStrategy {
 		return fm["n"], fm["t"]
 	}
 	t.Fatalf("HMGET %s m k = %q, %q; want the set layout of the %s strategy", h, m, k, s.keyName())

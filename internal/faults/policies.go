@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/internal/redisprov"
 
-	"github.com/sluice-go/sluice/internal/failover"
+	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -385,7 +385,7 @@ func runWriteBackOverFull(t *testing.T, newLimiter NewLimiter, set bool) {
 }
 
 // runUnreconciled: an outage whose fallback admits units for one key more
-// than failover.MaxPending remembers; the leaving event counts the
+// than redisprov.MaxPending remembers; the leaving event counts the
 // remembered keys reconciled and the last one unreconciled, with its units.
 func runUnreconciled(t *testing.T, newLimiter NewLimiter) {
 	ctx := context.Background()
@@ -406,7 +406,7 @@ func runUnreconciled(t *testing.T, newLimiter NewLimiter) {
 			t.Fatalf("Inc(%s) during the outage = %+v, %v; want admitted by the fallback", k, d, err)
 		}
 	}
-	for i := 0; i < failover.MaxPending; i++ {
+	for i := 0; i < redisprov.MaxPending; i++ {
 		inc(fmt.Sprintf("u:%d", i))
 	}
 	inc("last")
@@ -418,8 +418,8 @@ func runUnreconciled(t *testing.T, newLimiter NewLimiter) {
 	rec.mu.Lock()
 	last := rec.events[len(rec.events)-1].sc
 	rec.mu.Unlock()
-	if last.Reconciled != failover.MaxPending || last.Unreconciled != 1 || last.UnreconciledUnits != 2 {
-		t.Errorf("leaving event = %+v; want %d reconciled, 1 unreconciled with 2 units", last, failover.MaxPending)
+	if last.Reconciled != redisprov.MaxPending || last.Unreconciled != 1 || last.UnreconciledUnits != 2 {
+		t.Errorf("leaving event = %+v; want %d reconciled, 1 unreconciled with 2 units", last, redisprov.MaxPending)
 	}
 	if u, err := l.Get(ctx, "u:0"); err != nil || u.Used != 1 {
 		t.Errorf("Get(u:0) = %+v, %v; want the unit written back", u, err)

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/internal/window"
 )
 
@@ -16,15 +15,15 @@ const absUsageLen = 2
 // absSetArgs is the ARGV of an abs_set.lua call for n units on limits ls.
 // A request over every capacity is refused whatever its size: the script
 // sees the largest capacity + 1, so its numbers stay exact.
-func absSetArgs(b *redisx.Base, ls []window.Limit, n int64) []any {
+func absSetArgs(b *Base, ls []window.Limit, n int64) []any {
 	top := int64(0)
 	for _, x := range ls {
 		top = max(top, x.Soft)
 	}
 	args := make([]any, 2, 2+4*len(ls))
-	args[0], args[1] = redisx.NowArg(&b.Cfg), min(n, top+1)
+	args[0], args[1] = NowArg(&b.Cfg), min(n, top+1)
 	for i := range ls {
-		args = append(args, ls[i].P.W, ls[i].P.B, ls[i].Soft, redisx.SetTTL(&b.Cfg, &ls[i]))
+		args = append(args, ls[i].P.W, ls[i].P.B, ls[i].Soft, SetTTL(&b.Cfg, &ls[i]))
 	}
 	return args
 }
@@ -32,7 +31,7 @@ func absSetArgs(b *redisx.Base, ls []window.Limit, n int64) []any {
 // absReadSet reads abs_set.lua's reply into rs: a string of decimals,
 // each followed by a space. An admission with fewer than 2^21 units
 // remaining in every limit is one value per limit, remaining × 2^32 +
-// reset ms (redisx.ShortShift, ShortMaxRemaining); any other decision is allowed, then per limit: refused,
+// reset ms (ShortShift, ShortMaxRemaining); any other decision is allowed, then per limit: refused,
 // remaining, retry ms, reset ms. Limit and Never come from the limits and
 // n.
 func absReadSet(v any, ls []window.Limit, n int64, rs []window.Result) error {
@@ -55,7 +54,7 @@ func absReadSet(v any, ls []window.Limit, n int64, rs []window.Result) error {
 	case s != "":
 	case len(x) == len(ls):
 		for i, r := range x {
-			rs[i] = window.Result{Allowed: true, Limit: ls[i].Soft, Remaining: r >> redisx.ShortShift, ResetAfter: r & (1<<redisx.ShortShift - 1),
+			rs[i] = window.Result{Allowed: true, Limit: ls[i].Soft, Remaining: r >> ShortShift, ResetAfter: r & (1<<ShortShift - 1),
 				Never: cost > ls[i].Soft}
 		}
 		return nil

@@ -6,8 +6,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/config"
-	"github.com/sluice-go/sluice/internal/failover"
-	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
@@ -22,7 +20,7 @@ func (s Strategy) Key() string { return s.key }
 // InitGuard sets g up for a provider of strategy s named pkg (redisabs,
 // redissup or the hybrid) whose calls carry b's arguments: the probe
 // (Probe) and the strategy's write-back of fallback units.
-func (s Strategy) InitGuard(g *failover.Guard, pkg string, client redisx.Client, b *redisx.Base, opts []limiter.Option) {
+func (s Strategy) InitGuard(g *Guard, pkg string, client Client, b *Base, opts []limiter.Option) {
 	recon := absReconciler(b)
 	if s.sup {
 		recon = supReconciler(b)
@@ -31,58 +29,58 @@ func (s Strategy) InitGuard(g *failover.Guard, pkg string, client redisx.Client,
 }
 
 // Call validates an Inc (or, with peek, an IsAllowed) of a provider of
-// strategy s whose calls carry b's configuration: failover.NewCall at
+// strategy s whose calls carry b's configuration: NewCall at
 // the strategy's hard limit factor (1 for absolute), the Validate of its
-// failover.Backend.
-func (s Strategy) Call(b *redisx.Base, op, k string, rate limiter.Rate, n int64, peek bool) (*failover.Call, error) {
+// Backend.
+func (s Strategy) Call(b *Base, op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
 	factor := 1.0
 	if s.sup {
 		factor = b.Cfg.HardLimitFactor
 	}
-	return failover.NewCall(b, op, k, rate, n, peek, factor)
+	return NewCall(b, op, k, rate, n, peek, factor)
 }
 
 // Probe returns the probe both strategies use: one abs_inc.lua call that
-// records one unit on redisx.ProbeKey(prefix, "abs") with a capacity that never
+// records one unit on ProbeKey(prefix, "abs") with a capacity that never
 // refuses, the window's TTL, and the limiter's clock argument. It is a
 // write, so a Redis that answers reads but refuses writes (OOM, READONLY)
 // keeps the breaker open. The guard runs it on its own connection when it
-// can (failover.Guard.Init).
+// can (Guard.Init).
 func Probe(cfg *config.Config) func(ctx context.Context, client redis.Scripter) error {
-	return probeOf(cfg, redisx.ProbeKey(cfg.Prefix, key.Absolute))
+	return probeOf(cfg, ProbeKey(cfg.Prefix, key.Absolute))
 }
 
 // NodeProbe returns the probe of a cluster master's guard
-// (failover.Guard.ByNode): Probe's call on the probe key of hash tag tag,
+// (Guard.ByNode): Probe's call on the probe key of hash tag tag,
 // one of that master's slots.
 func NodeProbe(cfg *config.Config) func(tag string) func(ctx context.Context, client redis.Scripter) error {
 	return func(tag string) func(ctx context.Context, client redis.Scripter) error {
-		return probeOf(cfg, redisx.NodeProbeKey(cfg.Prefix, tag, key.Absolute))
+		return probeOf(cfg, NodeProbeKey(cfg.Prefix, tag, key.Absolute))
 	}
 }
 
 // probeOf is the probe that writes hash h.
 func probeOf(cfg *config.Config, h string) func(ctx context.Context, client redis.Scripter) error {
-	w, b, ttl := cfg.WindowMs, cfg.BucketMs, redisx.TTLMs(cfg)
+	w, b, ttl := cfg.WindowMs, cfg.BucketMs, TTLMs(cfg)
 	return func(ctx context.Context, client redis.Scripter) error {
 		return scripts.AbsInc.Run(ctx, client, []string{h},
-			redisx.NowArg(cfg), w, b, settings.MaxCapacity, 1, ttl).Err()
+			NowArg(cfg), w, b, settings.MaxCapacity, 1, ttl).Err()
 	}
 }
 
-// absReconciler is the failover.Reconciler of an absolute provider whose
+// absReconciler is the Reconciler of an absolute provider whose
 // script calls carry b's arguments: the units are recorded at Redis TIME
 // with the capacity of the key's latest rate, as admitted whatever the key
 // holds, even above that capacity (abs_inc.lua's write-back, ARGV[11]; on
 // a set, abs_set.lua's, in every limit).
-func absReconciler(b *redisx.Base) failover.Reconciler {
+func absReconciler(b *Base) Reconciler {
 	cfg := &b.Cfg
-	return failover.Reconciler{
+	return Reconciler{
 		Scripts: []*redis.Script{scripts.AbsInc, scripts.AbsSet},
-		Queue: func(ctx context.Context, pipe redis.Scripter, p *failover.Pending, n int64) *redis.Cmd {
+		Queue: func(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd {
 			if p.Set == nil {
 				c, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
-				return scripts.AbsInc.EvalSha(ctx, pipe, []string{p.Hash}, redisx.NowArg(cfg), b.W, b.B, c, n, b.TTL,
+				return scripts.AbsInc.EvalSha(ctx, pipe, []string{p.Hash}, NowArg(cfg), b.W, b.B, c, n, b.TTL,
 					0, 0, 0, 0, 1)
 			}
 			hs, ls, err := setLimits(b, p, 1)
@@ -90,40 +88,40 @@ func absReconciler(b *redisx.Base) failover.Reconciler {
 				return errCmd(ctx, err)
 			}
 			args := make([]any, 2, 3+4*len(ls))
-			args[0], args[1] = redisx.NowArg(cfg), n
+			args[0], args[1] = NowArg(cfg), n
 			for i := range ls {
-				args = append(args, ls[i].P.W, ls[i].P.B, ls[i].Soft, redisx.SetTTL(cfg, &ls[i]))
+				args = append(args, ls[i].P.W, ls[i].P.B, ls[i].Soft, SetTTL(cfg, &ls[i]))
 			}
 			return scripts.AbsSet.EvalSha(ctx, pipe, hs, append(args, 1)...)
 		},
 	}
 }
 
-// supReconciler is the failover.Reconciler of a suppressed provider whose
+// supReconciler is the Reconciler of a suppressed provider whose
 // script calls carry b's arguments: the units are recorded at Redis TIME
 // with the capacities of the key's latest rate, as accepted whatever the
 // key holds, even above the hard capacity (sup_inc.lua's and, on a set,
 // sup_set.lua's write-back: a draw of one million ppm).
-func supReconciler(b *redisx.Base) failover.Reconciler {
+func supReconciler(b *Base) Reconciler {
 	cfg := &b.Cfg
-	return failover.Reconciler{
+	return Reconciler{
 		Scripts: []*redis.Script{scripts.SupInc, scripts.SupSet},
-		Queue: func(ctx context.Context, pipe redis.Scripter, p *failover.Pending, n int64) *redis.Cmd {
+		Queue: func(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd {
 			if p.Set == nil {
 				soft, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
 				hard, _ := limiter.HardCapacity(p.Rate, cfg.Window, cfg.HardLimitFactor)
 				return scripts.SupInc.EvalSha(ctx, pipe, []string{p.Hash},
-					redisx.NowArg(cfg), b.W, b.B, soft, hard, n, b.Cache, int64(window.PPM), b.TTL)
+					NowArg(cfg), b.W, b.B, soft, hard, n, b.Cache, int64(window.PPM), b.TTL)
 			}
 			hs, ls, err := setLimits(b, p, cfg.HardLimitFactor)
 			if err != nil {
 				return errCmd(ctx, err)
 			}
 			args := make([]any, 3, 3+setArgs*len(ls))
-			args[0], args[1], args[2] = redisx.NowArg(cfg), b.Cache, int64(window.PPM)
+			args[0], args[1], args[2] = NowArg(cfg), b.Cache, int64(window.PPM)
 			for i := range ls {
 				l := &ls[i]
-				args = append(args, l.P.W, l.P.B, l.Soft, l.Hard, n, redisx.SetTTL(cfg, l))
+				args = append(args, l.P.W, l.P.B, l.Soft, l.Hard, n, SetTTL(cfg, l))
 			}
 			return scripts.SupSet.EvalSha(ctx, pipe, hs, args...)
 		},
@@ -131,7 +129,7 @@ func supReconciler(b *redisx.Base) failover.Reconciler {
 }
 
 // setLimits returns the hashes and limits of p's set for its write-back.
-func setLimits(b *redisx.Base, p *failover.Pending, factor float64) ([]string, []window.Limit, error) {
+func setLimits(b *Base, p *Pending, factor float64) ([]string, []window.Limit, error) {
 	hs, err := b.CheckSet("inc set", p.Key, p.Set, 0)
 	if err != nil {
 		return nil, nil, err

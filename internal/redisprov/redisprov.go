@@ -1,6 +1,6 @@
 // Package redisprov is the one provider core behind limiter/rediscore,
 // whose Limiter limiter/redisabs and limiter/redissup return: the checks
-// of every call, the failure policy (failover.Guard), hot-key relief and
+// of every call, the failure policy (Guard), hot-key relief and
 // the calls on sets. A Strategy value names what differs between the two:
 // the scripts, their arguments and the reading of their replies
 // (absolute.go, suppressed.go). rediscore.Limiter is a thin face over a
@@ -14,9 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/config"
-	"github.com/sluice-go/sluice/internal/failover"
-	"github.com/sluice-go/sluice/internal/redisx"
-	"github.com/sluice-go/sluice/internal/relief"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -41,18 +38,18 @@ var (
 // Provider is a Redis limiter of one strategy. It is safe for concurrent
 // use once Init has returned; use it by pointer, it must not be copied.
 type Provider struct {
-	b redisx.Base
-	g failover.Guard
+	b Base
+	g Guard
 	// relief remembers refusals (hot-key relief), nil when it is off.
-	relief *relief.Memory
-	peeks  relief.Peeks
+	relief *Memory
+	peeks  Peeks
 	sup    bool
 }
 
 // Init resolves opts and sets p up for strategy s over client. It starts
 // no goroutine and makes no call to Redis. A nil client or a bad option is
 // ErrInvalidConfig.
-func (p *Provider) Init(s Strategy, client redisx.Client, opts []limiter.Option) error {
+func (p *Provider) Init(s Strategy, client Client, opts []limiter.Option) error {
 	if err := p.b.Init(s.pkg, s.key, client, opts); err != nil {
 		return err
 	}
@@ -62,7 +59,7 @@ func (p *Provider) Init(s Strategy, client redisx.Client, opts []limiter.Option)
 	p.g.ByNode(NodeProbe(cfg))
 	p.b.SetGate(p.g.Opened)
 	if !cfg.NoRelief {
-		p.relief = new(relief.Memory)
+		p.relief = new(Memory)
 		p.relief.Init(cfg.WindowMs, cfg.BucketMs, cfg.CacheMs)
 	}
 	return nil
@@ -93,7 +90,7 @@ func drawPPM(cfg *config.Config, sup bool) int64 {
 // Guard's Decide itself, so that its Inc and IsAllowed are one call deep
 // (inlined at the user's call site, as Provider.Inc could not be in
 // them: two wrappers are too dear for the compiler's inlining budget).
-func (p *Provider) Decider() (*failover.Guard, failover.Backend) { return &p.g, (*backend)(p) }
+func (p *Provider) Decider() (*Guard, Backend) { return &p.g, (*backend)(p) }
 
 // Get runs a Get: an unavailable Redis is an error under every policy.
 func (p *Provider) Get(ctx context.Context, k string) (limiter.Usage, error) {
@@ -152,7 +149,7 @@ func (p *Provider) inc(ctx context.Context, k string, rate limiter.Rate, n int64
 		// Before the key's hash name is built: a remembered refusal
 		// allocates nothing.
 		if r, ok := p.relief.Answer(k, soft, hard, n, b.Cfg.NowMs(), draw); ok {
-			return r.Decision(), failover.ErrRemembered
+			return r.Decision(), ErrRemembered
 		}
 	}
 	h, err := b.Check("inc", k)
@@ -173,7 +170,7 @@ func (p *Provider) inc(ctx context.Context, k string, rate limiter.Rate, n int64
 	case err != nil:
 		return limiter.Decision{}, err
 	case remembered:
-		return r.Decision(), failover.ErrRemembered
+		return r.Decision(), ErrRemembered
 	}
 	return r.Decision(), nil
 }
@@ -186,7 +183,7 @@ func (p *Provider) run(ctx context.Context, op, h string, soft, hard, n, draw, d
 	}
 	// A request over the capacity is refused whatever its size: the
 	// script sees C + 1, so its numbers stay exact in a double.
-	return p.decide(ctx, op, scripts.AbsInc, h, soft, false, redisx.NowArg(&b.Cfg), b.W, b.B, soft, min(n, soft+1), b.TTL)
+	return p.decide(ctx, op, scripts.AbsInc, h, soft, false, NowArg(&b.Cfg), b.W, b.B, soft, min(n, soft+1), b.TTL)
 }
 
 // decide runs a decision script on hash h with args and reads its reply
@@ -204,7 +201,7 @@ func (p *Provider) decide(ctx context.Context, op string, script *redis.Script, 
 	if p.sup {
 		refused = window.OutcomeSuppressed
 	}
-	r, err := redisx.Decision(v, c, window.OutcomeAllowed, refused)
+	r, err := Decision(v, c, window.OutcomeAllowed, refused)
 	if err != nil {
 		return window.Result{}, p.b.Errorf(op, err)
 	}
@@ -230,9 +227,9 @@ func (p *Provider) peek(ctx context.Context, h string) (limiter.Decision, error)
 	var r window.Result
 	var err error
 	if p.sup {
-		r, err = p.decide(ctx, "is allowed", scripts.SupAllowed, h, 0, false, redisx.NowArg(&b.Cfg), b.W, b.Cache, b.B)
+		r, err = p.decide(ctx, "is allowed", scripts.SupAllowed, h, 0, false, NowArg(&b.Cfg), b.W, b.Cache, b.B)
 	} else {
-		r, err = p.decide(ctx, "is allowed", scripts.AbsInc, h, 0, false, redisx.NowArg(&b.Cfg), b.W, b.B, 0, 0, b.TTL)
+		r, err = p.decide(ctx, "is allowed", scripts.AbsInc, h, 0, false, NowArg(&b.Cfg), b.W, b.B, 0, 0, b.TTL)
 	}
 	if err != nil {
 		return limiter.Decision{}, err
@@ -251,7 +248,7 @@ func (p *Provider) get(ctx context.Context, k string) (limiter.Usage, error) {
 	if p.sup {
 		script = scripts.SupGet
 	}
-	if err := SetsOf(&p.b).usages(ctx, "get", script, []string{h}, u[:], redisx.NowArg(&p.b.Cfg), p.b.W, p.b.B); err != nil {
+	if err := SetsOf(&p.b).usages(ctx, "get", script, []string{h}, u[:], NowArg(&p.b.Cfg), p.b.W, p.b.B); err != nil {
 		return limiter.Usage{}, err
 	}
 	if p.sup && p.relief != nil {
@@ -262,14 +259,14 @@ func (p *Provider) get(ctx context.Context, k string) (limiter.Usage, error) {
 	return u[0], nil
 }
 
-// backend is the Provider as its Guard sees it (failover.Backend and
-// failover.SetBackend): a pointer, so passing it allocates nothing.
+// backend is the Provider as its Guard sees it (Backend and
+// SetBackend): a pointer, so passing it allocates nothing.
 type backend Provider
 
 // Validate checks an Inc (or, with peek, an IsAllowed) for the policy.
-func (be *backend) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*failover.Call, error) {
+func (be *backend) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
 	p := (*Provider)(be)
-	return failover.NewCall(&p.b, op, k, rate, n, peek, hardFactor(&p.b.Cfg, p.sup))
+	return NewCall(&p.b, op, k, rate, n, peek, hardFactor(&p.b.Cfg, p.sup))
 }
 
 // Decide is the Redis call of an Inc or, with peek, an IsAllowed.

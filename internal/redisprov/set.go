@@ -4,9 +4,6 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluice-go/sluice/internal/failover"
-	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -14,18 +11,18 @@ import (
 )
 
 // Sets is the calls on sets of limits of either strategy over a Base
-// (its strategy decides which): the failover.SetBackend of redisabs,
+// (its strategy decides which): the SetBackend of redisabs,
 // redissup and the hybrid, which decide sets alike, one script call per
 // decision and no lease. It is the Base itself, so passing one allocates
 // nothing.
-type Sets redisx.Base
+type Sets Base
 
 // SetsOf returns the calls on sets over b.
-func SetsOf(b *redisx.Base) *Sets { return (*Sets)(b) }
+func SetsOf(b *Base) *Sets { return (*Sets)(b) }
 
-var _ failover.SetBackend = (*Sets)(nil)
+var _ SetBackend = (*Sets)(nil)
 
-func (s *Sets) base() *redisx.Base { return (*redisx.Base)(s) }
+func (s *Sets) base() *Base { return (*Base)(s) }
 
 func (s *Sets) sup() bool { return s.base().Strategy() == key.Suppressed }
 
@@ -48,7 +45,7 @@ func (p *Provider) ResetSet(ctx context.Context, k string, set *limiter.Set) err
 }
 
 // setCall validates a call on set as the single calls are validated (the
-// key and ErrClosed first, then the set, then n: redisx.Base.CheckSet),
+// key and ErrClosed first, then the set, then n: Base.CheckSet),
 // then each limit's hard capacity, and returns the hashes of set's limits
 // and the limits, into lb.
 func (s *Sets) setCall(op, k string, set *limiter.Set, n int64, lb *[window.MaxSet]window.Limit) ([]string, []window.Limit, error) {
@@ -117,7 +114,7 @@ func (s *Sets) UsageSet(ctx context.Context, k string, set *limiter.Set) ([]limi
 		return nil, err
 	}
 	args := make([]any, 1, 1+2*len(ls))
-	args[0] = redisx.NowArg(&b.Cfg)
+	args[0] = NowArg(&b.Cfg)
 	for i := range ls {
 		args = append(args, ls[i].P.W, ls[i].P.B)
 	}
@@ -162,7 +159,7 @@ func (s *Sets) usages(ctx context.Context, op string, script *redis.Script, hs [
 	if err != nil {
 		return b.Errorf(op, err)
 	}
-	x, err := redisx.Int64s(v, width*len(us))
+	x, err := Int64s(v, width*len(us))
 	if err != nil {
 		return b.Errorf(op, err)
 	}

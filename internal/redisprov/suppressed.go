@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/internal/window"
 )
 
@@ -15,8 +14,8 @@ const decisionLen = 8
 // supArgs is the ARGV of a sup_inc.lua call. decl > 0 reports units
 // declined from memory (hot-key relief) with the call, through the
 // hybrid's arguments of the script, whose reply begins with the decision.
-func supArgs(b *redisx.Base, soft, hard, n, draw, decl int64) []any {
-	args := []any{redisx.NowArg(&b.Cfg), b.W, b.B, soft, hard, window.RecordedCost(n, hard), b.Cache, draw, b.TTL}
+func supArgs(b *Base, soft, hard, n, draw, decl int64) []any {
+	args := []any{NowArg(&b.Cfg), b.W, b.B, soft, hard, window.RecordedCost(n, hard), b.Cache, draw, b.TTL}
 	if decl > 0 {
 		args = append(args, 0, 0, 0, decl)
 	}
@@ -38,12 +37,12 @@ const setArgs, setReplyLen = 6, 6
 
 // supSetArgs is the ARGV of a sup_set.lua call for n units on limits ls
 // with the call's draw.
-func supSetArgs(b *redisx.Base, ls []window.Limit, n, draw int64) []any {
+func supSetArgs(b *Base, ls []window.Limit, n, draw int64) []any {
 	args := make([]any, 3, 3+setArgs*len(ls))
-	args[0], args[1], args[2] = redisx.NowArg(&b.Cfg), b.Cache, draw
+	args[0], args[1], args[2] = NowArg(&b.Cfg), b.Cache, draw
 	for i := range ls {
 		p := &ls[i]
-		args = append(args, p.P.W, p.P.B, p.Soft, p.Hard, window.RecordedCost(n, p.Hard), redisx.SetTTL(&b.Cfg, p))
+		args = append(args, p.P.W, p.P.B, p.Soft, p.Hard, window.RecordedCost(n, p.Hard), SetTTL(&b.Cfg, p))
 	}
 	return args
 }

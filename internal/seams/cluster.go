@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/internal/redisprov"
 
-	"github.com/sluice-go/sluice/internal/failover"
+	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -41,7 +41,7 @@ func RunClusterByNode(t *testing.T) {
 	owner := make(map[string]string) // key → its master before the kill
 	for i := range keys {
 		keys[i] = fmt.Sprintf("k%d", i)
-		owner[keys[i]] = rc.MasterOf(failover.Slot(key.Escape(keys[i])))
+		owner[keys[i]] = rc.MasterOf(redisprov.Slot(key.Escape(keys[i])))
 	}
 	victim := owner[keys[0]]
 	var victimKeys int
@@ -111,7 +111,7 @@ func RunClusterByNode(t *testing.T) {
 	time.Sleep(time.Second)
 	killed := time.Now()
 	rc.Kill(victim)
-	slot := failover.Slot(key.Escape(keys[0]))
+	slot := redisprov.Slot(key.Escape(keys[0]))
 	var promoted time.Time
 	for deadline := killed.Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if m := rc.MasterOf(slot); m != "" && m != victim {

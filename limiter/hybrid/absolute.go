@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/internal/redisprov"
-	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/scripts"
@@ -177,11 +176,11 @@ func (l *Absolute) plain(ctx context.Context, op, k string, c, n int64) (limiter
 // run is plain's call on the key's hash h.
 func (l *Absolute) run(ctx context.Context, op, h string, c, n int64) (window.Result, error) {
 	v, err := l.b.Run(ctx, scripts.AbsInc, []string{h},
-		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL)
+		redisprov.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL)
 	if err != nil {
 		return window.Result{}, l.errorf(op, err)
 	}
-	r, err := redisx.Decision(v, c, window.OutcomeAllowed, window.OutcomeRejected)
+	r, err := redisprov.Decision(v, c, window.OutcomeAllowed, window.OutcomeRejected)
 	if err != nil {
 		return window.Result{}, l.errorf(op, err)
 	}
@@ -211,7 +210,7 @@ func (l *Absolute) fetchLease(ctx context.Context, e *entry, q request, a ask) (
 		return r.Decision(), nil
 	}
 	v, err := l.b.Run(ctx, scripts.AbsInc, []string{e.hash},
-		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL, a.want, a.start, a.rel, a.ahead)
+		redisprov.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL, a.want, a.start, a.rel, a.ahead)
 	if err != nil {
 		// The release may not have happened: those units stay counted
 		// until their bucket dies, which only admits less.
@@ -232,7 +231,7 @@ func (l *Absolute) fetchLease(ctx context.Context, e *entry, q request, a ask) (
 		e.mu.Unlock()
 		return d, nil
 	}
-	r, err := redisx.Decision(v, c, window.OutcomeAllowed, window.OutcomeRejected)
+	r, err := redisprov.Decision(v, c, window.OutcomeAllowed, window.OutcomeRejected)
 	if err != nil {
 		return limiter.Decision{}, l.errorf("inc", err)
 	}
@@ -287,7 +286,7 @@ func (l *Absolute) syncArgs(s *syncCall[*entry], held bool) []any {
 	if s.renew && held {
 		n, want = 1, s.want
 	}
-	return []any{redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, s.soft, n, l.b.TTL, want, s.start, s.rel, s.ahead}
+	return []any{redisprov.NowArg(&l.b.Cfg), l.b.W, l.b.B, s.soft, n, l.b.TTL, want, s.start, s.rel, s.ahead}
 }
 
 // synced installs a renewal's grant (table.renewed).

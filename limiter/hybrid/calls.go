@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/redisprov"
+
 	"github.com/sluice-go/sluice/internal/config"
-	"github.com/sluice-go/sluice/internal/failover"
-	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -41,11 +41,11 @@ func (t *table[E]) usage(ctx context.Context, k string) (limiter.Usage, error) {
 	if err != nil {
 		return limiter.Usage{}, err
 	}
-	v, err := t.b.Run(ctx, script, []string{h}, redisx.NowArg(&t.b.Cfg), t.b.W, t.b.B)
+	v, err := t.b.Run(ctx, script, []string{h}, redisprov.NowArg(&t.b.Cfg), t.b.W, t.b.B)
 	if err != nil {
 		return limiter.Usage{}, t.errorf("get", err)
 	}
-	x, err := redisx.Int64s(v, width)
+	x, err := redisprov.Int64s(v, width)
 	if err != nil {
 		return limiter.Usage{}, t.errorf("get", err)
 	}
@@ -135,11 +135,11 @@ func (t *table[E]) reset(ctx context.Context, k string) error {
 	return t.g.Reset(ctx, &t.b, k)
 }
 
-// backend is a table as its Guard sees it (failover.Backend).
+// backend is a table as its Guard sees it (redisprov.Backend).
 type backend[E keyEntry] table[E]
 
 // Validate checks an Inc (or, with peek, an IsAllowed) for the policy.
-func (be *backend[E]) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*failover.Call, error) {
+func (be *backend[E]) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*redisprov.Call, error) {
 	t := (*table[E])(be)
 	return t.kind.redis.Call(&t.b, op, k, rate, n, peek)
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redisprov"
-	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/scripts"
@@ -269,11 +268,11 @@ func (l *Suppressed) peekRedis(ctx context.Context, k string) (limiter.Decision,
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	v, err := l.b.Run(ctx, scripts.SupAllowed, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.W, l.b.Cache, l.b.B)
+	v, err := l.b.Run(ctx, scripts.SupAllowed, []string{h}, redisprov.NowArg(&l.b.Cfg), l.b.W, l.b.Cache, l.b.B)
 	if err != nil {
 		return limiter.Decision{}, l.errorf("is allowed", err)
 	}
-	r, err := redisx.Decision(v, 0, window.OutcomeAllowed, window.OutcomeSuppressed)
+	r, err := redisprov.Decision(v, 0, window.OutcomeAllowed, window.OutcomeSuppressed)
 	if err != nil {
 		return limiter.Decision{}, l.errorf("is allowed", err)
 	}
@@ -295,7 +294,7 @@ func (l *Suppressed) plain(ctx context.Context, k string, soft, hard, n, draw in
 		return limiter.Decision{}, err
 	}
 	send := l.now()
-	v, err := l.b.Run(ctx, scripts.SupInc, []string{h}, redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B,
+	v, err := l.b.Run(ctx, scripts.SupInc, []string{h}, redisprov.NowArg(&l.b.Cfg), l.b.W, l.b.B,
 		soft, hard, window.RecordedCost(n, hard), l.b.Cache, draw, l.b.TTL, 0, 0, 0, 0)
 	if err != nil {
 		return limiter.Decision{}, l.errorf("inc", err)
@@ -333,7 +332,7 @@ func parseSupReply(v any, soft int64) (supReply, error) {
 	if !ok || len(arr) != 16 {
 		return supReply{}, errSupReply
 	}
-	r, err := redisx.Decision(arr[:8], soft, window.OutcomeAllowed, window.OutcomeSuppressed)
+	r, err := redisprov.Decision(arr[:8], soft, window.OutcomeAllowed, window.OutcomeSuppressed)
 	if err != nil {
 		return supReply{}, err
 	}
@@ -371,7 +370,7 @@ func (l *Suppressed) fetchLease(ctx context.Context, e *supEntry, q request, a a
 		return l.single(ctx, e, soft, hard, n, draw, send)
 	}
 	v, err := l.b.Run(ctx, scripts.SupInc, []string{e.hash},
-		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, n, l.b.Cache, draw, l.b.TTL, a.want, a.start, a.rel, a.push, a.ahead)
+		redisprov.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, n, l.b.Cache, draw, l.b.TTL, a.want, a.start, a.rel, a.push, a.ahead)
 	if err != nil {
 		// The release may not have happened: those units stay counted
 		// until their bucket dies, which only admits less. The declines
@@ -417,11 +416,11 @@ func (l *Suppressed) fetchLease(ctx context.Context, e *supEntry, q request, a a
 // nothing from them.
 func (l *Suppressed) single(ctx context.Context, e *supEntry, soft, hard, n, draw, send int64) (limiter.Decision, error) {
 	v, err := l.b.Run(ctx, scripts.SupInc, []string{e.hash},
-		redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, n, l.b.Cache, draw, l.b.TTL)
+		redisprov.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, n, l.b.Cache, draw, l.b.TTL)
 	if err != nil {
 		return limiter.Decision{}, l.errorf("inc", err)
 	}
-	r, err := redisx.Decision(v, soft, window.OutcomeAllowed, window.OutcomeSuppressed)
+	r, err := redisprov.Decision(v, soft, window.OutcomeAllowed, window.OutcomeSuppressed)
 	if err != nil {
 		return limiter.Decision{}, l.errorf("inc", err)
 	}
@@ -456,7 +455,7 @@ func (l *Suppressed) syncArgs(s *syncCall[*supEntry], held bool) []any {
 	if held {
 		want, push = s.want, s.push
 	}
-	return []any{redisx.NowArg(&l.b.Cfg), l.b.W, l.b.B, s.soft, s.hard, 0, l.b.Cache,
+	return []any{redisprov.NowArg(&l.b.Cfg), l.b.W, l.b.B, s.soft, s.hard, 0, l.b.Cache,
 		int64(window.PPM - 1), l.b.TTL, want, s.start, s.rel, push, s.ahead}
 }
 

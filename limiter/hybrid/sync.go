@@ -5,21 +5,21 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/redisprov"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/config"
-	"github.com/sluice-go/sluice/internal/failover"
-	"github.com/sluice-go/sluice/internal/redisx"
 )
 
 // takeFetch waits for a key's fetch token (fetch), and re-checks after the
 // wait: it returns nil with the token held, or without it ctx's error,
-// redisx.ErrOpened when the breaker is open (the policy answers at once,
-// also while waiting), or redisx.ErrBehindFailure when a lease request of
+// redisprov.ErrOpened when the breaker is open (the policy answers at once,
+// also while waiting), or redisprov.ErrBehindFailure when a lease request of
 // the key failed while this one waited (fails counts them): a waiter is
 // never sent after a request that found Redis slow or gone, so no caller
 // waits more than about one call behind others, WithTimeout(0) included.
-func takeFetch(ctx context.Context, g *failover.Guard, fetch chan struct{}, fails *atomic.Int64) error {
+func takeFetch(ctx context.Context, g *redisprov.Guard, fetch chan struct{}, fails *atomic.Int64) error {
 	seen := fails.Load()
 	select {
 	case fetch <- struct{}{}:
@@ -29,15 +29,15 @@ func takeFetch(ctx context.Context, g *failover.Guard, fetch chan struct{}, fail
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-g.Opened():
-			return redisx.ErrOpened
+			return redisprov.ErrOpened
 		}
 	}
 	var err error
 	switch {
 	case g.Open():
-		err = redisx.ErrOpened
+		err = redisprov.ErrOpened
 	case fails.Load() != seen:
-		err = redisx.ErrBehindFailure
+		err = redisprov.ErrBehindFailure
 	}
 	if err != nil {
 		<-fetch
@@ -51,7 +51,7 @@ func takeFetch(ctx context.Context, g *failover.Guard, fetch chan struct{}, fail
 // otherwise each waiter's own budget, which started before its wait,
 // bounds it, and the request may have timed out because of its own wait.
 func fetched(cfg *config.Config, err error, fails *atomic.Int64) {
-	if err != nil && failover.Unavailable(err) && (cfg.Timeout <= 0 || !failover.TimedOut(err)) {
+	if err != nil && redisprov.Unavailable(err) && (cfg.Timeout <= 0 || !redisprov.TimedOut(err)) {
 		fails.Add(1)
 	}
 }
@@ -104,7 +104,7 @@ func pipeCalls(ctx context.Context, client redis.Scripter, script *redis.Script,
 				}
 			}
 		}
-		if ok, _ := redisx.Pipelined(ctx, client, func(pipe redis.Scripter) { queue(pipe, true) }); !ok {
+		if ok, _ := redisprov.Pipelined(ctx, client, func(pipe redis.Scripter) { queue(pipe, true) }); !ok {
 			queue(client, false)
 		}
 		last := round == 1 || ctx.Err() != nil
@@ -113,7 +113,7 @@ func pipeCalls(ctx context.Context, client redis.Scripter, script *redis.Script,
 			if done[i] {
 				continue
 			}
-			if !last && redisx.NoScript(cmd.Err()) {
+			if !last && redisprov.NoScript(cmd.Err()) {
 				missing = true
 				continue
 			}

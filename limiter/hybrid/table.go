@@ -9,11 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisprov"
-	"github.com/sluice-go/sluice/internal/redisx"
-	"github.com/sluice-go/sluice/internal/relief"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/rediscore"
 )
@@ -57,7 +53,7 @@ const (
 // in memory takes no entry: Redis decides it, as redisabs (or redissup)
 // would, with no lease and no cached refusal, until idle keys leave memory.
 // It is 4 × maxVisits, so that a tick's walk covers the table every 4
-// ticks, and as many keys as hot-key relief remembers (relief.MaxKeys).
+// ticks, and as many keys as hot-key relief remembers (redisprov.MaxKeys).
 // No option sets it: a key it turns away costs what the Redis provider
 // costs, while a larger table would slow the walk, and with it renewals
 // and reclamation, in proportion (docs/algorithms.md, Hybrid leases).
@@ -73,8 +69,8 @@ const shardCount = 64
 // the local decisions, the lease requests and the sync's script calls.
 // Absolute and Suppressed embed a table.
 type table[E keyEntry] struct {
-	b        redisx.Base
-	g        failover.Guard
+	b        redisprov.Base
+	g        redisprov.Guard
 	s        strategy[E]
 	kind     kind[E]
 	closed   atomic.Bool
@@ -105,7 +101,7 @@ type table[E keyEntry] struct {
 
 	stop, done chan struct{}
 	closeOnce  sync.Once
-	peeks      relief.Peeks // IsAllowed calls in flight, shared
+	peeks      redisprov.Peeks // IsAllowed calls in flight, shared
 
 	// Redis calls by kind, for tests and benchmarks: an Inc's lease
 	// request, a tick's renewal, release and refresh (a suppressed key's
@@ -213,7 +209,7 @@ type entry struct {
 	// A cached refusal (hot-key relief, the Redis providers' mechanism):
 	// answered from memory until its RetryAfter, for the longer of the
 	// sync interval and B at most.
-	ref relief.Refusal
+	ref redisprov.Refusal
 
 	used    int64   // units admitted since the last tick
 	est     float64 // units admitted per tick, smoothed

@@ -4,11 +4,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/redisprov"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/conformance"
 	"github.com/sluice-go/sluice/internal/redistest"
-	"github.com/sluice-go/sluice/internal/relief"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/redisabs"
 )
@@ -42,7 +43,7 @@ func TestReliefTrace(t *testing.T) {
 }
 
 // TestReliefResetElsewhere: relief refuses from memory for at most
-// relief.MaxStale (1 s) after Redis's refusal, even when another instance
+// redisprov.MaxStale (1 s) after Redis's refusal, even when another instance
 // resets the key meanwhile (a documented over-refusal, never an admission
 // Redis would refuse), and asks Redis again at that bound, which sees the
 // Reset; a Reset through the same limiter forgets at once.
@@ -63,7 +64,7 @@ func TestReliefResetElsewhere(t *testing.T) {
 	if err := b.Reset(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	stale := relief.MaxStale * time.Millisecond
+	stale := redisprov.MaxStale * time.Millisecond
 	clk.Advance(stale - time.Millisecond)
 	d := mustInc(t, a, "k", rate, 1)
 	if d.Allowed || d.RetryAfter != first.RetryAfter-stale+time.Millisecond {

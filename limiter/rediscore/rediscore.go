@@ -5,10 +5,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisprov"
-	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -27,7 +24,7 @@ type Client interface {
 }
 
 // Every Client is one for the shared provider code.
-var _ redisx.Client = Client(nil)
+var _ redisprov.Client = Client(nil)
 
 // Limiter is a limiter on Redis: every process that uses the same Redis
 // and key prefix shares each key's sliding window. Its strategy is the
@@ -39,8 +36,8 @@ type Limiter struct {
 	p redisprov.Provider
 	// g and be are p's Guard and p as its Backend (Provider.Decider), so
 	// that Inc and IsAllowed call the Guard directly.
-	g  *failover.Guard
-	be failover.Backend
+	g  *redisprov.Guard
+	be redisprov.Backend
 }
 
 var (

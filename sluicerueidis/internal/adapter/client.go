@@ -10,10 +10,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/redisprov"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/cleanup"
-	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/limiter/hybrid"
 	"github.com/sluice-go/sluice/limiter/rediscore"
 )
@@ -49,7 +50,7 @@ var (
 	_ cleanup.Client   = (*Client)(nil)
 	_ cleanup.Nodes    = (*Client)(nil)
 	// The write-back and the hybrid's sync pipeline through it.
-	_ redisx.ScriptPipeliner = (*Client)(nil)
+	_ redisprov.ScriptPipeliner = (*Client)(nil)
 )
 
 // New returns the adapter of d.

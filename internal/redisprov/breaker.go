@@ -1,0 +1,173 @@
+// The breaker: closed, open, and the probe that closes it.
+//
+// Closed, calls go to Redis (evidence.go judges their errors); trip opens
+// the breaker on wire evidence and starts run, one goroutine per outage,
+// which asks Redis every probe interval until a probe succeeds, writes
+// back what the fallback admitted (writeback.go) and closes the breaker.
+// No user request ever probes: while the breaker is open calls answer by
+// the policy (fallback.go) after one atomic load.
+
+package redisprov
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// Open reports whether the breaker is open: calls must answer by the
+// policy (Answer, Err) without touching Redis. It is one atomic load.
+func (g *Guard) Open() bool { return g.open.Load() }
+
+func nop() {}
+
+// trip opens the breaker and starts the probe if none is running.
+func (g *Guard) trip(err error) {
+	if !g.open.CompareAndSwap(false, true) {
+		return
+	}
+	if g.node != "" {
+		err = fmt.Errorf("master %s: %w", g.node, err)
+		g.parent.loadSlots()
+	}
+	// The cause before the channel: a call that leaves when it closes
+	// returns the cause (bounded).
+	g.cause.Store(&err)
+	close(*g.openCh.Load())
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	g.since = time.Now()
+	if g.running {
+		return // the probe goroutine, reconciling, sees the breaker open again
+	}
+	g.running = true
+	g.wg.Add(1)
+	go g.run()
+}
+
+// run is the probe goroutine: it reports the outage, probes until Redis
+// answers or Close, closes the breaker, reconciles and reports recovery.
+func (g *Guard) run() {
+	defer g.wg.Done()
+	t := time.NewTimer(g.cfg.ProbeInterval)
+	defer t.Stop()
+	for {
+		g.notify(limiter.StateChange{Degraded: true, Cause: g.causeErr()})
+		if !g.probeUntilUp(t) {
+			g.closedDegraded()
+			return
+		}
+		g.mu.Lock()
+		since := g.since
+		g.mu.Unlock()
+		// The fallback's units reach Redis before Redis decides again:
+		// one pass while the breaker is still open (the fallback goes on
+		// answering), then, once it is closed, a pass for what the
+		// fallback admitted during the first. (Closing first let Redis
+		// admit, during the whole write-back, into a window that did not
+		// yet hold those units.)
+		r := newTally()
+		for i := 0; g.reconcile(false, &r) && i < 2; i++ {
+			// Redis failed again during the write-back: the units wait,
+			// the breaker stays open, and the probe goes on, twice at
+			// most (a Redis too slow for the write-back's pipelines
+			// must not keep the limiter degraded); then the second
+			// pass takes what is left.
+			t.Reset(g.cfg.ProbeInterval)
+			if !g.probeUntilUp(t) {
+				break
+			}
+		}
+		if g.stopCtx.Err() != nil {
+			g.closedDegraded()
+			return
+		}
+		// The grace starts before the breaker closes: an admission Redis
+		// grants during the second pass is charged to the fallback too.
+		g.startGrace()
+		g.rearm()
+		g.open.Store(false)
+		// A write of this pass that found Redis unavailable is tried
+		// again twice, a probe interval apart, while the breaker stays
+		// closed (a stale pooled connection is no outage); the units of
+		// a breaker opened again wait for the next recovery.
+		for i := 0; g.reconcile(true, &r) && !g.open.Load(); i++ {
+			if i == 2 || !g.sleep(g.cfg.ProbeInterval) {
+				g.dropPending(&r)
+				break
+			}
+		}
+		done, lost, units := r.counts()
+		g.notify(limiter.StateChange{Duration: time.Since(since), Reconciled: done, Unreconciled: lost,
+			UnreconciledUnits: units})
+		g.mu.Lock()
+		if !g.open.Load() || g.closed {
+			g.running = false
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock() // opened again while reconciling: probe again
+		t.Reset(g.cfg.ProbeInterval)
+	}
+}
+
+// sleep waits d; false when Close came first.
+func (g *Guard) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-g.stopCtx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// closedDegraded ends the probe goroutine of a limiter closed while
+// degraded: the limiter leaves degraded mode with it, so that what counts
+// degraded limiters (a gauge) stops counting this one. Nothing more is
+// reconciled.
+func (g *Guard) closedDegraded() {
+	g.mu.Lock()
+	since := g.since
+	g.running = false
+	g.mu.Unlock()
+	g.notify(limiter.StateChange{Cause: limiter.ErrClosed, Duration: time.Since(since)})
+}
+
+// probeUntilUp probes every interval, one probe at a time; false when
+// stopped by Close.
+func (g *Guard) probeUntilUp(t *time.Timer) bool {
+	for {
+		select {
+		case <-g.stopCtx.Done():
+			return false
+		case <-t.C:
+		}
+		err := g.probeNow(0)
+		if g.stopCtx.Err() != nil {
+			return false
+		}
+		if err == nil || !Unavailable(err) {
+			return true // Redis answered, if only with an error of another kind
+		}
+		g.cause.Store(&err)
+		t.Reset(g.cfg.ProbeInterval)
+	}
+}
+
+func (g *Guard) notify(sc limiter.StateChange) {
+	sc.Provider, sc.Policy = g.pkg, g.cfg.Policy
+	g.logStateChange(sc)
+	if obs := g.observer(); obs != nil {
+		obs.ObserveEvent(context.Background(), limiter.Event{Kind: limiter.EventStateChange, Provider: sc.Provider, State: sc})
+	}
+	if fn := g.cfg.OnStateChange; fn != nil {
+		fn(sc)
+	}
+}

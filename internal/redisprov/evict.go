@@ -1,0 +1,85 @@
+package redisprov
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Eviction (docs/operations.md, Memory policy).
+//
+// Every limiter hash carries a TTL, so under a maxmemory-policy other
+// than noeviction Redis may evict it when memory runs short: volatile-*
+// policies evict keys with a TTL first, allkeys-* any key. An evicted
+// hash is a key that starts again from empty, so its window admits up to
+// C more than it should, silently. The guard asks the server's policy
+// (CONFIG GET maxmemory-policy, where the server allows it) at Ping and
+// at the limiter's first call, and warns through the logger when it can
+// evict the limiter's keys.
+
+// configGetter is the client's CONFIG GET, which *redis.Client,
+// *redis.ClusterClient and *redis.Ring have.
+type configGetter interface {
+	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
+}
+
+// evictionTimeout bounds the check's CONFIG GET.
+const evictionTimeout = time.Second
+
+// checkEviction asks the server's maxmemory-policy and warns, once per
+// limiter, when it can evict the limiter's keys. A server that refuses
+// CONFIG (a managed Redis that renames it), one that does not answer, or
+// a client without ConfigGet is not checked.
+func (g *Guard) checkEviction(ctx context.Context) {
+	// On the probe's own client when there is one: its dials are not the
+	// callers' (dial.go), so the check's failure is no outage's onset.
+	var c any = g.client
+	if g.own != nil {
+		c = g.own.client()
+	}
+	cg, ok := c.(configGetter)
+	if !ok || g.evictWarned.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, evictionTimeout)
+	defer cancel()
+	m, err := cg.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		return
+	}
+	policy := m["maxmemory-policy"]
+	if !evicts(policy) || !g.evictWarned.CompareAndSwap(false, true) {
+		return
+	}
+	if l := g.logger(); l != nil {
+		l.Warn("sluice: Redis may evict the limiter's counts under memory pressure (an evicted key starts again from empty and admits up to its capacity more); use maxmemory-policy noeviction",
+			"provider", g.pkg, "addr", Addr(g.client), "maxmemory-policy", policy)
+	}
+}
+
+// evicts reports whether a maxmemory-policy can evict keys that carry a
+// TTL: every policy but noeviction (and an empty answer, none known).
+func evicts(policy string) bool {
+	p := strings.ToLower(policy)
+	return p != "" && p != "noeviction"
+}
+
+// firstCall starts the eviction check in the background at the
+// limiter's first call (Decide, DecideSet): one atomic load per call.
+func (g *Guard) firstCall() {
+	if g.evictAsked.Load() || !g.evictAsked.CompareAndSwap(false, true) {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.checkEviction(g.stopCtx)
+	}()
+}

@@ -1,0 +1,257 @@
+package redisprov
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/key"
+)
+
+// A cluster fails by node (docs/operations.md, A cluster fails by node).
+//
+// The masters of a Redis Cluster fail one at a time, and a dead master
+// should cost the keys of its slots, not every key. So a Guard made
+// ByNode on a *redis.ClusterClient routes each call to the guard of the
+// master that owns the key's slot, one per master, each with its own
+// breaker, probe, fallback, write-back and grace: a master's outage opens
+// its guard alone. Each node guard's probe writes a key of the limiter's
+// own whose slot that master owns, through the cluster client, so it
+// follows the cluster's topology: a failed probe asks the client to
+// reload its slot table (in the background), and a later probe reaches
+// the replica promoted in the dead master's place; its guard then closes
+// (after its write-back) and the keys of those slots are back on Redis.
+//
+// The slot table (slot → master) is read with CLUSTER SLOTS at the first
+// call, in the background, and again when a node guard opens; until it is
+// read, calls go to the router's own guard, as on a single client. A
+// table gone stale (a slot moved) only groups keys with the wrong
+// master's breaker: each call still goes where the cluster client routes
+// it. The hybrid keeps one guard per limiter (its syncs carry many keys).
+
+// clusterSlots is the number of hash slots of a Redis Cluster.
+const clusterSlots = 16384
+
+// nodes is the routing of a Guard made ByNode.
+type nodes struct {
+	cc       *redis.ClusterClient
+	newProbe func(tag string) func(ctx context.Context, client redis.Scripter) error
+
+	table   atomic.Pointer[slotTable]
+	loading atomic.Bool
+	loaded  atomic.Int64 // when the table was last read (UnixNano)
+
+	mu sync.Mutex
+	by map[string]*Guard // master address → its guard, kept until Close
+}
+
+// slotTable maps each slot to its master's guard.
+type slotTable struct {
+	guard [clusterSlots]*Guard
+}
+
+// ByNode makes g, on a *redis.ClusterClient, route every call by key to
+// the guard of the master that owns the key's slot (above); newProbe
+// returns the probe of a node guard, which writes the key whose hash tag
+// is tag. On any other client it does nothing. Call it right after Init.
+func (g *Guard) ByNode(newProbe func(tag string) func(ctx context.Context, client redis.Scripter) error) {
+	cc, ok := g.client.(*redis.ClusterClient)
+	if !ok {
+		return
+	}
+	g.nodes = &nodes{cc: cc, newProbe: newProbe, by: make(map[string]*Guard)}
+}
+
+// route returns the guard of k's master: g itself off a cluster, and
+// until the slot table is read.
+func (g *Guard) route(k string) *Guard {
+	g.firstCall()
+	t := g.nodes.table.Load()
+	if t == nil {
+		g.loadSlots()
+		return g
+	}
+	if ng := t.guard[Slot(key.Escape(k))]; ng != nil {
+		return ng
+	}
+	return g
+}
+
+// loadSlots reads the slot table in the background, one read at a time
+// and at most once a probe interval.
+func (g *Guard) loadSlots() {
+	n := g.nodes
+	if last := n.loaded.Load(); last != 0 && time.Since(time.Unix(0, last)) < g.cfg.ProbeInterval {
+		return
+	}
+	if !n.loading.CompareAndSwap(false, true) {
+		return
+	}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		n.loading.Store(false)
+		return
+	}
+	g.wg.Add(1)
+	g.mu.Unlock()
+	go func() {
+		defer g.wg.Done()
+		defer n.loading.Store(false)
+		ctx, cancel := context.WithTimeout(g.stopCtx, g.probeDeadline()+g.cfg.ProbeInterval)
+		defer cancel()
+		slots, err := n.cc.ClusterSlots(ctx).Result()
+		n.loaded.Store(time.Now().UnixNano())
+		if err != nil || len(slots) == 0 {
+			return
+		}
+		t := new(slotTable)
+		for _, s := range slots {
+			if len(s.Nodes) == 0 || s.Start < 0 || s.End >= clusterSlots || s.Start > s.End {
+				continue
+			}
+			ng := g.nodeGuard(s.Nodes[0].Addr)
+			if ng == nil {
+				return // closed
+			}
+			for i := s.Start; i <= s.End; i++ {
+				t.guard[i] = ng
+			}
+		}
+		n.table.Store(t)
+	}()
+}
+
+// nodeGuard returns the guard of the master at addr, making it at its
+// first use: g's settings, and a probe of a key in one of addr's slots;
+// nil once g is closed.
+func (g *Guard) nodeGuard(addr string) *Guard {
+	n := g.nodes
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ng := n.by[addr]; ng != nil {
+		return ng
+	}
+	g.mu.Lock()
+	closed := g.closed
+	g.mu.Unlock()
+	if closed {
+		return nil
+	}
+	tag, err := n.tagOn(addr)
+	if err != nil {
+		tag = probeKeyTag(len(n.by)) // a key of another master: the guard still follows the client
+	}
+	ng := new(Guard)
+	ng.initNode(g, addr, n.newProbe(tag))
+	n.by[addr] = ng
+	return ng
+}
+
+// tagOn returns a probe hash tag whose slot the cluster client routes to
+// the master at addr.
+func (n *nodes) tagOn(addr string) (string, error) {
+	for i := 0; i < 4096; i++ {
+		tag := probeKeyTag(i)
+		m, err := n.cc.MasterForKey(context.Background(), tag)
+		if err != nil {
+			return "", err
+		}
+		if m.Options().Addr == addr {
+			return tag, nil
+		}
+	}
+	return "", errors.New("no probe key found on " + addr)
+}
+
+// probeKeyTag is the hash tag of the i-th node guard's probe key.
+func probeKeyTag(i int) string { return fmt.Sprintf("%%probe-%d", i) }
+
+// initNode sets ng up as the guard of the master at addr under the
+// router r: r's settings and client, its own probe, and neither a dial
+// hook (r's routes each failed dial to its node's guard) nor an eviction
+// check of its own (r's, at Ping or its first call).
+func (ng *Guard) initNode(r *Guard, addr string, probe func(ctx context.Context, client redis.Scripter) error) {
+	ng.initCore(r.pkg, r.strategy, r.client, r.cfg, r.opts[:len(r.opts)-2], probe, r.recon)
+	ng.node, ng.parent = addr, r
+	ng.evictAsked.Store(true)
+}
+
+// tripNode opens the breaker of the master at addr, for a failed dial to
+// it; false when g does not route by node or has no guard for addr.
+func (g *Guard) tripNode(addr string, err error) bool {
+	if g.nodes == nil {
+		return false
+	}
+	g.nodes.mu.Lock()
+	ng := g.nodes.by[addr]
+	g.nodes.mu.Unlock()
+	if ng == nil {
+		return false
+	}
+	ng.trip(err)
+	return true
+}
+
+// closeNodes closes every node guard of g until ctx is done.
+func (g *Guard) closeNodes(ctx context.Context) error {
+	if g.nodes == nil {
+		return nil
+	}
+	g.nodes.mu.Lock()
+	all := make([]*Guard, 0, len(g.nodes.by))
+	for _, ng := range g.nodes.by {
+		all = append(all, ng)
+	}
+	g.nodes.mu.Unlock()
+	var err error
+	for _, ng := range all {
+		if cerr := ng.Close(ctx); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// followTopology asks a cluster client to reload its slot table in the
+// background after a failed probe (a promoted replica serves the slots of
+// a dead master), and a guard routing by node to read its own again.
+func (g *Guard) followTopology() {
+	if cc, ok := g.client.(*redis.ClusterClient); ok {
+		cc.ReloadState(context.Background())
+	}
+	if g.parent != nil {
+		g.parent.loadSlots()
+	}
+}
+
+// Slot is the Redis Cluster hash slot of a key with no hash tag of its
+// own: CRC16 (XMODEM) of the key, mod 16384. An escaped key (package key)
+// has no braces, and is the hash tag of its Redis keys.
+func Slot(k string) int {
+	var crc uint16
+	for i := 0; i < len(k); i++ {
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^k[i]]
+	}
+	return int(crc) % clusterSlots
+}
+
+var crcTable = func() (t [256]uint16) {
+	for i := range t {
+		c := uint16(i) << 8
+		for j := 0; j < 8; j++ {
+			if c&0x8000 != 0 {
+				c = c<<1 ^ 0x1021
+			} else {
+				c <<= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}()

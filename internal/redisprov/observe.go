@@ -1,0 +1,207 @@
+package redisprov
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/key"
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// ErrorClass sorts the error of a Redis call made with the caller's ctx
+// into the classes of limiter.ErrorTimeout and friends; "" for errors that
+// are not the backend's (bad input, ErrClosed), which no event reports.
+func ErrorClass(ctx context.Context, err error) string {
+	switch {
+	case notBackend(err):
+		return ""
+	case ctx.Err() != nil, errors.Is(err, context.Canceled):
+		return limiter.ErrorCanceled
+	case !Unavailable(err):
+		return limiter.ErrorReply
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, redis.ErrPoolTimeout):
+		return limiter.ErrorTimeout
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		return limiter.ErrorUnavailable
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return limiter.ErrorTimeout
+	}
+	return limiter.ErrorConnection
+}
+
+// opName is the observer's name of an operation ("is allowed" →
+// limiter.OpIsAllowed).
+func opName(op string) string {
+	switch op {
+	case "inc":
+		return limiter.OpInc
+	case "is allowed":
+		return limiter.OpIsAllowed
+	case "inc set":
+		return limiter.OpIncSet
+	case "is allowed set":
+		return limiter.OpIsAllowedSet
+	case "get":
+		return limiter.OpGet
+	case "reset":
+		return limiter.OpReset
+	case "get set":
+		return limiter.OpGetSet
+	case "reset set":
+		return limiter.OpResetSet
+	}
+	return op
+}
+
+// observer returns the observer of WithObserver, nil for none.
+func (g *Guard) observer() limiter.Observer {
+	return g.cfg.Observer
+}
+
+func (g *Guard) strategyName() string {
+	if g.strategy == key.Suppressed {
+		return limiter.StrategySuppressed
+	}
+	return limiter.StrategyAbsolute
+}
+
+// timing records the Redis call of one decision.
+type timing struct {
+	asked bool
+	start time.Time
+	took  time.Duration
+	err   error
+}
+
+// timed is a Backend whose Decide is timed, so that Decide reports what
+// Redis cost; the guard's logic runs unchanged around it.
+type timed struct {
+	Backend
+	t timing
+}
+
+func (b *timed) Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
+	b.t.asked, b.t.start = true, time.Now()
+	d, err := b.Backend.Decide(ctx, k, rate, n, peek)
+	b.t.end(err)
+	return d, err
+}
+
+// untimed returns be without its timing wrapper, if it has one, and the
+// timing, started now (nil when be is not timed): the call runs through
+// bounded, whose goroutine may outlive the caller's wait.
+func untimed(be Backend) (Backend, *timing) {
+	if tb, ok := be.(*timed); ok {
+		tb.t.asked, tb.t.start = true, time.Now()
+		return tb.Backend, &tb.t
+	}
+	return be, nil
+}
+
+// untimedSet is untimed for sets.
+func untimedSet(be SetBackend) (SetBackend, *timing) {
+	if tb, ok := be.(*timedSet); ok {
+		tb.t.asked, tb.t.start = true, time.Now()
+		return tb.SetBackend, &tb.t
+	}
+	return be, nil
+}
+
+// end records the end of a timed call; nothing for a nil timing. A
+// decision answered from memory (ErrRemembered) did not ask Redis.
+func (t *timing) end(err error) {
+	switch {
+	case t == nil:
+	case err == ErrRemembered:
+		*t = timing{}
+	default:
+		t.took, t.err = time.Since(t.start), err
+	}
+}
+
+// timedSet is timed for sets.
+type timedSet struct {
+	SetBackend
+	t timing
+}
+
+func (b *timedSet) DecideSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	b.t.asked, b.t.start = true, time.Now()
+	d, err := b.SetBackend.DecideSet(ctx, op, k, set, n)
+	b.t.took, b.t.err = time.Since(b.t.start), err
+	return d, err
+}
+
+// decideObserved is Decide with an observer: the Redis call is timed, a
+// failure is reported as an EventBackendError, and a decision as a
+// DecisionEvent.
+func (g *Guard) decideObserved(ctx context.Context, be Backend, op, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
+	tb := timed{Backend: be}
+	d, err := g.Decide(ctx, &tb, op, k, rate, n, peek)
+	g.report(ctx, op, k, n, &tb.t, d, nil, err)
+	return d, err
+}
+
+// decideSetObserved is DecideSet with an observer.
+func (g *Guard) decideSetObserved(ctx context.Context, be SetBackend, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	tb := timedSet{SetBackend: be}
+	d, err := g.DecideSet(ctx, &tb, op, k, set, n)
+	g.report(ctx, op, k, n, &tb.t, d.Decision, d.Limits, err)
+	return d, err
+}
+
+// report sends the events of one decision call.
+func (g *Guard) report(ctx context.Context, op, k string, n int64, t *timing, d limiter.Decision, limits []limiter.LimitDecision, err error) {
+	obs := g.observer()
+	class := ""
+	if t.asked {
+		if class = ErrorClass(ctx, t.err); class != "" {
+			obs.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventBackendError, Provider: g.pkg, Op: opName(op),
+				ErrorClass: class, Err: t.err, Duration: t.took})
+		}
+	}
+	if err != nil {
+		return
+	}
+	e := limiter.DecisionEvent{Provider: g.pkg, Strategy: g.strategyName(), Op: opName(op), Key: k, Cost: n,
+		Decision: d, Limits: limits, Backend: t.asked, ErrorClass: class}
+	if t.asked {
+		e.Start, e.Duration = t.start, t.took
+	}
+	obs.ObserveDecision(ctx, e)
+}
+
+// observeErr reports the failed Redis call of a Get, Reset, GetSet or
+// ResetSet.
+func (g *Guard) observeErr(ctx context.Context, op string, err error) {
+	obs := g.observer()
+	if obs == nil {
+		return
+	}
+	if class := ErrorClass(ctx, err); class != "" {
+		obs.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventBackendError, Provider: g.pkg, Op: opName(op),
+			ErrorClass: class, Err: err})
+	}
+}
+
+// Observe reports a decision made without asking Redis (a hybrid lease, a
+// remembered refusal) to the observer, if there is one, as a decision
+// with Backend false.
+func (g *Guard) Observe(ctx context.Context, op, k string, n int64, d limiter.Decision) {
+	if g.cfg.Observer != nil {
+		g.observeLocal(ctx, op, k, n, d)
+	}
+}
+
+func (g *Guard) observeLocal(ctx context.Context, op, k string, n int64, d limiter.Decision) {
+	g.cfg.Observer.ObserveDecision(ctx, limiter.DecisionEvent{Provider: g.pkg, Strategy: g.strategyName(), Op: opName(op),
+		Key: k, Cost: n, Decision: d})
+}

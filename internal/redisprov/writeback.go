@@ -1,0 +1,192 @@
+// The write-back: after an outage, the units the fallback admitted are
+// written to Redis (two passes of pipelines) before the breaker closes.
+
+package redisprov
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// dropPending counts every pending entry as not written.
+func (g *Guard) dropPending(t *tally) {
+	g.pmu.Lock()
+	pend := g.pending
+	g.pending = make(map[string]*Pending)
+	g.pmu.Unlock()
+	for id, p := range pend {
+		t.missed(id, p.Units)
+	}
+}
+
+// tally is what the passes of one recovery did: the pending entries
+// (keys, or key and set pairs) whose units Redis recorded, those whose
+// units it did not, with the units, and the entries never remembered
+// (MaxPending). An entry written by one pass and lost by the next is lost.
+type tally struct {
+	done      map[string]bool
+	lost      map[string]int64
+	dropped   int
+	droppedUn int64
+	again     []*Pending // written when Redis answers again (see reconcile)
+}
+
+func newTally() tally { return tally{done: make(map[string]bool), lost: make(map[string]int64)} }
+
+func (t *tally) wrote(id string)           { t.done[id] = true }
+func (t *tally) missed(id string, n int64) { t.lost[id] += n }
+
+// counts returns StateChange's Reconciled, Unreconciled and
+// UnreconciledUnits.
+func (t *tally) counts() (done, lost int, units int64) {
+	units = t.droppedUn
+	for _, n := range t.lost {
+		units += n
+	}
+	for id := range t.done {
+		if _, ok := t.lost[id]; !ok {
+			done++
+		}
+	}
+	return done, len(t.lost) + t.dropped, units
+}
+
+// reconcile writes the units the fallback admitted for keys whose window
+// is still live (since the last pass), in one pass of pipelines of
+// reconcileBatch keys, each recorded as admitted whatever Redis holds.
+// closed says the breaker was closed for the pass: one that finds it open
+// again stops. Keys whose write found Redis unavailable, and those left
+// when the breaker opened again, go back to the pending keys, to be written
+// when Redis answers again; reconcile then returns true.
+func (g *Guard) reconcile(closed bool, t *tally) bool {
+	g.pmu.Lock()
+	pend := g.pending
+	t.dropped += g.dropped + len(g.droppedIDs)
+	g.droppedIDs = nil
+	t.droppedUn += g.droppedUnits
+	g.pending, g.dropped, g.droppedUnits = make(map[string]*Pending), 0, 0
+	g.pmu.Unlock()
+	fbp := g.fb.Load()
+	if len(pend) == 0 || fbp == nil || g.recon.Queue == nil {
+		return false
+	}
+	fb := *fbp
+	now := g.cfg.NowMs()
+	items := make([]*Pending, 0, len(pend))
+	for id, p := range pend {
+		p.id = id
+		if now-p.LastMs >= p.span {
+			continue // dead in the window: nothing to count
+		}
+		// Units still live in the fallback's window, and admitted during
+		// this outage (a key's local state may hold an earlier outage's
+		// units, already written back then).
+		live, err := g.liveUnits(fb, p)
+		if err != nil {
+			t.missed(id, p.Units)
+			continue
+		}
+		if p.Units = min(p.Units, live); p.Units > 0 {
+			items = append(items, p)
+		}
+	}
+	if len(items) == 0 {
+		return false
+	}
+	to := g.cfg.Timeout
+	if to <= 0 {
+		to = probeTimeout
+	}
+	for _, sc := range g.recon.Scripts {
+		ctx, cancel := context.WithTimeout(g.stopCtx, to)
+		sc.Load(ctx, g.client)
+		cancel()
+	}
+	for len(items) > 0 {
+		n := min(len(items), reconcileBatch)
+		g.writeBatch(items[:n], to, t)
+		items = items[n:]
+		if g.stopCtx.Err() != nil {
+			for _, p := range items {
+				t.missed(p.id, p.Units)
+			}
+			break
+		}
+		if closed && g.open.Load() {
+			t.again = append(t.again, items...)
+			break
+		}
+	}
+	if len(t.again) == 0 {
+		return false
+	}
+	g.requeue(t.again)
+	t.again = t.again[:0]
+	return true
+}
+
+// requeue puts back entries whose write must wait for Redis, adding to
+// what the fallback admitted for them since.
+func (g *Guard) requeue(ps []*Pending) {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	for _, p := range ps {
+		q := g.pending[p.id]
+		switch {
+		case q != nil:
+			q.Units += p.Units
+			q.LastMs = max(q.LastMs, p.LastMs)
+		case len(g.pending) < MaxPending:
+			g.pending[p.id] = p
+		default:
+			g.drop(p.id, p.Units)
+		}
+	}
+}
+
+// liveUnits returns the units the fallback still counts for p: on a set,
+// the most any of its limits counts (each limit is written as many).
+func (g *Guard) liveUnits(fb limiter.Limiter, p *Pending) (int64, error) {
+	if p.Set == nil {
+		u, err := fb.Get(g.stopCtx, p.Key)
+		return u.Used, err
+	}
+	us, err := fb.(limiter.SetLimiter).GetSet(g.stopCtx, p.Key, g.scaledSet(p.Set))
+	live := int64(0)
+	for _, u := range us {
+		live = max(live, u.Used)
+	}
+	return live, err
+}
+
+// writeBatch writes one batch, as one pipeline where the client has them,
+// and counts a key done when its command returned no error: the scripts
+// record the write-back whatever the key holds.
+func (g *Guard) writeBatch(batch []*Pending, to time.Duration, t *tally) {
+	ctx, cancel := context.WithTimeout(g.stopCtx, to)
+	defer cancel()
+	cmds := make([]*redis.Cmd, len(batch))
+	queue := func(sc redis.Scripter) {
+		for i, p := range batch {
+			cmds[i] = g.recon.Queue(ctx, sc, p, p.Units)
+		}
+	}
+	if ok, _ := Pipelined(ctx, g.client, queue); !ok {
+		queue(g.client)
+	}
+	for i, cmd := range cmds {
+		switch err := cmd.Err(); {
+		case err == nil:
+			t.wrote(batch[i].id)
+		case (Unavailable(err) || NoScript(err)) && g.stopCtx.Err() == nil:
+			// NOSCRIPT: the server lost its scripts after the load above
+			// (a restart); the next pass loads them again.
+			t.again = append(t.again, batch[i])
+		default:
+			t.missed(batch[i].id, batch[i].Units)
+		}
+	}
+}
