@@ -9,8 +9,6 @@
 //   - limiter/local: in-process absolute and suppressed limiters;
 //   - limiter/redisabs and limiter/redissup: the same strategies on Redis,
 //     one atomic script call per decision, Redis server time, Cluster safe;
-//     each New returns a limiter/rediscore.Limiter, whose methods are
-//     documented there for both;
 //   - limiter/hybrid: both strategies answered from memory against
 //     capacity leased from Redis, for hot keys called many times per lease
 //     (docs/algorithms.md, Hybrid leases; Where the hybrid stops paying

@@ -16,8 +16,7 @@
 //   - redisabs: on Redis, shared by every process; no window ever admits
 //     more than its capacity, fleet-wide. One round trip per call.
 //   - redissup: on Redis, the suppressed strategy: above the rate it admits
-//     with a falling probability, under a hard ceiling. Both return a
-//     rediscore.Limiter.
+//     with a falling probability, under a hard ceiling.
 //   - hybrid: leases units from Redis and decides from memory, for hot
 //     keys; the fleet-wide bound holds, at the price of some under-admission.
 //

@@ -15,7 +15,7 @@ import (
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/hybrid"
-	"github.com/sluice-go/sluice/limiter/rediscore"
+	"github.com/sluice-go/sluice/limiter/redisabs"
 	"github.com/sluice-go/sluice/sluicerueidis"
 	"github.com/sluice-go/sluice/sluicerueidis/sluicevalkey"
 )
@@ -33,7 +33,7 @@ const dialTimeout = 2 * time.Second
 // client is an adapter as the tests use it, on either library: what the
 // providers, the cleaner and the batches take.
 type client interface {
-	rediscore.Client
+	redisabs.Client
 	hybrid.Client
 	cleanup.Client
 	cleanup.Nodes

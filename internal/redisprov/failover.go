@@ -1,4 +1,4 @@
-// Package failover is what the Redis providers do when Redis fails: the
+// failover.go and its neighbours are what the providers do when Redis fails: the
 // per-call timeout, the classification of errors, the circuit breaker with
 // its background probe, the failure policies (FallbackLocal, FailOpen,
 // FailClosed, FailError) and the reconciliation of the units the local
@@ -33,6 +33,7 @@
 // own (so an OOM or read-only Redis does not look healthy); when it
 // succeeds the breaker closes, the units the fallback admitted are written
 // to Redis (Reconcile), and the state-change hook is told.
+
 package redisprov
 
 import (

@@ -1,10 +1,3 @@
-// Package redisprov is the one provider core behind limiter/rediscore,
-// whose Limiter limiter/redisabs and limiter/redissup return: the checks
-// of every call, the failure policy (Guard), hot-key relief and
-// the calls on sets. A Strategy value names what differs between the two:
-// the scripts, their arguments and the reading of their replies
-// (absolute.go, suppressed.go). rediscore.Limiter is a thin face over a
-// Provider.
 package redisprov
 
 import (

@@ -1,5 +1,6 @@
-// Package redisx is the plumbing the Redis providers share: the narrow client
-// interface, the clock argument and script reply parsing.
+// The Redis store's plumbing: the narrow client interface, the clock
+// argument and script reply parsing.
+
 package redisprov
 
 import (

@@ -1,4 +1,4 @@
-// Package relief is hot-key relief: a key that Redis refuses is answered
+// Hot-key relief: a key that Redis refuses is answered
 // from memory until Redis's own answer says it could change, so that a key
 // hammered past its limit costs Redis almost nothing (docs/algorithms.md,
 // Hot-key relief).
@@ -20,6 +20,7 @@
 // memory until then, with RetryAfter and ResetAfter counting down from
 // Redis's answer and its Remaining. A call with other capacities (another
 // rate) goes to Redis.
+
 package redisprov
 
 import (

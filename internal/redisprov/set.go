@@ -26,10 +26,14 @@ func (s *Sets) base() *Base { return (*Base)(s) }
 
 func (s *Sets) sup() bool { return s.base().Strategy() == key.Suppressed }
 
-// IncSet runs an IncSet (n = 0: IsAllowedSet, op "is allowed set") under
-// the failure policy.
-func (p *Provider) IncSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
-	return p.g.DecideSet(ctx, SetsOf(&p.b), op, k, set, n)
+// IncSet runs an IncSet under the failure policy.
+func (p *Provider) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	return p.g.DecideSet(ctx, SetsOf(&p.b), "inc set", k, set, n)
+}
+
+// IsAllowedSet runs an IncSet of n = 0 that records nothing.
+func (p *Provider) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
+	return p.g.DecideSet(ctx, SetsOf(&p.b), "is allowed set", k, set, 0)
 }
 
 // GetSet runs a GetSet: an unavailable Redis is an error under every

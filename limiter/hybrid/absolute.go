@@ -306,7 +306,7 @@ func (l *Absolute) synced(s *syncCall[*entry], held bool, send int64, v any) err
 	return nil
 }
 
-// Ping checks that Redis answers this limiter, as rediscore.Limiter.Ping
+// Ping checks that Redis answers this limiter, as redisabs.Limiter.Ping
 // does: one script call that writes a unit to a key of the limiter's own,
 // bounded by WithTimeout on top of ctx; a failure is an error naming the
 // address. Call it at start-up.

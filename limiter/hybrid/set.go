@@ -24,7 +24,7 @@ var (
 // instances may share them (docs/algorithms.md, Hybrid sets).
 
 // IncSet decides n units of key in every limit of set as
-// rediscore.Limiter.IncSet (redisabs or redissup) does, asking Redis on
+// redisabs.Limiter.IncSet (or redissup's) does, asking Redis on
 // every call: sets are not leased.
 // Absolute: admitted if every limit has room, then recorded in every
 // limit; a refusal records nothing. Suppressed: admitted with the

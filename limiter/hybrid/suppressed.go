@@ -475,7 +475,7 @@ func (l *Suppressed) synced(s *syncCall[*supEntry], _ bool, send int64, v any) e
 	return nil
 }
 
-// Ping checks that Redis answers this limiter, as rediscore.Limiter.Ping
+// Ping checks that Redis answers this limiter, as redissup.Limiter.Ping
 // does: one script call that writes a unit to a key of the limiter's own,
 // bounded by WithTimeout on top of ctx; a failure is an error naming the
 // address. Call it at start-up.

@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/limiter"
-	"github.com/sluice-go/sluice/limiter/rediscore"
 )
 
 // Client is the part of a go-redis client the limiter calls, the one
@@ -20,7 +19,10 @@ import (
 // clients of go-redis v9 all do) or ScriptPipelined (the rueidis adapter of
 // module sluicerueidis), the background sync sends each tick's calls in
 // pipelines, which a cluster client splits per node.
-type Client = rediscore.Client
+type Client interface {
+	redis.Scripter
+	Unlink(ctx context.Context, keys ...string) *redis.IntCmd
+}
 
 // Tuning of the sync. These bound the work of one tick: a tick visits at
 // most maxVisits keys and makes at most maxCalls calls of its script, in

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluice-go/sluice/cleanup"
 	"github.com/sluice-go/sluice/limiter/hybrid"
-	"github.com/sluice-go/sluice/limiter/rediscore"
+	"github.com/sluice-go/sluice/limiter/redisabs"
 )
 
 // Client is a client library's client seen through the narrow go-redis
@@ -45,10 +45,10 @@ type Client struct {
 
 // The interfaces the adapter is built to satisfy.
 var (
-	_ rediscore.Client = (*Client)(nil)
-	_ hybrid.Client    = (*Client)(nil)
-	_ cleanup.Client   = (*Client)(nil)
-	_ cleanup.Nodes    = (*Client)(nil)
+	_ redisabs.Client = (*Client)(nil)
+	_ hybrid.Client   = (*Client)(nil)
+	_ cleanup.Client  = (*Client)(nil)
+	_ cleanup.Nodes   = (*Client)(nil)
 	// The write-back and the hybrid's sync pipeline through it.
 	_ redisprov.ScriptPipeliner = (*Client)(nil)
 )
