@@ -9,9 +9,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
-	"github.com/sluice-go/sluice/limiter/local"
 )
 
 // Answer decides c by the policy, without Redis. Every Decision it returns
@@ -136,9 +136,9 @@ func (g *Guard) fallback() (limiter.Limiter, error) {
 	var l limiter.Limiter
 	var err error
 	if g.strategy == key.Suppressed {
-		l, err = local.NewSuppressed(g.opts...)
+		l, err = window.NewLocalSuppressed(g.opts...)
 	} else {
-		l, err = local.NewAbsolute(g.opts...)
+		l, err = window.NewLocalAbsolute(g.opts...)
 	}
 	if err != nil {
 		return nil, err

@@ -1,7 +1,9 @@
-// Package window is the reference implementation of sluice's sliding window
-// (docs/algorithms.md) on one key's in-memory state. The local provider runs it
-// directly; the Redis scripts mirror it line for line, and the conformance
-// suite checks that they agree.
+// Package window is the in-process decision store: the reference
+// implementation of sluice's sliding window (docs/algorithms.md) on one
+// key's in-memory state (window.go, set.go), and the keyed store around it
+// (local*.go, keymap.go) that package local faces and the Redis providers
+// use as their fallback. The Redis scripts mirror window.go line for line,
+// and the conformance suite checks that they agree.
 //
 // All times are whole milliseconds. A State is not safe for concurrent use:
 // its owner serialises access.

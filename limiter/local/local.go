@@ -2,174 +2,151 @@ package local
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// allowedUnknown is IsAllowed's answer for a key with no state.
-var allowedUnknown = (&window.Result{Allowed: true}).Decision()
-
 // Absolute is the in-process absolute limiter: a request is admitted while
-// the key's sliding window has room for all of it. It is safe for concurrent
-// use; build it with NewAbsolute (the zero value is not usable) and Close it
-// to stop its sweep.
-type Absolute struct{ s *store }
+// the key's sliding window has room for all of it. It is safe for
+// concurrent use; build it with NewAbsolute (the zero value is not usable)
+// and Close it to stop its sweep.
+type Absolute struct{ w window.LocalAbsolute }
 
 var (
-	_ limiter.Limiter  = (*Absolute)(nil)
-	_ limiter.Windowed = (*Absolute)(nil)
+	_ limiter.Limiter    = (*Absolute)(nil)
+	_ limiter.SetLimiter = (*Absolute)(nil)
+	_ limiter.Windowed   = (*Absolute)(nil)
 )
 
 // NewAbsolute returns an absolute limiter. It reads WithWindow, WithBucket
 // and WithClock; it starts a background sweep that Close stops.
 func NewAbsolute(opts ...limiter.Option) (*Absolute, error) {
-	s, err := newStore(opts)
+	w, err := window.NewLocalAbsolute(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("local: %w", err)
+		return nil, err
 	}
-	s.strategy = limiter.StrategyAbsolute
-	return &Absolute{s: s}, nil
+	return &Absolute{w: *w}, nil
 }
 
 // Inc admits n units of key at rate if they all fit, and records them.
 // n = 0 decides for one unit and records nothing. ctx is not consulted:
 // local decisions never block.
 func (a *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	now, c, err := a.s.incArgs(k, rate, n)
-	if err != nil {
-		return limiter.Decision{}, err
-	}
-	e := a.s.lock(k, n > 0)
-	if e == nil { // a peek at an unknown key
-		var peek window.State
-		var r window.Result
-		peek.IncAbsolute(a.s.p, now, c, n, &r)
-		if a.s.obs != nil {
-			return a.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
-		}
-		return r.Decision(), nil
-	}
-	var r window.Result
-	e.st.IncAbsolute(a.s.p, now, c, n, &r)
-	e.mu.Unlock()
-	if a.s.obs != nil {
-		return a.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
-	}
-	return r.Decision(), nil
+	return a.w.Inc(ctx, k, rate, n)
 }
 
 // IsAllowed reports whether one more unit of key would be admitted now at
 // its stored capacity. It records nothing.
 func (a *Absolute) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
-	now, err := a.s.check("is allowed", k)
-	if err != nil {
-		return limiter.Decision{}, err
-	}
-	d := allowedUnknown
-	if e := a.s.lock(k, false); e != nil {
-		r := e.st.IsAllowedAbsolute(a.s.p, now)
-		e.mu.Unlock()
-		d = r.Decision()
-	}
-	if a.s.obs != nil {
-		return a.s.observed(ctx, limiter.OpIsAllowed, k, 0, d)
-	}
-	return d, nil
+	return a.w.IsAllowed(ctx, k)
 }
 
 // Get returns key's usage in the live window.
-func (a *Absolute) Get(_ context.Context, k string) (limiter.Usage, error) { return a.s.usage(k) }
+func (a *Absolute) Get(ctx context.Context, k string) (limiter.Usage, error) { return a.w.Get(ctx, k) }
 
 // Reset forgets key.
-func (a *Absolute) Reset(_ context.Context, k string) error { return a.s.reset(k) }
+func (a *Absolute) Reset(ctx context.Context, k string) error { return a.w.Reset(ctx, k) }
+
+// IncSet admits n units of key if every limit of set has room for them,
+// and then records them in every limit; a refusal records nothing. n = 0
+// decides for one unit and records nothing.
+func (a *Absolute) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	return a.w.IncSet(ctx, k, set, n)
+}
+
+// IsAllowedSet reports whether one more unit of key would be admitted by
+// every limit of set now: IncSet with n = 0.
+func (a *Absolute) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
+	return a.w.IsAllowedSet(ctx, k, set)
+}
+
+// GetSet returns key's usage in each limit of set, in the set's order.
+func (a *Absolute) GetSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
+	return a.w.GetSet(ctx, k, set)
+}
+
+// ResetSet forgets key's state in every limit of set.
+func (a *Absolute) ResetSet(ctx context.Context, k string, set *limiter.Set) error {
+	return a.w.ResetSet(ctx, k, set)
+}
 
 // Close stops the sweep and waits for it until ctx is done. Later calls
 // return ErrClosed; closing twice is harmless.
-func (a *Absolute) Close(ctx context.Context) error { return a.s.close(ctx) }
+func (a *Absolute) Close(ctx context.Context) error { return a.w.Close(ctx) }
 
 // Window returns the window the limiter was built with (WithWindow).
-func (a *Absolute) Window() time.Duration { return a.s.cfg.Window }
+func (a *Absolute) Window() time.Duration { return a.w.Window() }
 
 // Suppressed is the in-process suppressed limiter: above the soft capacity
 // it admits with a probability that falls as traffic rises, up to the hard
 // capacity. It is safe for concurrent use; build it with NewSuppressed and
 // Close it to stop its sweep.
-type Suppressed struct{ s *store }
+type Suppressed struct{ w window.LocalSuppressed }
 
 var (
-	_ limiter.Limiter  = (*Suppressed)(nil)
-	_ limiter.Windowed = (*Suppressed)(nil)
+	_ limiter.Limiter    = (*Suppressed)(nil)
+	_ limiter.SetLimiter = (*Suppressed)(nil)
+	_ limiter.Windowed   = (*Suppressed)(nil)
 )
 
-// NewSuppressed returns a suppressed limiter. Beyond the absolute options it
-// reads WithHardLimitFactor, WithSuppressionCache and WithRandom.
+// NewSuppressed returns a suppressed limiter. Beyond the absolute options
+// it reads WithHardLimitFactor, WithSuppressionCache and WithRandom.
 func NewSuppressed(opts ...limiter.Option) (*Suppressed, error) {
-	s, err := newStore(opts)
+	w, err := window.NewLocalSuppressed(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("local: %w", err)
+		return nil, err
 	}
-	s.strategy = limiter.StrategySuppressed
-	return &Suppressed{s: s}, nil
+	return &Suppressed{w: *w}, nil
 }
 
 // Inc offers n units of key at rate. Every call with valid arguments draws
 // exactly one number from the source of WithRandom; the default source is
 // drawn only by the calls a suppression factor decides.
 func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	now, soft, hard, err := l.s.supArgs(k, rate, n)
-	if err != nil {
-		return limiter.Decision{}, err
-	}
-	in := window.Suppressed{Soft: soft, Hard: hard, CacheMs: l.s.cacheMs, RandPPM: l.s.drawPPM()}
-	e := l.s.lock(k, n > 0)
-	if e == nil { // a peek at an unknown key
-		var peek window.State
-		var r window.Result
-		peek.IncSuppressed(l.s.p, now, n, &in, &r)
-		if l.s.obs != nil {
-			return l.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
-		}
-		return r.Decision(), nil
-	}
-	var r window.Result
-	e.st.IncSuppressed(l.s.p, now, n, &in, &r)
-	e.mu.Unlock()
-	if l.s.obs != nil {
-		return l.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
-	}
-	return r.Decision(), nil
+	return l.w.Inc(ctx, k, rate, n)
 }
 
 // IsAllowed reports whether one more unit of key would be admitted without
 // suppression now. It records nothing and draws nothing.
 func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
-	now, err := l.s.check("is allowed", k)
-	if err != nil {
-		return limiter.Decision{}, err
-	}
-	d := allowedUnknown
-	if e := l.s.lock(k, false); e != nil {
-		r := e.st.IsAllowedSuppressed(l.s.p, now, l.s.cacheMs)
-		e.mu.Unlock()
-		d = r.Decision()
-	}
-	if l.s.obs != nil {
-		return l.s.observed(ctx, limiter.OpIsAllowed, k, 0, d)
-	}
-	return d, nil
+	return l.w.IsAllowed(ctx, k)
 }
 
 // Get returns key's accepted and declined units in the live window.
-func (l *Suppressed) Get(_ context.Context, k string) (limiter.Usage, error) { return l.s.usage(k) }
+func (l *Suppressed) Get(ctx context.Context, k string) (limiter.Usage, error) { return l.w.Get(ctx, k) }
 
 // Reset forgets key.
-func (l *Suppressed) Reset(_ context.Context, k string) error { return l.s.reset(k) }
+func (l *Suppressed) Reset(ctx context.Context, k string) error { return l.w.Reset(ctx, k) }
+
+// IncSet offers n units of key to every limit of set: each limit computes
+// its factor as a single suppressed Inc would, the call is admitted when
+// the draw is at or above the largest of them, and the offer is recorded
+// in every limit (as declined when refused). Every call with valid
+// arguments draws exactly one number.
+func (l *Suppressed) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	return l.w.IncSet(ctx, k, set, n)
+}
+
+// IsAllowedSet reports whether one more unit of key would be admitted by
+// every limit of set now: IncSet with n = 0 (which draws a number).
+func (l *Suppressed) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
+	return l.w.IsAllowedSet(ctx, k, set)
+}
+
+// GetSet returns key's accepted and declined units in each limit of set.
+func (l *Suppressed) GetSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
+	return l.w.GetSet(ctx, k, set)
+}
+
+// ResetSet forgets key's state in every limit of set.
+func (l *Suppressed) ResetSet(ctx context.Context, k string, set *limiter.Set) error {
+	return l.w.ResetSet(ctx, k, set)
+}
 
 // Close stops the sweep and waits for it until ctx is done.
-func (l *Suppressed) Close(ctx context.Context) error { return l.s.close(ctx) }
+func (l *Suppressed) Close(ctx context.Context) error { return l.w.Close(ctx) }
 
 // Window returns the window the limiter was built with (WithWindow).
-func (l *Suppressed) Window() time.Duration { return l.s.cfg.Window }
+func (l *Suppressed) Window() time.Duration { return l.w.Window() }

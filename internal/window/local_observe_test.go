@@ -1,4 +1,4 @@
-package local
+package window
 
 import (
 	"context"
@@ -43,12 +43,12 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 	clk := newClock()
 	opts := []limiter.Option{limiter.WithObserver(rec), limiter.WithClock(clk), limiter.WithWindow(time.Second),
 		limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return 0.999 })}
-	a, err := NewAbsolute(opts...)
+	a, err := NewLocalAbsolute(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close(ctx)
-	s, err := NewSuppressed(opts...)
+	s, err := NewLocalSuppressed(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,18 +122,18 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 // observer (TestZeroAllocs) and nothing more with one that does nothing.
 func TestObserverAllocations(t *testing.T) {
 	ctx := context.Background()
-	a, _ := NewAbsolute(limiter.WithWindow(time.Second), limiter.WithObserver(nopObserver{}))
+	a, _ := NewLocalAbsolute(limiter.WithWindow(time.Second), limiter.WithObserver(nopObserver{}))
 	defer a.Close(ctx)
-	s, _ := NewSuppressed(limiter.WithWindow(time.Second), limiter.WithObserver(nopObserver{}))
+	s, _ := NewLocalSuppressed(limiter.WithWindow(time.Second), limiter.WithObserver(nopObserver{}))
 	defer s.Close(ctx)
 	rate := limiter.PerSecond(1e6)
 	a.Inc(ctx, "hot", rate, 1)
 	s.Inc(ctx, "hot", rate, 1)
 	for name, f := range map[string]func(){
-		"Absolute.Inc":         func() { a.Inc(ctx, "hot", rate, 1) },
-		"Absolute.IsAllowed":   func() { a.IsAllowed(ctx, "hot") },
-		"Suppressed.Inc":       func() { s.Inc(ctx, "hot", rate, 1) },
-		"Suppressed.IsAllowed": func() { s.IsAllowed(ctx, "hot") },
+		"LocalAbsolute.Inc":         func() { a.Inc(ctx, "hot", rate, 1) },
+		"LocalAbsolute.IsAllowed":   func() { a.IsAllowed(ctx, "hot") },
+		"LocalSuppressed.Inc":       func() { s.Inc(ctx, "hot", rate, 1) },
+		"LocalSuppressed.IsAllowed": func() { s.IsAllowed(ctx, "hot") },
 	} {
 		if n := testing.AllocsPerRun(1000, f); n != 0 {
 			t.Errorf("%s with a no-op observer allocates %v times per call, want 0", name, n)

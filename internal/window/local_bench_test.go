@@ -1,4 +1,4 @@
-package local
+package window
 
 import (
 	"context"
@@ -22,10 +22,10 @@ var benchCtx = context.Background()
 
 // full returns an absolute limiter whose key "hot" holds a full window of
 // 100 buckets (capacity 100 over 1 s, one unit every 10 ms).
-func full(b *testing.B) *Absolute {
+func full(b *testing.B) *LocalAbsolute {
 	b.Helper()
 	clk := newClock()
-	a, err := NewAbsolute(limiter.WithClock(clk), limiter.WithWindow(time.Second))
+	a, err := NewLocalAbsolute(limiter.WithClock(clk), limiter.WithWindow(time.Second))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func BenchmarkGet(b *testing.B) {
 // soft capacity.
 func BenchmarkSuppressedOverload(b *testing.B) {
 	clk := newClock()
-	s, err := NewSuppressed(limiter.WithClock(clk), limiter.WithWindow(time.Second), limiter.WithHardLimitFactor(4))
+	s, err := NewLocalSuppressed(limiter.WithClock(clk), limiter.WithWindow(time.Second), limiter.WithHardLimitFactor(4))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -130,9 +130,9 @@ func BenchmarkIncAdmitted(b *testing.B) {
 				var l limiter.Limiter
 				var err error
 				if strategy == "absolute" {
-					l, err = NewAbsolute()
+					l, err = NewLocalAbsolute()
 				} else {
-					l, err = NewSuppressed(limiter.WithHardLimitFactor(1.5))
+					l, err = NewLocalSuppressed(limiter.WithHardLimitFactor(1.5))
 				}
 				if err != nil {
 					b.Fatal(err)

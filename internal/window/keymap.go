@@ -1,4 +1,4 @@
-package local
+package window
 
 import (
 	"hash/maphash"

@@ -1,4 +1,4 @@
-package local
+package window
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ func newClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 
 
 func TestSweepDropsIdleKeys(t *testing.T) {
 	clk := newClock()
-	a, err := NewAbsolute(limiter.WithClock(clk), limiter.WithWindow(time.Second))
+	a, err := NewLocalAbsolute(limiter.WithClock(clk), limiter.WithWindow(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestSweepDropsIdleKeys(t *testing.T) {
 // must not write into the removed entry: it looks again and gets a fresh one,
 // also when the remover has marked the entry but not yet deleted it.
 func TestRemovedEntryIsNotReused(t *testing.T) {
-	a, err := NewAbsolute(limiter.WithWindow(time.Second))
+	a, err := NewLocalAbsolute(limiter.WithWindow(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestRemovedEntryIsNotReused(t *testing.T) {
 // The sweep runs while callers hammer the same shards; -race checks it.
 func TestSweepConcurrentWithCalls(t *testing.T) {
 	clk := newClock()
-	a, err := NewAbsolute(limiter.WithClock(clk), limiter.WithWindow(10*time.Millisecond))
+	a, err := NewLocalAbsolute(limiter.WithClock(clk), limiter.WithWindow(10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func TestSweepLoopDropsIdleKeys(t *testing.T) {
 	clk := newClock()
 	ctx := context.Background()
-	a, err := NewAbsolute(limiter.WithClock(clk), limiter.WithWindow(time.Second), sweepEvery(time.Millisecond))
+	a, err := NewLocalAbsolute(limiter.WithClock(clk), limiter.WithWindow(time.Second), sweepEvery(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func sweepWaitsOnALock() bool {
 // the sweep having exited, and Close after the lock is released must
 // return only once the sweep goroutine has exited.
 func TestCloseWaitsForTheSweep(t *testing.T) {
-	a, err := NewAbsolute(sweepEvery(time.Millisecond))
+	a, err := NewLocalAbsolute(sweepEvery(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,11 +269,11 @@ func TestCloseStopsSweepAndIsIdempotent(t *testing.T) {
 	before := runtime.NumGoroutine()
 	var ls []interface{ Close(context.Context) error }
 	for i := 0; i < 10; i++ {
-		a, err := NewAbsolute()
+		a, err := NewLocalAbsolute()
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := NewSuppressed()
+		s, err := NewLocalSuppressed()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,21 +310,21 @@ func TestEntrySize(t *testing.T) {
 }
 
 func TestHotPathDoesNotAllocate(t *testing.T) {
-	a, _ := NewAbsolute(limiter.WithWindow(time.Second))
+	a, _ := NewLocalAbsolute(limiter.WithWindow(time.Second))
 	defer a.Close(context.Background())
-	s, _ := NewSuppressed(limiter.WithWindow(time.Second), limiter.WithHardLimitFactor(2))
+	s, _ := NewLocalSuppressed(limiter.WithWindow(time.Second), limiter.WithHardLimitFactor(2))
 	defer s.Close(context.Background())
 	ctx := context.Background()
 	rate := limiter.PerSecond(1e6)
 	a.Inc(ctx, "hot", rate, 1)
 	s.Inc(ctx, "hot", rate, 1)
 	for name, f := range map[string]func(){
-		"Absolute.Inc":         func() { a.Inc(ctx, "hot", rate, 1) },
-		"Absolute.Inc peek":    func() { a.Inc(ctx, "cold", rate, 0) },
-		"Absolute.IsAllowed":   func() { a.IsAllowed(ctx, "hot") },
-		"Absolute.Get":         func() { a.Get(ctx, "hot") },
-		"Suppressed.Inc":       func() { s.Inc(ctx, "hot", rate, 1) },
-		"Suppressed.IsAllowed": func() { s.IsAllowed(ctx, "hot") },
+		"LocalAbsolute.Inc":         func() { a.Inc(ctx, "hot", rate, 1) },
+		"LocalAbsolute.Inc peek":    func() { a.Inc(ctx, "cold", rate, 0) },
+		"LocalAbsolute.IsAllowed":   func() { a.IsAllowed(ctx, "hot") },
+		"LocalAbsolute.Get":         func() { a.Get(ctx, "hot") },
+		"LocalSuppressed.Inc":       func() { s.Inc(ctx, "hot", rate, 1) },
+		"LocalSuppressed.IsAllowed": func() { s.IsAllowed(ctx, "hot") },
 	} {
 		if n := testing.AllocsPerRun(1000, f); n != 0 {
 			t.Errorf("%s allocates %v times per call, want 0", name, n)

@@ -1,4 +1,4 @@
-package local
+package window
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/sluice-go/sluice/internal/config"
-	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -21,9 +20,9 @@ import (
 type setEntry struct {
 	mu     sync.Mutex
 	names  []string
-	states []*window.State
+	states []*State
 	keepMs []int64
-	params []window.Params
+	params []Params
 	dead   bool
 }
 
@@ -31,7 +30,7 @@ type setEntry struct {
 // limit's state at now: the same, or a state dead under its own window,
 // which a write (create) then starts afresh under p; a live state of
 // another window is ErrWindowConflict, as in the Redis providers.
-func (e *setEntry) recorded(j int, p window.Params, now int64, create bool) (fresh bool, err error) {
+func (e *setEntry) recorded(j int, p Params, now int64, create bool) (fresh bool, err error) {
 	q := e.params[j]
 	if q == p {
 		return false, nil
@@ -95,7 +94,7 @@ func (s *store) lockSet(k string, create bool) *setEntry {
 // setStates returns the states of set's limits in e (e may be nil for a
 // peek), creating the missing ones when create is true; a missing state of
 // a peek is an empty one from buf.
-func (s *store) setStates(e *setEntry, ls []window.Limit, set *limiter.Set, now int64, create bool, out *[window.MaxSet]*window.State, buf *[window.MaxSet]window.State) ([]*window.State, error) {
+func (s *store) setStates(e *setEntry, ls []Limit, set *limiter.Set, now int64, create bool, out *[MaxSet]*State, buf *[MaxSet]State) ([]*State, error) {
 	states := out[:len(ls)]
 	// every limit is checked before any state is touched: a conflict
 	// leaves the key as it was
@@ -125,7 +124,7 @@ func (s *store) setStates(e *setEntry, ls []window.Limit, set *limiter.Set, now 
 				e.keepMs[j] = ls[i].P.Span() + s.slackMs()
 			}
 		case create:
-			st := &window.State{}
+			st := &State{}
 			e.names = append(e.names, name)
 			e.states = append(e.states, st)
 			e.keepMs = append(e.keepMs, ls[i].P.Span()+s.slackMs())
@@ -147,20 +146,20 @@ func (s *store) slackMs() int64 {
 }
 
 // incSet runs one set decision under k's set lock.
-func (s *store) incSet(ctx context.Context, op, k string, set *limiter.Set, n int64, factor float64, decide func([]*window.State, []window.Limit, int64, []window.Result)) (limiter.SetDecision, error) {
+func (s *store) incSet(ctx context.Context, op, k string, set *limiter.Set, n int64, factor float64, decide func([]*State, []Limit, int64, []Result)) (limiter.SetDecision, error) {
 	now, err := s.setArgs(op, k, set, n)
 	if err != nil {
 		return limiter.SetDecision{}, err
 	}
-	var lb [window.MaxSet]window.Limit
-	ls, err := window.SetLimits(set, factor, &lb)
+	var lb [MaxSet]Limit
+	ls, err := SetLimits(set, factor, &lb)
 	if err != nil {
 		return limiter.SetDecision{}, fmt.Errorf("local: %s: %w", op, err)
 	}
 	var (
-		ptrs [window.MaxSet]*window.State
-		buf  [window.MaxSet]window.State
-		rb   [window.MaxSet]window.Result
+		ptrs [MaxSet]*State
+		buf  [MaxSet]State
+		rb   [MaxSet]Result
 	)
 	rs := rb[:len(ls)]
 	e := s.lockSet(k, n > 0)
@@ -174,7 +173,7 @@ func (s *store) incSet(ctx context.Context, op, k string, set *limiter.Set, n in
 	if err != nil {
 		return limiter.SetDecision{}, fmt.Errorf("local: %s: %w", op, err)
 	}
-	d := window.SetDecision(set, rs)
+	d := SetDecision(set, rs)
 	if s.obs != nil {
 		obsOp := limiter.OpIncSet
 		if op == "is allowed set" {
@@ -200,7 +199,7 @@ func (s *store) getSet(k string, set *limiter.Set) ([]limiter.Usage, error) {
 	for i := range us {
 		l := set.At(i)
 		if j := e.find(l.Name); j >= 0 {
-			p := window.Params{W: l.Window.Milliseconds(), B: l.Bucket.Milliseconds()}
+			p := Params{W: l.Window.Milliseconds(), B: l.Bucket.Milliseconds()}
 			if fresh, err := e.recorded(j, p, now, false); err != nil {
 				return nil, fmt.Errorf("local: get set: %w", err)
 			} else if fresh {
@@ -255,7 +254,7 @@ func (s *store) sweepSets() int {
 		if !e.dead {
 			now := s.now()
 			for j := len(e.names) - 1; j >= 0; j-- {
-				if st, ok := e.states[j].Newest(); !ok || now-st >= e.keepMs[j] || window.FromFuture(now, st, e.keepMs[j]) {
+				if st, ok := e.states[j].Newest(); !ok || now-st >= e.keepMs[j] || FromFuture(now, st, e.keepMs[j]) {
 					e.drop(j)
 				}
 			}
@@ -278,73 +277,73 @@ func (s *store) sweepSets() int {
 	return dropped
 }
 
-var _ limiter.SetLimiter = (*Absolute)(nil)
+var _ limiter.SetLimiter = (*LocalAbsolute)(nil)
 
 // IncSet admits n units of key if every limit of set has room for them,
 // and then records them in every limit; a refusal records nothing. n = 0
 // decides for one unit and records nothing.
-func (a *Absolute) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+func (a *LocalAbsolute) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	return a.incSet(ctx, "inc set", k, set, n)
 }
 
-func (a *Absolute) incSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
-	return a.s.incSet(ctx, op, k, set, n, 1, func(states []*window.State, ls []window.Limit, now int64, rs []window.Result) {
+func (a *LocalAbsolute) incSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	return a.s.incSet(ctx, op, k, set, n, 1, func(states []*State, ls []Limit, now int64, rs []Result) {
 		if states == nil {
 			return
 		}
-		window.IncAbsoluteSet(states, ls, now, n, rs)
+		IncAbsoluteSet(states, ls, now, n, rs)
 	})
 }
 
 // IsAllowedSet reports whether one more unit of key would be admitted by
 // every limit of set now: IncSet with n = 0.
-func (a *Absolute) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
+func (a *LocalAbsolute) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
 	return a.incSet(ctx, "is allowed set", k, set, 0)
 }
 
 // GetSet returns key's usage in each limit of set, in the set's order.
-func (a *Absolute) GetSet(_ context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
+func (a *LocalAbsolute) GetSet(_ context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
 	return a.s.getSet(k, set)
 }
 
 // ResetSet forgets key's state in every limit of set.
-func (a *Absolute) ResetSet(_ context.Context, k string, set *limiter.Set) error {
+func (a *LocalAbsolute) ResetSet(_ context.Context, k string, set *limiter.Set) error {
 	return a.s.resetSet(k, set)
 }
 
-var _ limiter.SetLimiter = (*Suppressed)(nil)
+var _ limiter.SetLimiter = (*LocalSuppressed)(nil)
 
 // IncSet offers n units of key to every limit of set: each limit computes
 // its factor as a single suppressed Inc would, the call is admitted when
 // the draw is at or above the largest of them, and the offer is recorded
 // in every limit (as declined when refused). Every call with valid
 // arguments draws exactly one number.
-func (l *Suppressed) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+func (l *LocalSuppressed) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	return l.incSet(ctx, "inc set", k, set, n)
 }
 
-func (l *Suppressed) incSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+func (l *LocalSuppressed) incSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	s := l.s
-	return s.incSet(ctx, op, k, set, n, s.cfg.HardLimitFactor, func(states []*window.State, ls []window.Limit, now int64, rs []window.Result) {
-		draw := window.DrawPPM(s.draw()) // drawn by a refused call too, as the Redis provider draws
+	return s.incSet(ctx, op, k, set, n, s.cfg.HardLimitFactor, func(states []*State, ls []Limit, now int64, rs []Result) {
+		draw := DrawPPM(s.draw()) // drawn by a refused call too, as the Redis provider draws
 		if states != nil {
-			window.IncSuppressedSet(states, ls, now, n, s.cfg.CacheMs, draw, rs)
+			IncSuppressedSet(states, ls, now, n, s.cfg.CacheMs, draw, rs)
 		}
 	})
 }
 
 // IsAllowedSet reports whether one more unit of key would be admitted by
 // every limit of set now: IncSet with n = 0 (which draws a number).
-func (l *Suppressed) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
+func (l *LocalSuppressed) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
 	return l.incSet(ctx, "is allowed set", k, set, 0)
 }
 
 // GetSet returns key's accepted and declined units in each limit of set.
-func (l *Suppressed) GetSet(_ context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
+func (l *LocalSuppressed) GetSet(_ context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
 	return l.s.getSet(k, set)
 }
 
 // ResetSet forgets key's state in every limit of set.
-func (l *Suppressed) ResetSet(_ context.Context, k string, set *limiter.Set) error {
+func (l *LocalSuppressed) ResetSet(_ context.Context, k string, set *limiter.Set) error {
 	return l.s.resetSet(k, set)
 }

@@ -1,4 +1,4 @@
-package local
+package window
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 
 	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/settings"
-	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -31,8 +30,8 @@ type entry struct {
 	// k is the key, set by keymap.loadOrStore before the entry is
 	// published and never changed after.
 	k   string
-	st  window.State
-	buf [1]window.Bucket // a key's first bucket lives inline
+	st  State
+	buf [1]Bucket // a key's first bucket lives inline
 }
 
 // dead reports whether the entry was removed from the map; the caller holds
@@ -50,7 +49,7 @@ type store struct {
 	// What an Inc reads comes first, in the first 72 bytes, so that a call
 	// on many keys, whose entries push the limiter out of the cache, loads
 	// one or two lines of it rather than one per field scattered in cfg.
-	p window.Params
+	p Params
 	m *keymap
 	// windowSec is W in seconds, the factor of every capacity; hardF is
 	// WithHardLimitFactor, copied out of cfg.
@@ -91,7 +90,7 @@ func newStore(opts []limiter.Option) (*store, error) {
 	}
 	s := &store{
 		cfg:       cfg,
-		p:         window.Params{W: cfg.WindowMs, B: cfg.BucketMs},
+		p:         Params{W: cfg.WindowMs, B: cfg.BucketMs},
 		m:         newKeymap(),
 		keepMs:    cfg.WindowMs + cfg.BucketMs,
 		windowSec: cfg.Window.Seconds(),
@@ -236,12 +235,12 @@ func (s *store) draw() float64 {
 }
 
 // drawPPM is a single-limit Inc's draw in ppm: with the default source,
-// window.DrawWhenNeeded, so that only a call a factor decides draws (the
+// DrawWhenNeeded, so that only a call a factor decides draws (the
 // default source's draws cannot be observed, so skipping the unused ones
 // changes no decision's odds); with WithRandom's, one draw per call.
 func (s *store) drawPPM() int64 {
 	if !s.randomSet {
-		return window.DrawWhenNeeded
+		return DrawWhenNeeded
 	}
 	return s.drawSet()
 }
@@ -250,7 +249,7 @@ func (s *store) drawPPM() int64 {
 // drawPPM inlines.
 //
 //go:noinline
-func (s *store) drawSet() int64 { return window.DrawPPM(s.cfg.Rand()) }
+func (s *store) drawSet() int64 { return DrawPPM(s.cfg.Rand()) }
 
 // now reads the clock in ms; the default clock without an interface call.
 func (s *store) now() int64 {
@@ -364,7 +363,7 @@ func (s *store) sweep() int {
 			e.mu.Lock()
 			if e.dead() {
 				e.mu.Unlock()
-			} else if st, ok := e.st.Newest(); ok && s.now()-st < s.keepMs && !window.FromFuture(s.now(), st, s.keepMs) {
+			} else if st, ok := e.st.Newest(); ok && s.now()-st < s.keepMs && !FromFuture(s.now(), st, s.keepMs) {
 				e.mu.Unlock()
 			} else {
 				s.remove(h, k, e)
