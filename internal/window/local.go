@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -161,7 +162,9 @@ func (l *LocalSuppressed) IsAllowed(ctx context.Context, k string) (limiter.Deci
 }
 
 // Get returns key's accepted and declined units in the live window.
-func (l *LocalSuppressed) Get(_ context.Context, k string) (limiter.Usage, error) { return l.s.usage(k) }
+func (l *LocalSuppressed) Get(_ context.Context, k string) (limiter.Usage, error) {
+	return l.s.usage(k)
+}
 
 // Reset forgets key.
 func (l *LocalSuppressed) Reset(_ context.Context, k string) error { return l.s.reset(k) }

@@ -115,7 +115,9 @@ func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision,
 }
 
 // Get returns key's accepted and declined units in the live window.
-func (l *Suppressed) Get(ctx context.Context, k string) (limiter.Usage, error) { return l.w.Get(ctx, k) }
+func (l *Suppressed) Get(ctx context.Context, k string) (limiter.Usage, error) {
+	return l.w.Get(ctx, k)
+}
 
 // Reset forgets key.
 func (l *Suppressed) Reset(ctx context.Context, k string) error { return l.w.Reset(ctx, k) }
