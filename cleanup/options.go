@@ -5,7 +5,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/config"
+	win "github.com/sluice-go/sluice/internal/window"
+
 	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -96,7 +97,7 @@ func newOptions(opts []Option) (options, error) {
 	if len(o.errs) > 0 {
 		return options{}, o.errs[0]
 	}
-	if err := config.ValidatePrefix(o.prefix); err != nil {
+	if err := win.ValidatePrefix(o.prefix); err != nil {
 		return options{}, err
 	}
 	return o, nil
@@ -125,7 +126,7 @@ func spanMs(w, b time.Duration) (int64, int64, error) {
 	if b < 0 {
 		return 0, 0, fmt.Errorf("%w: bucket %v must be positive, or 0 for the default", limiter.ErrInvalidConfig, b)
 	}
-	cfg, err := config.New(limiter.WithWindow(w), func(c *config.Config) { c.Bucket = b })
+	cfg, err := win.NewConfig(limiter.WithWindow(w), func(c *win.Config) { c.Bucket = b })
 	if err != nil {
 		return 0, 0, err
 	}
@@ -163,7 +164,7 @@ func WithWindow(w, b time.Duration) Option {
 // WithWindow. A name in several sets takes the longest W + B.
 func WithSet(s *limiter.Set) Option {
 	return func(o *options) {
-		if err := config.CheckSet(s); err != nil {
+		if err := win.CheckSet(s); err != nil {
 			o.errs = append(o.errs, fmt.Errorf("cleanup: WithSet: %w", err))
 			return
 		}

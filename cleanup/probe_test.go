@@ -4,10 +4,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/window"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/cleanup"
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/key"
@@ -27,7 +28,7 @@ func TestProbeKeyIsKnown(t *testing.T) {
 			client := c(t)
 			prefix := redistest.Prefix(t)
 			at := time.UnixMilli(1_000_000_000_000)
-			cfg, err := config.New(limiter.WithPrefix(prefix), limiter.WithWindow(time.Minute), limiter.WithClock(fixed(at)))
+			cfg, err := window.NewConfig(limiter.WithPrefix(prefix), limiter.WithWindow(time.Minute), limiter.WithClock(fixed(at)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	sconfig "github.com/sluice-go/sluice/internal/config"
+	win "github.com/sluice-go/sluice/internal/window"
+
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -260,7 +261,7 @@ func NewSet(l limiter.SetLimiter, set *limiter.Set, opts ...Option) (*Middleware
 		return nil, fmt.Errorf("%w: WithRateFunc is for New; NewSet takes WithSetFunc", limiter.ErrInvalidConfig)
 	}
 	if set != nil || m.cfg.setFn == nil {
-		if err := sconfig.CheckSet(set); err != nil {
+		if err := win.CheckSet(set); err != nil {
 			return nil, err
 		}
 		m.policy = string(appendSetPolicy(nil, set))
@@ -397,7 +398,7 @@ func (m *Middleware) serveSet(w http.ResponseWriter, r *http.Request, next http.
 	if m.cfg.setFn != nil {
 		var err error
 		if set, err = m.cfg.setFn(r); err == nil {
-			err = sconfig.CheckSet(set)
+			err = win.CheckSet(set)
 		}
 		if err != nil {
 			m.cfg.onError(w, r, err)

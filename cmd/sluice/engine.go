@@ -12,9 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/internal/window"
 
-	"github.com/sluice-go/sluice/internal/config"
+	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/local"
 	"github.com/sluice-go/sluice/limiter/redisabs"
@@ -239,7 +239,7 @@ func newEngine(opts Options, out io.Writer) (*engine, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	cfg, err := config.New(opts.limiterOptions()...)
+	cfg, err := window.NewConfig(opts.limiterOptions()...)
 	if err != nil {
 		return nil, err
 	}

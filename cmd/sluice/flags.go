@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
+	win "github.com/sluice-go/sluice/internal/window"
+
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -64,7 +64,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *duration <= 0 {
 		return usageError(fs, stderr, "--duration %v: want more than 0", *duration)
 	}
-	if _, err := config.New(limiter.WithWindow(*window)); err != nil {
+	if _, err := win.NewConfig(limiter.WithWindow(*window)); err != nil {
 		return usageError(fs, stderr, "--window %v: %v", *window, err)
 	}
 	opts := Options{
@@ -162,7 +162,7 @@ func loadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *bucket != 0 {
 		cfgOpts = append(cfgOpts, limiter.WithBucket(*bucket))
 	}
-	if _, err := config.New(cfgOpts...); err != nil {
+	if _, err := win.NewConfig(cfgOpts...); err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
 	if _, err := limiter.HardCapacity(rate, *window, *hard); err != nil {
@@ -272,7 +272,7 @@ func workload(ctx context.Context, fs *flag.FlagSet, name string, opts Options, 
 // clock follows real time, so W + B after the run's end is W + B after its
 // last write, the lifetime a key has under Redis TIME.
 func writeKeysNote(ctx context.Context, w io.Writer, r *redisTarget, o *Options, redisURL string) {
-	cfg, err := config.New(o.limiterOptions()...)
+	cfg, err := win.NewConfig(o.limiterOptions()...)
 	if err != nil || r == nil {
 		return
 	}
@@ -360,7 +360,7 @@ func writeLoadIntro(w io.Writer, o *Options, where string) {
 // keys that share all of them share a row.
 func writePolicies(w io.Writer, o *Options) {
 	bucket := o.Bucket
-	if c, err := config.New(o.limiterOptions()...); err == nil {
+	if c, err := win.NewConfig(o.limiterOptions()...); err == nil {
 		bucket = c.Bucket
 	}
 	suppressed := false

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
+	win "github.com/sluice-go/sluice/internal/window"
+
 	"github.com/sluice-go/sluice/internal/redisprov"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -58,7 +58,7 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if *bucket != 0 {
 			opts = append(opts, limiter.WithBucket(*bucket))
 		}
-		cfg, err := config.New(opts...)
+		cfg, err := win.NewConfig(opts...)
 		if err != nil {
 			return usageError(fs, stderr, "--window %v --bucket %v: %v", *window, *bucket, err)
 		}
@@ -75,7 +75,7 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			strats = strats[:1]
 		}
 	}
-	if err := config.ValidatePrefix(*prefix); err != nil {
+	if err := win.ValidatePrefix(*prefix); err != nil {
 		return usageError(fs, stderr, "--prefix: %v", err)
 	}
 	k := fs.Arg(0)

@@ -8,7 +8,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/config"
+	win "github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -32,7 +32,7 @@ func limitFlags(fs *flag.FlagSet, stderr io.Writer, rateFlag string, window time
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "window" })
 	if given {
-		if _, err := config.New(limiter.WithWindow(window)); err != nil {
+		if _, err := win.NewConfig(limiter.WithWindow(window)); err != nil {
 			return rate, 0, 0, "", usageError(fs, stderr, "--window: %v", err)
 		}
 		c, err := limiter.Capacity(rate, window)

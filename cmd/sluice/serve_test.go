@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/sluice-go/sluice/internal/redistest"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/redistest"
 )
 
 func TestServeUsageErrors(t *testing.T) {

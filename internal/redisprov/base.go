@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -21,7 +19,7 @@ import (
 // prefix errors and Redis keys. Use it by pointer; it must not be copied.
 type Base struct {
 	Client Client
-	Cfg    config.Config
+	Cfg    window.Config
 	// W, B, TTL and Cache are Cfg.WindowMs, Cfg.BucketMs, TTLMs(&Cfg) and
 	// Cfg.CacheMs boxed once, for the argument list of every script call
 	// (boxing an int64 of 256 or more allocates).
@@ -39,7 +37,7 @@ func (b *Base) Init(pkg, strategy string, client Client, opts []limiter.Option) 
 	if isNil(client) {
 		return fmt.Errorf("%s: %w: nil client", pkg, limiter.ErrInvalidConfig)
 	}
-	cfg, err := config.NewFor(pkg, opts...)
+	cfg, err := window.ConfigFor(pkg, opts...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", pkg, err)
 	}

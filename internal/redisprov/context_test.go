@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/window"
 )
 
 func guardWithTimeout(t time.Duration) *Guard {
-	return &Guard{cfg: &config.Config{Timeout: t}}
+	return &Guard{cfg: &window.Config{Timeout: t}}
 }
 
 type ctxKey struct{}

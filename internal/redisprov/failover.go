@@ -47,9 +47,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/internal/window"
 
-	"github.com/sluice-go/sluice/internal/config"
+	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -147,7 +147,7 @@ type Reconciler struct {
 // Guard is one limiter's breaker, policy and fallback. Its methods are safe
 // for concurrent use. Set it up with Init; the zero value is not usable.
 type Guard struct {
-	cfg      *config.Config
+	cfg      *window.Config
 	opts     []limiter.Option
 	pkg      string
 	strategy string
@@ -225,7 +225,7 @@ type Guard struct {
 // local fallback. probe asks Redis one question that needs a write; recon
 // writes fallback units back. Init starts nothing: the probe goroutine
 // exists only while the breaker is open.
-func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, opts []limiter.Option,
+func (g *Guard) Init(pkg, strategy string, client Client, cfg *window.Config, opts []limiter.Option,
 	probe func(ctx context.Context, client redis.Scripter) error, recon Reconciler) {
 	g.initCore(pkg, strategy, client, cfg, opts, probe, recon)
 	g.own = newProber(client)
@@ -233,13 +233,13 @@ func (g *Guard) Init(pkg, strategy string, client Client, cfg *config.Config, op
 }
 
 // initCore is Init but for the probe's own client and the dial hook.
-func (g *Guard) initCore(pkg, strategy string, client Client, cfg *config.Config, opts []limiter.Option,
+func (g *Guard) initCore(pkg, strategy string, client Client, cfg *window.Config, opts []limiter.Option,
 	probe func(ctx context.Context, client redis.Scripter) error, recon Reconciler) {
 	g.cfg, g.opts, g.pkg, g.strategy, g.client = cfg, opts, pkg, strategy, client
 	// The fallback's decisions are reported by the guard, as the
 	// provider's, not by the fallback as a local limiter's; it drops the
 	// options that apply to the provider only (a hybrid's).
-	g.opts = append(opts[:len(opts):len(opts)], limiter.WithObserver(nil), config.ForFallback)
+	g.opts = append(opts[:len(opts):len(opts)], limiter.WithObserver(nil), window.ForFallback)
 	g.probe, g.recon = probe, recon
 	g.refused = limiter.Rejected
 	if strategy == key.Suppressed {
@@ -325,7 +325,7 @@ func NewCall(b *Base, op, k string, rate limiter.Rate, n int64, peek bool, facto
 	if peek {
 		return &Call{Op: op, Key: k, Hash: h, Peek: true}, nil
 	}
-	if err := config.CheckCost(n); err != nil {
+	if err := window.CheckCost(n); err != nil {
 		return nil, b.Errorf(op, err)
 	}
 	c, err := limiter.Capacity(rate, b.Cfg.Window)

@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
@@ -46,21 +44,21 @@ func (s Strategy) Call(b *Base, op, k string, rate limiter.Rate, n int64, peek b
 // write, so a Redis that answers reads but refuses writes (OOM, READONLY)
 // keeps the breaker open. The guard runs it on its own connection when it
 // can (Guard.Init).
-func Probe(cfg *config.Config) func(ctx context.Context, client redis.Scripter) error {
+func Probe(cfg *window.Config) func(ctx context.Context, client redis.Scripter) error {
 	return probeOf(cfg, ProbeKey(cfg.Prefix, key.Absolute))
 }
 
 // NodeProbe returns the probe of a cluster master's guard
 // (Guard.ByNode): Probe's call on the probe key of hash tag tag,
 // one of that master's slots.
-func NodeProbe(cfg *config.Config) func(tag string) func(ctx context.Context, client redis.Scripter) error {
+func NodeProbe(cfg *window.Config) func(tag string) func(ctx context.Context, client redis.Scripter) error {
 	return func(tag string) func(ctx context.Context, client redis.Scripter) error {
 		return probeOf(cfg, NodeProbeKey(cfg.Prefix, tag, key.Absolute))
 	}
 }
 
 // probeOf is the probe that writes hash h.
-func probeOf(cfg *config.Config, h string) func(ctx context.Context, client redis.Scripter) error {
+func probeOf(cfg *window.Config, h string) func(ctx context.Context, client redis.Scripter) error {
 	w, b, ttl := cfg.WindowMs, cfg.BucketMs, TTLMs(cfg)
 	return func(ctx context.Context, client redis.Scripter) error {
 		return scripts.AbsInc.Run(ctx, client, []string{h},

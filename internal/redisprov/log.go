@@ -9,9 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/internal/window"
 
-	"github.com/sluice-go/sluice/internal/config"
+	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -77,7 +77,7 @@ func (g *Guard) logStateChange(sc limiter.StateChange) {
 		s.logged = false
 		s.mu.Unlock()
 		if ok {
-			config.LogStateChange(context.Background(), l, sc)
+			window.LogStateChange(context.Background(), l, sc)
 		}
 		return
 	}
@@ -98,7 +98,7 @@ func (g *Guard) logStateChange(sc limiter.StateChange) {
 	left := s.suppressed
 	s.suppressed = 0
 	s.mu.Unlock()
-	config.LogStateChange(context.Background(), l, sc)
+	window.LogStateChange(context.Background(), l, sc)
 	if left > 0 {
 		l.Warn("sluice: outages not logged (at most one a minute after five)",
 			"provider", sc.Provider, "outages", left)

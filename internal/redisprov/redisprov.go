@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -63,7 +61,7 @@ func (p *Provider) Window() time.Duration { return p.b.Cfg.Window }
 
 // hardFactor is the hard limit factor of a strategy's calls (sup: the
 // suppressed strategy's): 1 for absolute.
-func hardFactor(cfg *config.Config, sup bool) float64 {
+func hardFactor(cfg *window.Config, sup bool) float64 {
 	if sup {
 		return cfg.HardLimitFactor
 	}
@@ -72,7 +70,7 @@ func hardFactor(cfg *config.Config, sup bool) float64 {
 
 // drawPPM is a call's one number from the random source, in ppm; absolute
 // draws nothing.
-func drawPPM(cfg *config.Config, sup bool) int64 {
+func drawPPM(cfg *window.Config, sup bool) int64 {
 	if sup {
 		return window.DrawPPM(cfg.Rand())
 	}
@@ -122,7 +120,7 @@ func (p *Provider) inc(ctx context.Context, k string, rate limiter.Rate, n int64
 	if err := b.Valid("inc", k); err != nil {
 		return limiter.Decision{}, err
 	}
-	if err := config.CheckCost(n); err != nil {
+	if err := window.CheckCost(n); err != nil {
 		return limiter.Decision{}, b.Errorf("inc", err)
 	}
 	soft, err := limiter.Capacity(rate, b.Cfg.Window)

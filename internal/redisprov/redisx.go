@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/internal/window"
 
-	"github.com/sluice-go/sluice/internal/config"
+	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -82,7 +82,7 @@ func ParseProbe(redisKey, prefix string) (strategy string, ok bool) {
 // NowArg is the script's clock argument: an empty string tells the script
 // to read Redis TIME; an integer (given WithClock) is the time in ms to use
 // instead, whatever instant it is (0 and times before 1970 included).
-func NowArg(cfg *config.Config) any {
+func NowArg(cfg *window.Config) any {
 	if cfg.ClockSet {
 		return cfg.NowMs()
 	}
@@ -122,7 +122,7 @@ const ClockSlackMs = 60_000
 // delete state the given clock still calls live. Decisions follow the
 // given clock either way, since the scripts ignore dead buckets whatever
 // the TTL.
-func TTLMs(cfg *config.Config) int64 {
+func TTLMs(cfg *window.Config) int64 {
 	ttl := cfg.WindowMs + cfg.BucketMs
 	if cfg.ClockSet {
 		ttl += ClockSlackMs

@@ -1,7 +1,6 @@
 package redisprov
 
 import (
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -15,10 +14,10 @@ func (b *Base) CheckSet(op, k string, set *limiter.Set, n int64) ([]string, erro
 	if _, err := b.Check(op, k); err != nil {
 		return nil, err
 	}
-	if err := config.CheckSet(set); err != nil {
+	if err := window.CheckSet(set); err != nil {
 		return nil, b.Errorf(op, err)
 	}
-	if err := config.CheckCost(n); err != nil {
+	if err := window.CheckCost(n); err != nil {
 		return nil, b.Errorf(op, err)
 	}
 	hs := make([]string, set.Len())
@@ -34,7 +33,7 @@ func (b *Base) CheckSet(op, k string, set *limiter.Set, n int64) ([]string, erro
 
 // SetTTL is the PEXPIRE of a write to limit l's hash: its W + B, plus the
 // clock slack when the caller's clock replaces Redis TIME (see TTLMs).
-func SetTTL(cfg *config.Config, l *window.Limit) int64 {
+func SetTTL(cfg *window.Config, l *window.Limit) int64 {
 	ttl := l.P.Span()
 	if cfg.ClockSet {
 		ttl += ClockSlackMs

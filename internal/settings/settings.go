@@ -2,7 +2,7 @@
 // configuration every sluice provider resolves, its limits and defaults,
 // and the clock. It sits below package limiter, which defines the types a
 // configuration holds (the observer, the failure policy, the state change),
-// so Config takes them as type parameters; package internal/config names
+// so Config takes them as type parameters; package internal/window names
 // the one instance the providers use. Users never see it.
 package settings
 
@@ -238,7 +238,7 @@ func (c *Config[Obs, Pol, SC]) validate() error {
 }
 
 // ValidatePrefix reports whether p can start a Redis key of the schema
-// (package internal/config wraps its error in ErrInvalidConfig):
+// (package internal/window wraps its error in ErrInvalidConfig):
 // non-empty, at most MaxPrefix bytes, and free of the characters the schema
 // gives meaning to (braces, ':' at either end is fine but '{' '}' are not),
 // whitespace and control characters.

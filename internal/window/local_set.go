@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -61,7 +60,7 @@ func (s *store) setArgs(op, k string, set *limiter.Set, n int64) (now int64, err
 	if _, err := s.check(op, k); err != nil {
 		return 0, err
 	}
-	if err := config.CheckSet(set); err != nil {
+	if err := CheckSet(set); err != nil {
 		return 0, fmt.Errorf("local: %s: %w", op, err)
 	}
 	if err := checkCost(n); err != nil {

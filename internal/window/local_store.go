@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -65,7 +64,7 @@ type store struct {
 
 	// strategy names the provider's strategy to the observer.
 	strategy string
-	cfg      config.Config
+	cfg      Config
 	// sets holds the keys' states in the limits of sets: string →
 	// *setEntry, apart from m (a set's limits are not the single limit).
 	sets sync.Map
@@ -84,7 +83,7 @@ type store struct {
 const clockSlackMs = 60_000
 
 func newStore(opts []limiter.Option) (*store, error) {
-	cfg, err := config.NewFor(limiter.ProviderLocal, opts...)
+	cfg, err := ConfigFor(limiter.ProviderLocal, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +259,7 @@ func (s *store) now() int64 {
 }
 
 func checkCost(n int64) error {
-	if err := config.CheckCost(n); err != nil {
+	if err := CheckCost(n); err != nil {
 		return fmt.Errorf("local: inc: %w", err)
 	}
 	return nil

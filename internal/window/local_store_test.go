@@ -11,7 +11,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -163,7 +162,7 @@ func TestSweepConcurrentWithCalls(t *testing.T) {
 // sweepEvery makes the background sweep tick every d instead of once per
 // window (at least a second).
 func sweepEvery(d time.Duration) limiter.Option {
-	return func(c *config.Config) { c.SweepEvery = d }
+	return func(c *Config) { c.SweepEvery = d }
 }
 
 // waitUntil polls cond for up to 5 s: the background loop runs on real

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/internal/redisprov"
-
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -76,7 +74,7 @@ func (t *table[E]) inc(ctx context.Context, k string, rate limiter.Rate, n int64
 	if t.closed.Load() {
 		return limiter.Decision{}, t.errorf("inc", limiter.ErrClosed)
 	}
-	if err := config.CheckCost(n); err != nil {
+	if err := window.CheckCost(n); err != nil {
 		return limiter.Decision{}, t.errorf("inc", err)
 	}
 	if _, _, err := t.s.capacities("inc", rate); err != nil {

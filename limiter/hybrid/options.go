@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -26,7 +26,7 @@ const DefaultLeaseAheadMax = time.Second
 // under-admission for the rest of the fleet) at the price of more Redis
 // calls. Other providers reject it (limiter.ErrInvalidConfig).
 func WithSyncInterval(d time.Duration) limiter.Option {
-	return func(c *config.Config) {
+	return func(c *window.Config) {
 		if d <= 0 {
 			c.Fail(fmt.Errorf("%w: sync interval %v must be positive", limiter.ErrInvalidConfig, d))
 			return
@@ -42,7 +42,7 @@ func WithSyncInterval(d time.Duration) limiter.Option {
 // call for call. It must be at least 1. Other providers reject it
 // (limiter.ErrInvalidConfig).
 func WithMaxLease(n int64) limiter.Option {
-	return func(c *config.Config) {
+	return func(c *window.Config) {
 		if n < 1 {
 			c.Fail(fmt.Errorf("%w: max lease %d must be at least 1", limiter.ErrInvalidConfig, n))
 			return
@@ -61,7 +61,7 @@ func WithMaxLease(n int64) limiter.Option {
 // providers reject it (limiter.ErrInvalidConfig; docs/algorithms.md,
 // Hybrid leases).
 func WithLeaseAhead(d time.Duration) limiter.Option {
-	return func(c *config.Config) {
+	return func(c *window.Config) {
 		if d < 0 {
 			c.Fail(fmt.Errorf("%w: lease ahead %v must not be negative", limiter.ErrInvalidConfig, d))
 			return

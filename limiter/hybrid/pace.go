@@ -3,14 +3,14 @@ package hybrid
 import (
 	"fmt"
 
-	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
 
 // leaseAhead is D, the most ms a lease's bucket may start after now
 // (WithLeaseAhead): W/20 at most DefaultLeaseAheadMax by default, 0 when
 // turned off, an error above W/4.
-func leaseAhead(cfg *config.Config) (int64, error) {
+func leaseAhead(cfg *window.Config) (int64, error) {
 	switch a := cfg.LeaseAhead; {
 	case a == 0:
 		return min(cfg.WindowMs/20, DefaultLeaseAheadMax.Milliseconds()), nil
@@ -51,7 +51,7 @@ func (p *pace) ended(unused bool) {
 // from one unit, before one outlived the gap between its calls. The
 // scripts cap the grant at a quarter of the room left, and forward-date it
 // only while the grant leaves more than a quarter of the capacity free.
-func (p *pace) wantFor(want, c, ahead, most int64, cfg *config.Config) int64 {
+func (p *pace) wantFor(want, c, ahead, most int64, cfg *window.Config) int64 {
 	if !p.slow || ahead == 0 {
 		return want
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
@@ -85,7 +84,7 @@ func (e *supEntry) factor(w int64) int64 {
 // cachedFactor is the factor a decision from memory applies: the one
 // cached while it is younger than the suppression cache period (from a
 // reply, or computed here), else a fresh one, cached when caching is on.
-func (e *supEntry) cachedFactor(now int64, cfg *config.Config) int64 {
+func (e *supEntry) cachedFactor(now int64, cfg *window.Config) int64 {
 	if cfg.CacheMs > 0 && e.fAt > 0 && now-e.fAt < cfg.CacheMs {
 		return e.fppm
 	}
@@ -98,7 +97,7 @@ func (e *supEntry) cachedFactor(now int64, cfg *config.Config) int64 {
 
 // peekFactor is cachedFactor for IsAllowed, which reads a fresh cached
 // factor but never stores one.
-func (e *supEntry) peekFactor(now int64, cfg *config.Config) int64 {
+func (e *supEntry) peekFactor(now int64, cfg *window.Config) int64 {
 	if cfg.CacheMs > 0 && e.fAt > 0 && now-e.fAt < cfg.CacheMs {
 		return e.fppm
 	}

@@ -5,11 +5,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/window"
+
 	"github.com/sluice-go/sluice/internal/redisprov"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluice-go/sluice/internal/config"
 )
 
 // takeFetch waits for a key's fetch token (fetch), and re-checks after the
@@ -50,7 +50,7 @@ func takeFetch(ctx context.Context, g *redisprov.Guard, fetch chan struct{}, fai
 // the waiters (takeFetch). A timeout counts only under WithTimeout(0):
 // otherwise each waiter's own budget, which started before its wait,
 // bounds it, and the request may have timed out because of its own wait.
-func fetched(cfg *config.Config, err error, fails *atomic.Int64) {
+func fetched(cfg *window.Config, err error, fails *atomic.Int64) {
 	if err != nil && redisprov.Unavailable(err) && (cfg.Timeout <= 0 || !redisprov.TimedOut(err)) {
 		fails.Add(1)
 	}
@@ -58,7 +58,7 @@ func fetched(cfg *config.Config, err error, fails *atomic.Int64) {
 
 // syncTimeout bounds one tick's Redis calls: the per-call timeout, or 1 s
 // when calls are left to the caller's context (a tick has no caller).
-func syncTimeout(cfg *config.Config) time.Duration {
+func syncTimeout(cfg *window.Config) time.Duration {
 	if t := cfg.Timeout; t > 0 {
 		return t
 	}

@@ -1,8 +1,9 @@
-// Package config names the configuration every sluice provider reads: the
-// option settings of package internal/settings over package limiter's
-// types. Users never see it: they pass limiter.Option values, and each
-// provider resolves them with New.
-package config
+// Config is the configuration every sluice provider reads: the option
+// settings of package internal/settings over package limiter's types.
+// Users never see it: they pass limiter.Option values, and each provider
+// resolves them with NewConfig or ConfigFor.
+
+package window
 
 import (
 	"fmt"
@@ -17,15 +18,15 @@ type Config = settings.Config[limiter.Observer, limiter.FailurePolicy, limiter.S
 // New applies opts over the defaults and validates the result; a value out
 // of range is limiter.ErrInvalidConfig. It takes limiter.Option values and
 // function literals over *Config alike.
-func New[O ~func(*Config)](opts ...O) (Config, error) {
+func NewConfig[O ~func(*Config)](opts ...O) (Config, error) {
 	return settings.New[limiter.Observer, limiter.FailurePolicy, limiter.StateChange](limiter.ErrInvalidConfig, opts...)
 }
 
 // NewFor is New for the provider named provider (limiter.ProviderLocal,
 // …): an option of another provider's only is limiter.ErrInvalidConfig,
 // naming the option and the provider.
-func NewFor[O ~func(*Config)](provider string, opts ...O) (Config, error) {
-	c, err := New(opts...)
+func ConfigFor[O ~func(*Config)](provider string, opts ...O) (Config, error) {
+	c, err := NewConfig(opts...)
 	if err == nil && provider != limiter.ProviderHybrid && len(c.HybridOnly) > 0 {
 		return Config{}, fmt.Errorf("%w: %s is an option of the hybrid providers only, not of %s",
 			limiter.ErrInvalidConfig, c.HybridOnly[0], provider)

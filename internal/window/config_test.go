@@ -1,4 +1,4 @@
-package config_test
+package window_test
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/config"
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -36,7 +36,7 @@ func TestOptionsSetLimitersOwnValues(t *testing.T) {
 	var got limiter.StateChange
 	obs := &nopObserver{1}
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	c, err := config.New(limiter.WithFailurePolicy(limiter.FailClosed),
+	c, err := window.NewConfig(limiter.WithFailurePolicy(limiter.FailClosed),
 		limiter.WithStateChange(func(sc limiter.StateChange) { got = sc }),
 		limiter.WithObserver(obs), limiter.WithClock(fixedClock(at)))
 	if err != nil {
@@ -58,19 +58,19 @@ func TestOptionsSetLimitersOwnValues(t *testing.T) {
 	if got != sc {
 		t.Errorf("hook got %+v, want %+v", got, sc)
 	}
-	if c, _ := config.New(limiter.WithStateChange(nil), limiter.WithObserver(nil)); c.OnStateChange != nil || c.Observer != nil {
+	if c, _ := window.NewConfig(limiter.WithStateChange(nil), limiter.WithObserver(nil)); c.OnStateChange != nil || c.Observer != nil {
 		t.Error("WithStateChange(nil) or WithObserver(nil) set something")
 	}
 	for _, o := range []limiter.Option{limiter.WithWindow(0), limiter.WithBatching(-1), limiter.WithFailurePolicy(7),
 		limiter.WithFailurePolicy(-1), limiter.WithPrefix("a b")} {
-		if _, err := config.New(o); !errors.Is(err, limiter.ErrInvalidConfig) {
-			t.Errorf("config.New: %v, want limiter.ErrInvalidConfig", err)
+		if _, err := window.NewConfig(o); !errors.Is(err, limiter.ErrInvalidConfig) {
+			t.Errorf("window.New: %v, want limiter.ErrInvalidConfig", err)
 		}
 	}
-	if err := config.ValidatePrefix("{x}"); !errors.Is(err, limiter.ErrInvalidConfig) {
+	if err := window.ValidatePrefix("{x}"); !errors.Is(err, limiter.ErrInvalidConfig) {
 		t.Errorf("ValidatePrefix({x}) = %v, want limiter.ErrInvalidConfig", err)
 	}
-	if err := config.CheckCost(-1); !errors.Is(err, limiter.ErrInvalidCost) {
+	if err := window.CheckCost(-1); !errors.Is(err, limiter.ErrInvalidCost) {
 		t.Errorf("CheckCost(-1) = %v, want limiter.ErrInvalidCost", err)
 	}
 	if p := limiter.FailurePolicy(7); p.String() != "FailurePolicy(7)" || limiter.FailError.String() != "FailError" {
@@ -93,7 +93,7 @@ func TestLogStateChangeIsTheLogObservers(t *testing.T) {
 			}
 			return a
 		}
-		config.LogStateChange(context.Background(), slog.New(slog.NewTextHandler(&a, &slog.HandlerOptions{ReplaceAttr: strip})), sc)
+		window.LogStateChange(context.Background(), slog.New(slog.NewTextHandler(&a, &slog.HandlerOptions{ReplaceAttr: strip})), sc)
 		limiter.NewLogObserver(slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{ReplaceAttr: strip}))).
 			ObserveEvent(context.Background(), limiter.Event{Kind: limiter.EventStateChange, Provider: sc.Provider, State: sc})
 		if a.Len() == 0 || a.String() != b.String() {
