@@ -1,6 +1,7 @@
 package window
 
 import (
+	"context"
 	"math"
 	"strconv"
 	"sync"
@@ -234,7 +235,7 @@ func TestCapacityMatchesLimiter(t *testing.T) {
 					t.Errorf("supArgs(%v over %v, factor %v) = %d, %d, %v; limiter: %d, %d", r, w, f, soft, hard, err, wantC, wantH)
 				}
 			}
-			s.close(benchCtx)
+			s.close(context.Background())
 		}
 	}
 }

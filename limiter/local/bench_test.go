@@ -1,10 +1,13 @@
-package window
+package local_test
 
 import (
 	"context"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/conformance"
+	"github.com/sluice-go/sluice/limiter/local"
 
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -22,10 +25,10 @@ var benchCtx = context.Background()
 
 // full returns an absolute limiter whose key "hot" holds a full window of
 // 100 buckets (capacity 100 over 1 s, one unit every 10 ms).
-func full(b *testing.B) *LocalAbsolute {
+func full(b *testing.B) *local.Absolute {
 	b.Helper()
-	clk := newClock()
-	a, err := NewLocalAbsolute(limiter.WithClock(clk), limiter.WithWindow(time.Second))
+	clk := conformance.NewClock()
+	a, err := local.NewAbsolute(limiter.WithClock(clk), limiter.WithWindow(time.Second))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -79,8 +82,8 @@ func BenchmarkGet(b *testing.B) {
 // refused at the hard capacity); 10,000 keys, each first offered twice its
 // soft capacity.
 func BenchmarkSuppressedOverload(b *testing.B) {
-	clk := newClock()
-	s, err := NewLocalSuppressed(limiter.WithClock(clk), limiter.WithWindow(time.Second), limiter.WithHardLimitFactor(4))
+	clk := conformance.NewClock()
+	s, err := local.NewSuppressed(limiter.WithClock(clk), limiter.WithWindow(time.Second), limiter.WithHardLimitFactor(4))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -130,9 +133,9 @@ func BenchmarkIncAdmitted(b *testing.B) {
 				var l limiter.Limiter
 				var err error
 				if strategy == "absolute" {
-					l, err = NewLocalAbsolute()
+					l, err = local.NewAbsolute()
 				} else {
-					l, err = NewLocalSuppressed(limiter.WithHardLimitFactor(1.5))
+					l, err = local.NewSuppressed(limiter.WithHardLimitFactor(1.5))
 				}
 				if err != nil {
 					b.Fatal(err)
