@@ -58,7 +58,7 @@ func readmeClient(t *testing.T, addr string) *redis.Client {
 
 // staleBound is how soon, after another instance changes a key, an
 // instance that refused the key from memory must see the change: the
-// documented bound (relief.MaxStale, 1 s) and half a second for a loaded
+// documented bound (redisprov.MaxStale, 1 s) and half a second for a loaded
 // machine.
 const staleBound = 1500 * time.Millisecond
 

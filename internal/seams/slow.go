@@ -24,7 +24,7 @@ const slowFields = 800_000
 // while the instance calls that key (Inc, IsAllowed, Get, IncSet, GetSet,
 // each of which may read a hash whole) and 8 goroutines call other keys.
 // A script reads a hash whole only after HLEN says it holds at most
-// redisx.MaxFields fields, so the padded key's calls fail at once with
+// redisprov.MaxFields fields, so the padded key's calls fail at once with
 // ErrLayout naming its hash, and the breaker never opens: one slow key is
 // not an outage of Redis for every other key. Without the HLEN check the
 // scans held Redis for longer than the confirming probe's deadline and

@@ -428,7 +428,7 @@ func TestTTLRealRedis(t *testing.T) {
 
 // TestTTLWithClock checks the TTL of a limiter that sends its own clock:
 // W + B plus a minute, since Redis counts TTLs in real time and a fake clock
-// may stand still (see redisx.TTLMs).
+// may stand still (see redisprov.TTLMs).
 func TestTTLWithClock(t *testing.T) {
 	const w, b = 200 * time.Millisecond, 10 * time.Millisecond
 	c := realClient(t)

@@ -36,7 +36,7 @@ func TestSets(t *testing.T) {
 // The trace gives one limit name ("slow") two buckets in different sets. A
 // hash lives W + B after its latest write, of the latest call's W + B, as
 // the local provider keeps a limit's state; under WithClock both add a
-// minute of slack (redisx.ClockSlackMs), and a later call with a longer
+// minute of slack (redisprov.ClockSlackMs), and a later call with a longer
 // bucket may still count a bucket the shorter TTL has dropped. So on
 // miniredis the trace sends the clock as the other set-ups do
 // (miniClockFactory), while miniredis's TTLs still follow it.
