@@ -68,18 +68,14 @@ func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) e
 	} else {
 		sp, b, _ = c.span(p)
 	}
-	var now any = ""
-	if c.o.clock != nil {
-		now = settings.ClampMs(c.o.clock.Now().UnixMilli())
-	}
-	args := []any{now, p.Strategy, sp, unknownSpan.Milliseconds(), c.slack, c.o.threshold, step, b01(c.o.dryRun), b}
+	args := []any{c.now(), p.Strategy, sp, unknownSpan.Milliseconds(), c.slack, c.o.threshold, step, b01(c.o.dryRun), b}
 	res, err := c.run(ctx, node, k, args)
 	if err != nil {
 		return c.failed(k, err, r)
 	}
 	switch res[0] {
 	case stateGone:
-		r.skip(Gone, k)
+		r.skip(Gone, 1, k)
 		return nil
 	case stateDeleted:
 		r.Deleted++
@@ -91,7 +87,7 @@ func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) e
 	if res[4] == 1 {
 		r.Live++
 	} else {
-		r.skip(NoWindow, k)
+		r.skip(NoWindow, 1, k)
 	}
 	if res[1] > 0 {
 		r.TTLSet++
@@ -114,9 +110,7 @@ func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) e
 			}
 			break
 		}
-		if c.o.clock != nil {
-			args[0] = settings.ClampMs(c.o.clock.Now().UnixMilli())
-		}
+		args[0] = c.now()
 		res, err = c.run(ctx, node, k, args)
 		if err != nil {
 			return c.failed(k, err, r)
@@ -154,9 +148,7 @@ func (c *Cleaner) batches(ctx context.Context, node Client, k string, args []any
 			}
 		}
 		if len(a) > len(args) {
-			if c.o.clock != nil {
-				a[0] = settings.ClampMs(c.o.clock.Now().UnixMilli())
-			}
+			a[0] = c.now()
 			res, err := c.run(ctx, node, k, a)
 			if err != nil {
 				return trimmed, err
@@ -191,25 +183,27 @@ func (c *Cleaner) run(ctx context.Context, node Client, k string, args []any) ([
 // passes any other error (the connection, ctx) up to stop the pass.
 func (c *Cleaner) failed(k string, err error, r *Report) error {
 	var rerr redis.Error
-	if errors.As(err, &rerr) && ctxErr(err) == nil {
-		r.skip(Failed, k)
+	if errors.As(err, &rerr) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		r.skip(Failed, 1, k)
 		return nil
 	}
 	return fmt.Errorf("%s: %w", k, err)
 }
 
-func ctxErr(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
+// now is clean.lua's clock argument: WithClock's time in ms, or "" for
+// Redis TIME.
+func (c *Cleaner) now() any {
+	if c.o.clock == nil {
+		return ""
 	}
-	return nil
+	return settings.ClampMs(c.o.clock.Now().UnixMilli())
 }
 
 // unknown reports a key the cleaner does not read, or deletes it when
 // WithDeleteUnknown names it.
 func (c *Cleaner) unknown(ctx context.Context, node Client, k string, why Reason, r *Report) error {
 	if c.o.unknown == nil || !c.o.unknown(k) {
-		r.skip(why, k)
+		r.skip(why, 1, k)
 		return nil
 	}
 	if !c.o.dryRun {

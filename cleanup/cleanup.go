@@ -134,9 +134,7 @@ func (c *Cleaner) Run(ctx context.Context) (Report, error) {
 	bg := c.bg != nil
 	c.mu.Unlock()
 	if !bg {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		if rerr := c.lease.release(rctx); rerr != nil && err == nil {
+		if rerr := c.lease.release(ctx); rerr != nil && err == nil {
 			err = rerr
 		}
 	}

@@ -66,11 +66,7 @@ func (c *Cleaner) Stop(ctx context.Context) error {
 func (c *Cleaner) loop(ctx context.Context, l *loop) {
 	defer close(l.done)
 	defer l.cancel()
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		c.lease.release(rctx)
-	}()
+	defer c.lease.release(ctx)
 	retry := c.o.lease / 10
 	next := time.Now() // the first pass at once
 	timer := time.NewTimer(0)
@@ -84,15 +80,17 @@ func (c *Cleaner) loop(ctx context.Context, l *loop) {
 		}
 		failing = err != nil
 		wait := retry
-		if err == nil && !held {
+		switch {
+		case err != nil:
+		case !held:
 			// Wake when the holder's lease would expire, so that a holder
 			// that froze right after renewing is taken over one lease
 			// after it froze, not a lease and a poll later.
 			if left, err := c.lease.remaining(ctx); err == nil && left > 0 {
 				wait = min(retry, left+time.Millisecond)
 			}
-		}
-		if err == nil && held {
+		default:
+			ok := true
 			if !time.Now().Before(next) {
 				c.passMu.Lock()
 				r, err := c.pass(ctx)
@@ -101,12 +99,9 @@ func (c *Cleaner) loop(ctx context.Context, l *loop) {
 					c.report(ctx, r, err)
 				}
 				next = time.Now().Add(c.o.period)
-				if r.LeaseLost || err != nil {
-					wait = retry
-				} else {
-					wait = min(c.o.lease/3, time.Until(next))
-				}
-			} else {
+				ok = err == nil && !r.LeaseLost
+			}
+			if ok { // else retry soon
 				wait = min(c.o.lease/3, time.Until(next))
 			}
 		}

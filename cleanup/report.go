@@ -124,13 +124,15 @@ func (r *Report) list(k string, res []int64) {
 		Bucket: time.Duration(res[6]) * time.Millisecond, TTL: ttl})
 }
 
-func (r *Report) skip(why Reason, k string) {
+// skip counts n keys left alone for why, keeping the first examples of
+// ks.
+func (r *Report) skip(why Reason, n int64, ks ...string) {
 	if r.Skipped == nil {
 		r.Skipped = make(map[Reason]int64)
 		r.Examples = make(map[Reason][]string)
 	}
-	r.Skipped[why]++
-	if len(r.Examples[why]) < examples {
+	r.Skipped[why] += n
+	for _, k := range ks[:min(len(ks), examples-len(r.Examples[why]))] {
 		r.Examples[why] = append(r.Examples[why], k)
 	}
 }
@@ -140,27 +142,14 @@ func (r *Report) add(o *Report) {
 	r.Scanned += o.Scanned
 	r.Live += o.Live
 	r.Deleted += o.Deleted
-	for _, d := range o.Deletions {
-		if len(r.Deletions) < MaxListed {
-			r.Deletions = append(r.Deletions, d)
-		}
-	}
+	r.Deletions = append(r.Deletions, o.Deletions[:min(len(o.Deletions), MaxListed-len(r.Deletions))]...)
 	r.TTLSet += o.TTLSet
 	r.Trimmed += o.Trimmed
 	r.Buckets += o.Buckets
 	r.Unlinked += o.Unlinked
 	r.LeaseLost = r.LeaseLost || o.LeaseLost
 	for why, n := range o.Skipped {
-		if r.Skipped == nil {
-			r.Skipped = make(map[Reason]int64)
-			r.Examples = make(map[Reason][]string)
-		}
-		r.Skipped[why] += n
-		for _, k := range o.Examples[why] {
-			if len(r.Examples[why]) < examples {
-				r.Examples[why] = append(r.Examples[why], k)
-			}
-		}
+		r.skip(why, n, o.Examples[why]...)
 	}
 }
 
