@@ -184,31 +184,26 @@ func KeyByIP(r *http.Request) (string, error) { return defaultIPKey.Key(r) }
 // public IPv4 address, the last 32 bits inverted) and IPv4-compatible
 // ::a.b.c.d (except ::/104, so :: and ::1 stay IPv6). An address in the
 // local-use 64:ff9b:1::/48 not covered by NAT64Prefixes is keyed in full.
-func (k *IPKey) Key(r *http.Request) (string, error) {
-	a, err := k.ClientAddr(r)
+func (k *IPKey) Key(r *http.Request) (string, error) { return k.key(k.ClientAddr(r)) }
+
+// key is Key of the client address a, or err when a could not be found.
+func (k *IPKey) key(a netip.Addr, err error) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return k.keyOf(a), nil
-}
-
-func (k *IPKey) keyOf(a netip.Addr) string {
 	full := false
 	if a.Is6() {
 		a, full = k.embedded(a)
 	}
-	bits := k.v4
+	bits, zero := k.v4, 32
 	if a.Is6() {
-		bits = k.v6
+		bits, zero = k.v6, 64
+	}
+	if bits == 0 { // the zero IPKey
+		bits = zero
 	}
 	if full {
 		bits = 128
-	}
-	if bits == 0 { // the zero IPKey
-		bits = 32
-		if a.Is6() {
-			bits = 64
-		}
 	}
 	var buf [64]byte
 	b := append(buf[:0], "ip:"...)
@@ -218,7 +213,7 @@ func (k *IPKey) keyOf(a netip.Addr) string {
 		p, _ := a.Prefix(bits) // bits is in range, a has no zone
 		b = p.AppendTo(b)
 	}
-	return string(b)
+	return string(b), nil
 }
 
 // The IPv6 prefixes that embed an IPv4 client (IPKey.Key).
@@ -301,9 +296,5 @@ func (k *IPKey) Header() string { return k.header }
 // only when the peer is a trusted proxy, by the rules of ClientAddr; the
 // key and the errors are Key's.
 func (k *IPKey) KeyAddr(remoteAddr string, values []string) (string, error) {
-	a, err := k.clientAddr(remoteAddr, values)
-	if err != nil {
-		return "", err
-	}
-	return k.keyOf(a), nil
+	return k.key(k.clientAddr(remoteAddr, values))
 }

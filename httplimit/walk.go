@@ -161,7 +161,7 @@ func (k *IPKey) trusted(a netip.Addr) bool {
 // addresses and drops zones.
 func parseHop(s string) (netip.Addr, bool) {
 	s = strings.TrimSpace(s)
-	if s == "" || len(s) > 128 {
+	if s == "" || len(s) > maxHopLen {
 		return netip.Addr{}, false
 	}
 	var a netip.Addr
