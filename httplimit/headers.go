@@ -105,12 +105,10 @@ func appendSetPolicy(b []byte, s *limiter.Set) []byte {
 	return b
 }
 
-// Fields returns the values of the RateLimit-Policy and RateLimit headers
-// that a Middleware built by New writes for decision d of a single limit
-// named name ("" is DefaultPolicyName) on a limiter of the given window:
-// the same bytes, for a caller that carries them in another protocol
-// (package grpclimit writes them as gRPC metadata). name is not
-// validated: New checks it.
+// Fields returns the RateLimit-Policy and RateLimit values a Middleware
+// built by New writes for decision d of a single limit named name ("" is
+// DefaultPolicyName, not validated) on a limiter of the given window, for
+// a caller that carries them in another protocol (package grpclimit).
 func Fields(name string, window time.Duration, d limiter.Decision) (policy, rateLimit string) {
 	if name == "" {
 		name = DefaultPolicyName
@@ -133,8 +131,7 @@ func appendOneItem(b []byte, name string, d *limiter.Decision) []byte {
 	return appendItem(b, name, d.Remaining, reset(d.RetryAfter, d.ResetAfter))
 }
 
-// appendSetItems appends the RateLimit items of a set's decision, one per
-// limit.
+// appendSetItems appends the RateLimit items of a set's decision.
 func appendSetItems(b []byte, d *limiter.SetDecision) []byte {
 	for i, ld := range d.Limits {
 		if i > 0 {

@@ -36,9 +36,9 @@ type DenyFunc func(w http.ResponseWriter, r *http.Request, res *Result)
 
 // ErrorFunc writes the response to a request that could not be decided:
 // its KeyFunc refused it (err matches ErrNoKey and is a *KeyError), a rate,
-// set or cost function failed, or the limiter returned an error (a Redis
-// provider under the FailError policy while Redis is down: err matches
-// limiter.ErrUnavailable or is Redis's error). No rate-limit header is set.
+// set or cost function failed, or the limiter failed (a Redis provider
+// under FailError while Redis is down: limiter.ErrUnavailable or Redis's
+// error). No rate-limit header is set.
 type ErrorFunc func(w http.ResponseWriter, r *http.Request, err error)
 
 // DefaultDeny writes 429 Too Many Requests in plain text, or 413 Content
@@ -66,10 +66,7 @@ func DefaultError(w http.ResponseWriter, _ *http.Request, err error) {
 
 // Middleware limits the requests of an http.Handler. Build one with New
 // (a single limit) or NewSet (a set of limits); it is immutable and safe
-// for concurrent use. Its Handler method is a func(http.Handler)
-// http.Handler, the middleware shape of net/http, chi, gorilla/mux and
-// alice. The zero Middleware limits nothing: it answers every request
-// 500.
+// for concurrent use. The zero Middleware answers every request 500.
 type Middleware struct {
 	cfg config
 
@@ -89,15 +86,13 @@ type Middleware struct {
 }
 
 // New returns a middleware that limits each key to limit on l: at most
-// limit.Rate × W units in any span of W, where W is l's window, stated in
-// the w parameter of RateLimit-Policy. Every sluice provider reports its
-// window (limiter.Windowed), so leave limit.Window 0; a limit.Window that
-// differs from the provider's is an error, since the headers would promise
-// a window the limiter does not enforce. A Limiter that is not
-// limiter.Windowed (one of your own) must be given its window in
-// limit.Window. limit.Name names the policy in the headers ("" means
-// DefaultPolicyName) and follows the rules of limiter.Limit's Name.
-// limit.Rate may be the zero Rate only with WithRateFunc. limit.Bucket is
+// limit.Rate × W units in any span of W, l's window, stated as the w of
+// RateLimit-Policy. Leave limit.Window 0: every sluice provider reports
+// its window (limiter.Windowed), and a different one is an error, since
+// the headers would promise a window the limiter does not enforce; a
+// Limiter of your own that is not Windowed must be given it. limit.Name
+// names the policy ("" is DefaultPolicyName) by limiter.Limit's rules;
+// limit.Rate may be the zero Rate only with WithRateFunc; limit.Bucket is
 // ignored (it is l's). Errors match limiter.ErrInvalidConfig, or the
 // rate's errors.
 func New(l limiter.Limiter, limit limiter.Limit, opts ...Option) (*Middleware, error) {
@@ -183,7 +178,7 @@ func newMiddleware(opts []Option) (*Middleware, error) {
 	if m.cfg.onError == nil {
 		m.cfg.onError = DefaultError
 	}
-	if !m.cfg.setM {
+	if m.cfg.methods == nil {
 		m.cfg.methods = []string{http.MethodOptions}
 	}
 	for _, meth := range m.cfg.methods {

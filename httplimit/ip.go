@@ -32,7 +32,6 @@ type ipConfig struct {
 	proxies []string
 	nat64   []string
 	v4, v6  int
-	err     error
 }
 
 // TrustProxies says that requests whose immediate peer (RemoteAddr) is in
@@ -55,14 +54,13 @@ func IPv6Prefix(bits int) IPOption { return func(c *ipConfig) { c.v6 = bits } }
 // Default 32, the address. 1 to 32.
 func IPv4Prefix(bits int) IPOption { return func(c *ipConfig) { c.v4 = bits } }
 
-// NAT64Prefixes names the network's own NAT64 (or SIIT) prefixes, RFC 6052
-// IPv6 prefixes of 32, 40, 48, 56, 64 or 96 bits ("2001:db8:64::/96")
-// under which a translator writes IPv4 clients: an address in one is
-// keyed by the IPv4 address it embeds, at the position RFC 6052 gives for
-// that length, as the well-known 64:ff9b::/96 always is. Without it, an
-// address in the local-use 64:ff9b:1::/48 (RFC 8215), whose embedding
-// depends on the prefix length the network chose, is keyed by the full
-// address. Default: none.
+// NAT64Prefixes names the network's own NAT64 (or SIIT) prefixes, IPv6
+// prefixes of 32, 40, 48, 56, 64 or 96 bits ("2001:db8:64::/96"): an
+// address in one is keyed by the IPv4 address it embeds where RFC 6052
+// puts it for that length, as the well-known 64:ff9b::/96 always is.
+// Without it, an address in the local-use 64:ff9b:1::/48 (RFC 8215), whose
+// embedding depends on the length the network chose, is keyed in full.
+// Default: none.
 func NAT64Prefixes(cidrs ...string) IPOption {
 	return func(c *ipConfig) { c.nat64 = append(c.nat64[:0:0], cidrs...) }
 }
@@ -84,8 +82,9 @@ const (
 	kindRealIP
 )
 
-// NewIPKey returns an IPKey. It reports limiter.ErrInvalidConfig for an unknown
-// header, a CIDR that does not parse, or a prefix length out of range.
+// NewIPKey returns an IPKey. It reports limiter.ErrInvalidConfig for an
+// unknown header, a CIDR that does not parse, or a prefix length out of
+// range.
 func NewIPKey(opts ...IPOption) (*IPKey, error) {
 	c := ipConfig{v4: 32, v6: 64}
 	for _, o := range opts {
@@ -165,24 +164,21 @@ func parsePrefix(s string) (netip.Prefix, error) {
 // defaultIPKey is KeyByIP's.
 var defaultIPKey = &IPKey{v4: 32, v6: 64}
 
-// KeyByIP keys a request by its immediate peer's address (RemoteAddr),
-// trusting no header: "ip:192.0.2.7" for IPv4 (an IPv4-mapped IPv6 peer
-// counts as its IPv4 address), "ip:2001:db8:1:2::/64" for IPv6, and an
-// IPv6 address that embeds an IPv4 client by that client (IPKey.Key). It
-// is the middleware's default KeyFunc. Behind a proxy every request comes
-// from the proxy: use NewIPKey with TrustProxies.
+// KeyByIP, the middleware's default KeyFunc, keys a request by its
+// immediate peer's address (RemoteAddr), trusting no header, as the zero
+// IPKey's Key: "ip:192.0.2.7", "ip:2001:db8:1:2::/64". Behind a proxy
+// every request comes from the proxy: use NewIPKey with TrustProxies.
 func KeyByIP(r *http.Request) (string, error) { return defaultIPKey.Key(r) }
 
 // Key is a KeyFunc: "ip:" and the client address (ClientAddr) masked to
 // the configured prefix, the address alone for a full-length prefix.
 //
-// Some IPv6 addresses stand for an IPv4 client, and a /64 of them holds
-// every IPv4 client of a translator or relay; they are keyed as that IPv4
-// address (masked by IPv4Prefix): the NAT64 well-known prefix
-// 64:ff9b::/96 (64:ff9b::192.0.2.7 is keyed "ip:192.0.2.7"), the
-// prefixes given by NAT64Prefixes, Teredo 2001::/32 (by the client's
-// public IPv4 address, the last 32 bits inverted) and IPv4-compatible
-// ::a.b.c.d (except ::/104, so :: and ::1 stay IPv6). An address in the
+// An IPv6 address that stands for an IPv4 client (a /64 of them holds
+// every client of a translator or relay) is keyed as that IPv4 address,
+// masked by IPv4Prefix: under the NAT64 well-known 64:ff9b::/96
+// (64:ff9b::192.0.2.7 is "ip:192.0.2.7") or a NAT64Prefixes prefix, Teredo
+// 2001::/32 (the client's public address, its last 32 bits inverted) and
+// IPv4-compatible ::a.b.c.d (not ::/104: :: and ::1 stay IPv6). The
 // local-use 64:ff9b:1::/48 not covered by NAT64Prefixes is keyed in full.
 func (k *IPKey) Key(r *http.Request) (string, error) { return k.key(k.ClientAddr(r)) }
 
@@ -223,9 +219,8 @@ var (
 	teredo         = netip.MustParsePrefix("2001::/32")      // RFC 4380
 )
 
-// embedded returns the IPv4 client an IPv6 address a stands for, or a
-// itself with full true when it must be keyed in full (the local-use
-// NAT64 prefix), or a.
+// embedded returns the IPv4 client an IPv6 address a stands for, else a,
+// with full true when a must be keyed in full (local-use NAT64).
 func (k *IPKey) embedded(a netip.Addr) (_ netip.Addr, full bool) {
 	b := a.As16()
 	for _, p := range k.nat64 {
@@ -289,12 +284,10 @@ func (k *IPKey) ClientAddr(r *http.Request) (netip.Addr, error) {
 func (k *IPKey) Header() string { return k.header }
 
 // KeyAddr is Key for a request that is not an *http.Request, such as a
-// gRPC call (package grpclimit): remoteAddr is the immediate peer's
-// address as an http.Request's RemoteAddr holds it ("192.0.2.7:443",
-// "[2001:db8::1]:443" or an address alone), and values are the values of
-// the header k trusts (Header), in the order received. values are read
-// only when the peer is a trusted proxy, by the rules of ClientAddr; the
-// key and the errors are Key's.
+// gRPC call (package grpclimit): remoteAddr is the peer's address as
+// RemoteAddr holds it ("192.0.2.7:443", "[2001:db8::1]:443" or an address
+// alone), and values are the trusted header's (Header) in the order
+// received, read by the rules of ClientAddr. The key and errors are Key's.
 func (k *IPKey) KeyAddr(remoteAddr string, values []string) (string, error) {
 	return k.key(k.clientAddr(remoteAddr, values))
 }

@@ -16,8 +16,7 @@ type config struct {
 	setFn   func(*http.Request) (*limiter.Set, error)
 	cost    func(*http.Request) (int64, error)
 	skip    func(*http.Request) bool
-	methods []string // exempt methods; nil until set means DefaultSkipMethods
-	setM    bool
+	methods []string // exempt methods; nil: OPTIONS alone
 	allow   []string
 	legacy  bool
 	onDeny  DenyFunc
@@ -28,10 +27,9 @@ type config struct {
 // peer's address, no header trusted, IPv6 grouped by /64.
 func WithKey(f KeyFunc) Option { return func(c *config) { c.key = f } }
 
-// WithRateFunc sets a per-request rate (the tier lookup) for a single
-// limit (New): f's rate replaces the limit's Rate for the request, over
-// the limiter's window. An error goes to the error handler. Not for
-// NewSet.
+// WithRateFunc sets a per-request rate (the tier lookup) for New: f's
+// rate replaces the limit's Rate, over the limiter's window. An error goes
+// to the error handler. Not for NewSet.
 func WithRateFunc(f func(*http.Request) (limiter.Rate, error)) Option {
 	return func(c *config) { c.rateFn = f }
 }
@@ -52,25 +50,20 @@ func WithCost(f func(*http.Request) (int64, error)) Option {
 }
 
 // WithSkip sets a function that exempts a request (health checks,
-// metrics): it goes to the next handler without a key, a limiter call or a
-// header. Default: none. WithSkipMethods exempts by method (OPTIONS by
-// default).
+// metrics): it goes to the next handler with no key, limiter call or
+// header. Default: none.
 func WithSkip(f func(*http.Request) bool) Option { return func(c *config) { c.skip = f } }
 
-// WithSkipMethods sets the request methods that are exempt from the limit:
-// a request of one of them goes to the next handler without a key, a
-// limiter call or a header, as with WithSkip. Methods are compared in
-// upper case ("head" is HEAD). Default: OPTIONS alone. A browser sends a
-// CORS preflight (OPTIONS) on its own before a cross-origin request, so
-// counting it would charge a client twice for one call, and a refused
-// preflight comes back without CORS headers, which the browser reports as
-// a CORS failure instead of a rate limit; the request the preflight
-// announces is limited as usual. WithSkipMethods() with no method counts
-// every method, OPTIONS included; WithSkipMethods(http.MethodOptions,
-// http.MethodHead) exempts HEAD too.
+// WithSkipMethods sets the methods exempt as with WithSkip, compared in
+// upper case ("head" is HEAD). Default OPTIONS alone: a browser sends a
+// CORS preflight on its own before a cross-origin request (which is
+// limited as usual), so counting it would charge one call twice, and a
+// refused preflight, lacking CORS headers, shows as a CORS failure, not a
+// rate limit. WithSkipMethods() counts every method;
+// WithSkipMethods(http.MethodOptions, http.MethodHead) exempts HEAD too.
 func WithSkipMethods(methods ...string) Option {
 	return func(c *config) {
-		c.methods, c.setM = make([]string, len(methods)), true
+		c.methods = make([]string, len(methods)) // not nil: set
 		for i, m := range methods {
 			c.methods[i] = strings.ToUpper(m)
 		}
@@ -78,8 +71,7 @@ func WithSkipMethods(methods ...string) Option {
 }
 
 // WithAllowKeys exempts requests whose key (as the KeyFunc returns it,
-// "ip:10.0.0.7") is one of keys: they go to the next handler with no
-// limiter call and no header. Default: none.
+// "ip:10.0.0.7") is one of keys: no limiter call, no header. Default: none.
 func WithAllowKeys(keys ...string) Option {
 	return func(c *config) { c.allow = append(c.allow, keys...) }
 }
@@ -87,8 +79,7 @@ func WithAllowKeys(keys ...string) Option {
 // WithLegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
 // X-RateLimit-Reset to every limited response: the capacity, the units
 // remaining and the Unix time in seconds (rounded up) of the RateLimit
-// header's t, of the limit with the fewest units remaining. Default off:
-// clients should read RateLimit.
+// header's t, of the limit with the fewest units remaining. Default off.
 func WithLegacyHeaders() Option { return func(c *config) { c.legacy = true } }
 
 // WithDenyHandler replaces DefaultDeny, the response to a refused request.

@@ -7,14 +7,13 @@ import (
 	"strings"
 )
 
-// The work of a walk of a trusted header (IPKey.ClientAddr) is capped, so
-// that a client's 100 KB header costs no more than a short one: the walk
-// reads at most maxWalkHops list members from the right, and a member
-// longer than its cap is not an address (the walk stops there), found
-// without reading further left than that cap.
+// The walk of a trusted header (IPKey.ClientAddr) is capped, so that a
+// client's 100 KB header costs what a short one does: it reads at most
+// maxWalkHops list members from the right, and a member longer than its
+// cap, found without reading further left, is not an address.
 const (
 	maxWalkHops = 32  // list members read, right to left
-	maxHopLen   = 128 // an X-Forwarded-For or X-Real-IP hop
+	maxHopLen   = 128 // one address (parseHop), an X-Forwarded-For hop
 	maxElemLen  = 512 // a Forwarded element ("for=…;by=…;host=…;proto=…")
 )
 
