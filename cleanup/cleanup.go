@@ -29,13 +29,11 @@ var (
 	ErrLeaseLost = errors.New("sluice: cleanup: lease lost during the pass")
 )
 
-// Client is what a Cleaner calls. *redis.Client, *redis.ClusterClient,
-// *redis.Ring and the failover clients satisfy it, and so does the rueidis
-// adapter of module sluicerueidis. A ClusterClient is walked master by
-// master (ForEachMaster), a Ring shard by shard (ForEachShard) and a
-// client with a ForEachNode method (see Nodes) node by node, each key
-// acted on at the server that holds it; any other client is walked as one
-// server.
+// Client is what a Cleaner calls: *redis.Client, *redis.ClusterClient,
+// *redis.Ring, the failover clients and module sluicerueidis' rueidis
+// adapter satisfy it. A cluster is walked master by master, a ring shard
+// by shard and a Nodes node by node, each key acted on at the server that
+// holds it; any other client is walked as one server.
 type Client interface {
 	redis.Scripter
 	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
@@ -53,11 +51,10 @@ type shards interface {
 	ForEachShard(ctx context.Context, fn func(ctx context.Context, client *redis.Client) error) error
 }
 
-// Nodes is a Client that is not go-redis' and serves its keys from more
-// than one server (a cluster): ForEachNode calls fn with a Client of each
-// master, concurrently or in turn, and returns the first error. A Cleaner
-// walks each node's keys through it. The rueidis adapter of module
-// sluicerueidis is one.
+// Nodes is a Client, not go-redis', that serves its keys from several
+// servers (the rueidis adapter of a cluster): ForEachNode calls fn with a
+// Client of each master, concurrently or in turn, and returns the first
+// error.
 type Nodes interface {
 	Client
 	ForEachNode(ctx context.Context, fn func(ctx context.Context, node Client) error) error
@@ -116,13 +113,12 @@ func isNilPointer(c Client) bool {
 	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
-// Run makes one pass over the prefix now and returns its report. It takes
-// the lease first: when another cleaner holds it, Run returns ErrLocked
-// at once. A pass that loses its lease stops at the next key and returns
-// its report so far with ErrLeaseLost. Any other error (Redis unreachable,
-// ctx done) stops the pass and comes with the report so far. Run releases
-// the lease at the end unless the background loop of this Cleaner is
-// running, which keeps it.
+// Run makes one pass over the prefix now and returns its report. When
+// another cleaner holds the lease, Run returns ErrLocked at once. A pass
+// that loses its lease stops at the next key with ErrLeaseLost; any other
+// error (Redis unreachable, ctx done) stops it too; either comes with the
+// report so far. Run releases the lease at the end unless this Cleaner's
+// background loop is running, which keeps it.
 func (c *Cleaner) Run(ctx context.Context) (Report, error) {
 	c.passMu.Lock()
 	defer c.passMu.Unlock()
@@ -160,9 +156,6 @@ func (c *Cleaner) observe(ctx context.Context, r Report, err error) {
 		Cleanup: r.CleanupReport})
 }
 
-// pingTimeout bounds Ping when ctx has no deadline of its own.
-const pingTimeout = time.Second
-
 // Ping checks that Redis answers the cleaner: one SCAN of its prefix's
 // pattern (a single step, COUNT 1) and a SCRIPT LOAD of its script,
 // bounded by ctx, or by one second when ctx has no deadline. A failure is
@@ -170,7 +163,7 @@ const pingTimeout = time.Second
 func (c *Cleaner) Ping(ctx context.Context) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, pingTimeout)
+		ctx, cancel = context.WithTimeout(ctx, time.Second)
 		defer cancel()
 	}
 	err := c.client.Scan(ctx, 0, key.Pattern(c.o.prefix), 1).Err()

@@ -56,21 +56,19 @@ func (r Reason) String() string {
 	return fmt.Sprintf("Reason(%d)", int(r))
 }
 
-// Report is what one pass did. Every key SCAN returned counts once in
-// Scanned and once in exactly one of Live, Deleted, Unlinked or Skipped;
-// TTLSet and Trimmed count some of the Live keys again (TTLSet also the
-// NoWindow ones). SCAN may return a key twice when Redis resizes its table
-// during the pass; such a key is counted twice, and handled twice, which
-// changes nothing the second time. A Report is a plain value: its zero
-// value is an empty report.
+// Report is what one pass did; its zero value is an empty report. Every
+// key SCAN returned counts once in Scanned and once in exactly one of
+// Live, Deleted, Unlinked or Skipped; TTLSet and Trimmed count some of the
+// Live keys again (TTLSet also the NoWindow ones). A key SCAN returns
+// twice (Redis resized its table) is counted and handled twice, the second
+// time changing nothing.
 type Report struct {
 	// CleanupReport holds what an observer's EventCleanup carries:
-	// Scanned, the keys SCAN returned and the pass handled; Deleted, the
-	// limiter hashes with no live bucket, UNLINKed (dry run: that would
-	// be), judged by the window each records; Trimmed, the live hashes
-	// whose dead buckets were removed; Duration, how long the pass took;
-	// Err and ErrorClass, why the pass stopped before the end (the error
-	// Run returns) and its class.
+	// Scanned, the keys handled; Deleted, the limiter hashes with no live
+	// bucket (by the window each records) UNLINKed, or in a dry run to be;
+	// Trimmed, the live hashes whose dead buckets were removed; Duration;
+	// Err and ErrorClass, why the pass stopped early (Run's error) and its
+	// class.
 	limiter.CleanupReport
 	// Prefix is the prefix walked; DryRun says nothing was written.
 	Prefix string
