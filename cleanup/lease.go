@@ -47,16 +47,11 @@ func (l *lease) acquire(ctx context.Context) (bool, error) {
 	if err != nil {
 		return l.lost(), fmt.Errorf("cleanup: lease %s: %w", l.key, err)
 	}
-	if !ok {
-		if ok, err = l.renewLocked(ctx); err != nil {
-			return l.lost(), err
-		}
-	}
-	l.held = ok
 	if ok {
-		l.renewed = sent
+		l.held, l.renewed = true, sent
+		return true, nil
 	}
-	return ok, nil
+	return l.renewLocked(ctx, sent)
 }
 
 // remaining is how long the lease has left, whoever holds it (0 when
@@ -78,12 +73,18 @@ func (l *lease) lost() bool {
 	return l.held
 }
 
-func (l *lease) renewLocked(ctx context.Context) (bool, error) {
+// renewLocked renews the lease if this cleaner holds it in Redis, and
+// records the result; sent is when the attempt to hold it began.
+func (l *lease) renewLocked(ctx context.Context, sent time.Time) (bool, error) {
 	n, err := scripts.LeaseRenew.Run(ctx, l.client, []string{l.key}, l.token, l.ttl.Milliseconds()).Int64()
 	if err != nil {
-		return false, fmt.Errorf("cleanup: renewing lease %s: %w", l.key, err)
+		return l.lost(), fmt.Errorf("cleanup: renewing lease %s: %w", l.key, err)
 	}
-	return n == 1, nil
+	l.held = n == 1
+	if l.held {
+		l.renewed = sent
+	}
+	return l.held, nil
 }
 
 // check is called before every key: it renews the lease once a third of
@@ -93,25 +94,14 @@ func (l *lease) renewLocked(ctx context.Context) (bool, error) {
 func (l *lease) check(ctx context.Context) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.held {
-		return false, nil
+	if !l.held || time.Since(l.renewed) < l.ttl/3 {
+		return l.held, nil
 	}
-	if time.Since(l.renewed) < l.ttl/3 {
-		return true, nil
-	}
-	sent := time.Now()
-	ok, err := l.renewLocked(ctx)
-	if err != nil {
-		return l.lost(), err
-	}
-	l.held = ok
-	if ok {
-		l.renewed = sent
-	}
-	return ok, nil
+	return l.renewLocked(ctx, time.Now())
 }
 
-// release gives the lease up if this cleaner holds it.
+// release gives the lease up if this cleaner holds it, within a second
+// and even when ctx is done (a stopped cleaner still releases).
 func (l *lease) release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -119,6 +109,8 @@ func (l *lease) release(ctx context.Context) error {
 		return nil
 	}
 	l.held = false
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
 	if err := scripts.LeaseRelease.Run(ctx, l.client, []string{l.key}, l.token).Err(); err != nil {
 		return fmt.Errorf("cleanup: releasing lease %s: %w", l.key, err)
 	}

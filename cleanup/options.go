@@ -12,12 +12,11 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// Defaults of the options, chosen and measured as docs/operations.md
-// ("Cleanup") describes.
+// Defaults of the options, measured in docs/operations.md (Cleanup).
 const (
 	// DefaultRate is the budget of a cleaner in keys per second: a pass
 	// over a million keys takes about 17 minutes, with little effect on
-	// the limiters' latency (docs/operations.md, Budget and cost).
+	// the limiters' latency.
 	DefaultRate = 1000.0
 	// DefaultPeriod is the pause of the background loop between the end
 	// of one pass and the start of the next.
@@ -56,11 +55,9 @@ const (
 type Option func(*options)
 
 // WindowFunc tells the window W and bucket B of the limiter that wrote a
-// hash, from its parsed Redis key (key.Parse: strategy, user key, limit
-// name of a set). ok false means unknown. A bucket of 0 means W/100 (at
-// least 1 ms), as for limiter.WithBucket. It is called from several
-// goroutines at once (one per Redis master or shard), so it must be safe
-// for concurrent use.
+// hash, from its parsed Redis key (key.Parse), or ok false. A bucket of 0
+// means W/100 (at least 1 ms), as for limiter.WithBucket. It must be safe
+// for concurrent use: one goroutine per Redis master or shard calls it.
 type WindowFunc func(p key.Parsed) (window, bucket time.Duration, ok bool)
 
 // options is the resolved configuration; newOptions sets every default.
@@ -140,13 +137,12 @@ func spanMs(w, b time.Duration) (int64, int64, error) {
 func WithPrefix(p string) Option { return func(o *options) { o.prefix = p } }
 
 // WithWindow gives a window W and bucket B (0: W/100, at least 1 ms, as
-// limiter.WithBucket) for every hash under the prefix whose window no
-// WithWindowFunc or WithSet tells. It is optional: each hash records its
-// own W and B, and a hash is judged by the longer of its own W + B and this
-// one, so a window given here only makes the cleaner more careful (it
-// deletes later, and the TTLs it gives are longer); it never deletes
-// what a hash's own record says is live. Given twice, the longer W + B wins
-// (docs/operations.md, Cleanup).
+// limiter.WithBucket) for every hash whose window no WithWindowFunc or
+// WithSet tells. It is optional: a hash is judged by the longer of the
+// W + B it records and this one, so a window given here only makes the
+// cleaner more careful (it deletes later, and gives longer TTLs), never
+// deleting what a hash's own record says is live. Given twice, the longer
+// W + B wins.
 func WithWindow(w, b time.Duration) Option {
 	return func(o *options) {
 		sp, bms, err := spanMs(w, b)
@@ -181,9 +177,9 @@ func WithSet(s *limiter.Set) Option {
 
 // WithWindowFunc sets a function that tells a window for any hash; where
 // it answers ok, it overrides WithSet and WithWindow (and, like them, only
-// lengthens the W + B the hash records). An answer the
-// providers would refuse (a window outside 1 ms to 31 days, a bad bucket)
-// counts as unknown.
+// lengthens the W + B the hash records). An answer the providers would
+// refuse (a window outside 1 ms to 31 days, a bad bucket) counts as
+// unknown.
 func WithWindowFunc(f WindowFunc) Option {
 	return func(o *options) {
 		if f == nil {
@@ -285,23 +281,23 @@ func WithDeleteUnknown(del func(redisKey string) bool) Option {
 	}
 }
 
-// WithReports sets a function called with the report of every pass of the
-// background loop (Start), and its error, and with an empty report and the
-// error when the loop starts failing to reach Redis for the lease. It runs on the loop's goroutine,
-// so a slow function delays the next pass. Default: none.
+// WithReports sets a function called with the report and error of every
+// pass of the background loop (Start), and with an empty report and the
+// error when the loop starts failing to reach Redis for the lease. It runs
+// on the loop's goroutine: a slow one delays the next pass. Default: none.
 func WithReports(f func(Report, error)) Option {
 	return func(o *options) { o.reports = f }
 }
 
-// WithObserver sends a limiter.EventCleanup, with Provider
-// limiter.ProviderCleanup, to o after every pass: each Run and each pass
-// of the background loop, and the first of a series of failed attempts of
-// the loop to take the lease (an event whose report is empty and whose Err
-// says why). A Run refused with ErrLocked did no pass and sends nothing. The
-// event's ErrorClass is that of a limiter's EventBackendError for a Redis
-// error (limiter.ErrorTimeout, …) and "" for ErrLeaseLost, which is not
-// the backend's fault. The same observer can serve the limiters (see
-// limiter.WithObserver); nil removes one given earlier. Default: none.
+// WithObserver sends a limiter.EventCleanup, Provider
+// limiter.ProviderCleanup, to o after each Run and each pass of the
+// background loop (not a Run refused with ErrLocked, which did none), and
+// on the first of a series of the loop's failed attempts to take the lease
+// (an empty report whose Err says why). Its ErrorClass is that of a
+// limiter's EventBackendError for a Redis error (limiter.ErrorTimeout, …)
+// and "" for ErrLeaseLost, not the backend's fault. The limiters'
+// observer (limiter.WithObserver) can serve; nil removes one given
+// earlier. Default: none.
 func WithObserver(o limiter.Observer) Option {
 	return func(opts *options) { opts.observer = o }
 }

@@ -56,21 +56,19 @@ func (r Reason) String() string {
 	return fmt.Sprintf("Reason(%d)", int(r))
 }
 
-// Report is what one pass did. Every key SCAN returned counts once in
-// Scanned and once in exactly one of Live, Deleted, Unlinked or Skipped;
-// TTLSet and Trimmed count some of the Live keys again (TTLSet also the
-// NoWindow ones). SCAN may return a key twice when Redis resizes its table
-// during the pass; such a key is counted twice, and handled twice, which
-// changes nothing the second time. A Report is a plain value: its zero
-// value is an empty report.
+// Report is what one pass did; its zero value is an empty report. Every
+// key SCAN returned counts once in Scanned and once in exactly one of
+// Live, Deleted, Unlinked or Skipped; TTLSet and Trimmed count some of the
+// Live keys again (TTLSet also the NoWindow ones). A key SCAN returns
+// twice (Redis resized its table) is counted and handled twice, the second
+// time changing nothing.
 type Report struct {
 	// CleanupReport holds what an observer's EventCleanup carries:
-	// Scanned, the keys SCAN returned and the pass handled; Deleted, the
-	// limiter hashes with no live bucket, UNLINKed (dry run: that would
-	// be), judged by the window each records; Trimmed, the live hashes
-	// whose dead buckets were removed; Duration, how long the pass took;
-	// Err and ErrorClass, why the pass stopped before the end (the error
-	// Run returns) and its class.
+	// Scanned, the keys handled; Deleted, the limiter hashes with no live
+	// bucket (by the window each records) UNLINKed, or in a dry run to be;
+	// Trimmed, the live hashes whose dead buckets were removed; Duration;
+	// Err and ErrorClass, why the pass stopped early (Run's error) and its
+	// class.
 	limiter.CleanupReport
 	// Prefix is the prefix walked; DryRun says nothing was written.
 	Prefix string
@@ -124,13 +122,15 @@ func (r *Report) list(k string, res []int64) {
 		Bucket: time.Duration(res[6]) * time.Millisecond, TTL: ttl})
 }
 
-func (r *Report) skip(why Reason, k string) {
+// skip counts n keys left alone for why, keeping the first examples of
+// ks.
+func (r *Report) skip(why Reason, n int64, ks ...string) {
 	if r.Skipped == nil {
 		r.Skipped = make(map[Reason]int64)
 		r.Examples = make(map[Reason][]string)
 	}
-	r.Skipped[why]++
-	if len(r.Examples[why]) < examples {
+	r.Skipped[why] += n
+	for _, k := range ks[:min(len(ks), examples-len(r.Examples[why]))] {
 		r.Examples[why] = append(r.Examples[why], k)
 	}
 }
@@ -140,27 +140,14 @@ func (r *Report) add(o *Report) {
 	r.Scanned += o.Scanned
 	r.Live += o.Live
 	r.Deleted += o.Deleted
-	for _, d := range o.Deletions {
-		if len(r.Deletions) < MaxListed {
-			r.Deletions = append(r.Deletions, d)
-		}
-	}
+	r.Deletions = append(r.Deletions, o.Deletions[:min(len(o.Deletions), MaxListed-len(r.Deletions))]...)
 	r.TTLSet += o.TTLSet
 	r.Trimmed += o.Trimmed
 	r.Buckets += o.Buckets
 	r.Unlinked += o.Unlinked
 	r.LeaseLost = r.LeaseLost || o.LeaseLost
 	for why, n := range o.Skipped {
-		if r.Skipped == nil {
-			r.Skipped = make(map[Reason]int64)
-			r.Examples = make(map[Reason][]string)
-		}
-		r.Skipped[why] += n
-		for _, k := range o.Examples[why] {
-			if len(r.Examples[why]) < examples {
-				r.Examples[why] = append(r.Examples[why], k)
-			}
-		}
+		r.skip(why, n, o.Examples[why]...)
 	}
 }
 

@@ -1,8 +1,9 @@
 package cleanup
 
 import (
-	"github.com/sluice-go/sluice/internal/settings"
 	"testing"
+
+	"github.com/sluice-go/sluice/internal/settings"
 )
 
 // TestMaxTrimThreshold checks that the documented constant follows the

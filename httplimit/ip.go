@@ -24,17 +24,6 @@ const (
 	HeaderXRealIP = "X-Real-IP"
 )
 
-// The work of a walk of a trusted header (IPKey.ClientAddr) is capped, so
-// that a client's 100 KB header costs no more than a short one: the walk
-// reads at most maxWalkHops list members from the right, and a member
-// longer than its cap is not an address (the walk stops there), found
-// without reading further left than that cap.
-const (
-	maxWalkHops = 32  // list members read, right to left
-	maxHopLen   = 128 // an X-Forwarded-For or X-Real-IP hop
-	maxElemLen  = 512 // a Forwarded element ("for=…;by=…;host=…;proto=…")
-)
-
 // IPOption configures an IPKey.
 type IPOption func(*ipConfig)
 
@@ -43,7 +32,6 @@ type ipConfig struct {
 	proxies []string
 	nat64   []string
 	v4, v6  int
-	err     error
 }
 
 // TrustProxies says that requests whose immediate peer (RemoteAddr) is in
@@ -66,14 +54,13 @@ func IPv6Prefix(bits int) IPOption { return func(c *ipConfig) { c.v6 = bits } }
 // Default 32, the address. 1 to 32.
 func IPv4Prefix(bits int) IPOption { return func(c *ipConfig) { c.v4 = bits } }
 
-// NAT64Prefixes names the network's own NAT64 (or SIIT) prefixes, RFC 6052
-// IPv6 prefixes of 32, 40, 48, 56, 64 or 96 bits ("2001:db8:64::/96")
-// under which a translator writes IPv4 clients: an address in one is
-// keyed by the IPv4 address it embeds, at the position RFC 6052 gives for
-// that length, as the well-known 64:ff9b::/96 always is. Without it, an
-// address in the local-use 64:ff9b:1::/48 (RFC 8215), whose embedding
-// depends on the prefix length the network chose, is keyed by the full
-// address. Default: none.
+// NAT64Prefixes names the network's own NAT64 (or SIIT) prefixes, IPv6
+// prefixes of 32, 40, 48, 56, 64 or 96 bits ("2001:db8:64::/96"): an
+// address in one is keyed by the IPv4 address it embeds where RFC 6052
+// puts it for that length, as the well-known 64:ff9b::/96 always is.
+// Without it, an address in the local-use 64:ff9b:1::/48 (RFC 8215), whose
+// embedding depends on the length the network chose, is keyed in full.
+// Default: none.
 func NAT64Prefixes(cidrs ...string) IPOption {
 	return func(c *ipConfig) { c.nat64 = append(c.nat64[:0:0], cidrs...) }
 }
@@ -95,8 +82,9 @@ const (
 	kindRealIP
 )
 
-// NewIPKey returns an IPKey. It reports limiter.ErrInvalidConfig for an unknown
-// header, a CIDR that does not parse, or a prefix length out of range.
+// NewIPKey returns an IPKey. It reports limiter.ErrInvalidConfig for an
+// unknown header, a CIDR that does not parse, or a prefix length out of
+// range.
 func NewIPKey(opts ...IPOption) (*IPKey, error) {
 	c := ipConfig{v4: 32, v6: 64}
 	for _, o := range opts {
@@ -176,50 +164,42 @@ func parsePrefix(s string) (netip.Prefix, error) {
 // defaultIPKey is KeyByIP's.
 var defaultIPKey = &IPKey{v4: 32, v6: 64}
 
-// KeyByIP keys a request by its immediate peer's address (RemoteAddr),
-// trusting no header: "ip:192.0.2.7" for IPv4 (an IPv4-mapped IPv6 peer
-// counts as its IPv4 address), "ip:2001:db8:1:2::/64" for IPv6, and an
-// IPv6 address that embeds an IPv4 client by that client (IPKey.Key). It
-// is the middleware's default KeyFunc. Behind a proxy every request comes
-// from the proxy: use NewIPKey with TrustProxies.
+// KeyByIP, the middleware's default KeyFunc, keys a request by its
+// immediate peer's address (RemoteAddr), trusting no header, as the zero
+// IPKey's Key: "ip:192.0.2.7", "ip:2001:db8:1:2::/64". Behind a proxy
+// every request comes from the proxy: use NewIPKey with TrustProxies.
 func KeyByIP(r *http.Request) (string, error) { return defaultIPKey.Key(r) }
 
 // Key is a KeyFunc: "ip:" and the client address (ClientAddr) masked to
 // the configured prefix, the address alone for a full-length prefix.
 //
-// Some IPv6 addresses stand for an IPv4 client, and a /64 of them holds
-// every IPv4 client of a translator or relay; they are keyed as that IPv4
-// address (masked by IPv4Prefix): the NAT64 well-known prefix
-// 64:ff9b::/96 (64:ff9b::192.0.2.7 is keyed "ip:192.0.2.7"), the
-// prefixes given by NAT64Prefixes, Teredo 2001::/32 (by the client's
-// public IPv4 address, the last 32 bits inverted) and IPv4-compatible
-// ::a.b.c.d (except ::/104, so :: and ::1 stay IPv6). An address in the
+// An IPv6 address that stands for an IPv4 client (a /64 of them holds
+// every client of a translator or relay) is keyed as that IPv4 address,
+// masked by IPv4Prefix: under the NAT64 well-known 64:ff9b::/96
+// (64:ff9b::192.0.2.7 is "ip:192.0.2.7") or a NAT64Prefixes prefix, Teredo
+// 2001::/32 (the client's public address, its last 32 bits inverted) and
+// IPv4-compatible ::a.b.c.d (not ::/104: :: and ::1 stay IPv6). The
 // local-use 64:ff9b:1::/48 not covered by NAT64Prefixes is keyed in full.
-func (k *IPKey) Key(r *http.Request) (string, error) {
-	a, err := k.ClientAddr(r)
+func (k *IPKey) Key(r *http.Request) (string, error) { return k.key(k.ClientAddr(r)) }
+
+// key is Key of the client address a, or err when a could not be found.
+func (k *IPKey) key(a netip.Addr, err error) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return k.keyOf(a), nil
-}
-
-func (k *IPKey) keyOf(a netip.Addr) string {
 	full := false
 	if a.Is6() {
 		a, full = k.embedded(a)
 	}
-	bits := k.v4
+	bits, zero := k.v4, 32
 	if a.Is6() {
-		bits = k.v6
+		bits, zero = k.v6, 64
+	}
+	if bits == 0 { // the zero IPKey
+		bits = zero
 	}
 	if full {
 		bits = 128
-	}
-	if bits == 0 { // the zero IPKey
-		bits = 32
-		if a.Is6() {
-			bits = 64
-		}
 	}
 	var buf [64]byte
 	b := append(buf[:0], "ip:"...)
@@ -229,7 +209,7 @@ func (k *IPKey) keyOf(a netip.Addr) string {
 		p, _ := a.Prefix(bits) // bits is in range, a has no zone
 		b = p.AppendTo(b)
 	}
-	return string(b)
+	return string(b), nil
 }
 
 // The IPv6 prefixes that embed an IPv4 client (IPKey.Key).
@@ -239,9 +219,8 @@ var (
 	teredo         = netip.MustParsePrefix("2001::/32")      // RFC 4380
 )
 
-// embedded returns the IPv4 client an IPv6 address a stands for, or a
-// itself with full true when it must be keyed in full (the local-use
-// NAT64 prefix), or a.
+// embedded returns the IPv4 client an IPv6 address a stands for, else a,
+// with full true when a must be keyed in full (local-use NAT64).
 func (k *IPKey) embedded(a netip.Addr) (_ netip.Addr, full bool) {
 	b := a.As16()
 	for _, p := range k.nat64 {
@@ -305,267 +284,10 @@ func (k *IPKey) ClientAddr(r *http.Request) (netip.Addr, error) {
 func (k *IPKey) Header() string { return k.header }
 
 // KeyAddr is Key for a request that is not an *http.Request, such as a
-// gRPC call (package grpclimit): remoteAddr is the immediate peer's
-// address as an http.Request's RemoteAddr holds it ("192.0.2.7:443",
-// "[2001:db8::1]:443" or an address alone), and values are the values of
-// the header k trusts (Header), in the order received. values are read
-// only when the peer is a trusted proxy, by the rules of ClientAddr; the
-// key and the errors are Key's.
+// gRPC call (package grpclimit): remoteAddr is the peer's address as
+// RemoteAddr holds it ("192.0.2.7:443", "[2001:db8::1]:443" or an address
+// alone), and values are the trusted header's (Header) in the order
+// received, read by the rules of ClientAddr. The key and errors are Key's.
 func (k *IPKey) KeyAddr(remoteAddr string, values []string) (string, error) {
-	a, err := k.clientAddr(remoteAddr, values)
-	if err != nil {
-		return "", err
-	}
-	return k.keyOf(a), nil
-}
-
-// clientAddr is ClientAddr of a peer address and the trusted header's
-// values.
-func (k *IPKey) clientAddr(remoteAddr string, vs []string) (netip.Addr, error) {
-	peer, ok := parseHop(remoteAddr)
-	if !ok {
-		return netip.Addr{}, &KeyError{Status: http.StatusInternalServerError, Reason: "the client address is unknown (RemoteAddr " + quoteShort(remoteAddr) + ")"}
-	}
-	if k.kind == 0 || !k.trusted(peer) {
-		return peer, nil
-	}
-	if k.kind == kindRealIP {
-		if len(vs) == 1 { // two values: not one set by the proxy
-			if a, ok := parseHop(vs[0]); ok {
-				return a, nil
-			}
-		}
-		return peer, nil
-	}
-	cur, hops := peer, 0
-	for i := len(vs) - 1; i >= 0; i-- {
-		for line := vs[i]; ; {
-			if hops == maxWalkHops {
-				return cur, nil
-			}
-			hops++
-			var j int
-			var ok bool
-			if k.kind == kindXFF {
-				j, ok = lastHop(line)
-			} else {
-				j, ok = lastElement(line)
-			}
-			if !ok {
-				return cur, nil
-			}
-			hop := line[j+1:]
-			if k.kind == kindForwarded {
-				elem := hop
-				if hop = forwardedFor(elem); hop == "" && strings.TrimSpace(elem) == "" {
-					if j < 0 { // an empty list member, allowed and ignored
-						break
-					}
-					line = line[:j]
-					continue
-				}
-			}
-			a, ok := parseHop(hop)
-			if !ok {
-				return cur, nil
-			}
-			if cur = a; !k.trusted(cur) {
-				return cur, nil
-			}
-			if j < 0 {
-				break
-			}
-			line = line[:j]
-		}
-	}
-	return cur, nil
-}
-
-// lastHop finds the comma before the right-most hop of an X-Forwarded-For
-// line (-1: the hop is the whole line), reading no more than a hop's
-// length and its comma: ok is false for a hop longer than maxHopLen.
-func lastHop(line string) (comma int, ok bool) {
-	j := lastComma(line, max(0, len(line)-maxHopLen-1))
-	return j, j >= 0 || len(line) <= maxHopLen
-}
-
-// lastElement finds the comma before the right-most element of a
-// Forwarded value, the last outside a quoted string (-1: the element is
-// the whole value), reading no more than maxElemLen bytes and its comma:
-// ok is false for a longer element. Quoted strings are found from the
-// right: a quote preceded by an odd run of backslashes is escaped.
-func lastElement(v string) (comma int, ok bool) {
-	from := max(0, len(v)-maxElemLen-1)
-	// The usual element is short and unquoted: its comma is near the end.
-	for i := len(v) - 1; i >= max(from, len(v)-64); i-- {
-		if v[i] == '"' {
-			break
-		}
-		if v[i] == ',' {
-			return i, true
-		}
-	}
-	j := lastComma(v, from)
-	if j < 0 && len(v) > maxElemLen {
-		return -1, false
-	}
-	if strings.IndexByte(v[j+1:], '"') < 0 { // no quoted string: that comma splits
-		return j, true
-	}
-	quoted := false
-	for i := len(v) - 1; i >= from; i-- {
-		switch v[i] {
-		case '"':
-			n := 0
-			for n < i-from && v[i-1-n] == '\\' {
-				n++
-			}
-			if n%2 == 0 {
-				quoted = !quoted
-			}
-		case ',':
-			if !quoted {
-				return i, true
-			}
-		}
-	}
-	return -1, len(v) <= maxElemLen
-}
-
-// lastComma returns the index of the last comma of s at or after from, -1
-// for none. The last 64 bytes are searched first (a hop is usually
-// shorter); the rest is searched only once the vectorised IndexByte has
-// found a comma in it (LastIndexByte reads a byte at a time).
-func lastComma(s string, from int) int {
-	near := max(from, len(s)-64)
-	if j := strings.LastIndexByte(s[near:], ','); j >= 0 {
-		return near + j
-	}
-	if near == from || strings.IndexByte(s[from:near], ',') < 0 {
-		return -1
-	}
-	return from + strings.LastIndexByte(s[from:near], ',')
-}
-
-func (k *IPKey) trusted(a netip.Addr) bool {
-	for _, p := range k.proxies {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// parseHop reads one hop: an address, optionally in brackets, optionally
-// with a port ("192.0.2.7", "192.0.2.7:443", "[2001:db8::1]:443",
-// "2001:db8::1"), surrounded by optional whitespace. It unmaps IPv4-mapped
-// addresses and drops zones.
-func parseHop(s string) (netip.Addr, bool) {
-	s = strings.TrimSpace(s)
-	if s == "" || len(s) > 128 {
-		return netip.Addr{}, false
-	}
-	var a netip.Addr
-	ok := false
-	// Only "[v6]:port" and "v4:port" can carry a port: other forms skip
-	// ParseAddrPort, whose failure allocates an error.
-	if s[0] == '[' || strings.Count(s, ":") == 1 {
-		if ap, err := netip.ParseAddrPort(s); err == nil {
-			a, ok = ap.Addr(), true
-		}
-	}
-	if !ok {
-		if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
-			s = s[1 : len(s)-1]
-		}
-		var err error
-		if a, err = netip.ParseAddr(s); err != nil {
-			return netip.Addr{}, false
-		}
-	}
-	a = a.Unmap().WithZone("")
-	return a, a.IsValid()
-}
-
-// forwardedFor returns the for= value of an RFC 7239 Forwarded element
-// (the last, if several), "" without one. Semicolons inside quoted strings
-// do not split.
-func forwardedFor(elem string) string {
-	quoted, pairs := false, false
-	for i := 0; i < len(elem) && !quoted; i++ { // elements are short: one pass
-		quoted = elem[i] == '"'
-		pairs = pairs || elem[i] == ';'
-	}
-	if !quoted && !pairs { // the usual "for=…" alone
-		t := strings.TrimLeft(elem, " \t")
-		if len(t) > 4 && t[0]|0x20 == 'f' && t[1]|0x20 == 'o' && t[2]|0x20 == 'r' && t[3] == '=' {
-			return t[4:] // parseHop trims the rest
-		}
-		name, value, ok := strings.Cut(elem, "=")
-		if ok && strings.EqualFold(strings.TrimSpace(name), "for") {
-			return strings.TrimSpace(value)
-		}
-		return ""
-	}
-	val := ""
-	for len(elem) > 0 {
-		var pair string
-		if quoted {
-			pair, elem = cutUnquoted(elem, ';')
-		} else {
-			pair, elem, _ = strings.Cut(elem, ";")
-		}
-		name, value, ok := strings.Cut(pair, "=")
-		if ok && strings.EqualFold(strings.TrimSpace(name), "for") {
-			val = unquote(strings.TrimSpace(value))
-		}
-	}
-	return val
-}
-
-// cutUnquoted splits s at the first sep outside a quoted string.
-func cutUnquoted(s string, sep byte) (before, after string) {
-	quoted := false
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '\\' && quoted:
-			i++
-		case c == '"':
-			quoted = !quoted
-		case c == sep && !quoted:
-			return s[:i], s[i+1:]
-		}
-	}
-	return s, ""
-}
-
-// unquote removes the quotes and backslash escapes of an RFC 7230 quoted
-// string; a token is returned as it is, and a malformed quoted string as
-// "" (not an address).
-func unquote(s string) string {
-	if len(s) == 0 || s[0] != '"' {
-		return s
-	}
-	if len(s) < 2 || s[len(s)-1] != '"' {
-		return ""
-	}
-	s = s[1 : len(s)-1]
-	if !strings.ContainsRune(s, '\\') {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			i++
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func quoteShort(s string) string {
-	if len(s) > 64 {
-		s = s[:64] + "…"
-	}
-	return fmt.Sprintf("%q", s)
+	return k.key(k.clientAddr(remoteAddr, values))
 }

@@ -1,8 +1,8 @@
 // Package window is the in-process decision store: the reference
 // implementation of sluice's sliding window (docs/algorithms.md) on one
-// key's in-memory state (go, set.go), and the keyed store around it
+// key's in-memory state (window.go, set.go), and the keyed store around it
 // (local*.go, keymap.go) that package local faces and the Redis providers
-// use as their fallback. The Redis scripts mirror go line for line,
+// use as their fallback. The Redis scripts mirror window.go line for line,
 // and the conformance suite checks that they agree.
 //
 // All times are whole milliseconds. A State is not safe for concurrent use:

@@ -1,0 +1,153 @@
+package httplimit
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluice-go/sluice/limiter"
+)
+
+// Canonical header keys, written to the header map directly (no
+// canonicalisation per request).
+const (
+	hPolicy     = "Ratelimit-Policy"
+	hRateLimit  = "Ratelimit"
+	hRetryAfter = "Retry-After"
+	hLimit      = "X-Ratelimit-Limit"
+	hRemaining  = "X-Ratelimit-Remaining"
+	hReset      = "X-Ratelimit-Reset"
+)
+
+// writeHeaders sets the RateLimit headers, the legacy ones when enabled
+// and, on a refusal that waiting can cure, Retry-After; all the values'
+// slices come from one allocation, each capped so an Add elsewhere
+// reallocates instead of writing over its neighbour.
+func (m *Middleware) writeHeaders(w http.ResponseWriter, policy, item string, d *limiter.Decision) {
+	h := w.Header()
+	nv := 2
+	if m.cfg.legacy {
+		nv += 3
+	}
+	retry := !d.Allowed && !d.Never
+	if retry {
+		nv++
+	}
+	vs := make([]string, nv)
+	vs[0], vs[1] = policy, item
+	h[hPolicy], h[hRateLimit] = vs[0:1:1], vs[1:2:2]
+	i := 2
+	if m.cfg.legacy {
+		t := reset(d.RetryAfter, d.ResetAfter)
+		vs[2] = strconv.FormatInt(d.Limit, 10)
+		vs[3] = strconv.FormatInt(d.Remaining, 10)
+		vs[4] = strconv.FormatInt(time.Now().Unix()+t, 10)
+		h[hLimit], h[hRemaining], h[hReset] = vs[2:3:3], vs[3:4:4], vs[4:5:5]
+		i = 5
+	}
+	if retry {
+		vs[i] = strconv.FormatInt(ceilSeconds(d.RetryAfter), 10)
+		h[hRetryAfter] = vs[i : i+1 : i+1]
+	}
+}
+
+// reset is the t parameter of a limit: the seconds until the refused
+// request would fit (RetryAfter, rounded up), or, when it fits now or
+// never will, until the window holds nothing (ResetAfter, rounded up).
+func reset(retryAfter, resetAfter time.Duration) int64 {
+	if retryAfter > 0 {
+		return ceilSeconds(retryAfter)
+	}
+	return ceilSeconds(resetAfter)
+}
+
+// ceilSeconds rounds d up to whole seconds; 0 for d ≤ 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// maxSFInteger is the largest Integer a structured field can carry
+// (RFC 9651 §3.3.1: at most 15 decimal digits).
+const maxSFInteger = 999_999_999_999_999
+
+// sfInteger clamps n to a structured-field Integer, so a conforming
+// parser reads the header instead of rejecting it whole. Only q and r
+// need it: w is at most 31 days in seconds and t at most W + B.
+func sfInteger(n int64) int64 {
+	return min(max(n, -maxSFInteger), maxSFInteger)
+}
+
+// appendPolicy appends one quota policy item: "name";q=C;w=W, with w only
+// when the window is a whole number of seconds (the field has no
+// sub-second precision).
+func appendPolicy(b []byte, name string, capacity int64, window time.Duration) []byte {
+	b = append(b, '"')
+	b = append(b, name...)
+	b = append(b, `";q=`...)
+	b = strconv.AppendInt(b, sfInteger(capacity), 10)
+	if window%time.Second == 0 {
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, int64(window/time.Second), 10)
+	}
+	return b
+}
+
+func appendSetPolicy(b []byte, s *limiter.Set) []byte {
+	for i := 0; i < s.Len(); i++ {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = appendPolicy(b, s.At(i).Name, s.CapacityAt(i), s.At(i).Window)
+	}
+	return b
+}
+
+// Fields returns the RateLimit-Policy and RateLimit values a Middleware
+// built by New writes for decision d of a single limit named name ("" is
+// DefaultPolicyName, not validated) on a limiter of the given window, for
+// a caller that carries them in another protocol (package grpclimit).
+func Fields(name string, window time.Duration, d limiter.Decision) (policy, rateLimit string) {
+	if name == "" {
+		name = DefaultPolicyName
+	}
+	var buf [128]byte
+	policy = string(appendPolicy(buf[:0], name, d.Limit, window))
+	return policy, string(appendOneItem(buf[:0], name, &d))
+}
+
+// SetFields is Fields for decision d of set, as a Middleware built by
+// NewSet writes them: one item per limit, in the set's order.
+func SetFields(set *limiter.Set, d limiter.SetDecision) (policy, rateLimit string) {
+	var buf [512]byte
+	policy = string(appendSetPolicy(buf[:0], set))
+	return policy, string(appendSetItems(buf[:0], &d))
+}
+
+// appendOneItem appends the RateLimit item of a single limit's decision.
+func appendOneItem(b []byte, name string, d *limiter.Decision) []byte {
+	return appendItem(b, name, d.Remaining, reset(d.RetryAfter, d.ResetAfter))
+}
+
+// appendSetItems appends the RateLimit items of a set's decision.
+func appendSetItems(b []byte, d *limiter.SetDecision) []byte {
+	for i, ld := range d.Limits {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = appendItem(b, ld.Name, ld.Remaining, reset(ld.RetryAfter, ld.ResetAfter))
+	}
+	return b
+}
+
+// appendItem appends one service limit item: "name";r=R;t=T.
+func appendItem(b []byte, name string, remaining, t int64) []byte {
+	b = append(b, '"')
+	b = append(b, name...)
+	b = append(b, `";r=`...)
+	b = strconv.AppendInt(b, sfInteger(remaining), 10)
+	b = append(b, ";t="...)
+	return strconv.AppendInt(b, t, 10)
+}
