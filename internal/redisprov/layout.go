@@ -41,7 +41,7 @@ var (
 )
 
 // A closed bucket's value in a limiter hash is count × LinkUnit + link
-// (LinkUnit, go) when count < LinkMaxCount, else −count: the sum
+// (LinkUnit, redisx.go) when count < LinkMaxCount, else −count: the sum
 // must stay an integer a Lua double holds exactly (below 2^53).
 const LinkMaxCount = int64(1) << 21
 
