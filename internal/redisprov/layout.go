@@ -1,5 +1,10 @@
 package redisprov
 
+import (
+	"strconv"
+	"strings"
+)
+
 // The packed layouts the Lua scripts write and the Go code reads, each
 // written once here; TestLayoutsMatchScripts checks the .lua sources
 // against them (docs/data-model.md describes the fields).
@@ -39,6 +44,24 @@ var (
 	// SupSetRate is SupRate of a set's limit, with the TTL span t.
 	SupSetRate = FieldLayout{"k", []string{"c", "hc", "f", "ft", "t"}}
 )
+
+// Parse reads s as the layout's decimals, by name; ok is false unless s
+// holds exactly len(l.Names) integers separated by single spaces.
+func (l FieldLayout) Parse(s string) (map[string]int64, bool) {
+	parts := strings.Split(s, " ")
+	if len(parts) != len(l.Names) {
+		return nil, false
+	}
+	out := make(map[string]int64, len(parts))
+	for i, p := range parts {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return nil, false
+		}
+		out[l.Names[i]] = n
+	}
+	return out, true
+}
 
 // A closed bucket's value in a limiter hash is count × LinkUnit + link
 // (LinkUnit, redisx.go) when count < LinkMaxCount, else −count: the sum

@@ -284,21 +284,3 @@ func TestHashLayouts(t *testing.T) {
 		})
 	}
 }
-
-// Parse reads s as the layout's decimals, by name; ok is false unless s
-// holds exactly len(l.Names) integers separated by single spaces.
-func (l FieldLayout) Parse(s string) (map[string]int64, bool) {
-	parts := strings.Split(s, " ")
-	if len(parts) != len(l.Names) {
-		return nil, false
-	}
-	out := make(map[string]int64, len(parts))
-	for i, p := range parts {
-		n, err := strconv.ParseInt(p, 10, 64)
-		if err != nil {
-			return nil, false
-		}
-		out[l.Names[i]] = n
-	}
-	return out, true
-}
