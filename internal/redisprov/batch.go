@@ -12,73 +12,33 @@ import (
 
 // Batching of concurrent script calls (docs/operations.md, Batching).
 //
-// Each Redis node has a lane. While at most Direct calls of the provider
-// are inside the lane (running or waiting), a call runs at once on the
-// caller's goroutine, exactly as an unbatched call: there is no limit on
-// round trips in flight then, so a lone caller, or a few, never wait for a
-// timer, another goroutine or each other. Batching starts only above
-// Direct callers: then the lane keeps at most Inflight round trips of the
-// batched path in flight. A call that finds fewer takes one and runs at
-// once; a call that finds Inflight round trips in flight joins the lane's
-// queue and waits. When a round trip ends with calls queued, whoever ran
-// it hands its place to a flusher goroutine, which sends up to max queued
-// calls as one pipeline of EVALSHA, answers each caller, and repeats until
-// the queue is empty; then the place is free again. So calls that arrive
-// while the node is busy share the next round trip, and the batch size
-// follows the load: 1 up to Direct concurrent callers, up to about the
-// number of waiting goroutines / Inflight (capped at max) above. A call
-// that runs alone below Direct takes no place and never drains the queue:
-// a call queues only when all Inflight places are held, and each holder
-// hands its place to a flusher when it ends with calls queued, so the
-// queue always has someone to send it.
+// Each Redis node has a lane. Up to Direct calls inside a lane run at once
+// on their callers' goroutines, as unbatched calls. Above that, the lane
+// keeps at most Inflight round trips in flight; a call that finds them all
+// taken queues, and whoever ends a round trip with calls queued hands its
+// place to a flusher goroutine, which sends up to max queued calls per
+// pipeline of EVALSHA until the queue is empty. A call queues only while
+// every place is held, so the queue always has someone to send it.
 //
-// Why both: a few callers are served best by as many round trips in
-// flight as callers (the server and the network overlap them), many
-// callers by few round trips that carry many calls each (each round trip
-// costs system calls on both sides, and with tens of callers that cost,
-// not the wait, is what limits throughput). On the benchmark machine two
-// round trips for eight callers cost them 17 to 19 % of their throughput
-// on a quiet machine, and for 64 or 256 callers gained 1.4 to 2.2 times
-// (docs/benchmarks.md, Redis throughput: batching).
+// A waiting caller leaves when its context is done; a call already taken
+// runs on without it. A pipeline's context has no cancellation, the first
+// caller's values and the latest of the callers' deadlines (none if one
+// has none), so no caller's cancellation fails the others.
 //
-// A waiting caller leaves as soon as its context is done, with the
-// context's error. If its call was not yet taken into a pipeline it is
-// never sent; if it was, the pipeline runs on without it. The pipeline has
-// a context of its own, without cancellation, carrying the first caller's
-// values and the latest deadline of its callers (none when one of them has
-// none: the client's socket timeouts bound it then), so that no caller's
-// cancellation or early deadline fails the others.
-//
-// NOSCRIPT replies (after SCRIPT FLUSH or a restart) are answered within
-// the batch: the calls that got one are sent again as one pipeline of
-// EVAL, which loads the script, as redis.Script.Run does for a single
-// call. On a cluster the lanes are the slots' masters, and a pipeline goes
-// straight to the node's client: a reply that says the script did not run
-// there and needs the cluster client's routing (MOVED or ASK during
-// resharding, TRYAGAIN, CLUSTERDOWN) sends that call again alone through
-// the cluster client, on its caller's goroutine and within its caller's
-// context, which is then exactly the call an unbatched provider makes. A
-// connection error is returned as it is: the script may have run.
-//
-// A client that is not go-redis' but pipelines (a ScriptPipeliner: the
-// rueidis adapter, standalone or cluster) has one lane, and its pipelines
-// are the client's ScriptPipelined (one rueidis DoMulti, which rueidis
-// splits by slot and routes itself); the calls that run alone share
-// rueidis' connection through its automatic pipelining.
+// NOSCRIPT replies are sent again as one pipeline of EVAL. On a cluster,
+// lanes are the masters and pipelines go straight to the node; a reply
+// that needs the cluster client's routing (needsCluster) is sent again
+// alone through it, on the caller's goroutine. A connection error is
+// returned as it is: the script may have run. A ScriptPipeliner (the
+// rueidis adapter) has one lane and pipelines itself.
 
-// Inflight is how many round trips of one provider's scripts the batched
-// path keeps in flight to one node before calls wait to be batched. With
-// 1, two batched pipelines would take turns; with 2, one is on the wire
-// while the next one fills.
+// Inflight is how many batched round trips a lane keeps in flight: with 2,
+// one is on the wire while the next fills.
 const Inflight = 2
 
-// Direct is how many calls may be inside one node's lane before batching
-// starts: up to Direct concurrent callers, every call runs alone and at
-// once, as without batching. 8 because on the benchmark machine the
-// batched path lost to unbatched calls at 8 callers on a quiet machine
-// and won from 10 callers up (docs/benchmarks.md, Redis
-// throughput: batching). NewBatcher reads it; tests and the benchmark set it (0 batches
-// from the third concurrent caller on, the rule before Direct existed).
+// Direct is how many calls may be inside a lane before batching starts
+// (8: where batching starts to win, docs/benchmarks.md, Redis throughput:
+// batching). NewBatcher reads it; tests and the benchmark set it.
 var Direct = 8
 
 // Batcher batches the script calls of one provider. Build it with
@@ -102,11 +62,9 @@ type Batcher struct {
 }
 
 // NewBatcher returns a Batcher for client with batches of at most max
-// calls, or nil (every call alone) when max ≤ 1 or client is none of a
-// *redis.Client (one lane), a *redis.ClusterClient (one lane per master,
-// found from the first key's slot) and a ScriptPipeliner (one lane, its
-// ScriptPipelined the pipeline: the rueidis adapter, standalone or
-// cluster).
+// calls, or nil (every call alone) when max ≤ 1 or client is not a
+// *redis.Client, a *redis.ClusterClient (a lane per master) or a
+// ScriptPipeliner.
 func NewBatcher(client Client, max int) *Batcher {
 	if max <= 1 {
 		return nil
@@ -117,10 +75,7 @@ func NewBatcher(client Client, max int) *Batcher {
 		b.single = &lane{b: b, node: c}
 	case *redis.ClusterClient:
 		b.cluster = c
-	case ScriptPipeliner:
-		// One lane: its pipelines are the client's (rueidis' DoMulti,
-		// which a cluster client splits by slot and which follows MOVED
-		// and ASK itself).
+	case ScriptPipeliner: // routes by slot itself
 		b.single = &lane{b: b, node: c}
 	default:
 		return nil
@@ -208,20 +163,15 @@ func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, 
 		// Not put back: a flusher that took it will still reply to it.
 		c.state.CompareAndSwap(queued, abandoned)
 		return nil, ctx.Err()
-	case <-opened:
-		// The breaker opened while the call waited: the policy answers
-		// it at once (if a flusher took it already, it goes on without
-		// its caller).
+	case <-opened: // the policy answers at once
 		c.state.CompareAndSwap(queued, abandoned)
 		return nil, ErrOpened
 	}
 }
 
-// SetGate makes waiting calls watch the circuit breaker: opened returns a
-// channel that is closed while the breaker is open. A call waiting in a
-// queue then leaves at once with ErrOpened, and a flusher that finds the
-// breaker open answers its batch with ErrOpened instead of sending it.
-// Call it before the first Run.
+// SetGate makes queued calls watch the breaker: opened returns a channel
+// closed while it is open, and then queued calls and unsent batches get
+// ErrOpened. Call it before the first Run.
 func (b *Batcher) SetGate(opened func() <-chan struct{}) {
 	if b != nil {
 		b.gate = opened
@@ -304,8 +254,6 @@ func (ln *lane) flush() {
 		switch {
 		case len(batch) == 0:
 		case ln.b.isOpen():
-			// Re-checked after the wait: while the breaker is open the
-			// queued calls go to the policy, not to Redis.
 			for _, c := range batch {
 				c.done <- reply{err: ErrOpened}
 			}
@@ -317,9 +265,7 @@ func (ln *lane) flush() {
 
 // send runs batch as one round trip and replies to every call in it.
 func (ln *lane) send(batch []*call) {
-	if len(batch) == 1 {
-		// A pipeline of one is a call: send it as one, with its caller's
-		// context and through the provider's client.
+	if len(batch) == 1 { // a plain call, in its caller's context
 		c := batch[0]
 		v, err := run(c.ctx, c.script, ln.b.client, c.keys, c.args)
 		c.done <- reply{v: v, err: err}
@@ -353,9 +299,8 @@ func (ln *lane) send(batch []*call) {
 	for i, c := range batch {
 		v, err := cmds[i].Result()
 		if err == nil && v == nil {
-			// Never sent or never answered: go-redis leaves such a
-			// command without its error when the connection fails and
-			// it has no retry left; Exec returned it.
+			// Never answered: go-redis leaves the command without its
+			// error; Exec returned it.
 			err = failed
 			if err == nil {
 				err = errNoReply
@@ -367,10 +312,8 @@ func (ln *lane) send(batch []*call) {
 
 var errNoReply = errors.New("redis: no reply in the pipeline")
 
-// run is redis.Script.Run: EVALSHA, and EVAL (which loads the script) when
-// the server answers NOSCRIPT. Unlike it, it asks redis.HasErrorPrefix
-// only about an error: that call allocates, nil error or not, and a
-// healthy call has none.
+// run is redis.Script.Run (EVALSHA, then EVAL on NOSCRIPT) without its
+// allocation on a nil error.
 func run(ctx context.Context, script *redis.Script, c redis.Scripter, keys []string, args []any) (any, error) {
 	v, err := script.EvalSha(ctx, c, keys, args...).Result()
 	if NoScript(err) {
@@ -382,9 +325,7 @@ func run(ctx context.Context, script *redis.Script, c redis.Scripter, keys []str
 // NoScript reports whether err is a NOSCRIPT reply.
 func NoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
 
-// batchContext is the context of a pipeline: without cancellation, with
-// the first call's values and the latest deadline of the calls (none when
-// one of them has none).
+// batchContext is a pipeline's context (see the top of this file).
 func batchContext(batch []*call) (context.Context, context.CancelFunc) {
 	var last time.Time
 	for _, c := range batch {
@@ -399,13 +340,10 @@ func batchContext(batch []*call) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), last)
 }
 
-// needsCluster reports whether a call that failed in a pipeline to a
-// cluster node must be sent again through the cluster client: the reply
-// says the script did not run on this node and the cluster client's
-// routing would send it elsewhere or again (MOVED and ASK during
-// resharding, TRYAGAIN and CLUSTERDOWN while the slot map changes). A
-// connection error is not sent again: the script may have run, and this
-// package never re-sends a call that may have counted.
+// needsCluster reports whether a call failed in a pipeline to a cluster
+// node without running (MOVED, ASK, TRYAGAIN, CLUSTERDOWN) and must go
+// again through the cluster client. Nothing that may have counted is
+// re-sent.
 func needsCluster(err error) bool {
 	if err == nil {
 		return false
@@ -435,9 +373,8 @@ func (b *Batcher) ended() {
 	b.mu.Unlock()
 }
 
-// Wait waits until no flusher runs, or ctx is done (then it returns ctx's
-// error). Flushers end by themselves once their queue is empty; a provider
-// calls Wait from Close, after new calls are refused.
+// Wait waits until no flusher runs, or returns ctx's error. A provider
+// calls it from Close, after new calls are refused.
 func (b *Batcher) Wait(ctx context.Context) error {
 	if b == nil {
 		return nil

@@ -65,19 +65,13 @@ func (g *Guard) run() {
 		g.mu.Lock()
 		since := g.since
 		g.mu.Unlock()
-		// The fallback's units reach Redis before Redis decides again:
-		// one pass while the breaker is still open (the fallback goes on
-		// answering), then, once it is closed, a pass for what the
-		// fallback admitted during the first. (Closing first let Redis
-		// admit, during the whole write-back, into a window that did not
-		// yet hold those units.)
+		// The fallback's units reach Redis before Redis decides again: a
+		// pass while the breaker is still open, then, once closed, a pass
+		// for what the fallback admitted meanwhile.
 		r := newTally()
 		for i := 0; g.reconcile(false, &r) && i < 2; i++ {
-			// Redis failed again during the write-back: the units wait,
-			// the breaker stays open, and the probe goes on, twice at
-			// most (a Redis too slow for the write-back's pipelines
-			// must not keep the limiter degraded); then the second
-			// pass takes what is left.
+			// Redis failed again: probe on, twice at most, so a slow Redis
+			// cannot keep the limiter degraded; the second pass takes the rest.
 			t.Reset(g.cfg.ProbeInterval)
 			if !g.probeUntilUp(t) {
 				break
@@ -92,10 +86,8 @@ func (g *Guard) run() {
 		g.startGrace()
 		g.rearm()
 		g.open.Store(false)
-		// A write of this pass that found Redis unavailable is tried
-		// again twice, a probe interval apart, while the breaker stays
-		// closed (a stale pooled connection is no outage); the units of
-		// a breaker opened again wait for the next recovery.
+		// A failed write is tried twice more, a probe interval apart, while
+		// the breaker stays closed (a stale pooled connection is no outage).
 		for i := 0; g.reconcile(true, &r) && !g.open.Load(); i++ {
 			if i == 2 || !g.sleep(g.cfg.ProbeInterval) {
 				g.dropPending(&r)
@@ -129,9 +121,7 @@ func (g *Guard) sleep(d time.Duration) bool {
 }
 
 // closedDegraded ends the probe goroutine of a limiter closed while
-// degraded: the limiter leaves degraded mode with it, so that what counts
-// degraded limiters (a gauge) stops counting this one. Nothing more is
-// reconciled.
+// degraded, reporting it no longer degraded; nothing more is reconciled.
 func (g *Guard) closedDegraded() {
 	g.mu.Lock()
 	since := g.since

@@ -35,21 +35,12 @@ type withValues struct {
 
 func (c *withValues) Value(k any) any { return c.values.Value(k) }
 
-// Context bounds one Redis call by the timeout on top of ctx. The cancel
-// function must be called when the call returns.
-//
-// A context with its own deadline within the timeout is used as it is. A
-// context that can be cancelled (Done is not nil) gets a child with the
-// timeout, as context.WithTimeout makes it: 5 allocations and a runtime
-// timer per call. A context that can never be cancelled, such as
-// context.Background(), shares instead one deadline context with the calls
-// that start within timeout/SlackDiv of it: no timer and no allocation
-// per call (one, for the values, when ctx is not context.Background()), and
-// each call is still bounded, by timeout − timeout/SlackDiv at the least
-// and timeout at the most. The shared context is what go-redis waits on:
-// its Done closes at the deadline (the pool's wait for a connection), and
-// its Deadline bounds the socket reads and writes when the client has
-// ContextTimeoutEnabled.
+// Context bounds one Redis call by the timeout on top of ctx; call the
+// cancel function when the call returns. A deadline already within the
+// timeout is kept; a cancellable ctx gets context.WithTimeout; a ctx that
+// is never cancelled shares, with no timer or allocation per call, one
+// deadline context with the calls starting within timeout/SlackDiv of it,
+// so each is bounded by between timeout − timeout/SlackDiv and timeout.
 func (g *Guard) Context(ctx context.Context) (context.Context, context.CancelFunc) {
 	t := g.cfg.Timeout
 	if t <= 0 {
@@ -94,9 +85,7 @@ func (g *Guard) causeErr() error {
 func (g *Guard) Err(op string) error { return g.unavailable(op, g.causeErr()) }
 
 // FailedErr handles the error of a Get or Reset made with the caller's
-// ctx: the error is returned under every policy; it opens the breaker when
-// it is wire evidence, and asks for a confirming probe when it is a
-// timeout (see judge).
+// ctx: returned under every policy, after failedOther judged it.
 func (g *Guard) FailedErr(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
@@ -120,9 +109,8 @@ func (g *Guard) unavailable(op string, err error) error {
 	return &unavailableErr{prefix: g.pkg + ": " + op + ": ", err: err}
 }
 
-// unavailableErr is the error of a call that Redis could not take: "<pkg>: <op>: sluice: redis unavailable: <the wire's error>",
-// wrapping limiter.ErrUnavailable and the wire's error (whose own
-// "<pkg>: <op>: " prefix, if any, is not repeated).
+// unavailableErr reads "<pkg>: <op>: sluice: redis unavailable: <the
+// wire's error>" (its own prefix not repeated), wrapping both errors.
 type unavailableErr struct {
 	prefix string
 	err    error

@@ -15,23 +15,14 @@ import (
 
 // The wire's first word (docs/operations.md, What counts as an outage).
 //
-// go-redis retries a failed dial inside its pool (DialerRetries, 5 by
-// default, 100 ms apart) until the call's deadline, and the call then
-// returns the deadline, not the refused connection: to the guard a dead
-// Redis would look like a slow one, and its first calls would be shed
-// while a confirming probe finds out. So the guard watches the client's
-// dials itself, with a go-redis dial hook: a dial that fails on the wire
-// (refused, reset, unreachable; not a dial that timed out, which is a
-// black hole's or a busy machine's) opens the breaker at once, and the
-// calls waiting on that client (bounded ones at once, the others at
-// their deadline) are answered by the policy. A dial that timed out
-// proves nothing, as any timeout, and the confirming probe decides.
+// go-redis retries a failed dial until the call's deadline, which would
+// make a dead Redis look slow. So a dial hook opens the breaker at once on
+// a dial that fails on the wire (refused, reset, unreachable); a dial that
+// timed out proves nothing, and the confirming probe decides.
 
-// dialWatch is the dial hook the guard adds to the client (and, for a
-// cluster or a ring, to each node client made after New). It holds the
-// guard until Close, then does nothing: go-redis has no way to remove a
-// hook, so each limiter built on a client leaves one on it, which costs a
-// function call per dial and nothing per command.
+// dialWatch is the dial hook the guard adds to the client (and to each
+// later node client of a cluster or ring). go-redis cannot remove a hook,
+// so after Close it stays and does nothing: a function call per dial.
 type dialWatch struct{ g atomic.Pointer[Guard] }
 
 func (w *dialWatch) DialHook(next redis.DialHook) redis.DialHook {
@@ -69,18 +60,13 @@ func (g *Guard) watchDials(client Client) {
 	}
 }
 
-// prober is the probe's own client of a *redis.Client: one connection,
-// so that a probe never waits for a pooled connection behind the callers
-// whose timeouts it judges. It is built from the user's options but dials
-// once per probe (DialerRetries 1: a refused dial is the probe's answer,
-// not a deadline), with no maintenance notifications and no push
-// notification processor of the user's client (sharing them made go-redis
-// log, and under MaintNotificationsConfig Mode enabled panic), and none
-// of the user's hooks; its calls' deadlines bound its sockets
-// (ContextTimeoutEnabled). go-redis' pool, after a failed dial, answers with
-// that dial's error until its own redial once a second succeeds: so a
-// probe that fails on the connection (not with a reply) replaces the
-// client, and the next probe dials afresh.
+// prober is the probe's own client of a *redis.Client: one connection, so
+// a probe never queues behind the callers whose timeouts it judges. Built
+// from the user's options with one dial per probe, deadlines bounding its
+// sockets, none of the user's hooks, and no maintenance or push
+// notifications (sharing those makes go-redis log or panic). go-redis'
+// pool repeats a failed dial's error for a second, so a probe failing on
+// the connection replaces the client (failed).
 type prober struct {
 	base *redis.Options
 	mu   sync.Mutex
@@ -98,10 +84,7 @@ func newProber(client Client) *prober {
 	o := *rc.Options()
 	o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns = 1, 0, 1, 1
 	o.DialerRetries = 1
-	// The probe's deadline bounds its socket reads and writes too: a
-	// probe of a frozen Redis ends at its deadline, never at the user's
-	// ReadTimeout (3 s by default), so that the next probe may go.
-	o.ContextTimeoutEnabled = true
+	o.ContextTimeoutEnabled = true // a frozen Redis's probe ends at its deadline
 	o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	o.PushNotificationProcessor = nil
 	p := &prober{base: &o}
@@ -126,11 +109,8 @@ func (p *prober) client() *redis.Client {
 const maxGone = 4
 
 // failed replaces c, the client of a probe that failed with err, when err
-// is a connection's (a dial refused, a connection reset), not a reply: the
-// next probe dials afresh. A replaced client stays open a few
-// replacements more: probes may overlap (a Ping beside the breaker's
-// probe), and one still on a closed client would read its error as an
-// answer.
+// is a connection's, not a reply. A replaced client stays open maxGone
+// replacements more, as probes may overlap (a Ping beside the breaker's).
 func (p *prober) failed(c *redis.Client, err error) {
 	var re redis.Error
 	if !wireEvidence(err) || errors.As(err, &re) {

@@ -8,16 +8,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Eviction (docs/operations.md, Memory policy).
-//
-// Every limiter hash carries a TTL, so under a maxmemory-policy other
-// than noeviction Redis may evict it when memory runs short: volatile-*
-// policies evict keys with a TTL first, allkeys-* any key. An evicted
-// hash is a key that starts again from empty, so its window admits up to
-// C more than it should, silently. The guard asks the server's policy
-// (CONFIG GET maxmemory-policy, where the server allows it) at Ping and
-// at the limiter's first call, and warns through the logger when it can
-// evict the limiter's keys.
+// Eviction (docs/operations.md, Memory policy): an evicted hash starts
+// again from empty, so the guard asks the server's maxmemory-policy at
+// Ping and at the first call and warns when it can evict the keys.
 
 // configGetter is the client's CONFIG GET, which *redis.Client,
 // *redis.ClusterClient and *redis.Ring have.
@@ -28,13 +21,11 @@ type configGetter interface {
 // evictionTimeout bounds the check's CONFIG GET.
 const evictionTimeout = time.Second
 
-// checkEviction asks the server's maxmemory-policy and warns, once per
-// limiter, when it can evict the limiter's keys. A server that refuses
-// CONFIG (a managed Redis that renames it), one that does not answer, or
-// a client without ConfigGet is not checked.
+// checkEviction warns, once per limiter, when the server's policy can
+// evict; a server refusing CONFIG or not answering is not checked. It
+// uses the probe's client when there is one, so its dials are not the
+// callers'.
 func (g *Guard) checkEviction(ctx context.Context) {
-	// On the probe's own client when there is one: its dials are not the
-	// callers' (dial.go), so the check's failure is no outage's onset.
 	var c any = g.client
 	if g.own != nil {
 		c = g.own.client()

@@ -15,30 +15,16 @@ import (
 
 // What opens the breaker (docs/operations.md, When Redis fails).
 //
-// Only the wire is evidence that Redis is down. A call's error opens the
-// breaker at once when it is a connection error (refused, reset, closed,
-// EOF, a failed dial) or a reply that means "cannot serve now" (LOADING,
-// BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY, OOM). A call that
-// ran out of time (its budget, a socket timeout, the pool's wait) proves
-// nothing by itself: the time may have gone to waiting for a key's token,
-// a batch slot, a pooled connection or a CPU. Such a call is shed, and it
-// asks for a confirming probe: one round trip on a connection of its own,
-// on its own goroutine, with a deadline of its own (the timeout and half
-// a probe interval). The breaker opens only when that probe fails too, and
-// no call of the limiter got a reply from Redis while it ran: a starved
-// process misses its deadlines whatever the wire does, but then some
-// replies still arrive. A probe that fails on the wire opens it whatever
-// else happened. A probe that timed out while the process itself stalled
-// for more than a quarter of the timeout (probeWatched), one
-// not sent because the previous probe is unanswered, and a call whose
-// goroutine never started before its deadline (bounded): all of those
-// are inconclusive. At most one confirming probe runs at a time, and
-// none starts within one probe interval of one that found Redis
-// answering, so a busy client sends Redis at most one extra call per
-// probe interval. A frozen Redis is found within two timeouts and one
-// probe interval of the freeze: a call started at the freeze times out
-// after one timeout, its probe after another timeout and half the
-// interval, which leaves the other half for the goroutines' wake-ups.
+// Only the wire is evidence: a connection error or a "cannot serve now"
+// reply (Unavailable, not a timeout) opens it at once. A timeout proves
+// nothing alone (the time may have gone to local waits or a starved CPU):
+// the call is shed and asks for a confirming probe (confirm), which opens
+// the breaker only when it fails too and no call got a reply meanwhile.
+// A probe during a process stall of over a quarter of the timeout, a
+// probe not sent because the previous one is unanswered, and a call that
+// never started before its deadline are inconclusive. At most one
+// confirming probe runs at a time, and none within a probe interval of
+// one that found Redis answering.
 
 // verdict is what a failed Redis call of a decision leads to.
 type verdict int
@@ -58,9 +44,8 @@ var (
 	errUnanswered = fmt.Errorf("redis: the previous probe is still unanswered: %w", context.DeadlineExceeded)
 )
 
-// openedErr is the error of a call that left when the breaker opened
-// while it waited on Redis: the breaker's cause, which the policy answers
-// for (judge), and which the observer classes as the wire's error.
+// openedErr is the error of a call that left when the breaker opened while
+// it waited on Redis; it wraps the breaker's cause, and the policy answers.
 type openedErr struct{ cause error }
 
 func (e *openedErr) Error() string {
@@ -89,8 +74,7 @@ func waited(err error) bool {
 }
 
 // judge reads the error of a decision's Redis call made with the caller's
-// ctx: the verdict, and the error to return with vReturn (with vShed,
-// the call's error, which ErrShed wraps under FailError).
+// ctx: the verdict, and the error to return (with vShed, the call's own).
 func (g *Guard) judge(ctx context.Context, op string, err error) (verdict, error) {
 	if cerr := ctx.Err(); cerr != nil {
 		return vReturn, fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
@@ -166,17 +150,11 @@ func (g *Guard) confirm(cause error) {
 		err, stalled := g.probeWatched()
 		switch {
 		case g.stopCtx.Err() != nil:
-		case wireEvidence(err):
-			// The wire itself said Redis cannot serve (a refused
-			// dial, a LOADING reply): that holds however late this
-			// process ran meanwhile.
+		case wireEvidence(err): // holds however late this process ran
 			g.confirmed.Add(1)
 			g.trip(fmt.Errorf("%w (a probe confirmed it: %v)", cause, err))
 		case stalled > g.probeDeadline()/4, errors.Is(err, errUnanswered):
-			// The process was starved of CPU while the probe ran, or
-			// the previous probe's reply has not been read yet: the
-			// timeout says nothing about the wire. Inconclusive; the
-			// next call that times out asks again.
+			// Inconclusive: the next call that times out asks again.
 		case err == nil || !Unavailable(err) || g.replied.Load():
 			g.lastOK.Store(time.Now().UnixNano())
 		default:
@@ -189,10 +167,9 @@ func (g *Guard) confirm(cause error) {
 // stallTick is how often probeWatched looks at the clock.
 const stallTick = 5 * time.Millisecond
 
-// probeWatched runs a confirming probe (probeNow with half a probe
-// interval extra) and watches meanwhile how late this process runs a goroutine
-// that asks to wake up every stallTick: it returns the probe's error and
-// the longest stall seen.
+// probeWatched runs a confirming probe (probeNow, half a probe interval
+// extra) and returns its error and the longest stall of this process seen
+// meanwhile by a ticker of stallTick.
 func (g *Guard) probeWatched() (err error, stalled time.Duration) {
 	done := make(chan error, 1)
 	go func() { done <- g.probeNow(g.cfg.ProbeInterval / 2) }()
@@ -221,13 +198,10 @@ func (g *Guard) probeNow(extra time.Duration) error {
 }
 
 // probeBy runs one probe that returns by ctx's deadline whatever the
-// client: on a client that does not honour context deadlines on its
-// sockets (and is not the probe's own, which does) the probe runs on a
-// goroutine of its own, and the next probe is not sent while that one is
-// unanswered (it fails at once).
+// client: on a client that ignores context deadlines (not the probe's own)
+// it runs on a goroutine, and no next probe is sent while it is unanswered.
 func (g *Guard) probeBy(ctx context.Context) error {
 	if !g.bounded || g.own != nil {
-		// The probe's own client honours ctx's deadline on its sockets.
 		return g.probeOnce(ctx)
 	}
 	if !g.probeBusy.CompareAndSwap(false, true) {
@@ -282,10 +256,8 @@ func (g *Guard) probeDeadline() time.Duration {
 }
 
 // Shed is the answer to a call c whose budget ran out while Redis was not
-// known to be down: a refusal marked Shed, with RetryAfter the probe
-// interval (Never set instead when the cost exceeds the hard capacity),
-// under every policy but FailError, which returns ErrShed wrapping cause,
-// the call's error.
+// known to be down: a refusal marked Shed with RetryAfter the probe
+// interval (or Never), or under FailError ErrShed wrapping cause.
 func (g *Guard) Shed(c *Call, cause error) (limiter.Decision, error) {
 	g.noteShed()
 	if g.cfg.Policy == limiter.FailError {
@@ -340,8 +312,8 @@ func (g *Guard) rearm() {
 }
 
 // maxAbandonedFor is the most calls whose callers left that may wait for
-// Redis in the background: the client's pool size (no more can be on the
-// wire at once), so that a long freeze cannot pile up goroutines.
+// Redis in the background: the client's pool size, so a long freeze cannot
+// pile up goroutines.
 func maxAbandonedFor(c Client) int64 {
 	size := 0
 	switch c := c.(type) {
@@ -358,13 +330,11 @@ func maxAbandonedFor(c Client) int64 {
 	return int64(max(size, 1))
 }
 
-// bounded runs f with ctx, returning when f does or when ctx is done,
-// whichever comes first: f runs on another goroutine (a worker,
-// workers.go) and, when ctx ends first, completes in the background. It
-// is how the timeout bounds a call on a client that ignores context
-// deadlines on its sockets. While maxAbandoned calls whose callers left
-// are still running, f waits to start until one of them ends; a call
-// whose ctx ends first fails with a timeout (errAbandoned), never sent.
+// bounded runs f on a worker (workers.go) and returns when f does, ctx is
+// done or the breaker opens, whichever comes first; a left f completes in
+// the background. It bounds calls on clients that ignore context
+// deadlines. While maxAbandoned left calls still run, f waits to start
+// (errAbandoned if ctx ends first, never sent).
 func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	var zero T
 	for g.abandoned.Load() >= g.maxAbandoned {
@@ -379,10 +349,7 @@ func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, e
 		err error
 	}
 	ch := make(chan result, 1)
-	// The breaker's channel before the call: when it closes (a dial of
-	// the client refused meanwhile, another call's connection error),
-	// the caller goes to the policy at once.
-	opened := g.Opened()
+	opened := g.Opened()   // taken before the call
 	var state atomic.Int32 // 0 running, 1 answered, 2 left by its caller
 	var started atomic.Bool
 	g.calls.Add(1)
@@ -408,17 +375,14 @@ func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, e
 	case <-ctx.Done():
 		if state.CompareAndSwap(0, 2) {
 			g.abandoned.Add(1)
-			if !started.Load() {
-				// The call never got a CPU: no evidence either way.
+			if !started.Load() { // never got a CPU: no evidence
 				return zero, ErrBehindFailure
 			}
 			return zero, ctx.Err()
 		}
 		r := <-ch
 		return r.v, r.err
-	case <-opened:
-		// The breaker's cause is this call's error too: a dial of the
-		// client refused (dial.go), or another call's connection error.
+	case <-opened: // the breaker's cause is this call's error too
 		if state.CompareAndSwap(0, 2) {
 			g.abandoned.Add(1)
 			return zero, &openedErr{g.causeErr()}
@@ -428,9 +392,8 @@ func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, e
 	}
 }
 
-// WaitCalls waits until every call run by bounded has ended, or ctx is
-// done (then it returns ctx's error). Close calls it; so does the hybrid
-// provider before it gives its leases back.
+// WaitCalls waits until every call run by bounded has ended, or returns
+// ctx's error.
 func (g *Guard) WaitCalls(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { g.calls.Wait(); close(done) }()

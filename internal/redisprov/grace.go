@@ -8,20 +8,11 @@ import (
 
 // The grace after an outage, for a fleet (WithFallbackInstances(n), n > 1).
 //
-// Each instance writes back its own fallback's units when its own probe
-// finds Redis again; the others may find it later (their probes run on
-// their own timers, and a pool of dead connections can cost a probe or
-// two more). Until they do, Redis does not hold what their fallbacks
-// admitted, and an instance back on Redis could admit that room a second
-// time: up to (n − 1)/n × C more in a window. So for W + B after its
-// recovery (the longest W + B of the sets its fallback decided, if
-// longer) an instance charges every admission Redis grants to its
-// fallback as well, and refuses one that its share (C/n, as during the
-// outage) cannot hold: each instance stays within its share until every
-// fallback admission that a window can still count is in Redis, or
-// belongs to an instance still degraded. Redis has recorded such a
-// refused call, which only makes Redis more careful. A single instance
-// (n = 1) has no grace.
+// Other instances may write their fallbacks' units back later than this
+// one, and until then Redis could admit that room twice. So for W + B
+// after recovery (or the longest set span its fallback decided) every
+// admission Redis grants is charged to the fallback too, and refused when
+// the instance's share (C/n) cannot hold it. n = 1 has no grace.
 
 // startGrace begins the grace, if the fleet has one, at the recovery.
 func (g *Guard) startGrace() {
@@ -32,15 +23,12 @@ func (g *Guard) startGrace() {
 	g.graceEnd.Store(g.cfg.NowMs() + span)
 }
 
-// InGrace reports whether the grace after an outage is on: every
-// admission must then go through Decide, which charges it to the
-// fallback's share. A provider that answers from memory without Decide
-// (the hybrid's leases) must not while it is on. One atomic load while it
-// is off (nearly always), inlined into the caller.
+// InGrace reports whether the grace is on: every admission must then go
+// through Decide (the hybrid's leases must not answer). One inlined atomic
+// load while it is off.
 func (g *Guard) InGrace() bool { return g.graceEnd.Load() != 0 && g.inGrace() }
 
-// inGrace reports whether the grace is on: one atomic load while it is
-// off (nearly always).
+// inGrace is InGrace's slow path: it ends an expired grace.
 func (g *Guard) inGrace() bool {
 	end := g.graceEnd.Load()
 	if end == 0 {

@@ -5,12 +5,9 @@ import (
 	"strings"
 )
 
-// The packed layouts the Lua scripts (package scripts) write and the Go
-// code reads, each written once here: the hash fields that hold several
-// decimals, a closed bucket's value, and the one-integer replies.
-// TestLayoutsMatchScripts reads the .lua sources and checks that they use
-// the same positions, bit widths and multipliers (docs/data-model.md
-// describes the fields).
+// The packed layouts the Lua scripts write and the Go code reads, each
+// written once here; TestLayoutsMatchScripts checks the .lua sources
+// against them (docs/data-model.md describes the fields).
 
 // A FieldLayout is a hash field holding decimals separated by single
 // spaces, in the order of Names.

@@ -15,24 +15,15 @@ import (
 
 // A cluster fails by node (docs/operations.md, A cluster fails by node).
 //
-// The masters of a Redis Cluster fail one at a time, and a dead master
-// should cost the keys of its slots, not every key. So a Guard made
-// ByNode on a *redis.ClusterClient routes each call to the guard of the
-// master that owns the key's slot, one per master, each with its own
-// breaker, probe, fallback, write-back and grace: a master's outage opens
-// its guard alone. Each node guard's probe writes a key of the limiter's
-// own whose slot that master owns, through the cluster client, so it
-// follows the cluster's topology: a failed probe asks the client to
-// reload its slot table (in the background), and a later probe reaches
-// the replica promoted in the dead master's place; its guard then closes
-// (after its write-back) and the keys of those slots are back on Redis.
-//
-// The slot table (slot → master) is read with CLUSTER SLOTS at the first
-// call, in the background, and again when a node guard opens; until it is
-// read, calls go to the router's own guard, as on a single client. A
-// table gone stale (a slot moved) only groups keys with the wrong
-// master's breaker: each call still goes where the cluster client routes
-// it. The hybrid keeps one guard per limiter (its syncs carry many keys).
+// A Guard made ByNode on a *redis.ClusterClient routes each call to the
+// guard of the master owning the key's slot, each with its own breaker,
+// probe, fallback, write-back and grace. A node guard's probe writes a key
+// in one of its master's slots through the cluster client, so after a
+// failover it reaches the promoted replica. The slot table is read with
+// CLUSTER SLOTS in the background at the first call and when a node guard
+// opens; until then calls use the router's own guard. A stale table only
+// groups keys under the wrong breaker: calls still go where the cluster
+// client routes them.
 
 // clusterSlots is the number of hash slots of a Redis Cluster.
 const clusterSlots = 16384
@@ -56,9 +47,9 @@ type slotTable struct {
 }
 
 // ByNode makes g, on a *redis.ClusterClient, route every call by key to
-// the guard of the master that owns the key's slot (above); newProbe
-// returns the probe of a node guard, which writes the key whose hash tag
-// is tag. On any other client it does nothing. Call it right after Init.
+// its master's guard; newProbe(tag) is a node guard's probe, writing the
+// key of hash tag tag. On any other client it does nothing. Call it right
+// after Init.
 func (g *Guard) ByNode(newProbe func(tag string) func(ctx context.Context, client redis.Scripter) error) {
 	cc, ok := g.client.(*redis.ClusterClient)
 	if !ok {
@@ -172,10 +163,9 @@ func (n *nodes) tagOn(addr string) (string, error) {
 // probeKeyTag is the hash tag of the i-th node guard's probe key.
 func probeKeyTag(i int) string { return fmt.Sprintf("%%probe-%d", i) }
 
-// initNode sets ng up as the guard of the master at addr under the
-// router r: r's settings and client, its own probe, and neither a dial
-// hook (r's routes each failed dial to its node's guard) nor an eviction
-// check of its own (r's, at Ping or its first call).
+// initNode sets ng up as the guard of the master at addr under the router
+// r: r's settings and client, its own probe, and no dial hook or eviction
+// check of its own (r's serve).
 func (ng *Guard) initNode(r *Guard, addr string, probe func(ctx context.Context, client redis.Scripter) error) {
 	ng.initCore(r.pkg, r.strategy, r.client, r.cfg, r.opts[:len(r.opts)-2], probe, r.recon)
 	ng.node, ng.parent = addr, r
@@ -218,9 +208,8 @@ func (g *Guard) closeNodes(ctx context.Context) error {
 	return err
 }
 
-// followTopology asks a cluster client to reload its slot table in the
-// background after a failed probe (a promoted replica serves the slots of
-// a dead master), and a guard routing by node to read its own again.
+// followTopology, after a failed probe, asks a cluster client to reload
+// its slots and a node guard's router to read its table again.
 func (g *Guard) followTopology() {
 	if cc, ok := g.client.(*redis.ClusterClient); ok {
 		cc.ReloadState(context.Background())

@@ -9,15 +9,11 @@ import (
 )
 
 // Peeks lets identical concurrent peeks (IsAllowed) on one key share one
-// round trip, exactly: a peek never takes the answer of a round trip that
-// was sent before it began. A peek that finds none in peekFlight for its key
-// sends its own. One that finds one in peekFlight joins the next, which is
-// sent once the one in peekFlight has landed, by the first of its members to
-// see that, on behalf of all of them; so every member began before the
-// shared round trip was sent and is answered after Redis decided it, as if
-// its own call had been decided at that instant. A member waits at most
-// for the round trip in peekFlight and its own, and never beyond its context.
-// Safe for concurrent use; the zero value is ready.
+// round trip, exactly: a peek never takes the answer of a round trip sent
+// before it began. With none in flight a peek sends its own; else it joins
+// the next, sent by its first member once the current one lands. A member
+// waits for at most two round trips, never beyond its context. Safe for
+// concurrent use; the zero value is ready.
 type Peeks struct {
 	mu sync.Mutex
 	m  map[string]*peekSlot
@@ -86,9 +82,7 @@ func (p *Peeks) Do(ctx context.Context, k string, fn func(context.Context) (limi
 		return limiter.Decision{}, ctx.Err()
 	}
 	if f.err != nil && ctx.Err() == nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
-		// The sender's own context ended: that says nothing of this
-		// caller's, which asks for itself.
-		return fn(ctx)
+		return fn(ctx) // the sender's context ended, not this caller's
 	}
 	return f.d, f.err
 }

@@ -1,25 +1,14 @@
-// Hot-key relief: a key that Redis refuses is answered
-// from memory until Redis's own answer says it could change, so that a key
-// hammered past its limit costs Redis almost nothing (docs/algorithms.md,
-// Hot-key relief).
+// Hot-key relief (docs/algorithms.md, Hot-key relief): a key Redis refuses
+// is answered from memory until Redis's own answer says it could change.
+// A Refusal is one remembered refusal (the hybrid keeps one per entry); a
+// Memory is a bounded per-key map of them for the Redis providers, with
+// the suppressed strategy's declines still to report.
 //
-// A Refusal is one remembered refusal; the hybrid provider keeps one in
-// each key's entry. A Memory is a bounded map of them, per key, for the
-// Redis providers (redisabs, redissup), with the units declined from
-// memory that the suppressed strategy reports with the key's next Redis
-// call. Peeks lets identical concurrent IsAllowed calls on one key share
-// one round trip.
-//
-// The rule, for both strategies: a refusal of n units at capacity C (soft
-// S and hard H for the suppressed strategy) that Redis answered at or
-// after local time send, with RetryAfter r, proves that no call of n or
-// more units at the same capacities can be admitted before send + r, as
-// long as no units are given back (a hybrid lease's release) and the key is
-// not reset: units only leave the window by expiring, and RetryAfter is
-// the exact time until enough of them have. So such calls are refused from
-// memory until then, with RetryAfter and ResetAfter counting down from
-// Redis's answer and its Remaining. A call with other capacities (another
-// rate) goes to Redis.
+// The rule: a refusal of n units at capacities c (and h) sent at local
+// time send with RetryAfter r proves no call of n or more units at the
+// same capacities is admitted before send + r, unless units are given back
+// or the key is reset, since units leave the window only by expiring.
+// Calls at other capacities go to Redis.
 
 package redisprov
 
@@ -44,34 +33,24 @@ type Refusal struct {
 	outcome      int   // window.OutcomeRejected or window.OutcomeSuppressed
 }
 
-// Rememberable reports whether r, Redis's answer to a call of n units, is
-// a refusal that memory can repeat exactly until its RetryAfter: a refusal
-// of one unit, not never, with a RetryAfter. One unit, because then every
-// number of the answer holds until the RetryAfter: no unit of room appears
-// before it, so Remaining stays 0. A refusal of n > 1 units says nothing
-// of when an older bucket's death raises Remaining, nor of the RetryAfter
-// of a larger cost: such calls go to Redis (docs/algorithms.md, Hot-key
-// relief).
+// Rememberable reports whether r, Redis's answer to a call of n units, can
+// be repeated exactly until its RetryAfter: a one-unit refusal, not never,
+// with a RetryAfter. Only for one unit does every number of the answer
+// (Remaining 0 included) hold until then.
 func Rememberable(n int64, r *window.Result) bool {
 	return n == 1 && !r.Allowed && !r.Never && r.RetryAfter > 0 && r.Outcome != window.OutcomeAllowed
 }
 
 // MaxStale is the longest, in ms, a remembered refusal answers after the
-// Redis reply it repeats, whatever the window: the staleness bound of
-// every refusal memory (relief's and the hybrid's). Units that come back
-// unseen (another instance's or an operator's Reset, a hybrid's given-back
-// lease, a cleaner) are seen by the first call after it, so a key reset
-// elsewhere is admitted again within MaxStale on every instance. The cost:
-// a key refused from memory asks Redis at least once per MaxStale per
-// instance, one call a second, whatever the number of callers (one caller
-// asks, the others wait for its answer; docs/algorithms.md, Staleness).
+// reply it repeats: the staleness bound of every refusal memory (relief's
+// and the hybrid's). A key reset elsewhere is admitted again within
+// MaxStale on every instance (docs/algorithms.md, Staleness).
 const MaxStale = 1000
 
 // Set remembers r, Redis's answer to a call of n units at capacities c and
-// h (h = c for the absolute strategy) sent at local ms send. It is
-// answered from memory until send + RetryAfter or send + MaxStale,
-// whichever comes first, and no later than limit when limit > 0 (the
-// hybrid caps it, see docs/algorithms.md). r must be Rememberable.
+// h (h = c when absolute) sent at local ms send, until the earliest of
+// send + RetryAfter, send + MaxStale and limit (when > 0). r must be
+// Rememberable.
 func (f *Refusal) Set(c, h, n, send, limit int64, r *window.Result) {
 	*f = Refusal{c: c, h: h, n: n, sent: send, retry: send + r.RetryAfter, reset: send + r.ResetAfter,
 		remaining: r.Remaining, ppm: r.FactorPPM, outcome: r.Outcome}
@@ -84,16 +63,12 @@ func (f *Refusal) Set(c, h, n, send, limit int64, r *window.Result) {
 	}
 }
 
-// Update keeps the refusal exact after r, Redis's answer to another call
-// of the key at capacities c and h sent at local ms send, that is not
-// Rememberable: at other capacities it forgets the refusal (the call
-// stored its own capacities in the key). An admission at the same ones
-// that left room (Remaining > 0) forgets it too: either room appeared
-// after the refusal, or the answer is an older call's that arrived late
-// (concurrent replies come back in any order); memory cannot tell which,
-// and only a refusal with no room left can be repeated. An admission that
-// left no room (the suppressed strategy above S) moves ResetAfter to the
-// later of the two.
+// Update keeps the refusal exact after r, a non-Rememberable answer to
+// another call of the key at capacities c and h sent at local ms send.
+// Other capacities forget it (the call stored its own in the key); so does
+// an admission that left room, which may be new room or a late reply of an
+// older call. An admission with no room left (suppressed, above S) moves
+// ResetAfter to the later of the two.
 func (f *Refusal) Update(c, h, send int64, r *window.Result) {
 	switch {
 	case c != f.c || h != f.h:
@@ -116,12 +91,9 @@ func (f *Refusal) Clear() { f.n, f.until = 0, 0 }
 func (f *Refusal) Live(now int64) bool { return f.n > 0 && now < f.until }
 
 // Answer is the remembered refusal's answer to a call of n units at
-// capacities c and h at local ms now, with the call's draw in ppm (0 for
-// the absolute strategy): ok false when Redis must be asked, also when now
-// is before the refused call was sent (the clock stepped back: the key's
-// buckets may be dated in the future, which Redis judges). A suppressed
-// refusal with a factor below 1 answers only for draws below it, the ones
-// Redis would refuse with that factor; the others go to Redis.
+// capacities c and h at local ms now with draw in ppm (0 when absolute);
+// ok false means ask Redis: no match, expired, the clock stepped back
+// before the refused call, or a draw at or above a suppressed factor.
 func (f *Refusal) Answer(c, h, n, now, draw int64) (r window.Result, ok bool) {
 	if f.n == 0 || n != f.n || c != f.c || h != f.h || now >= f.until || now < f.sent || draw >= f.ppm {
 		return r, false
@@ -134,17 +106,12 @@ func (f *Refusal) Answer(c, h, n, now, draw int64) (r window.Result, ok bool) {
 	return r, true
 }
 
-// Memory is the remembered refusals of a Redis provider, one per key, at
-// most MaxKeys of them. Every method is safe for concurrent use. Use it by
-// pointer after Init; the zero value is not usable.
-//
-// A key's entry lives until its refusal's RetryAfter; with declines still
-// to report (suppressed), until they would have left the window (W + B
-// after the latest), since by then Redis would not count them either.
-// Entries past that are dropped by the writes that meet them: each insert
-// looks at a few entries of its shard (sweepEach, at random) and drops the
-// dead ones, then, if the shard is still full, one arbitrary entry (relief
-// for that key is lost, never correctness).
+// Memory is a Redis provider's remembered refusals, at most MaxKeys. Its
+// methods are safe for concurrent use; use it by pointer after Init.
+// An entry lives until its refusal expires and its unreported declines
+// have left the window (W + B after the latest); inserts drop dead
+// entries (sweep), and a full shard loses an arbitrary one (relief lost,
+// never correctness).
 type Memory struct {
 	seed   maphash.Seed
 	span   int64 // W + B in ms: how long an unreported decline matters
@@ -172,16 +139,15 @@ type memShard struct {
 	_     [24]byte // keep shards on their own cache lines
 }
 
-// entry is one key's refusal and its unreported declines. The refusal is
-// written under the shard's write lock and read under its read lock; decl
-// and lastDecl change under the read lock too, so they are atomic.
+// entry is one key's refusal and unreported declines. The refusal is
+// written under the shard's write lock; decl and lastDecl are atomic
+// because they change under the read lock too.
 type entry struct {
 	f        Refusal
 	decl     atomic.Int64 // units declined from memory, not yet reported
 	lastDecl atomic.Int64 // local ms of the latest of them
-	// ask is the one call of the key in flight to Redis that memory
-	// could not answer (its refusal expired, or a suppressed call would
-	// open a bucket), nil for none; guarded by the shard's write lock.
+	// ask is the key's one call in flight that memory could not answer,
+	// nil for none; guarded by the shard's write lock.
 	ask *flight
 }
 
@@ -202,15 +168,10 @@ func (m *Memory) shard(k string) *memShard {
 	return &m.shards[maphash.String(m.seed, k)%shardCount]
 }
 
-// Answer is k's remembered refusal's answer (see Refusal.Answer). A
-// suppressed refusal records its n units as declined, in Redis: memory
-// answers only while the call would join the key's newest bucket (less
-// than B after it opened, as the remembered ResetAfter tells), and counts
-// them for Take to report with the key's next Redis call. A call that
-// would open a bucket goes to Redis, so the key's buckets open where they
-// would without relief and hold the same accepted units; the declined
-// units memory answered land in the next bucket instead of the one they
-// would have joined.
+// Answer is k's remembered refusal's answer (Refusal.Answer). A suppressed
+// answer counts its n units as declines for Take to report, and only while
+// the call would join the key's newest bucket: a call that would open one
+// goes to Redis, so buckets open where they would without relief.
 func (m *Memory) Answer(k string, c, h, n, now, draw int64) (window.Result, bool) {
 	s := m.shard(k)
 	s.mu.RLock()
@@ -242,19 +203,14 @@ func (m *Memory) Answer(k string, c, h, n, now, draw int64) (window.Result, bool
 	return r, true
 }
 
-// Decide answers a call of n units of k at capacities c and h, with its
-// draw in ppm (0 for the absolute strategy): from memory when it can
-// (remembered true), else by ask, Redis's decision of the call, which
-// reports decl units declined from memory with it (Take) and whose answer
-// is remembered. now is the local clock in ms.
+// Decide answers a call of n units of k at capacities c and h with draw in
+// ppm (0 when absolute): from memory when it can (remembered true), else
+// by ask, which reports decl declines (Take) and whose answer is
+// remembered. now is the local clock in ms.
 //
-// When memory holds a refusal for the call that no longer answers (its
-// RetryAfter has passed, or a suppressed call would open a bucket), one
-// caller of the key asks Redis and the others wait for its answer, then
-// try memory once more and otherwise ask Redis themselves: a key hammered
-// by many callers costs one Redis call when its refusal expires, not one
-// per caller. A waiter waits for that one call at most, and never beyond
-// ctx (then it returns ctx's error).
+// When a held refusal no longer answers, one caller asks Redis and the
+// others wait for that one call (never beyond ctx), then try memory again
+// before asking themselves: one Redis call per expiry, not one per caller.
 func (m *Memory) Decide(ctx context.Context, k string, c, h, n, draw int64, now func() int64,
 	ask func(ctx context.Context, decl int64) (window.Result, error)) (r window.Result, remembered bool, err error) {
 	t := now()
@@ -322,16 +278,10 @@ func (m *Memory) land(k string, lead *flight) {
 func (m *Memory) Begin(k string) uint64 { return m.shard(k).epoch.Load() }
 
 // Remember records r, Redis's answer to a call of k of n units at
-// capacities c and h, begun with token (Begin) and sent at local ms send.
-// A Rememberable refusal is remembered, as Refusal.Set does, in place of
-// the key's earlier one. Any other answer keeps the key's refusal exact for
-// what follows: at other capacities it forgets it (every Inc stores its
-// capacities in the key, which a refusal from memory would not); at the
-// same ones, an admission is handled by Refusal.Update (forgotten when it
-// left room). Nothing is remembered
-// when k was forgotten since the call began (a Forget of another key of
-// the shard skips it too: relief lost for one call, never correctness).
-// Declines not yet reported stay.
+// capacities c and h, begun with token (Begin) and sent at local ms send:
+// a Rememberable refusal replaces the key's (Refusal.Set); any other answer
+// goes to Refusal.Update. Nothing is recorded when a Forget in the shard
+// came since Begin. Unreported declines stay.
 func (m *Memory) Remember(k string, token uint64, c, h, n, send int64, r *window.Result) {
 	s := m.shard(k)
 	keep := Rememberable(n, r)
@@ -364,13 +314,9 @@ func (m *Memory) Remember(k string, token uint64, c, h, n, send int64, r *window
 	}
 }
 
-// limit is how long a suppressed refusal may answer when it is not the
-// certain one (factor 1 with H = S): a factor below 1, or a refusal above
-// H > S, which a drop of the accepted units into (S, H] turns into a draw
-// against a factor. Redis computes the factor again once its cache period
-// has passed; memory trusts it for one period after the call was sent, so
-// it uses a factor at most two periods old where Redis uses one at most
-// one period old (docs/algorithms.md, Hot-key relief). 0: no limit.
+// limit is how long a suppressed refusal that is not certain (a factor
+// below 1, or H > S) may answer: one suppression cache period after the
+// call was sent, as Redis recomputes the factor after one. 0: no limit.
 func (m *Memory) limit(hardAbove bool, send int64, r *window.Result) int64 {
 	if r.Outcome != window.OutcomeSuppressed || !hardAbove && r.FactorPPM >= window.PPM {
 		return 0
@@ -378,10 +324,9 @@ func (m *Memory) limit(hardAbove bool, send int64, r *window.Result) int64 {
 	return max(send+m.cache, 1) // no cache: until send, no answer from memory
 }
 
-// sweep drops dead entries of s before an insert, with s.mu held: it
-// looks at a few entries (map order is random) and drops the dead ones,
-// and if s is still full, drops one more, live or not. So each insert
-// costs O(1), and a shard never holds more than shardMax entries.
+// sweep, with s.mu held before an insert, drops the dead among sweepEach
+// random entries and, if s is still full, one more: O(1) per insert, and
+// at most shardMax entries a shard.
 func (m *Memory) sweep(s *memShard, now int64) {
 	seen := 0
 	for k, e := range s.m {
@@ -406,12 +351,10 @@ func (m *Memory) dead(e *entry, now int64) bool {
 	return !e.f.Live(now) && (e.decl.Load() == 0 || now-e.lastDecl.Load() >= m.span)
 }
 
-// Take returns and clears k's declines not yet reported, for the key's
-// next Redis call at local ms now. Give them back with Restore if the call
-// fails. They all joined the bucket that was the key's newest at the
-// latest Redis answer (Answer), so once that bucket has died (its
-// ResetAfter has passed) they are dropped: Redis would no longer count
-// them either.
+// Take returns and clears k's unreported declines for its next Redis call
+// at local ms now (Restore gives them back if it fails). Once the bucket
+// they joined has died (past ResetAfter) they are dropped, as Redis would
+// no longer count them.
 func (m *Memory) Take(k string, now int64) int64 {
 	s := m.shard(k)
 	s.mu.RLock()
@@ -438,9 +381,8 @@ func (m *Memory) Pending(k string, now int64) int64 {
 	return 0
 }
 
-// Restore gives back declines Take returned, when the call that was to
-// report them failed (it may have reported them: counting them twice only
-// raises the factor, which admits less).
+// Restore gives back declines Take returned when the call failed (if it
+// did report them, counting twice only admits less).
 func (m *Memory) Restore(k string, d, now int64) {
 	if d == 0 {
 		return

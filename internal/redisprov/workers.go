@@ -2,18 +2,11 @@ package redisprov
 
 import "time"
 
-// The goroutines that run bounded's calls.
-//
-// A Redis call's chain (the guard, the provider, the batcher's select,
-// go-redis) needs more stack than a new goroutine starts with, so a
-// goroutine per call grew and copied its stack on every call: a fifth of
-// the client's CPU per call in the benchmarks (runtime.newstack under
-// bounded, docs/benchmarks.md). A worker keeps its grown stack and runs
-// call after call. spawn hands a call to a worker that is waiting for one
-// (an unbuffered send, never a queue: a call never waits behind another),
-// and starts a worker when none is idle, so there are as many workers as
-// calls ran at once at the busiest, each gone after workerIdle without a
-// call, and all gone when the guard closes (Close waits for them).
+// The goroutines that run bounded's calls. A worker keeps the large stack
+// a Redis call grows, which a goroutine per call would grow anew each time
+// (docs/benchmarks.md). spawn hands a call to an idle worker (never a
+// queue) or starts one; a worker ends after workerIdle without a call or
+// when the guard closes.
 
 // workerIdle is how long a worker waits for a call before it ends.
 const workerIdle = 5 * time.Second
@@ -26,9 +19,7 @@ func (g *Guard) spawn(f func()) {
 	default:
 	}
 	g.mu.Lock()
-	if g.closed {
-		// No new worker once Close began (it waits for them): the call
-		// runs on a goroutine of its own, which g.calls counts.
+	if g.closed { // Close waits for workers: no new one; g.calls counts f
 		g.mu.Unlock()
 		go f()
 		return
@@ -49,10 +40,7 @@ func (g *Guard) worker(f func()) {
 		select {
 		case f = <-g.work:
 			f()
-			// Stop and drain, then Reset: right under both timer
-			// semantics (before Go 1.23 a fired timer keeps its value in
-			// the channel; after, Stop discards it).
-			if !t.Stop() {
+			if !t.Stop() { // drain: right before and after Go 1.23
 				select {
 				case <-t.C:
 				default:

@@ -1,9 +1,7 @@
 // Package settings holds what the options of package limiter set: the
-// configuration every sluice provider resolves, its limits and defaults,
-// and the clock. It sits below package limiter, which defines the types a
-// configuration holds (the observer, the failure policy, the state change),
-// so Config takes them as type parameters; package internal/window names
-// the one instance the providers use. Users never see it.
+// resolved configuration, its limits and defaults, and the clock. It sits
+// below package limiter, so Config takes limiter's types as type
+// parameters; internal/window names the one instance providers use.
 package settings
 
 import (
@@ -21,20 +19,15 @@ import (
 const (
 	MinWindow = time.Millisecond
 	MaxWindow = 31 * 24 * time.Hour
-	// MaxBuckets bounds W/B. A key holds at most W/B + 1 live buckets, and
-	// the worst Redis call (a refusal whose RetryAfter walks the whole
-	// window, a factor over a full window, a read that skips dead buckets)
-	// reads every one of them once: at 500 that costs at most about 0.55 ms
-	// of Redis time, half the 1 ms budget (docs/algorithms.md, Bounded
-	// work; docs/benchmarks.md, Bounded work).
+	// MaxBuckets bounds W/B, so the worst Redis call, which reads every
+	// live bucket once, stays within its time budget (docs/algorithms.md,
+	// Bounded work).
 	MaxBuckets = 500
-	// MaxCapacity bounds C and H so that every count a provider keeps stays an
-	// exact integer in a Lua (IEEE double) number, even after many windows of
-	// offered traffic have been summed.
+	// MaxCapacity bounds C and H so every count stays an exact integer in a
+	// Lua double.
 	MaxCapacity = int64(1) << 50
-	// MaxHardLimitFactor is the largest hard-limit factor accepted: every
-	// capacity is at least 1, so a larger F makes every hard capacity H
-	// larger than MaxCapacity.
+	// MaxHardLimitFactor is the largest hard-limit factor: beyond it every
+	// hard capacity exceeds MaxCapacity.
 	MaxHardLimitFactor = MaxCapacity
 	// MaxPrefix is the longest Redis key prefix accepted.
 	MaxPrefix = 128
@@ -48,22 +41,17 @@ const (
 	DefaultPrefix           = "sluice"
 	DefaultTimeout          = 250 * time.Millisecond
 	DefaultProbeInterval    = 200 * time.Millisecond
-	// DefaultBatch is the largest batch of concurrent script calls a
-	// Redis provider sends as one pipeline (limiter.WithBatching): 128.
-	// Batching is on by default since it starts only above a few
-	// concurrent callers per node and then won or tied everywhere it was
-	// measured (docs/benchmarks.md, Redis throughput: batching).
+	// DefaultBatch is the largest pipeline of concurrent script calls
+	// (limiter.WithBatching; docs/operations.md, Batching).
 	DefaultBatch = 128
 	// MaxBatch is the largest batch limiter.WithBatching accepts.
 	MaxBatch   = 1024
 	MaxTimeout = time.Hour
 )
 
-// wallClock is the default clock: the wall clock read once, when the
-// process started, advanced by the monotonic clock since. time.Since reads
-// one clock where time.Now reads two (on a VM each read is a vDSO call of
-// 25 ns or more), and the result never steps backwards when the system
-// clock is set; NTP's slewing still reaches it through the monotonic clock.
+// wallClock is the default clock: the wall clock at process start advanced
+// by the monotonic clock, which costs one clock read instead of two and
+// never steps back when the system clock is set.
 type wallClock struct{}
 
 var (
@@ -89,46 +77,36 @@ type Config[Obs any, Pol ~int, SC any] struct {
 	Random           func() float64
 	RandomSet        bool // WithRandom was given (else Random is math/rand/v2's Float64)
 	Prefix           string
-	// SweepEvery replaces the local provider's sweep interval when > 0. No
-	// option sets it: it is for the provider's own tests, which must see
-	// the background loop work without waiting a second per tick.
+	// SweepEvery replaces the local sweep interval when > 0; only tests
+	// set it.
 	SweepEvery time.Duration
-	// SyncInterval is the hybrid provider's lease sync period (0: its
-	// default of 50 ms), and MaxLease the most units one lease reserves
-	// (0: no bound but the capacity), LeaseAhead the most a lease's bucket
-	// may start after now (0: W/20; negative: never). Set by package
-	// hybrid's options.
+	// Package hybrid's options: the lease sync period (0: 50 ms), the most
+	// units one lease reserves (0: the capacity), and how far ahead a
+	// lease's bucket may start (0: W/20; negative: never).
 	SyncInterval time.Duration
 	MaxLease     int64
 	LeaseAhead   time.Duration
-	// HybridOnly names the options given that only the hybrid providers
-	// read (package hybrid's); the other providers' constructors reject
-	// them.
+	// HybridOnly names the hybrid-only options given; other providers
+	// reject them.
 	HybridOnly []string
 
-	// Failure handling of the Redis providers (limiter.WithTimeout and
-	// friends).
+	// The Redis providers' failure handling.
 	Timeout           time.Duration // per Redis call; 0 = the caller's ctx alone
 	Policy            Pol
 	FallbackInstances int // the fallback admits C / FallbackInstances; ≥ 1
 	ProbeInterval     time.Duration
 	OnStateChange     func(SC)
-	// Logger is WithLogger's logger (nil: silent); without WithLogger
-	// (LoggerSet false) the providers log through slog.Default().
+	// Logger nil is silent; without WithLogger (LoggerSet false) the
+	// providers log through slog.Default().
 	Logger    *slog.Logger
 	LoggerSet bool
-	// Observer is the limiter.Observer of WithObserver, nil for none.
-	Observer Obs
-	// Batch is the largest number of concurrent script calls to one Redis
-	// node sent as one pipeline; 0 or 1 sends every call alone.
-	Batch int
-	// NoRelief turns hot-key relief off (limiter.WithHotKeyRelief(false)).
-	NoRelief bool
+	Observer  Obs  // nil for none
+	Batch     int  // the largest pipeline to one node; 0 or 1: every call alone
+	NoRelief  bool // hot-key relief off
 
-	// WindowMs and BucketMs are Window and Bucket in whole milliseconds.
+	// Window, Bucket and SuppressionCache in whole milliseconds.
 	WindowMs, BucketMs int64
-	// CacheMs is SuppressionCache in whole milliseconds.
-	CacheMs int64
+	CacheMs            int64
 
 	errs []error
 }
@@ -138,10 +116,8 @@ type Config[Obs any, Pol ~int, SC any] struct {
 // of options never panics.
 func (c *Config[Obs, Pol, SC]) Fail(err error) { c.errs = append(c.errs, err) }
 
-// New applies opts over the defaults and validates the result, reporting a
-// value out of range as an error that wraps errInvalid (limiter's
-// ErrInvalidConfig). O is limiter.Option, or a function literal over
-// *Config.
+// New applies opts over the defaults and validates the result; a value out
+// of range is an error wrapping errInvalid (limiter's ErrInvalidConfig).
 func New[Obs any, Pol ~int, SC any, O ~func(*Config[Obs, Pol, SC])](errInvalid error, opts ...O) (Config[Obs, Pol, SC], error) {
 	c := Config[Obs, Pol, SC]{
 		Window:            DefaultWindow,
@@ -199,9 +175,8 @@ func (c *Config[Obs, Pol, SC]) validate() error {
 	case math.IsNaN(f) || math.IsInf(f, 0) || f < 1:
 		return fmt.Errorf("hard limit factor %v must be finite and at least 1", f)
 	case f > float64(MaxHardLimitFactor):
-		// Every capacity is at least 1, so H = floor(rate × W × F) ≥ F:
-		// above 2^50 no rate has a hard capacity a count can hold.
-		return fmt.Errorf("hard limit factor %v above %d (2^50): the hard capacity rate × W × F of every rate would be above the largest count, 2^50", f, MaxHardLimitFactor)
+		return fmt.Errorf(
+			"hard limit factor %v above %d (2^50): the hard capacity rate × W × F of every rate would be above the largest count, 2^50", f, MaxHardLimitFactor)
 	}
 	sc := c.SuppressionCache
 	switch {
@@ -237,11 +212,9 @@ func (c *Config[Obs, Pol, SC]) validate() error {
 	return nil
 }
 
-// ValidatePrefix reports whether p can start a Redis key of the schema
-// (package internal/window wraps its error in ErrInvalidConfig):
-// non-empty, at most MaxPrefix bytes, and free of the characters the schema
-// gives meaning to (braces, ':' at either end is fine but '{' '}' are not),
-// whitespace and control characters.
+// ValidatePrefix reports whether p can start a Redis key of the schema:
+// 1 to MaxPrefix bytes, without braces, glob characters, whitespace or
+// control characters.
 func ValidatePrefix(p string) error {
 	if p == "" || len(p) > MaxPrefix {
 		return fmt.Errorf("prefix must be 1 to %d bytes, got %d", MaxPrefix, len(p))
@@ -255,9 +228,8 @@ func ValidatePrefix(p string) error {
 	return nil
 }
 
-// MaxClockMs bounds a clock reading given by WithClock: readings beyond
-// ±2^52 ms (about 142,000 years either side of 1970) are clamped to it, so
-// that every time a script computes stays an exact integer in a double.
+// MaxClockMs bounds a WithClock reading (clamped), so every time a script
+// computes stays an exact integer in a double.
 const MaxClockMs = int64(1) << 52
 
 // NowMs reads the clock in whole milliseconds (Unix epoch), clamped to
@@ -275,9 +247,8 @@ func ClampMs(ms int64) int64 { return min(max(ms, -MaxClockMs), MaxClockMs) }
 // WallMs reads the default clock in whole milliseconds (Unix epoch).
 func WallMs() int64 { return (startWallNs + int64(time.Since(startWall))) / int64(time.Millisecond) }
 
-// Rand draws one number in [0, 1) from the configured source, clamping a
-// misbehaving source into range (NaN counts as 0), so nothing downstream sees
-// a value outside [0, 1).
+// Rand draws one number from the configured source, clamped into [0, 1)
+// (NaN counts as 0).
 func (c *Config[Obs, Pol, SC]) Rand() float64 {
 	r := c.Random()
 	if !(r > 0) { // also NaN

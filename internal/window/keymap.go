@@ -6,23 +6,15 @@ import (
 	"sync/atomic"
 )
 
-// keymap maps keys to their entries. It is split into shards by the top
-// bits of the key's hash; each shard is an open-addressed table with linear
-// probing, read without a lock and written under the shard's mutex.
+// keymap maps keys to their entries: shards by the top bits of the key's
+// hash, each an open-addressed table with linear probing, read without a
+// lock (readers write nothing) and written under the shard's mutex.
 //
-// Readers never write: a lookup loads the shard's table and the slots'
-// hashes atomically, so calls on different keys share no written cache
-// line (as with sync.Map), and a key costs one heap object, its entry,
-// which holds the key, plus a 16-byte slot of the key's hash and the entry
-// pointer (sync.Map adds a node and a boxed key).
-//
-// A slot is written once: its entry pointer (and the entry's key) are set
-// before its hash is stored atomically, and never change after, so a
-// reader that loads a key's hash from a slot may read its entry. A removed
-// key's slot gets the hash tomb, its entry left in place for readers that
-// found the slot before, until the shard's next rehash, which builds a new
-// table from the live slots with plain writes (nobody reads it yet) and
-// publishes it. Inserts only fill empty slots, never tombstones.
+// A slot is written once: its entry (and the entry's key) before its hash
+// is stored atomically, so a reader that loads a key's hash may read its
+// entry. A removed key's slot gets the hash tomb and keeps its entry for
+// earlier readers until the shard's next rehash, which publishes a new
+// table of the live slots. Inserts fill only empty slots.
 type keymap struct {
 	seed   maphash.Seed
 	tables [mapShards]atomic.Pointer[table] // read by every lookup
@@ -36,8 +28,7 @@ const (
 )
 
 // table is one shard's slots; len(slots) is a power of two and at most
-// half of them hold a key or a tombstone, so probes are short (about 1.3
-// slots for a key found) and every probe ends.
+// half hold a key or a tombstone, so every probe ends.
 type table struct{ slots []slot }
 
 // slot is one key's place in a table. Once the table is published, h is
@@ -138,10 +129,9 @@ func (m *keymap) compareAndDelete(h uint64, k string, e *entry) {
 	}
 }
 
-// rehash publishes a new table for shard i sized for n keys (at most 3/8
-// full) holding its live slots, and returns it. The caller holds the
-// shard's mutex, so the old table's slots do not change under it, and the
-// new table is nobody else's until it is published.
+// rehash publishes and returns a new table for shard i sized for n keys
+// (at most 3/8 full) holding its live slots. The caller holds the shard's
+// mutex.
 func (m *keymap) rehash(i uint64, n int) *table {
 	size := minSlots
 	for size*3 < 8*n {
@@ -169,11 +159,8 @@ func (m *keymap) rehash(i uint64, n int) *table {
 	return nt
 }
 
-// shrink rehashes shard i when it is mostly empty slots, so a table that
-// once held many keys gives its memory back, or when its tombstones
-// outnumber a quarter of its keys, so that the removed keys' entries, which
-// tombstones still point to, are not held long (the sweep calls shrink
-// after each shard).
+// shrink rehashes shard i when it is mostly empty slots or its tombstones
+// outnumber a quarter of its keys, so removed entries are not held long.
 func (m *keymap) shrink(i uint64) {
 	sh := &m.shards[i]
 	sh.mu.Lock()
@@ -200,32 +187,4 @@ func (t *table) slotEntry(j int) (k string, h uint64, e *entry, ok bool) {
 		return "", 0, nil, false
 	}
 	return s.e.k, h, s.e, true
-}
-
-// len counts the keys held.
-func (m *keymap) len() int {
-	n := 0
-	for i := range m.shards {
-		sh := &m.shards[i]
-		sh.mu.Lock()
-		n += sh.live
-		sh.mu.Unlock()
-	}
-	return n
-}
-
-// each calls f for every key held when it starts (a key stored meanwhile
-// may be missed), until f returns false.
-func (m *keymap) each(f func(k string, h uint64, e *entry) bool) {
-	for i := range m.tables {
-		t := m.snapshot(uint64(i))
-		if t == nil {
-			continue
-		}
-		for j := range t.slots {
-			if k, h, e, ok := t.slotEntry(j); ok && !f(k, h, e) {
-				return
-			}
-		}
-	}
 }

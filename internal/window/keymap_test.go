@@ -239,3 +239,31 @@ func TestCapacityMatchesLimiter(t *testing.T) {
 		}
 	}
 }
+
+// len counts the keys held.
+func (m *keymap) len() int {
+	n := 0
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		n += sh.live
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// each calls f for every key held when it starts (a key stored meanwhile
+// may be missed), until f returns false.
+func (m *keymap) each(f func(k string, h uint64, e *entry) bool) {
+	for i := range m.tables {
+		t := m.snapshot(uint64(i))
+		if t == nil {
+			continue
+		}
+		for j := range t.slots {
+			if k, h, e, ok := t.slotEntry(j); ok && !f(k, h, e) {
+				return
+			}
+		}
+	}
+}

@@ -42,18 +42,14 @@ func (a *LocalAbsolute) Inc(ctx context.Context, k string, rate limiter.Rate, n 
 		return limiter.Decision{}, err
 	}
 	e := a.s.lock(k, n > 0)
+	var r Result
 	if e == nil { // a peek at an unknown key
 		var peek State
-		var r Result
 		peek.IncAbsolute(a.s.p, now, c, n, &r)
-		if a.s.obs != nil {
-			return a.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
-		}
-		return r.Decision(), nil
+	} else {
+		e.st.IncAbsolute(a.s.p, now, c, n, &r)
+		e.mu.Unlock()
 	}
-	var r Result
-	e.st.IncAbsolute(a.s.p, now, c, n, &r)
-	e.mu.Unlock()
 	if a.s.obs != nil {
 		return a.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
 	}
@@ -124,18 +120,14 @@ func (l *LocalSuppressed) Inc(ctx context.Context, k string, rate limiter.Rate, 
 	}
 	in := Suppressed{Soft: soft, Hard: hard, CacheMs: l.s.cacheMs, RandPPM: l.s.drawPPM()}
 	e := l.s.lock(k, n > 0)
+	var r Result
 	if e == nil { // a peek at an unknown key
 		var peek State
-		var r Result
 		peek.IncSuppressed(l.s.p, now, n, &in, &r)
-		if l.s.obs != nil {
-			return l.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
-		}
-		return r.Decision(), nil
+	} else {
+		e.st.IncSuppressed(l.s.p, now, n, &in, &r)
+		e.mu.Unlock()
 	}
-	var r Result
-	e.st.IncSuppressed(l.s.p, now, n, &in, &r)
-	e.mu.Unlock()
 	if l.s.obs != nil {
 		return l.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
 	}

@@ -9,13 +9,11 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// setEntry is one key's state in the limits of sets, behind one lock, so
-// that a set's limits are decided and recorded together. A limit's state
-// is found by its name; keepMs[i] is how long after its newest bucket the
-// sweep keeps states[i] (its latest call's W + B, plus the clock's minute)
-// and params[i] the window and bucket it is recorded with (a call with
-// others is ErrWindowConflict while it is live: see setStates).
-// Like entry, it is marked dead under its lock before it leaves the map.
+// setEntry is one key's states in the limits of sets, by limit name,
+// behind one lock so a set is decided and recorded together. keepMs[i] is
+// how long the sweep keeps states[i] after its newest bucket; params[i]
+// its window and bucket (another while live is ErrWindowConflict). Like
+// entry, it is marked dead under its lock before it leaves the map.
 type setEntry struct {
 	mu     sync.Mutex
 	names  []string
@@ -25,10 +23,9 @@ type setEntry struct {
 	dead   bool
 }
 
-// recorded checks a call's window and bucket p against those of the j-th
-// limit's state at now: the same, or a state dead under its own window,
-// which a write (create) then starts afresh under p; a live state of
-// another window is ErrWindowConflict, as in the Redis providers.
+// recorded checks a call's window and bucket p against the j-th limit's:
+// the same; or fresh, a state dead under its own window, which create
+// restarts under p; or ErrWindowConflict while it is live.
 func (e *setEntry) recorded(j int, p Params, now int64, create bool) (fresh bool, err error) {
 	q := e.params[j]
 	if q == p {
@@ -45,7 +42,7 @@ func (e *setEntry) recorded(j int, p Params, now int64, create bool) (fresh bool
 	return true, nil
 }
 
-// find returns the state of the limit called name, or nil.
+// find returns the index of the limit called name, or -1.
 func (e *setEntry) find(name string) int {
 	for i, n := range e.names {
 		if n == name {
@@ -95,8 +92,7 @@ func (s *store) lockSet(k string, create bool) *setEntry {
 // a peek is an empty one from buf.
 func (s *store) setStates(e *setEntry, ls []Limit, set *limiter.Set, now int64, create bool, out *[MaxSet]*State, buf *[MaxSet]State) ([]*State, error) {
 	states := out[:len(ls)]
-	// every limit is checked before any state is touched: a conflict
-	// leaves the key as it was
+	// Check every limit first: a conflict leaves the key as it was.
 	for i := range ls {
 		if e == nil {
 			break
@@ -162,8 +158,7 @@ func (s *store) incSet(ctx context.Context, op, k string, set *limiter.Set, n in
 	)
 	rs := rb[:len(ls)]
 	e := s.lockSet(k, n > 0)
-	// on a window conflict decide runs with nil states: it decides nothing
-	// but draws what a call draws
+	// On a conflict decide gets nil states: it only draws what a call draws.
 	states, err := s.setStates(e, ls, set, now, n > 0, &ptrs, &buf)
 	decide(states, ls, now, rs)
 	if e != nil {
@@ -225,13 +220,12 @@ func (s *store) resetSet(k string, set *limiter.Set) error {
 			e.drop(j)
 		}
 	}
-	if len(e.names) == 0 {
-		e.dead = true
-		e.mu.Unlock()
-		s.sets.CompareAndDelete(k, e)
-		return nil
-	}
+	gone := len(e.names) == 0
+	e.dead = gone
 	e.mu.Unlock()
+	if gone {
+		s.sets.CompareAndDelete(k, e)
+	}
 	return nil
 }
 
@@ -242,14 +236,14 @@ func (e *setEntry) drop(j int) {
 	e.names, e.states, e.keepMs, e.params = e.names[:last], e.states[:last], e.keepMs[:last], e.params[:last]
 }
 
-// sweepSets drops the limits' states whose newest bucket is older than
-// their keep time, and the keys left without any, under the rules of
-// sweep: whole states only, one key's lock at a time.
+// sweepSets drops the limits' states past their keep time, and keys left
+// with none, under sweep's rules.
 func (s *store) sweepSets() int {
 	dropped, seen := 0, 0
 	s.sets.Range(func(k, v any) bool {
 		e := v.(*setEntry)
 		e.mu.Lock()
+		gone := false
 		if !e.dead {
 			now := s.now()
 			for j := len(e.names) - 1; j >= 0; j-- {
@@ -257,16 +251,13 @@ func (s *store) sweepSets() int {
 					e.drop(j)
 				}
 			}
-			if len(e.names) == 0 {
-				e.dead = true
-				e.mu.Unlock()
-				s.sets.CompareAndDelete(k, e)
-				dropped++
-			} else {
-				e.mu.Unlock()
-			}
-		} else {
-			e.mu.Unlock()
+			gone = len(e.names) == 0
+			e.dead = gone
+		}
+		e.mu.Unlock()
+		if gone {
+			s.sets.CompareAndDelete(k, e)
+			dropped++
 		}
 		if seen++; seen%sweepChunk == 0 {
 			runtime.Gosched()
@@ -312,11 +303,8 @@ func (a *LocalAbsolute) ResetSet(_ context.Context, k string, set *limiter.Set) 
 
 var _ limiter.SetLimiter = (*LocalSuppressed)(nil)
 
-// IncSet offers n units of key to every limit of set: each limit computes
-// its factor as a single suppressed Inc would, the call is admitted when
-// the draw is at or above the largest of them, and the offer is recorded
-// in every limit (as declined when refused). Every call with valid
-// arguments draws exactly one number.
+// IncSet offers n units of key to every limit of set (IncSuppressedSet).
+// Every call with valid arguments draws exactly one number.
 func (l *LocalSuppressed) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	return l.incSet(ctx, "inc set", k, set, n)
 }

@@ -19,16 +19,12 @@ import (
 const sweepChunk = 128
 
 // entry is one key's state behind its own lock, 128 bytes: two cache
-// lines. An entry the sweep or Reset has removed from the map is marked
-// dead under that lock first (its state dropped: a live entry's state
-// always has a ring, its inline bucket at least), so a caller that loaded
-// it just before the removal sees the mark and looks again instead of
-// writing to state nobody will read.
+// lines. The sweep or Reset marks an entry dead under that lock (its
+// state dropped) before removing it, so a caller that loaded it just
+// before looks again instead of writing to state nobody reads.
 type entry struct {
-	mu sync.Mutex
-	// k is the key, set by keymap.loadOrStore before the entry is
-	// published and never changed after.
-	k   string
+	mu  sync.Mutex
+	k   string // set by keymap.loadOrStore before publishing; never changed
 	st  State
 	buf [1]Bucket // a key's first bucket lives inline
 }
@@ -41,37 +37,27 @@ func (e *entry) dead() bool { return e.st.Dropped() }
 func (e *entry) kill() { e.st.Drop() }
 
 // store is the engine both strategies share: the key map, the clock and the
-// background sweep. Lookups are lock-free (keymap); the only lock a call on
-// a known key takes is its own key's, so calls on different keys never
-// write to a shared cache line.
+// background sweep. Lookups are lock-free (keymap); a call on a known key
+// takes only its own key's lock.
 type store struct {
-	// What an Inc reads comes first, in the first 72 bytes, so that a call
-	// on many keys, whose entries push the limiter out of the cache, loads
-	// one or two lines of it rather than one per field scattered in cfg.
-	p Params
-	m *keymap
-	// windowSec is W in seconds, the factor of every capacity; hardF is
-	// WithHardLimitFactor, copied out of cfg.
-	windowSec float64
-	hardF     float64
-	// obs is the observer of WithObserver, nil for none.
-	obs    limiter.Observer
-	closed atomic.Bool
-	// clockSet and randomSet copy cfg.ClockSet and cfg.RandomSet; cacheMs
-	// is WithSuppressionCache in ms.
+	// What an Inc reads comes first, in one or two cache lines; these copy
+	// fields of cfg.
+	p                   Params
+	m                   *keymap
+	windowSec           float64 // W in seconds
+	hardF               float64 // WithHardLimitFactor
+	obs                 limiter.Observer
+	closed              atomic.Bool
 	clockSet, randomSet bool
 	cacheMs             int64
 
-	// strategy names the provider's strategy to the observer.
-	strategy string
+	strategy string // the strategy's name, for the observer
 	cfg      Config
-	// sets holds the keys' states in the limits of sets: string →
-	// *setEntry, apart from m (a set's limits are not the single limit).
+	// sets holds the states of sets' limits: string → *setEntry.
 	sets sync.Map
 	// keepMs is how long after its newest bucket opened the sweep keeps a
-	// key: W + B, plus a minute under WithClock, whose reading may step
-	// back and bring the key's buckets to life again (the Redis providers
-	// give such keys the same minute of TTL).
+	// key: W + B, plus clockSlackMs under WithClock, whose clock may step
+	// back (the Redis providers give such keys the same minute of TTL).
 	keepMs int64
 
 	stop chan struct{}
@@ -79,7 +65,7 @@ type store struct {
 	once sync.Once
 }
 
-// clockSlackMs is the minute the sweep adds under WithClock (see keepMs).
+// clockSlackMs is the minute the sweep adds under WithClock.
 const clockSlackMs = 60_000
 
 func newStore(opts []limiter.Option) (*store, error) {
@@ -129,10 +115,9 @@ func (s *store) check(op, k string) (now int64, err error) {
 	return s.now(), nil
 }
 
-// incArgs is Inc's preamble: it validates the call and returns the clock
-// and the capacity. Valid calls pass one combined test; the rest go to
-// incError, which names the first thing wrong in the order every provider
-// uses.
+// incArgs validates an Inc and returns the clock and the capacity: one
+// combined test, and incError to name the first thing wrong in the order
+// every provider uses.
 func (s *store) incArgs(k string, rate limiter.Rate, n int64) (now, c int64, err error) {
 	c, ok := capacityOf(rate.PerSecondValue() * s.windowSec)
 	if !ok || s.closed.Load() || k == "" || len(k) > key.MaxLen || n < 0 {
@@ -156,10 +141,8 @@ func (s *store) incError(k string, rate limiter.Rate, n int64) (now, c int64, er
 	return s.now(), c, nil // not reached while capacityOf agrees with limiter.Capacity
 }
 
-// supArgs is incArgs for the suppressed strategy: it returns the soft and
-// the hard capacity from one product rate × W (the hard one multiplied by
-// WithHardLimitFactor in limiter.HardCapacity's order, so both are
-// limiter's very numbers). Invalid calls go to supError.
+// supArgs is incArgs for the suppressed strategy: the soft and hard
+// capacities, multiplied in limiter.HardCapacity's order.
 func (s *store) supArgs(k string, rate limiter.Rate, n int64) (now, soft, hard int64, err error) {
 	x := rate.PerSecondValue() * s.windowSec
 	soft, ok := capacityOf(x)
@@ -211,12 +194,10 @@ func (s *store) hardCapacity(rate limiter.Rate) (int64, error) {
 // capacityEpsilon is limiter's: it absorbs binary rounding in rate × window.
 const capacityEpsilon = 1e-9
 
-// capacityOf is the fast path of limiter.Capacity and HardCapacity on x,
-// rate × window in seconds (× factor), with the window's seconds computed
-// once per limiter instead of once per call: floor(x + 1e-9) when that is
-// a valid capacity, ok false otherwise (NaN, infinite, below 1 or above
-// 2^50), where the caller asks limiter for the error.
-// TestCapacityMatchesLimiter checks both against limiter's.
+// capacityOf is the fast path of limiter.Capacity and HardCapacity on x =
+// rate × window seconds (× factor): floor(x + 1e-9), ok false when that is
+// not a valid capacity (the caller asks limiter for the error).
+// TestCapacityMatchesLimiter checks it against limiter's.
 func capacityOf(x float64) (c int64, ok bool) {
 	if v := x + capacityEpsilon; v >= 1 && v < float64(settings.MaxCapacity)+1 {
 		return int64(v), true
@@ -233,10 +214,8 @@ func (s *store) draw() float64 {
 	return s.cfg.Rand()
 }
 
-// drawPPM is a single-limit Inc's draw in ppm: with the default source,
-// DrawWhenNeeded, so that only a call a factor decides draws (the
-// default source's draws cannot be observed, so skipping the unused ones
-// changes no decision's odds); with WithRandom's, one draw per call.
+// drawPPM is a single-limit Inc's draw in ppm: DrawWhenNeeded with the
+// default source, one draw per call with WithRandom's.
 func (s *store) drawPPM() int64 {
 	if !s.randomSet {
 		return DrawWhenNeeded
@@ -285,9 +264,7 @@ func (s *store) lock(k string, create bool) *entry {
 			return e
 		}
 		e.mu.Unlock()
-		// Removed between our load and our lock: make sure the map no longer
-		// holds it (its remover may not have got there yet) and look again.
-		s.m.compareAndDelete(h, k, e)
+		s.m.compareAndDelete(h, k, e) // removed meanwhile: help, look again
 	}
 }
 
@@ -339,14 +316,9 @@ func (s *store) sweepLoop(every time.Duration) {
 	}
 }
 
-// sweep drops every key without a live bucket. It walks each shard's table
-// as it was when the shard's turn came, without the shard's lock, holds one
-// key's lock at a time, and yields the processor every sweepChunk keys, so
-// callers never wait on it for more than one key. It drops whole keys only,
-// never some buckets of a live key: like a read, it leaves a key's buckets
-// to its next write, so a clock that steps back finds the same buckets here
-// as in Redis (whose keys expire whole). A shard left mostly empty gets a
-// smaller table.
+// sweep drops every key without a live bucket, holding one key's lock at
+// a time and yielding every sweepChunk keys. It drops whole keys only, as
+// Redis expires them, never some buckets of a live key.
 func (s *store) sweep() int {
 	dropped, seen := 0, 0
 	for i := uint64(0); i < mapShards; i++ {
@@ -376,9 +348,6 @@ func (s *store) sweep() int {
 	}
 	return dropped
 }
-
-// keys counts the keys held (for tests and memory figures).
-func (s *store) keys() int { return s.m.len() }
 
 func (s *store) close(ctx context.Context) error {
 	s.once.Do(func() {

@@ -330,3 +330,6 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// keys counts the keys held.
+func (s *store) keys() int { return s.m.len() }

@@ -34,13 +34,10 @@ type Limit struct {
 }
 
 // IncAbsoluteSet decides an absolute Inc of n units (n = 0: a peek for one
-// unit that writes nothing) on a set: states[i] is the state of limit
-// ls[i], and rs[i] receives limit i's part (Refused when it has no room;
-// RetryAfter the time until it has room, 0 when it has room or never
-// will). The call is admitted only if every limit has room; then n is
-// recorded in every state, else in none (a refusal with n ≥ 1 stores each
-// live state's capacity, as a single Inc does). The set's decision is
-// Combine(rs).
+// unit that writes nothing) on a set: states[i] is limit ls[i]'s state and
+// rs[i] its part (Refused when it has no room, RetryAfter until it has).
+// Admitted only if every limit has room; then n is recorded in every
+// state, else in none. The set's decision is Combine(rs).
 func IncAbsoluteSet(states []*State, ls []Limit, now, n int64, rs []Result) {
 	cost := max(n, 1)
 	var peek [MaxSet]State
@@ -80,17 +77,11 @@ func IncAbsoluteSet(states []*State, ls []Limit, now, n int64, rs []Result) {
 }
 
 // IncSuppressedSet decides a suppressed Inc of n units on a set (n = 0: a
-// peek that writes nothing). Each limit computes what a single suppressed
-// Inc would: its forecast (accepted + cost, cost being RecordedCost(n,
-// Hard) and at least 1) against its soft and hard capacities, and between
-// them its factor (cached in its own state). The set's factor is the
-// largest of the limits' factors: the call is admitted when rand ≥ that
-// factor, so it is admitted with the probability of the most suppressing
-// limit and refused above any hard capacity. The offer is recorded in
-// every limit, as declined in every limit when refused. rs[i] is limit
-// i's part: Refused when it alone would have refused the call with the
-// same draw; RetryAfter, when the set refused the call, the time until
-// limit i is at or below its soft capacity for the call.
+// peek that writes nothing). Each limit computes a single Inc's factor;
+// the call is admitted when randPPM ≥ the largest, and the offer recorded
+// in every limit (declined in all when refused). rs[i] is limit i's part:
+// Refused when it alone would refuse with the same draw; RetryAfter, when
+// the set refused, until limit i has room under its soft capacity.
 func IncSuppressedSet(states []*State, ls []Limit, now, n, cacheMs, randPPM int64, rs []Result) {
 	var peek [MaxSet]State
 	var st [MaxSet]*State
@@ -136,13 +127,10 @@ func IncSuppressedSet(states []*State, ls []Limit, now, n, cacheMs, randPPM int6
 	}
 }
 
-// Combine returns the set's decision from its limits' parts: allowed as
-// every part says (the parts agree), the outcome of the first part that
-// is not Allowed (Rejected or Suppressed; Allowed when there is none),
-// Never when any part has it, the largest factor, RetryAfter the largest
-// of the parts' (0 when Never) and Limit, Remaining and ResetAfter of the
-// part with the fewest units remaining (the first such), whose index
-// binding is.
+// Combine returns the set's decision from its parts: the first refusing
+// part's outcome, Never if any, the largest factor and RetryAfter (0 when
+// Never), and Limit, Remaining and ResetAfter of the binding part, the
+// first with the fewest units remaining.
 func Combine(rs []Result) (set Result, binding int) {
 	for i := range rs {
 		r := &rs[i]

@@ -1,9 +1,9 @@
 // Package window is the in-process decision store: the reference
 // implementation of sluice's sliding window (docs/algorithms.md) on one
-// key's in-memory state (window.go, set.go), and the keyed store around it
+// key's state (window.go, set.go), and the keyed store around it
 // (local*.go, keymap.go) that package local faces and the Redis providers
-// use as their fallback. The Redis scripts mirror window.go line for line,
-// and the conformance suite checks that they agree.
+// use as their fallback. The Redis scripts mirror window.go, and the
+// conformance suite checks that they agree.
 //
 // All times are whole milliseconds. A State is not safe for concurrent use:
 // its owner serialises access.
@@ -46,19 +46,17 @@ type State struct {
 }
 
 // UseBuffer gives an empty State its first ring storage, so an owner can
-// keep the first buckets inline beside the State. len(buf) must be a power
-// of two. (The local provider's entry holds its lock, its key, the State
-// and one inline bucket in 128 bytes, two cache lines: hence the int32
-// head and size.)
+// keep the first buckets inline beside it (the local entry fits in two
+// cache lines: hence the int32 head and size). len(buf) must be a power
+// of two.
 func (s *State) UseBuffer(buf []Bucket) {
 	if s.size == 0 && len(buf)&(len(buf)-1) == 0 {
 		s.ring, s.head = buf, 0
 	}
 }
 
-// Drop empties the state and lets go of its ring, which Reset keeps, so
-// that Dropped tells it from a state that was given a buffer: an owner's
-// mark of a state it has let go (the local provider's removed entry).
+// Drop empties the state and lets go of its ring (Reset keeps it): the
+// owner's mark, read by Dropped, of a state it has let go.
 func (s *State) Drop() { *s = State{} }
 
 // Dropped reports whether s has no ring: the zero State, or one dropped.
@@ -83,14 +81,10 @@ func (s *State) Newest() (start int64, ok bool) {
 	return s.newest().Start, true
 }
 
-// Expire drops the buckets that are no longer live at now: those with
-// now − start ≥ span, where span is W + B (Params.Span). A key whose
-// newest bucket starts span or more after now (FromFuture) is dropped
-// whole: a clock that ran ahead and came back must not hold the key for
-// the length of its jump. A key left without buckets forgets its stored
-// capacities and factor: an idle key is an unknown key. Expire leaves the
-// dropped slots of the ring as they were, so that a copy of a State can be
-// expired without touching the original (see view).
+// Expire drops the buckets no longer live at now (now − start ≥ span,
+// Params.Span), and the whole key when FromFuture. A key left without
+// buckets forgets its capacities and factor. The ring's slots are not
+// written, so a copy can be expired without touching the original (view).
 func (s *State) Expire(now, span int64) {
 	if s.size > 0 && FromFuture(now, s.newest().Start, span) {
 		*s = State{ring: s.ring}
@@ -110,18 +104,12 @@ func (s *State) Expire(now, span int64) {
 }
 
 // FromFuture reports whether a key whose newest bucket starts at newest is
-// dead at now because that bucket starts span (W + B) or more after now:
-// it was written under a clock that has since stepped back by more than a
-// bucket's whole life (docs/algorithms.md, Clocks that jump). A key
-// written a little ahead (less than span, such as a forward-dated lease's
-// bucket) stays live and counts until its newest bucket dies.
+// dead at now: it starts span or more after now, written under a clock
+// that has since stepped back (docs/algorithms.md, Clocks that jump).
 func FromFuture(now, newest, span int64) bool { return newest-now >= span }
 
-// view returns a copy of s expired at now, for the calls that write
-// nothing (IsAllowed, Get): a read never drops a bucket, so that a clock
-// that steps back finds the same buckets in every provider (the Redis
-// scripts' reads delete nothing either). The copy shares s's ring and must
-// not be written to.
+// view returns a copy of s expired at now for reads, which never drop a
+// bucket (nor do the scripts' reads). It shares s's ring: do not write it.
 func (s *State) view(now, span int64) State {
 	v := *s
 	v.Expire(now, span)
@@ -176,12 +164,9 @@ func (s *State) grow() {
 	s.ring, s.head = r, 0
 }
 
-// retryAfter walks the buckets oldest first until the units still live
-// after a bucket's expiry, plus cost, fit in capacity; it returns how long
-// until that bucket expires. accepted selects what a bucket holds: Count,
-// or Count − Declined for the suppressed strategy. When nothing can make
-// cost fit (cost > capacity) it returns the time until every held unit
-// expires.
+// retryAfter returns how long until the oldest bucket whose expiry lets
+// cost fit in capacity expires (or every held unit, when cost never fits).
+// accepted counts Count − Declined (suppressed) instead of Count.
 func (s *State) retryAfter(now, span, held, cost, capacity int64, accepted bool) int64 {
 	freed := int64(0)
 	for i := 0; i < int(s.size); i++ {
@@ -223,10 +208,8 @@ type Result struct {
 	Refused    bool // set decisions: this limit refused the call
 }
 
-// admit writes an admission into r, field by field: a composite literal
-// stored through a pointer is built in a temporary and copied in 16-byte
-// moves right after its 8-byte stores, the store-forwarding stall
-// IncAbsolute's comment describes.
+// admit writes an admission into r field by field, avoiding the
+// store-forwarding stall of a composite literal (see IncAbsolute).
 func (r *Result) admit(limit, remaining, reset int64, never bool) {
 	*r = Result{}
 	r.Allowed, r.Limit, r.Remaining, r.ResetAfter, r.Never = true, limit, remaining, reset, never
@@ -242,18 +225,14 @@ const (
 // Params are a limiter's window W and bucket B in ms.
 type Params struct{ W, B int64 }
 
-// Span is W + B, how long a bucket lives: a bucket that started at s is
-// live while now − s < W + B. Its units arrived in [s, s + B), so each one
-// is held for at least W, and no span of length W ever holds more admitted
-// units than the capacity (docs/algorithms.md, The window guarantee).
+// Span is W + B, how long a bucket lives (live while now − s < W + B), so
+// each unit is held at least W (docs/algorithms.md, The window guarantee).
 func (p Params) Span() int64 { return p.W + p.B }
 
 // IncAbsolute decides an absolute Inc of n units (n = 0: a peek for one
-// unit that writes nothing) at capacity c, into r. (An out parameter: a
-// returned Result is copied through memory in 16-byte moves right after
-// being written in 8-byte ones, a store-forwarding stall that cost the
-// local provider about a sixth of a call.) Any
-// n > c is refused with Never set and records nothing, whatever its size.
+// unit that writes nothing) at capacity c, into r (an out parameter: a
+// returned Result costs a store-forwarding stall). n > c is refused with
+// Never set and records nothing.
 func (s *State) IncAbsolute(p Params, now, c, n int64, r *Result) {
 	if n == 0 {
 		v := s.view(now, p.Span())
@@ -315,9 +294,8 @@ type Suppressed struct {
 }
 
 // DrawWhenNeeded as Suppressed.RandPPM has IncSuppressed draw from
-// math/rand/v2 itself, only when a factor decides the call. The local
-// provider uses it for its default source, whose draws nobody can observe
-// or replay; a source given by WithRandom is drawn exactly once per call.
+// math/rand/v2 only when a factor decides the call (the local default; a
+// WithRandom source is drawn once per call).
 const DrawWhenNeeded = -1
 
 // DrawPPM turns a draw in [0, 1) into parts per million.
@@ -374,19 +352,14 @@ func (s *State) factor(p Params, now int64, in Suppressed, store bool) int64 {
 	return f
 }
 
-// MaxDeclined bounds the declined units a key records: a refused call
-// records min(n, max(1, MaxDeclined − declined)) units offered and
-// declined, so a key's totals stay exact integers in a double (observed ≤
-// accepted + MaxDeclined + one unit per call ≤ 2^50 + 2^52 + calls < 2^53)
-// whatever the costs callers send. Only the reported Declined and the
-// perceived rate feel the bound, and only past 2^52 units.
+// MaxDeclined bounds the declined units a key records (a refused call
+// records min(n, max(1, MaxDeclined − declined))), so its totals stay
+// exact integers in a double.
 const MaxDeclined = int64(1) << 52
 
-// RecordedCost is the cost a suppressed Inc records for a request of n
-// units at hard capacity hard: n itself, or hard + 1 for a request that can
-// never fit (n > hard). Such a request is over the ceiling by itself;
-// counting all of a caller-chosen n would let one number fix the key's
-// suppression factor for a whole window.
+// RecordedCost is the cost a suppressed Inc records for n units at hard
+// capacity hard: n, or hard + 1 when n > hard, so one huge cost cannot fix
+// the key's factor for a window.
 func RecordedCost(n, hard int64) int64 {
 	if n > hard {
 		return hard + 1
@@ -503,9 +476,7 @@ func (r *Result) Decision() limiter.Decision {
 // maxDurationMs is the longest time.Duration in whole milliseconds.
 const maxDurationMs = int64(math.MaxInt64 / time.Millisecond)
 
-// msDuration converts ms to a Duration, saturating where a Duration ends
-// (292 years: only a clock given by WithClock that steps back that far
-// reaches it).
+// msDuration converts ms to a Duration, saturating at the longest one.
 func msDuration(ms int64) time.Duration {
 	if ms > maxDurationMs {
 		ms = maxDurationMs

@@ -66,10 +66,8 @@ func (t *table[E]) shared(ctx context.Context, k string, fn func(ctx context.Con
 	return t.peeks.Do(ctx, k, fn)
 }
 
-// inc is the rest of Inc for both strategies, once the strategy's Inc
-// found no answer in memory (Absolute.Inc and Suppressed.Inc try the
-// key's lease and cached refusal first, calling the strategy's code
-// directly): the argument checks, then the failure policy's decision.
+// inc is the rest of Inc for both strategies once memory had no answer:
+// the argument checks, then the failure policy's decision.
 func (t *table[E]) inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
 	if t.closed.Load() {
 		return limiter.Decision{}, t.errorf("inc", limiter.ErrClosed)
@@ -116,9 +114,8 @@ func (t *table[E]) get(ctx context.Context, k string) (limiter.Usage, error) {
 }
 
 // reset is Reset for both strategies: it drops this instance's lease,
-// cached refusal and declines not yet sent (the figures serve only a
-// lease, and the next lease comes with its own), UNLINKs the key's hash
-// and drops what the local fallback holds for it.
+// cached refusal and unsent declines, UNLINKs the key's hash and drops
+// what the local fallback holds for it.
 func (t *table[E]) reset(ctx context.Context, k string) error {
 	if t.closed.Load() {
 		return t.errorf("reset", limiter.ErrClosed)
@@ -168,10 +165,8 @@ func (be *backend[E]) Usage(ctx context.Context, k string) (limiter.Usage, error
 }
 
 // fromFuture reports whether a lease or cached refusal whose key's newest
-// bucket dies at reset (local ms) came from a key that Redis now treats as
-// dead: its newest bucket starts span (W + B) or more after now, because
-// the local clock stepped back (docs/algorithms.md, Clocks that jump).
-// Memory then answers nothing, as Redis would not.
+// bucket dies at reset (local ms) is of a key Redis now treats as dead
+// (window.FromFuture): memory then answers nothing.
 func fromFuture(now, reset, span int64) bool { return window.FromFuture(now, reset-span, span) }
 
 func msDur(ms int64) time.Duration {

@@ -25,12 +25,12 @@
 // makes that the rule. A key called further apart than a lease lives (B,
 // or up to B + WithLeaseAhead for a slow key) takes none: each call is the
 // Redis provider's own. A refusal from Redis is repeated from memory for a
-// short while (hot-key relief). At most MaxKeys (65,536) keys are held in
-// memory, about 540 B each (600 B suppressed; docs/benchmarks.md); an Inc
-// of another key is decided by Redis, as redisabs (redissup) decides it. A
-// key leaves memory, and its bytes are freed, 1 to 1.4 s after its latest
-// call, later if its lease is yet to go back. While Redis is down a
-// lease keeps serving, then the failure policy answers, as in redisabs.
+// short while (hot-key relief). At most MaxKeys keys are held in memory
+// (docs/benchmarks.md has their size); an Inc of another key is decided by
+// Redis, as redisabs (redissup) decides it. A key leaves memory about a
+// second after its latest call, later if its lease is yet to go back.
+// While Redis is down a lease keeps serving, then the failure policy
+// answers, as in redisabs.
 // docs/algorithms.md (Hybrid leases) has the protocol, the proof of the
 // guarantee, and where and by how much it under-admits.
 //

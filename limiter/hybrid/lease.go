@@ -18,9 +18,7 @@ func (t *table[E]) lease(ctx context.Context, k string, q request) (limiter.Deci
 			return limiter.Decision{}, err
 		}
 		if !ok {
-			// No room for k: Redis decides, as for a call that takes no
-			// lease. k holds nothing in memory (a key leaves it only
-			// when it holds nothing), so nothing is left to give back.
+			// No room for k: Redis decides; k holds nothing to give back.
 			t.full.Add(1)
 			return t.s.unleased(ctx, k, q)
 		}
@@ -88,13 +86,9 @@ func (t *table[E]) take(x *entry, q request, now int64) ask {
 	a.push, x.decl = x.decl, 0
 	a.want = min(max(q.n, t.wantFor(x, q.soft, q.hard)), q.hard, max(q.n, t.maxLease))
 	a.ahead = x.aheadArg(t.ahead)
-	// plain: the key's calls come further apart than the lease would
-	// live (or, for newPlain, it has no history), so that it would be
-	// given back unused at the cost of a release call: the call decides n
-	// alone, as the Redis provider would, and the next call that follows
-	// within a lease's life asks for a lease (forward-dated, for a slow
-	// key). Many keys called once in a while (or once each, newPlain)
-	// cost one call per decision and no release.
+	// plain: the key's calls come further apart than a lease would live
+	// (or, for newPlain, it has no history): decide n alone, as the Redis
+	// provider would, rather than lease units a release must give back.
 	if t.kind.sparse && (x.lastUse == 0 && t.kind.newPlain || x.lastUse != 0 && now-x.lastUse >= t.b.Cfg.BucketMs+a.ahead) {
 		a.plain, a.want, a.ahead = true, q.n, 0
 	}
@@ -132,18 +126,12 @@ func (x *entry) resize(most int64) {
 	x.want = nextWant(x.want, x.granted, x.granted-x.left, x.hard, most)
 }
 
-// install makes units x's lease, with x.mu held: they are held in the
-// bucket that started at start on the script's clock, whose time was now;
-// send is the local time at which the call was sent. The lease may be used
-// until its bucket stops taking units, start + B on the script's clock
-// (start may be after now: a forward-dated lease): every unit admitted
-// before then counts from the grant until start + W + B, at least W after
-// its admission. The script ran at or after send, so send + (start + B −
-// now) is no later than that instant on the local clock.
-//
-// A lease still held (a renewal answered while an Inc's request was in
-// flight) is replaced: its unused units go to pend, for the next tick to
-// give back.
+// install makes units x's lease, with x.mu held: held in the bucket that
+// started at start on the script's clock (now there; send is the local
+// time the call was sent). It serves until local send + (start + B − now),
+// no later than the bucket stops taking units, so each unit counts at
+// least W after its admission. A lease still held is replaced, its unused
+// units left in pend for the next tick.
 func (t *table[E]) install(x *entry, send, start, now, units int64) {
 	if x.left > 0 {
 		x.pend = append(x.pend, x.start, x.left)
@@ -162,10 +150,8 @@ func (t *table[E]) install(x *entry, send, start, now, units int64) {
 
 // renewed installs the units of a tick's renewal s, sent at send, with
 // x.mu held, and reports whether the reply is of x's current lease and
-// capacities. When an Inc installed a lease meanwhile, or the capacities
-// changed, the units are given back by the next tick instead (x cannot
-// leave the map with a renewal in flight, but its units must never be
-// lost); otherwise the old lease's unused units are.
+// capacities; if not (an Inc installed one meanwhile), the next tick gives
+// the units back.
 func (t *table[E]) renewed(x *entry, s *syncCall[E], send, start, now, units int64) bool {
 	same := !x.gone && x.gen == s.gen && x.soft == s.soft && x.hard == s.hard
 	if units > 0 {

@@ -22,14 +22,10 @@ func leaseAhead(cfg *window.Config) (int64, error) {
 	return 0, nil
 }
 
-// pace is what a key's entry knows of how often it is called, for both
-// strategies' leases, guarded by the entry's mu. slow: the key has no
-// history, or a lease of it expired with units unused, and no lease of B
-// (not forward-dated) was used up since: the key is called less often
-// than such a lease lives, and its leases ask to be forward-dated
-// (WithLeaseAhead). A busy key gains nothing from a longer lease, and its
-// units should die W + B after its grant. fwd: the current lease is
-// forward-dated (its bucket started after the script's now).
+// pace is what a key's entry knows of how often it is called, guarded by
+// the entry's mu. slow: no history, or a lease expired with units unused
+// and no plain lease was used up since; a slow key's leases ask to be
+// forward-dated (WithLeaseAhead). fwd: the current lease is forward-dated.
 type pace struct{ slow, fwd bool }
 
 // ended updates slow as the current lease ends: unused tells whether it
@@ -43,14 +39,10 @@ func (p *pace) ended(unused bool) {
 	}
 }
 
-// wantFor is the next lease's size at capacity c (the soft one for the
-// suppressed strategy) given want, the size the key's use asks for: want,
-// and for a slow key at least the units the key may admit on average
-// (C/W) over a forward-dated lease's life, D + B, never above c nor most.
-// A key called once in a while would otherwise take many leases, doubling
-// from one unit, before one outlived the gap between its calls. The
-// scripts cap the grant at a quarter of the room left, and forward-date it
-// only while the grant leaves more than a quarter of the capacity free.
+// wantFor is the next lease's size at capacity c (soft, when suppressed):
+// want, and for a slow key at least its average admissions (C/W) over a
+// forward-dated lease's life D + B, so it need not double up from one
+// unit; never above c nor most. The scripts cap the grant further.
 func (p *pace) wantFor(want, c, ahead, most int64, cfg *window.Config) int64 {
 	if !p.slow || ahead == 0 {
 		return want

@@ -13,63 +13,43 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// Client is the part of a go-redis client the limiter calls, the one
-// redisabs and redissup take. When the client also has Pipeline
-// (*redis.Client, *redis.ClusterClient, *redis.Ring and the failover
-// clients of go-redis v9 all do) or ScriptPipelined (the rueidis adapter of
-// module sluicerueidis), the background sync sends each tick's calls in
-// pipelines, which a cluster client splits per node.
+// Client is the part of a go-redis client the limiter calls, as redisabs
+// and redissup take it. A client that also has Pipeline or ScriptPipelined
+// (the rueidis adapter) gets each tick's calls in pipelines.
 type Client interface {
 	redis.Scripter
 	Unlink(ctx context.Context, keys ...string) *redis.IntCmd
 }
 
-// Tuning of the sync. These bound the work of one tick: a tick visits at
-// most maxVisits keys and makes at most maxCalls calls of its script, in
-// pipelines of pipeBatch, whatever the number of keys in memory.
+// Tuning of the sync, bounding one tick's work whatever the keys in memory.
 const (
-	// maxVisits is the most tracked keys one tick looks at; the others
-	// wait for the next tick, in order.
-	maxVisits = 16_384
-	// maxCalls is the most Redis calls (releases, renewals and
-	// refreshes) one tick makes.
-	maxCalls = 1_024
-	// pipeBatch is the most calls in one pipeline.
-	pipeBatch = 512
+	maxVisits = 16_384 // tracked keys one tick looks at; the rest wait, in order
+	maxCalls  = 1_024  // Redis calls (releases, renewals, refreshes) one tick makes
+	pipeBatch = 512    // calls in one pipeline
 	// renewWithin × (B + sync interval) is how recently a key must have
-	// been used for the tick to renew its expiring lease.
+	// been used for a tick to renew its expiring lease.
 	renewWithin = 4
-	// idleTicks is how many ticks without a call and without a lease a
-	// key stays in memory (with its lease size). They are ticks, not
-	// visits: with more keys than a tick visits, a key is visited once
-	// every few ticks, and each visit counts the ticks since the last.
+	// idleTicks is how many ticks (not visits) a key without calls or
+	// lease stays in memory.
 	idleTicks = 20
-	// shrinkBelow: a shard's map is rebuilt when it holds a shrinkBelow-th
-	// of the most it held since it was built, and that peak was at least
-	// shrinkMin (Go maps never shrink by themselves).
+	// A shard's map is rebuilt when it holds a shrinkBelow-th of its peak
+	// of at least shrinkMin (Go maps never shrink).
 	shrinkBelow, shrinkMin = 4, 16
 )
 
-// MaxKeys bounds the keys a limiter holds in memory, those with a lease,
-// a cached refusal or a history. An Inc of a key that finds MaxKeys others
-// in memory takes no entry: Redis decides it, as redisabs (or redissup)
-// would, with no lease and no cached refusal, until idle keys leave memory.
-// It is 4 × maxVisits, so that a tick's walk covers the table every 4
-// ticks, and as many keys as hot-key relief remembers (redisprov.MaxKeys).
-// No option sets it: a key it turns away costs what the Redis provider
-// costs, while a larger table would slow the walk, and with it renewals
-// and reclamation, in proportion (docs/algorithms.md, Hybrid leases).
+// MaxKeys bounds the keys a limiter holds in memory. An Inc of a key that
+// finds no room is decided by Redis as redisabs (or redissup) would. 4 ×
+// maxVisits: a tick's walk covers the table every 4 ticks
+// (docs/algorithms.md, Hybrid leases).
 const MaxKeys = 4 * maxVisits
 
 const shardCount = 64
 
-// table is the lease table both strategies share: the keys in memory
-// (shards of a map), the background sync that visits them (tick, visit,
-// sendBatch), the one lease request per key in flight (lease), the
-// give-back of unused units, and Close. E is the strategy's entry, a
-// pointer to a struct that embeds entry; s is the strategy, which makes
-// the local decisions, the lease requests and the sync's script calls.
-// Absolute and Suppressed embed a table.
+// table is the lease table both strategies embed: the keys in memory, the
+// background sync (tick.go), the one lease request per key in flight
+// (lease.go), the give-back of unused units, and Close. E is the
+// strategy's entry (embeds entry); s makes the local decisions, lease
+// requests and sync calls.
 type table[E keyEntry] struct {
 	b        redisprov.Base
 	g        redisprov.Guard
@@ -80,34 +60,24 @@ type table[E keyEntry] struct {
 	shards   [shardCount]shard[E]
 	interval time.Duration
 	maxLease int64
-	// ahead is the most ms a lease's bucket may start after now
-	// (WithLeaseAhead), 0 for none.
-	ahead int64
+	ahead    int64 // the most ms a lease's bucket may start after now; 0: none
 
-	// count is the keys in the shards' maps, at most maxKeys (entryFor:
-	// MaxKeys, lower in tests); full counts the Incs decided without an
-	// entry because of it.
+	// count is the keys in the maps, at most maxKeys (MaxKeys, lower in
+	// tests); full counts the Incs decided without an entry.
 	count, full atomic.Int64
 	maxKeys     int64
-	// ticks counts the sync's ticks, for the idle count of the keys
-	// (visit); only the tick running reads or writes it.
-	ticks int64
+	ticks       int64 // the sync's ticks; only the running tick touches it
 
 	tmu     sync.Mutex // guards tracked and fresh
 	tracked []E        // every key in memory, in visiting order
 	fresh   []E        // keys added since the last tick
-	// spare is the array of the tracked keys before the latest tick,
-	// cleared, for the next tick's list (ticks never run at once: the
-	// loop's, then Close's): a tick over 10,000 keys allocates none.
-	spare []E
+	spare   []E        // the previous tick's array, cleared, reused (ticks never overlap)
 
 	stop, done chan struct{}
 	closeOnce  sync.Once
 	peeks      redisprov.Peeks // IsAllowed calls in flight, shared
 
-	// Redis calls by kind, for tests and benchmarks: an Inc's lease
-	// request, a tick's renewal, release and refresh (a suppressed key's
-	// figures and declines, no lease).
+	// Redis calls by kind, for tests and benchmarks.
 	fetches, renewals, releases, refreshes atomic.Int64
 	syncErrs                               atomic.Int64 // failed calls of ticks
 	forwards                               atomic.Int64 // grants in a bucket after now
@@ -136,10 +106,8 @@ type strategy[E keyEntry] interface {
 	// C and C), or an error naming op.
 	capacities(op string, rate limiter.Rate) (soft, hard int64, err error)
 	// local answers an Inc of q.n units (1 ≤ n ≤ hard) from e's lease or,
-	// when refusals is true, its cached refusal (false while the breaker
-	// is open: the policy answers what the lease cannot), with e.mu held;
-	// ok false: Redis must be asked. A lease or refusal of a key dated
-	// W + B or more ahead answers nothing (fromFuture).
+	// when refusals is true, its cached refusal, with e.mu held; ok false:
+	// ask Redis. A key dated W + B or more ahead answers nothing.
 	local(e E, q request, now int64, refusals bool) (d limiter.Decision, ok bool)
 	// peek answers an IsAllowed from e's open lease, with e.mu held; ok
 	// false: Redis must be asked.
@@ -147,9 +115,8 @@ type strategy[E keyEntry] interface {
 	// draw is an Inc's one number from the random source, in ppm, when
 	// Redis decides it (absolute: none).
 	draw() int64
-	// unleased is the Redis call of an Inc that takes no lease: n = 0
-	// (a peek for one unit), n above the hard capacity, or a key that
-	// found no room in memory (MaxKeys).
+	// unleased is the Redis call of an Inc that takes no lease (n = 0, n
+	// above hard, or no room in memory).
 	unleased(ctx context.Context, k string, q request) (limiter.Decision, error)
 	// peekRedis is IsAllowed's Redis call.
 	peekRedis(ctx context.Context, k string) (limiter.Decision, error)
@@ -184,11 +151,9 @@ type shard[E keyEntry] struct {
 // guarded by it.
 type entry struct {
 	key, hash string
-	// fetch is held (one token) by the one lease request of an Inc in
-	// flight for this key, and by Close while it gives the key's lease
-	// back. Ticks take it without waiting for a call that leases or sends
-	// declines (holdFetches); their renewals are installed only if no Inc
-	// brought a lease meanwhile (gen).
+	// fetch is a token held by the key's one lease request in flight, and
+	// by Close while it gives the lease back; ticks take it without waiting
+	// (holdFetches), and their renewals install only if gen did not move.
 	fetch chan struct{}
 	// fails counts the lease requests of the key that failed (takeFetch).
 	fails atomic.Int64
@@ -208,10 +173,7 @@ type entry struct {
 	// the next call records as offered and declined (suppressed only).
 	decl int64
 
-	// A cached refusal (hot-key relief, the Redis providers' mechanism):
-	// answered from memory until its RetryAfter, for the longer of the
-	// sync interval and B at most.
-	ref redisprov.Refusal
+	ref redisprov.Refusal // the cached refusal (hot-key relief's rule)
 
 	used    int64   // units admitted since the last tick
 	est     float64 // units admitted per tick, smoothed
@@ -302,9 +264,7 @@ func (t *table[E]) entryFor(op, k string) (e E, ok bool, err error) {
 			s.mu.Unlock()
 			return e, false, nil
 		}
-		// A key with no history is taken for a slow one: its first lease
-		// is forward-dated if it has room (the script decides); a
-		// suppressed key's first call takes no lease (take).
+		// A key with no history is taken for a slow one (pace).
 		e = t.kind.newEntry()
 		x := e.base()
 		x.key, x.hash, x.fetch, x.want, x.pace = k, h, make(chan struct{}, 1), 1, pace{slow: true}

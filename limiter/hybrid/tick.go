@@ -74,19 +74,14 @@ type syncCall[E keyEntry] struct {
 	renew, releaseOnly bool
 }
 
-// tick visits the keys in memory, at most maxVisits of them, and makes at
-// most maxCalls Redis calls, in pipelines of pipeBatch: it updates each
-// key's rate and lease size, forgets the idle ones, gives back unused
-// units, and renews the leases of keys in use that would expire before
-// the next tick, so that their callers keep answering from memory; a
-// suppressed key's tick also sends the declines made from memory and
-// refreshes the figures of open leases (Suppressed.refresh), so that every
-// instance decides with the fleet's rate of at most one interval ago. The
-// old lease keeps serving until the new one is installed; what is left of
-// it is given back by the next tick. A tick never makes a caller wait.
-// closing gives back every lease and renews none, first waiting (until ctx
-// is done) for each key's Redis call in flight; ctx nil makes no Redis
-// call.
+// tick visits up to maxVisits keys and makes up to maxCalls Redis calls:
+// it updates each key's rate and lease size, forgets idle keys, gives back
+// unused units, renews leases of keys in use that would expire before the
+// next tick, and for suppressed keys sends declines and refreshes figures
+// (Suppressed.refresh). An old lease serves until its renewal installs. A
+// tick never makes a caller wait. closing gives back every lease and
+// renews none, first waiting (until ctx is done) for each key's call in
+// flight; ctx nil makes no Redis call.
 func (t *table[E]) tick(ctx context.Context, closing bool) {
 	t.tmu.Lock()
 	t.tracked = append(t.tracked, t.fresh...)
@@ -162,9 +157,8 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	// About two sync intervals' worth at the key's rate, or what the
 	// last leases showed (resize), whichever is more.
 	x.want = min(max(int64(math.Ceil(2*x.est)), x.want, 1), max(x.hard, 1), t.maxLease)
-	// idle counts ticks: the ticks since the latest visit, or 1 when the
-	// key was called since (a call sets it to 0), so that a key visited
-	// every few ticks (more keys than maxVisits) is not kept longer.
+	// idle counts ticks since the latest visit (1 if called since), so a
+	// key visited every few ticks is not kept longer.
 	switch {
 	case used > 0:
 	case x.idle == 0:
@@ -184,12 +178,9 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	full := x.hard-x.acc < x.hard/4 // the key was nearly full at the latest reply
 	expired := now >= x.until
 	recent := now-x.lastUse < renewWithin*(t.b.Cfg.BucketMs+t.interval.Milliseconds())
-	// quiet: a sparse strategy's unused units of an expired lease wait
-	// to be given back by a tick until B + D after the key's latest use.
-	// A call within that time sends them with its lease request (after a
-	// quiet B + D it would take no lease, take), so the tick's
-	// release is needed only for a key that stays quiet longer; meanwhile
-	// they are counted, which only admits less.
+	// quiet: a sparse strategy's expired lease is given back by a tick only
+	// B + D after the key's latest use; an earlier call sends it with its
+	// lease request (meanwhile the units count, which only admits less).
 	quiet := !t.kind.sparse || now-x.lastUse >= t.b.Cfg.BucketMs+x.aheadArg(t.ahead)
 	switch {
 	case closing:
@@ -198,15 +189,10 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 			x.left, x.until, x.granted = 0, 0, 0
 		}
 	case x.until > 0 && x.hits > 0 && recent && (x.left == 0 || !x.slow && now+t.interval.Milliseconds() >= x.until) && !(full && used == 0):
-		// Holding a lease (not refused at its last request) that answered
-		// from memory, in use lately, and used up, or expiring before the
-		// next tick on a key that uses its leases up: renew. (A key called
-		// less often than its leases live gains nothing from renewals, and
-		// is left to its Incs: a slow key's lease with units left expires,
-		// and the next Inc gives them back in its lease request.) A
-		// lease still valid keeps serving until the reply installs the
-		// new one (if no Inc brought one meanwhile); an expired one is
-		// given back in the same call.
+		// Renew a lease that answered from memory, on a key in use lately,
+		// when it is used up or expires before the next tick on a key that
+		// uses its leases up (slow keys are left to their Incs). An expired
+		// lease is given back in the same call.
 		if expired {
 			if x.left > 0 {
 				call.start, call.rel = x.start, x.left
@@ -219,11 +205,9 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 		call.ahead = x.aheadArg(t.ahead)
 		x.renews++
 	case x.left > 0 && used == 0 && (full || expired && quiet):
-		// Idle since the last tick, and the lease has expired (and the key
-		// stayed quiet) or the key was nearly full at the grant (others
-		// may be waiting for those units): give the rest back (the script
-		// skips a bucket that has died). A lease of an idle key with room
-		// to spare is kept until it expires.
+		// Idle since the last tick, with the lease expired (and the key
+		// quiet) or the key nearly full (others may wait for the units):
+		// give the rest back. An idle key with room keeps its lease.
 		call.start, call.rel = x.start, x.left
 		x.resize(t.maxLease)
 		if expired {
@@ -248,12 +232,10 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	return calls, true
 }
 
-// sendBatch sends one pipeline of a tick's calls of the sync's script,
-// and once more the ones Redis did not find the script for, after loading
-// it. A call that writes (a lease, or declines to report) holds the key's
-// fetch token (holdFetches); without it, it neither leases nor reports,
-// and its declines go back to the key, for the Inc that holds the token
-// (or the next tick) to send.
+// sendBatch sends one pipeline of a tick's calls (again with EVAL on
+// NOSCRIPT). A call that writes holds the key's fetch token
+// (holdFetches); without it, it neither leases nor reports, and its
+// declines go back to the key.
 func (t *table[E]) sendBatch(ctx context.Context, batch []syncCall[E]) {
 	held := holdFetches(len(batch), func(i int) (chan struct{}, bool) {
 		return batch[i].e.base().fetch, batch[i].renew || batch[i].push > 0
@@ -285,12 +267,9 @@ func (t *table[E]) sendBatch(ctx context.Context, batch []syncCall[E]) {
 			err = t.s.synced(s, held[i], send, cmd.Val())
 		}
 		if err != nil {
-			// Unreleased units stay counted until their bucket dies, a
-			// renewal that failed leaves the key to its next Inc, and the
-			// declines sent may be lost, which only lowers the factor
-			// others see. The breaker is left to the callers' own calls:
-			// a tick's failure (a pooled connection that died with a
-			// restarted server, say) must not send them to the policy.
+			// A failure costs only counted units or lost declines; the
+			// breaker is left to the callers' own calls (a tick's failure,
+			// say a stale pooled connection, must not open it).
 			t.syncErrs.Add(1)
 		}
 		if s.renew {
@@ -302,8 +281,6 @@ func (t *table[E]) sendBatch(ctx context.Context, batch []syncCall[E]) {
 	})
 }
 
-// addDeclined adds n units declined from memory to d, the units a key's
-// next call will record as declined: at most window.MaxDeclined in all,
-// what Redis records of them (sup_inc.lua caps a push as a refusal), so
-// that huge refused costs never overflow the count.
+// addDeclined adds n units declined from memory to d, capped at
+// window.MaxDeclined as sup_inc.lua caps a push.
 func addDeclined(d, n int64) int64 { return min(d+n, window.MaxDeclined) }
