@@ -21,9 +21,9 @@
 -- ARGV[9]  and its unused units, given back first ('0': no release)
 -- ARGV[10] optional, with ARGV[7]: D, the most ms a lease's bucket may
 --          start after now (a forward-dated lease)
--- ARGV[11] optional, '1': the failover's write-back (internal/failover):
---          n units a local fallback admitted, recorded whatever the key
---          holds (ARGV[7] to ARGV[10] are then 0)
+-- ARGV[11] optional, the mode: 'writeback' is the failover's write-back
+--          (internal/failover): n units a local fallback admitted, recorded
+--          whatever the key holds (ARGV[7] to ARGV[10] are then 0)
 -- ARGV[4] and ARGV[5] are stored as sent: plain decimals.
 --
 -- Reply (internal/redisx.Decision reads every form):
@@ -291,9 +291,9 @@ end
 
 local allowed = (not never) and used + cost <= c
 -- The write-back of units a local fallback admitted while Redis could not
--- be asked (ARGV[11] '1'): they were admitted, so they are recorded
+-- be asked (the mode ARGV[11] 'writeback'): they were admitted, so they are recorded
 -- whatever the key holds. Checked on a refusal only.
-if not allowed and ARGV[11] == '1' then allowed = true end
+if not allowed and ARGV[11] == 'writeback' then allowed = true end
 
 -- == 6. Write: the lease, the bucket, the meta ==========================
 -- A lease reserves g units where a call would record n.

@@ -15,9 +15,9 @@
 --          most the largest capacity + 1
 -- ARGV[3 + 4(i-1) ..]  for limit i: W, B, C (a plain decimal, stored as
 --          sent) and the PEXPIRE of its writes in ms (W + B)
--- ARGV[3 + 4k]  optional, '1': the failover's write-back (internal/failover):
---          n units a local fallback admitted, recorded in every limit
---          whatever it holds
+-- ARGV[3 + 4k]  optional, the mode: 'writeback' is the failover's
+--          write-back (internal/failover): n units a local fallback
+--          admitted, recorded in every limit whatever it holds
 --
 -- Reply: one string of decimals, each followed by a space (limiter/redisabs
 -- reads both forms):
@@ -186,9 +186,9 @@ for i = 1, nk do
   S[o + USED], S[o + OLDEST], S[o + NEWEST], S[o + NCOUNT] = used, oldest, newest, ncount
   if cost > c or used + cost > c then allowed = false end
 end
--- The write-back (ARGV[3 + 4k] '1') records its units whatever the limits
+-- The write-back (the mode ARGV[3 + 4k] 'writeback') records its units whatever the limits
 -- hold; checked on a refusal only.
-if not allowed and ARGV[3 + 4 * nk] == '1' then allowed = true end
+if not allowed and ARGV[3 + 4 * nk] == 'writeback' then allowed = true end
 
 -- Record the call in every limit (or, on a refusal, store a limit's
 -- expiry and capacity) as abs_inc.lua's writes do.

@@ -15,9 +15,7 @@
 --          most H + 1 (window.RecordedCost)
 -- ARGV[7]  the suppression cache period in ms; 0 computes the factor on
 --          every call
--- ARGV[8]  the call's random draw in ppm, in [0, 999999]; 1000000 is the
---          failover's write-back (internal/failover): n units a local
---          fallback admitted, recorded as accepted whatever the key holds
+-- ARGV[8]  the call's random draw in ppm, in [0, 999999]
 -- ARGV[9]  the PEXPIRE in ms, W + B, set by a write that opens a bucket,
 --          and by every write under the caller's clock
 -- ARGV[10] optional, the hybrid's call (docs/algorithms.md, Hybrid leases):
@@ -30,6 +28,10 @@
 --          recorded as offered and declined (at least one)
 -- ARGV[14] optional, D: the most ms a lease's bucket may start after now
 --          (a forward-dated lease)
+-- ARGV[15] optional, the mode: 'writeback' is the failover's write-back
+--          (internal/failover): n units a local fallback admitted, recorded
+--          as accepted whatever the key holds (ARGV[10] to ARGV[14] are
+--          then 0 and ignored: no lease, no hybrid reply)
 -- ARGV[4] and ARGV[5] are stored as sent: plain decimals.
 --
 -- Reply (internal/redisx.Decision reads every form):
@@ -76,7 +78,7 @@ local w, b, soft = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
 local sp = w + b -- a bucket is live while now - start < W + B
 -- H, the cache period and the draw, parsed only by a call that may need
 -- them (below): an admission below the soft capacity does not.
-local hard, cache, draw
+local hard, cache, draw, wb
 local ttl = ARGV[9]
 local write = n > 0
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
@@ -86,11 +88,11 @@ local fmt = string.format -- fmt('%d', x): tostring prints large numbers in expo
 -- the release of an earlier lease happens first, before the hash is read,
 -- so that the call decides on what is left. hext (set before the record
 -- below) is the lease beyond n.
-local hyb = ARGV[10] ~= nil
+local hyb = ARGV[10] ~= nil and ARGV[15] ~= 'writeback'
 local hwant, hpush, hext = 0, 0, 0
 if hyb then
   hwant, hpush = ARGV[10] + 0, ARGV[13] + 0
-  hard, cache, draw = ARGV[5] + 0, ARGV[7] + 0, ARGV[8] + 0
+  hard, cache, draw, wb = ARGV[5] + 0, ARGV[7] + 0, ARGV[8] + 0, false
   if hwant > 0 or hpush > 0 then write = true end
   local rel, HP = ARGV[12] + 0, 4294967296
   local mk0 = rel > 0 and redis.call('HMGET', h, 'm', 'k')
@@ -271,20 +273,20 @@ local forecast = used - declined + cost
 local outcome, allowed, f, computed = 0, true, 0, false
 local decided, never = false, false
 if not hyb and (not linked or forecast > soft) then
-  hard, cache, draw = ARGV[5] + 0, ARGV[7] + 0, ARGV[8] + 0
+  hard, cache, draw, wb = ARGV[5] + 0, ARGV[7] + 0, ARGV[8] + 0, ARGV[15] == 'writeback'
 end
 if hard then never = cost > hard end
 if linked then
   if forecast <= soft then
     decided = true
   elseif forecast > hard then
-    -- refused, but for the write-back (a draw of PPM, see below)
-    outcome, allowed, f, decided = 2, draw == PPM, PPM, true
+    -- refused, but for the write-back (wb, see below)
+    outcome, allowed, f, decided = 2, wb, PPM, true
   elseif live and cache > 0 then
     local fat = fts + 0 -- ft 0: none cached
     if fat > 0 and now - fat < cache then
       f = fs + 0
-      outcome, allowed, decided = 2, draw >= f, true
+      outcome, allowed, decided = 2, draw >= f or wb, true
     end
   end
 end
@@ -537,21 +539,20 @@ if not decided or not rdone then
     if forecast <= soft then
       -- below the soft capacity: admitted, factor 0
     elseif forecast > hard then
-      outcome, allowed, f = 2, draw == PPM, PPM
+      outcome, allowed, f = 2, wb, PPM
     else
       outcome = 2
       f, computed = factor()
-      allowed = draw >= f
+      allowed = draw >= f or wb
     end
     rdone = allowed or never
   end
   if not rdone then retry = retryAfter(used - declined, soft) end
 end
 -- == 8. Write: dead fields, the lease, the bucket, the meta =============
--- The write-back (a draw of PPM) is admitted between S and H by the draw
--- and above H by the two refusals above, which alone compare the draw
--- with PPM: the other paths pay nothing for it. Its units were admitted,
--- so they are accepted whatever the key holds.
+-- The write-back (wb, the mode ARGV[15]) is admitted by the decisions
+-- above S, which alone read it. Its units were admitted, so they are
+-- accepted whatever the key holds.
 if write and gone then
   if #gone == 1 then
     redis.call('HDEL', h, gone[1]) -- the usual case, without unpack

@@ -11,13 +11,14 @@
 -- KEYS[i]  <prefix>:{<key>}:sup:h:<name>, the hash of limit i, 1 <= i <= 8
 -- ARGV[1]  now in ms; an empty string reads Redis TIME
 -- ARGV[2]  the suppression cache period in ms; 0 computes every factor
--- ARGV[3]  the call's random draw in ppm, in [0, 999999]; 1000000 is the
---          failover's write-back (internal/failover): units a local
---          fallback admitted, recorded as accepted in every limit
+-- ARGV[3]  the call's random draw in ppm, in [0, 999999]
 -- then six values per limit i, from ARGV[4 + 6 (i - 1)]: W, B, S, H (H >=
 --   S), n (the cost to record in this limit, H + 1 when n > H:
 --   window.RecordedCost; 0 in every limit for a peek) and the PEXPIRE of
 --   a write in ms (W + B)
+-- ARGV[4 + 6k]  optional, the mode: 'writeback' is the failover's
+--          write-back (internal/failover): units a local fallback
+--          admitted, recorded as accepted in every limit whatever it holds
 --
 -- Reply: {allowed, then six integers per limit: outcome, refused,
 --         remaining, retry after ms, reset after ms, factor ppm}. outcome
@@ -411,7 +412,7 @@ local P = 4294967296 -- 2^32: a closed bucket's value is offered * P + link
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
 
 local nk = #KEYS
-if nk < 1 or nk > 8 or #ARGV ~= 3 + 6 * nk then
+if nk < 1 or nk > 8 or #ARGV ~= 3 + 6 * nk and #ARGV ~= 4 + 6 * nk then
   return redis.error_reply('ERR sup_set.lua: ' .. nk .. ' keys and ' .. #ARGV .. ' arguments')
 end
 local now
@@ -450,6 +451,7 @@ for i = 1, nk do
   if f > setf then setf = f end
 end
 local allowed = draw >= setf
+if not allowed and ARGV[4 + 6 * nk] == 'writeback' then allowed = true end
 
 -- Record in every limit and answer.
 local reply = {allowed and 1 or 0}
