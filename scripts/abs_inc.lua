@@ -1,132 +1,54 @@
 -- abs_inc.lua: one decision of the absolute strategy (docs/algorithms.md,
--- Absolute strategy). It is the Redis twin of internal/window's
--- State.IncAbsolute (ARGV[4] > 0) and State.IsAllowedAbsolute (ARGV[4] = 0)
--- and must compute exactly what they compute.
+-- Absolute strategy), the Redis twin of internal/window's
+-- State.IncAbsolute (ARGV[4] > 0) and State.IsAllowedAbsolute (ARGV[4] = 0).
+-- The hash, its record "v" ("a2 <W> <B>") and the error replies
+-- SLUICEWINDOW and SLUICELAYOUT: docs/data-model.md. How the scripts are
+-- written for cost: docs/benchmarks.md, Instructions per call.
 --
 -- KEYS[1]  the key's hash, <prefix>:{<escaped key>}:abs:h
 -- ARGV[1]  now in ms, or an empty string to read Redis TIME
 -- ARGV[2]  W, the window in ms
 -- ARGV[3]  B, the bucket in ms
--- ARGV[4]  C, the capacity; 0 answers IsAllowed: the capacity stored by the
---          key's latest Inc is used, and a key with no live bucket is
---          allowed with every number 0 (ARGV[5] must then be 0)
+-- ARGV[4]  C, the capacity; 0 answers IsAllowed with the capacity the key's
+--          latest Inc stored (ARGV[5] must then be 0)
 -- ARGV[5]  n, the cost; 0 is a peek for one unit that writes nothing
--- ARGV[6]  the PEXPIRE in ms: W + B (longer only when the caller sends its
---          own clock in ARGV[1], see internal/redisx.TTLMs). It is set by a
---          write that opens a bucket (a new key included); a write that
---          keeps the newest bucket (a join, or a refusal that stores the
---          capacity or deletes dead buckets) skips it, since the TTL set
---          when that bucket opened already ends W + B after its start,
---          when it dies. Under the caller's clock every write sets it: that
---          clock may stand still while Redis counts the TTL in real time.
--- ARGV[7]  optional, the hybrid provider's lease (docs/algorithms.md, Hybrid
---          leases): the most units to reserve. An admission of n (ARGV[5])
---          then records g units, n <= g <= ARGV[7], at most a quarter of
---          the room left (rounded up) beyond n, and answers
---          {g, start of the bucket that holds them, now, remaining, reset}.
--- ARGV[8]  optional, with ARGV[9]: the start (ms) of the bucket an earlier
--- ARGV[9]  lease reserved its units in, and the units of it left unused.
---          They are taken out of that bucket and of the total first, if the
---          bucket is still stored and live; a closed bucket left with no
---          unit is stored as a plain 0 (no link). ARGV[5] = 0 with a release
---          only releases.
--- ARGV[10] optional, with ARGV[7]: the most ms, D, by which the lease's
---          bucket may start after now (a forward-dated lease, which lives
---          D + B instead of B). For a grant of more than n units (a grant
---          of n is a plain admission) the script uses
---          floor(D * min(C, 1.5 C - 2 (used + g)) / C) when positive: all
---          of D while the grant leaves three quarters of the capacity
---          free, less and less below, 0 once it would leave a quarter or
---          less. It joins
---          the newest bucket when that starts less than B before (or
---          after) now + that offset, and opens a bucket there otherwise.
---          Every write to a hash whose newest bucket starts after now (a
---          join by any call) joins that bucket, and every PEXPIRE then
---          adds its start - now, so the key lives until that bucket dies.
--- ARGV[11] optional, '1': the failover's write-back (internal/failover):
---          n units a local fallback admitted while Redis could not be
---          asked, recorded as admitted whatever the key holds, even above
---          C (ARGV[7] to ARGV[10] are then sent as 0: no lease, no
---          release). The reply is then the lease's form, {n, ...}.
--- ARGV[4] and ARGV[5] are stored as sent, so they must be plain decimals
--- (as go-redis sends an int64).
+-- ARGV[6]  the PEXPIRE in ms, W + B (internal/redisprov.TTLMs), set by a write
+--          that opens a bucket, and by every write under the caller's clock
+-- ARGV[7]  optional, the hybrid's lease (docs/algorithms.md, Hybrid
+--          leases): the most units to reserve; an admission then records g,
+--          n <= g <= ARGV[7], at most a quarter of the room beyond n
+-- ARGV[8]  optional: the start (ms) of the bucket an earlier lease used
+-- ARGV[9]  and its unused units, given back first ('0': no release)
+-- ARGV[10] optional, with ARGV[7]: D, the most ms a lease's bucket may
+--          start after now (a forward-dated lease)
+-- ARGV[11] optional, the mode: 'writeback' is the failover's write-back
+--          (internal/redisprov): n units a local fallback admitted, recorded
+--          whatever the key holds (ARGV[7] to ARGV[10] are then 0)
+-- ARGV[4] and ARGV[5] are stored as sent: plain decimals.
 --
--- The hash (docs/data-model.md): one meta field "m", five decimals
--- separated by spaces, "<c> <u> <o> <n> <nc>": c the stored capacity, u the
--- sum of all stored bucket counts, o the oldest stored bucket start, n the
--- newest bucket's start and nc its count; and one field "<start ms>"
--- (decimal) for every older bucket, whose value links it to the next:
--- count * 2^32 + (next start - start), or -count for a count of 2^21 or
--- more (no link: the sum would not fit a double exactly). A closed bucket
--- left with no unit (a lease's release) is a plain 0; while one may be
--- stored, "m" has a sixth decimal, " <z>", the newest such bucket's start,
--- dropped by the first write that finds the oldest bucket after it. A
--- five-value "m" says every closed bucket holds a unit, so that a refusal
--- that lacks one unit answers with the oldest bucket's death without
--- reading it. The newest bucket lives in "m" until a newer one opens, so
--- that joining it (nearly every call on a busy key) rewrites the one meta
--- field at the front of the hash;
--- one field costs Redis less to read and write than five (about 10,000
--- instructions a call), and it holds the capacity as the call sent it, so
--- the latest rate is stored by every write at no extra cost. Buckets with
--- now - start >= W + B are dead: they are ignored at once and deleted by
--- the next write that finds them. The links make that one HGET per dead
--- bucket, oldest first, for up to 8 of them; more dead buckets, or a
--- bucket without a link (-count, or a plain count, which no sluice
--- writes), make the call read the whole hash once. A hash without a live
--- bucket is an absent key; one whose "m" is not five or six decimals too,
--- and one without "m" (an earlier layout, whose fields this script
--- ignores) reads as absent. A bucket value that is not a number fails the
--- call with a script error.
+-- Reply (internal/redisprov.Decision reads every form):
+--   an integer r >= 0: admitted with fewer than 2^21 units remaining:
+--     remaining = floor(r / 2^32), reset_after_ms = r mod 2^32;
+--   {limit, remaining, reset_after_ms}: any other admission;
+--   an integer r < 0: refused, nothing remaining, not never, retry and
+--     reset below 2^26 ms: v = -r - 1, reset = v mod 2^26,
+--     retry = floor(v / 2^26);
+--   {outcome (1), allowed (0), limit, remaining, retry_after_ms,
+--     reset_after_ms, factor_ppm (0), never}: any other refusal;
+--   with ARGV[7] or a write-back: {g, start of the bucket written, now,
+--     remaining, reset}.
 --
--- The record "v", "a2 <W> <B>" (docs/data-model.md, The record): the
--- layout and the window and bucket the hash was created with, written
--- with "m" by the write that creates the hash and by the first write to a
--- live hash without one (an earlier layout's). Every call reads it with
--- "m" (HMGET m v) and compares it whole with "a2 ARGV[2] ARGV[3]": another
--- window or bucket on a hash live under its own is the error reply
--- "SLUICEWINDOW <stored> <the call's>", nothing read or written; dead
--- under its own, the hash is absent. A record of another layout is the
--- error reply "SLUICELAYOUT <stored>".
---
--- Reply, four forms (internal/redisx.Decision reads them all):
---   an integer r ≥ 0: an Inc or peek (ARGV[4] > 0) admitted below capacity
---     with fewer than 2^21 units remaining: remaining = floor(r / 2^32),
---     reset_after_ms = r mod 2^32 (W < 2^32), limit = ARGV[4];
---   {limit, remaining, reset_after_ms}: any other admission (IsAllowed on an
---     absent key: all 0);
---   an integer r < 0: a refusal of an Inc (ARGV[4] > 0) with nothing
---     remaining, not never, and retry and reset after ms below 2^26: with
---     v = -r - 1, reset_after_ms = v mod 2^26, retry_after_ms =
---     floor(v / 2^26), limit = ARGV[4];
---   {outcome (1 rejected), allowed (0), limit, remaining, retry_after_ms,
---     reset_after_ms, factor_ppm (always 0), never (0/1)}: any other refusal.
---
--- Cost: the common call, on a key none of whose buckets has died, parses
--- each number once (x + 0: tonumber parses twice), formats only what it
--- computed, makes no closure and answers with one integer; each of those
--- is worth about 1,000 to 6,000 instructions of a 60,000-instruction call
--- (docs/benchmarks.md, Instructions per call). The worst call reads the
--- whole hash once (HGETALL) and walks it once: at most W/B + 1 live
--- buckets, which config.MaxBuckets bounds (docs/algorithms.md, Bounded
--- work).
---
--- The script reads in sections, in the order a call runs them: 1.
--- arguments, 2. the release of a lease, 3. decode (the meta field and the
--- record), 4. expire, 5. decide, 6. write, 7. reply. Each begins with a
--- line "-- == N. ...". They are sections of one chunk, not functions: the
--- common path makes no closure (a closure costs about 1,300
--- instructions).
+-- Sections, in the order a call runs them (bench/floor/sections.sh cuts
+-- at each "-- == N." line): 1. arguments, 2. the release of a lease,
+-- 3. decode, 4. expire, 5. decide, 6. write, 7. reply.
 -- == 1. Arguments =======================================================
 if redis.replicate_commands then redis.replicate_commands() end
--- Globals as locals: a global's every use is a lookup in the globals
--- table; a local's is a register.
+-- globals as locals
 local ARGV, redis, string = ARGV, redis, string
 
 local h = KEYS[1]
 local w, b, c = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
--- n: a cost of one, nearly every call, is not parsed (each parse of a
--- decimal costs Redis about 900 instructions)
+-- n: a cost of one, nearly every call, is not parsed
 local n = 1
 if ARGV[5] ~= '1' then n = ARGV[5] + 0 end
 local sp = w + b -- a bucket is live while now - start < W + B
@@ -251,12 +173,10 @@ local moved = cs ~= ARGV[4] -- the capacity to store differs from the stored one
 -- Expire along the links: drop the buckets that died since the last write,
 -- oldest first, one HGET each. dead (the fields to delete) is set once the
 -- oldest start has moved, by the links or by a scan below. A missing or
--- broken link, or more than LINKS dead buckets (one HGETALL costs less
--- than that many HGETs), leaves the call to scan.
+-- broken link, or more than LINKS dead buckets, leaves the call to scan.
 local LINKS = 8
 -- ofield: the oldest bucket's start as a string, nil once the links moved
--- it: it is formatted only where a command needs it (a format costs about
--- 2,400 instructions; the write formats oldest into "m" anyway)
+-- it (formatted only where a command needs it)
 local dead, ofield = nil, os
 if live and not fresh then
   dead = {}
@@ -319,12 +239,10 @@ end
 -- newest, from "m", last), sums them in used, notes the dead ones in dead
 -- and sets oldest. A compact (listpack) hash returns its fields in the
 -- order they were written, which is ascending start order, so the sort
--- runs only for a hash Redis has converted to a hash table. Numbers are
--- parsed once and no table is made per bucket. The newest bucket is live
--- whenever scan runs. It is made only for a call that needs it (a closure
--- costs about as much as parsing a number): one whose links are missing,
--- broken or too many, or a refusal whose oldest bucket does not free
--- enough.
+-- runs only for a hash Redis has converted to a hash table. The newest
+-- bucket is live whenever scan runs. The closure is made only for a call
+-- that needs it: links missing, broken or too many, or a refusal whose
+-- oldest bucket does not free enough.
 local scan, starts, counts, k
 if live and (not fresh or not rdone) then
   scan = function()
@@ -373,10 +291,9 @@ end
 
 local allowed = (not never) and used + cost <= c
 -- The write-back of units a local fallback admitted while Redis could not
--- be asked (ARGV[11] '1'): they were admitted, so they are recorded
--- whatever the key holds. Checked on a refusal only: the admitted paths
--- pay nothing for it.
-if not allowed and ARGV[11] == '1' then allowed = true end
+-- be asked (the mode ARGV[11] 'writeback'): they were admitted, so they are recorded
+-- whatever the key holds. Checked on a refusal only.
+if not allowed and ARGV[11] == 'writeback' then allowed = true end
 
 -- == 6. Write: the lease, the bucket, the meta ==========================
 -- A lease reserves g units where a call would record n.
@@ -496,8 +413,7 @@ if not never and (not rdone or not fresh) then
   end
 end
 if remaining == 0 and not never and ARGV[4] ~= '0' and retry < 67108864 and reset < 67108864 then
-  -- a refusal of a saturated key, one integer: a table of eight costs
-  -- Redis about 8,000 instructions more to answer
+  -- a refusal of a saturated key, one integer
   return -(retry * 67108864 + reset) - 1
 end
 local nv = 0

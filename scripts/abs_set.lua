@@ -1,69 +1,37 @@
 -- abs_set.lua: one decision of the absolute strategy on a set of limits
--- (docs/algorithms.md, Sets of limits). It is the Redis twin of
--- internal/window's IncAbsoluteSet and must compute exactly what it
--- computes: the call is admitted only if every limit has room for it, and
--- then recorded in every limit; a refusal records nothing.
+-- (docs/algorithms.md, Sets of limits), the Redis twin of internal/window's
+-- IncAbsoluteSet: admitted only if every limit has room, then recorded in
+-- every limit; a refusal records nothing. Each hash is handled as
+-- abs_inc.lua handles its one hash (expiry along the links, record "v",
+-- SLUICEWINDOW and SLUICELAYOUT before anything is written), with a sixth
+-- value in "m", "<c> <u> <o> <n> <nc> <t>": t, the span its TTL counts
+-- from the newest bucket (docs/data-model.md, Expiry); under Redis TIME a
+-- join sets no PEXPIRE unless its W + B is longer than t.
 --
 -- KEYS[i]  the hash of limit i, <prefix>:{<escaped key>}:abs:h:<name>, for
---          i = 1..k (k <= 8); every hash has the layout of abs_inc.lua's
---          but for one more value in "m", "<c> <u> <o> <n> <nc> <t>": t,
---          the span its TTL counts from the newest bucket (see the TTL
---          rule below; docs/data-model.md, Expiry). A hash whose "m" is
---          not six decimals reads as absent, and a write deletes it first.
+--          i = 1..k (k <= 8)
 -- ARGV[1]  now in ms, or an empty string to read Redis TIME
 -- ARGV[2]  n, the cost; 0 is a peek for one unit that writes nothing; at
---          most the largest capacity + 1 (a request that can never fit is
---          sent so)
+--          most the largest capacity + 1
 -- ARGV[3 + 4(i-1) ..]  for limit i: W, B, C (a plain decimal, stored as
---          sent) and the PEXPIRE of its writes in ms (W + B, longer only
---          when the caller sends its own clock), a plain decimal
--- ARGV[3 + 4k]  optional, '1': the failover's write-back (internal/failover):
---          n units a local fallback admitted while Redis could not be
---          asked, recorded in every limit whatever it holds, even above C
+--          sent) and the PEXPIRE of its writes in ms (W + B)
+-- ARGV[3 + 4k]  optional, the mode: 'writeback' is the failover's
+--          write-back (internal/redisprov): n units a local fallback
+--          admitted, recorded in every limit whatever it holds
 --
--- Reply: one string of decimals, each followed by a space, in one of two
--- forms (limiter/redisabs reads both; Redis sends a string as it is, where
--- it converts a table element by element):
+-- Reply: one string of decimals, each followed by a space (limiter/redisabs
+-- reads both forms):
 --   an admission with fewer than 2^21 units remaining in every limit: k
 --     values, per limit remaining * 2^32 + reset_after_ms;
 --   any other decision: 1 + 4k values, allowed (0/1), then per limit:
---     refused (0/1), remaining, retry_after_ms, reset_after_ms. Refused is
---     set for a limit without room (or whose C is below n); its retry is
---     the time until it has room, 0 when it never will.
--- Limit and never are known to the caller.
---
--- Each hash is handled as abs_inc.lua handles its one hash, with the same
--- fields, the same expiry along the links (at most 8 HGETs, else one
--- HGETALL) and the same writes, and the same TTL rule but for a second
--- window for one name: under Redis TIME a join sets no PEXPIRE unless its
--- W + B is longer than the hash's t (see the writes below), so that the
--- cost per limit stays what abs_inc.lua costs (docs/algorithms.md,
--- Bounded work); see abs_inc.lua for the layout and the reasons behind
--- each step.
---
--- Cost: the limits' state lives in one flat table sized once, not a table
--- per limit; the scan is a function that captures none of the script's
--- locals (each captured local costs every call an upvalue); every reply
--- is one string; a join's "m" is one concatenation. The commands alone
--- (per limit HGET, HSET and PEXPIRE) cost Redis about 1.43 times a whole
--- single-limit join, so a set of three stays above twice a single Inc
--- (docs/benchmarks.md, Sets of limits, says what blocks the rest).
---
--- Each hash carries the record "v", "a2 <W> <B>", read and written as
--- abs_inc.lua does (docs/data-model.md, The record); a limit whose live hash
--- records another window or bucket fails the whole call with the error
--- reply "SLUICEWINDOW <stored> <the call's>" before anything is written,
--- another layout with "SLUICELAYOUT <stored>".
+--     refused (0/1), remaining, retry_after_ms (0: never), reset_after_ms.
 if redis.replicate_commands then redis.replicate_commands() end
 
 -- scan reads every stored bucket of hash h in one HGETALL, as
 -- abs_inc.lua's scan, and returns the live ones oldest first in parallel
 -- arrays (starts, counts, k of them, the newest, from "m", last), their
--- sum, the fields of the dead ones and the oldest live start. It takes
--- everything as arguments: a function that captures the script's locals
--- costs every call an upvalue per local (several thousand instructions
--- for the dozen an earlier version captured), one that captures none a
--- single allocation.
+-- sum, the fields of the dead ones and the oldest live start. It captures
+-- none of the script's locals: everything is an argument.
 local function scan(h, now, sp, newest, ncount)
   local P = 4294967296
   -- more fields than any record holds (another client's): an error
@@ -107,8 +75,7 @@ local function scan(h, now, sp, newest, ncount)
   return {starts, counts, k}, used, gone, oldest
 end
 
--- Globals as locals: a global's every use is a lookup in the globals
--- table; a local's is a register. (After scan, which so captures none.)
+-- globals as locals (after scan, which so captures none)
 local ARGV, redis, string = ARGV, redis, string
 local now
 if ARGV[1] == '' then
@@ -123,8 +90,7 @@ local cost = n
 if cost < 1 then cost = 1 end
 local nk = #KEYS
 -- Under the caller's clock t is never read (every write sets its TTL):
--- the meta pattern then leaves it uncaptured, a capture costing about
--- 600 instructions a limit.
+-- the meta pattern then leaves it uncaptured.
 local clock = ARGV[1] ~= ''
 local META = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$'
 if clock then META = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) %d+$' end
@@ -133,9 +99,7 @@ local P = 4294967296 -- 2^32: a closed bucket's value is count * P + link
 local LINKS = 8
 
 -- The limits' state, in one flat table of NV values per limit (limit i's
--- from S[NV (i - 1) + 1]) rather than a table per limit: a table costs its
--- allocation and a hash part for named fields, and the common call needs
--- only these values between its read and its write.
+-- from S[NV (i - 1) + 1]) rather than a table per limit.
 local NV = 13
 local SP, BK, CAP, USED, OLDEST, NEWEST, NCOUNT, STATE, OF, NS, MOVED, TS, REC = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
 -- STATE: 0 absent, 1 live, 2 stale (no live bucket, or "m" unreadable: a
@@ -143,9 +107,8 @@ local SP, BK, CAP, USED, OLDEST, NEWEST, NCOUNT, STATE, OF, NS, MOVED, TS, REC =
 -- newest start as stored; MOVED: the capacity to store differs from the
 -- stored one; TS: the stored span t (see the TTL rule below); REC: the
 -- record the limit's writes store, false when "v" already holds it.
--- Presized for three limits and a refusal's reply values (a table grown
--- one value at a time is rehashed at every power of two); a larger set
--- grows it. Sizing it for eight measured no cheaper for three limits.
+-- Presized for three limits and a refusal's reply values; a larger set
+-- grows it.
 local S = {false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false, false, false,
@@ -223,9 +186,9 @@ for i = 1, nk do
   S[o + USED], S[o + OLDEST], S[o + NEWEST], S[o + NCOUNT] = used, oldest, newest, ncount
   if cost > c or used + cost > c then allowed = false end
 end
--- The write-back (ARGV[3 + 4k] '1') records its units whatever the limits
--- hold; checked on a refusal only, so that admissions pay nothing for it.
-if not allowed and ARGV[3 + 4 * nk] == '1' then allowed = true end
+-- The write-back (the mode ARGV[3 + 4k] 'writeback') records its units whatever the limits
+-- hold; checked on a refusal only.
+if not allowed and ARGV[3 + 4 * nk] == 'writeback' then allowed = true end
 
 -- Record the call in every limit (or, on a refusal, store a limit's
 -- expiry and capacity) as abs_inc.lua's writes do.
@@ -285,7 +248,7 @@ if n > 0 then
           S[o + NEWEST], S[o + STATE], S[o + REC], tj = now, 1, false, tl
         elseif now - newest < S[o + BK] then
           -- a join: one concatenation (numbers below 10^14 print as
-          -- integers) costs less than string.format's sprintf per value
+          -- integers)
           local nc = S[o + NCOUNT] + n
           if used < 1e14 then
             redis.call('HSET', h, 'm', ARGV[a + 2] .. ' ' .. used .. ' ' .. S[o + OF] .. ' ' .. S[o + NS] .. ' ' .. nc .. ' ' .. keep)
@@ -313,11 +276,9 @@ if n > 0 then
   end
 end
 
--- The reply is one string of decimals, each followed by a space: Redis
--- sends a string as it is, where it converts a table element by element
--- (about 8,000 instructions for a table of three integers against 2,000
--- for the string, docs/benchmarks.md). The values go to S after the
--- limits' state, and unpack hands them to string.format without a table.
+-- The reply is one string of decimals, each followed by a space. The
+-- values go to S after the limits' state, and unpack hands them to
+-- string.format without a table.
 local r = NV * nk
 -- An admission with fewer than 2^21 units remaining in every limit: per
 -- limit, remaining * 2^32 + reset ms (both fit a double exactly): nothing

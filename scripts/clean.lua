@@ -41,7 +41,7 @@
 -- single hash without a record (written by a version before the record)
 -- has an unknown window. A record of another layout is state 3.
 -- ARGV[5]  ms added to a TTL this script sets (the providers' slack under
---          a caller's clock, internal/redisx.TTLMs; else 0)
+--          a caller's clock, internal/redisprov.TTLMs; else 0)
 -- ARGV[6]  the trim threshold: a live hash of at most 1,024 fields is
 --          trimmed only when it holds more than this many dead buckets
 -- ARGV[7]  the most dead buckets one call follows along the links of a
@@ -70,13 +70,10 @@
 --   pttl     the hash's PTTL in ms before the call (-1: none; -2: not
 --            read), which a dry run lists beside what it would delete
 --
--- Cost: a live key with nothing to do costs TYPE, the meta read and PTTL.
--- Trimming reads at most ARGV[7] buckets along the links (one HGET each,
--- O(1) on a hash of more than 1,024 fields, which Redis keeps as a hash
--- table), or, for a hash of at most 1,024 fields, the whole hash once
--- (HGETALL), as the providers' own scan does (docs/algorithms.md, Bounded
--- work); deletes go 1,000 fields per HDEL. UNLINK frees a large hash in a
--- background thread.
+-- Work: a live key with nothing to do costs TYPE, the meta read and PTTL;
+-- trimming reads at most ARGV[7] buckets along the links, or a hash of at
+-- most 1,024 fields whole (docs/algorithms.md, Bounded work); deletes go
+-- 1,000 fields per HDEL.
 if redis.replicate_commands then redis.replicate_commands() end
 
 local h = KEYS[1]

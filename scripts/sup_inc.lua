@@ -1,6 +1,9 @@
 -- sup_inc.lua: one Inc of the suppressed strategy (docs/algorithms.md,
--- Suppressed strategy). It computes exactly what internal/window's
--- State.IncSuppressed computes, on the one-hash layout of docs/data-model.md.
+-- Suppressed strategy), the Redis twin of internal/window's
+-- State.IncSuppressed. The hash (meta fields "m" and "k", the RetryAfter
+-- cursor at the end of "k"), its record "v" ("s2 <W> <B>") and the error
+-- replies SLUICEWINDOW and SLUICELAYOUT: docs/data-model.md. How the
+-- scripts are written for cost: docs/benchmarks.md, Instructions per call.
 --
 -- KEYS[1]  <prefix>:{<key>}:sup:h, the key's hash
 -- ARGV[1]  now in ms; an empty string reads Redis TIME
@@ -9,134 +12,52 @@
 -- ARGV[4]  S, the soft capacity
 -- ARGV[5]  H, the hard capacity (H >= S)
 -- ARGV[6]  n, the cost; 0 is a peek for one unit that writes nothing; at
---          most H + 1 (a request that can never fit is sent as H + 1:
---          window.RecordedCost)
+--          most H + 1 (window.RecordedCost)
 -- ARGV[7]  the suppression cache period in ms; 0 computes the factor on
 --          every call
--- ARGV[8]  the call's random draw in ppm, in [0, 999999]; 1000000 is the
---          failover's write-back (internal/failover): n units a local
---          fallback admitted while Redis could not be asked, recorded as
---          accepted whatever the key holds, even above H
--- ARGV[9]  the PEXPIRE in ms: W + B (longer only when the caller sends its
---          own clock in ARGV[1], see limiter/redissup). A write that opens
---          a bucket (a new key included) sets it; a join of the newest
---          bucket skips it, since the TTL set when that bucket opened ends
---          W + B after its start, when it dies. Under the caller's clock
---          every write sets it: that clock may stand still while Redis
---          counts the TTL in real time.
--- ARGV[10] optional, the hybrid provider's call (limiter/hybrid,
---          docs/algorithms.md, Hybrid leases): the most units to reserve
---          with the call, n included, 0 for none. The call (n = 0
---          included: a renewal) records e more accepted units, admitted or
---          not (unless never), e at most ARGV[10] - n and at most a quarter
---          of the room left below H (rounded up).
+-- ARGV[8]  the call's random draw in ppm, in [0, 999999]
+-- ARGV[9]  the PEXPIRE in ms, W + B, set by a write that opens a bucket,
+--          and by every write under the caller's clock
+-- ARGV[10] optional, the hybrid's call (docs/algorithms.md, Hybrid leases):
+--          the most units to reserve, n included, 0 for none; the call
+--          (n = 0: a renewal) records e more accepted units, e at most
+--          ARGV[10] - n and a quarter of the room left below H
 -- ARGV[11] with ARGV[12]: the start (ms) of the bucket an earlier lease
--- ARGV[12] reserved its units in, and the units of it left unused; they
---          are taken out of that bucket's offered units and the total
---          first, if the bucket is still live (0 units: no release).
--- ARGV[13] units the instance declined from memory since its last call:
---          recorded as offered and declined with this call, so that the
---          fleet's observed rate includes them; like a refusal's units, at
---          most 2^52 less the key's declined units and at least one.
--- ARGV[14] optional, the most ms, D, by which the bucket of a lease (a
---          call that reserves units beyond n) may start after now: a
---          forward-dated lease, which lives D + B instead of B. The
---          script uses floor(D * min(S, 1.5 S - 2 a) / S) when positive,
---          a the accepted units after the call: all of D while the call
---          leaves three quarters of the soft capacity free, less and less
---          below, 0 once it would leave a quarter or less. It joins the
---          newest bucket when that starts less than B before (or after)
---          now + that offset, and opens a bucket there otherwise. Every
---          write to a hash whose newest bucket starts after now (a join by
---          any call) joins that bucket, and every PEXPIRE then adds its
---          start - now, so the key lives until that bucket dies.
---          With ARGV[10] the reply is always {outcome, allowed, limit,
---          remaining, retry after ms, reset after ms, factor ppm, never,
---          g (the accepted units the call recorded: its lease, and n when
---          admitted),
---          the start of the bucket written, now, accepted, observed,
---          observed in the last min(W, 1 s) (0 when accepted is below S
---          and that needs a read of the hash), ms until the oldest live
---          bucket dies, when the factor was computed (0: none needed)},
---          after the call.
+-- ARGV[12] used and its unused units, given back first (0: no release)
+-- ARGV[13] units the instance declined from memory since its last call,
+--          recorded as offered and declined (at least one)
+-- ARGV[14] optional, D: the most ms a lease's bucket may start after now
+--          (a forward-dated lease)
+-- ARGV[15] optional, the mode: 'writeback' is the failover's write-back
+--          (internal/redisprov): n units a local fallback admitted, recorded
+--          as accepted whatever the key holds (ARGV[10] to ARGV[14] are
+--          then 0 and ignored: no lease, no hybrid reply)
+-- ARGV[4] and ARGV[5] are stored as sent: plain decimals.
 --
--- Reply: an integer r >= 0 when admitted at or below the soft capacity
---         (outcome allowed, factor 0) with fewer than 2^21 units
---         remaining: remaining = floor(r / 2^32), reset after ms =
---         r mod 2^32, limit = S; {limit, remaining, reset after ms} for
---         such an admission with more remaining; an integer r < 0 for a
---         suppressed decision (outcome 2) with nothing remaining, not
---         never, and retry after and reset after ms below 2^16: with
---         v = -r - 1, reset after = v mod 2^16, retry after =
---         floor(v / 2^16) mod 2^16, allowed = floor(v / 2^32) mod 2,
---         factor ppm = floor(v / 2^33), limit = S; otherwise {outcome,
---         allowed, limit, remaining, retry after ms, reset after ms,
---         factor ppm, never}, all integers; outcome is 2 (suppressed),
---         allowed and never are 0 or 1 (internal/redisx.Decision reads
---         all four).
+-- Reply (internal/redisprov.Decision reads every form):
+--   an integer r >= 0: admitted at or below S with fewer than 2^21
+--     remaining: remaining = floor(r / 2^32), reset = r mod 2^32;
+--   {limit, remaining, reset after ms}: such an admission, more remaining;
+--   an integer r < 0: suppressed (outcome 2), nothing remaining, not never,
+--     retry and reset below 2^16 ms: v = -r - 1, reset = v mod 2^16,
+--     retry = floor(v / 2^16) mod 2^16, allowed = floor(v / 2^32) mod 2,
+--     factor ppm = floor(v / 2^33);
+--   otherwise {outcome, allowed, limit, remaining, retry after ms,
+--     reset after ms, factor ppm, never}; limit is S.
+--   With ARGV[10]: always the eight values, then g (the accepted units the
+--     call recorded), the start of the bucket written, now, accepted,
+--     observed, observed in the last min(W, 1 s) (0 when accepted is below
+--     S), ms until the oldest live bucket dies, when the factor was
+--     computed (0: none).
 --
--- Hash fields (docs/data-model.md): two meta fields of decimals separated
--- by spaces, "m" = "<u> <x> <o> <n> <nc> <nd>" (u the sum of all bucket
--- counts, observed; x the sum of the declined counts; o the oldest bucket
--- start; n the newest bucket's start, nc the units offered in it and nd
--- those declined) and "k" = "<c> <hc> <f> <ft>" (the soft and hard
--- capacities of the latest Inc, the cached factor in ppm computed at ft
--- ms; ft 0: none cached); "<start>" an older bucket starting at <start>
--- ms: the units offered in it and the link to the next bucket, offered *
--- 2^32 + (next start - start), or -offered when offered >= 2^21 (no link;
--- a plain count is an earlier layout's); "d<start>" the units declined in
--- it (only when > 0). The newest bucket stays in "m" until a newer one
--- opens, so joining it (nearly every call on a busy key, refusals
--- included) rewrites "m" alone; "k" changes only with the rate, the
--- cached factor or the cursor. A hash without both (an earlier layout) or
--- with one that does not read as its decimals is absent, and a write
--- replaces it whole. "k" may end with the RetryAfter cursor, four more
--- decimals " <rd> <rb> <ra> <rl>": a live bucket start rs = o + rd, the
--- accepted units of the buckets from o to before it (rb), its own
--- accepted units (ra) and link (rl; both 0 while it was the newest
--- bucket). Every write that moves "o" moves rd and rb with it or drops
--- the cursor (clean.lua drops it). A refused call answers from it without
--- reading buckets when the bucket it needs is rs, and moves it forward
--- otherwise; see retryAfter. Reading it costs nothing: every call reads
--- "k". It is left out where "k" would pass 64 bytes, a listpack value's
--- limit (capacities or counts of many digits). A field "r" is an earlier
--- layout's cursor, which this script ignores.
--- The script never calls math.random: the draw is an argument. ARGV[4] and
--- ARGV[5] are stored as sent, so they must be plain decimals (as go-redis
--- sends an int64). A bucket value that is not a number fails the call with
--- a script error.
---
--- Cost: as in abs_inc.lua, numbers are parsed once (x + 0), only computed
--- numbers are formatted, and the common call (a key below its soft
--- capacity whose oldest bucket is live) makes no closure and no table and
--- answers with one integer (docs/benchmarks.md, Instructions per call); so
--- does the usual call of an overloaded key (the factor cached, the
--- RetryAfter in the cursor's bucket). A number is parsed only on a path
--- that uses it (H, the cache period and the draw not below the soft
--- capacity; a cost of 1 and a count of 0 not at all), and the common
--- paths call no math.min or math.max (a call of a library function costs
--- more than the comparison it makes).
--- The worst call reads the whole hash once (HGETALL) and walks it once:
--- at most W/B + 1 live buckets, which config.MaxBuckets bounds
--- (docs/algorithms.md, Bounded work).
---
--- The record "v", "s2 <W> <B>", is read with "m" and "k" (HMGET m k v)
--- and kept as abs_inc.lua keeps its "a2" record: another window or bucket
--- on a live hash is the error reply "SLUICEWINDOW <stored> <the call's>",
--- another layout "SLUICELAYOUT <stored>" (docs/data-model.md, The
--- record).
---
--- The script reads in sections, in the order a call runs them: 1.
--- arguments, 2. the hybrid's arguments and lease release, 3. decode (the
--- meta fields and the record), 4. expire, 5. decide, 6. RetryAfter from the
--- cursor, 7. the slow paths (scan, factor, RetryAfter walk), 8. write, 9.
--- reply. Each begins with a line "-- == N. ...". They are sections of one
--- chunk, not functions: the common path makes no closure (a closure costs
--- about 1,300 instructions).
+-- Sections, in the order a call runs them (bench/floor/sections.sh cuts
+-- at each "-- == N." line): 1. arguments, 2. the hybrid's arguments and
+-- lease release, 3. decode, 4. expire, 5. decide, 6. RetryAfter from the
+-- cursor, 7. the slow paths (scan, factor, RetryAfter walk), 8. write,
+-- 9. reply.
 -- == 1. Arguments =======================================================
 if redis.replicate_commands then redis.replicate_commands() end
--- Globals as locals: a global's every use is a lookup in the globals
--- table; a local's is a register.
+-- globals as locals
 local ARGV, redis, string = ARGV, redis, string
 
 local PPM = 1000000
@@ -157,7 +78,7 @@ local w, b, soft = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
 local sp = w + b -- a bucket is live while now - start < W + B
 -- H, the cache period and the draw, parsed only by a call that may need
 -- them (below): an admission below the soft capacity does not.
-local hard, cache, draw
+local hard, cache, draw, wb
 local ttl = ARGV[9]
 local write = n > 0
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
@@ -167,11 +88,11 @@ local fmt = string.format -- fmt('%d', x): tostring prints large numbers in expo
 -- the release of an earlier lease happens first, before the hash is read,
 -- so that the call decides on what is left. hext (set before the record
 -- below) is the lease beyond n.
-local hyb = ARGV[10] ~= nil
+local hyb = ARGV[10] ~= nil and ARGV[15] ~= 'writeback'
 local hwant, hpush, hext = 0, 0, 0
 if hyb then
   hwant, hpush = ARGV[10] + 0, ARGV[13] + 0
-  hard, cache, draw = ARGV[5] + 0, ARGV[7] + 0, ARGV[8] + 0
+  hard, cache, draw, wb = ARGV[5] + 0, ARGV[7] + 0, ARGV[8] + 0, false
   if hwant > 0 or hpush > 0 then write = true end
   local rel, HP = ARGV[12] + 0, 4294967296
   local mk0 = rel > 0 and redis.call('HMGET', h, 'm', 'k')
@@ -224,9 +145,7 @@ local mk = redis.call('HMGET', h, 'm', 'k', 'v')
 -- "s<layout> <W> <B>" (see the header)
 local vs, vrec = mk[3], 's2 ' .. ARGV[2] .. ' ' .. ARGV[3]
 -- kt: the rest of "k", the RetryAfter cursor (" <rd> <rb> <ra> <rl>") or
--- an empty string. One pattern reads both forms: a four-value pattern
--- that fails on a cursor would cost an overloaded key's refusal a second
--- match of the whole value (about 3,500 instructions, docs/benchmarks.md).
+-- an empty string: one pattern reads both forms.
 local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts, kt
 if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
 if mk[2] then
@@ -291,17 +210,15 @@ end
 -- == 4. Expire: the buckets that died ===================================
 -- Expire along the links: drop the buckets that died since the last write,
 -- oldest first, one HMGET (offered and declined) each, for up to 8 of them.
--- A missing or broken link, or more dead buckets (one HGETALL costs less
--- than that many HMGETs), leaves the call to scan below (linked false).
+-- A missing or broken link, or more dead buckets, leaves the call to scan
+-- below (linked false).
 local linked, gone = true, nil -- gone: the fields of dead buckets
 -- deadAcc: the accepted units of the dead buckets the links walked past
 -- (to move the RetryAfter cursor's rb along); x0: "x" as stored.
 local deadAcc, x0 = 0, declined
 if live and now - oldest >= sp then
   expired, gone = true, {}
-  -- f: the oldest start as a string, formatted only for a further step (a
-  -- format costs about 2,400 instructions; the write formats oldest into
-  -- "m" anyway)
+  -- f: the oldest start as a string, formatted only for a further step
   local f, walked = os, 0
   while now - oldest >= sp do
     if walked >= 8 then linked = false break end
@@ -330,8 +247,6 @@ if live and now - oldest >= sp then
 end
 
 -- == 5. Decide ==========================================================
--- (inline min and max on the common paths: a call of math.min or
--- math.max costs more than the comparison it makes)
 local cost = n
 if cost < 1 then cost = 1 end
 
@@ -358,20 +273,20 @@ local forecast = used - declined + cost
 local outcome, allowed, f, computed = 0, true, 0, false
 local decided, never = false, false
 if not hyb and (not linked or forecast > soft) then
-  hard, cache, draw = ARGV[5] + 0, ARGV[7] + 0, ARGV[8] + 0
+  hard, cache, draw, wb = ARGV[5] + 0, ARGV[7] + 0, ARGV[8] + 0, ARGV[15] == 'writeback'
 end
 if hard then never = cost > hard end
 if linked then
   if forecast <= soft then
     decided = true
   elseif forecast > hard then
-    -- refused, but for the write-back (a draw of PPM, see below)
-    outcome, allowed, f, decided = 2, draw == PPM, PPM, true
+    -- refused, but for the write-back (wb, see below)
+    outcome, allowed, f, decided = 2, wb, PPM, true
   elseif live and cache > 0 then
     local fat = fts + 0 -- ft 0: none cached
     if fat > 0 and now - fat < cache then
       f = fs + 0
-      outcome, allowed, decided = 2, draw >= f, true
+      outcome, allowed, decided = 2, draw >= f or wb, true
     end
   end
 end
@@ -425,9 +340,8 @@ if decided and not allowed and not never then
 end
 
 -- == 7. The slow paths: scan, factor, RetryAfter walk ===================
--- The helpers below are made only for a call that needs them (a closure
--- costs about as much as parsing a number): one that must scan (a missing
--- or broken link), compute the factor, or walk buckets for its RetryAfter.
+-- The helpers below are made only for a call that must scan (a missing or
+-- broken link), compute the factor, or walk buckets for its RetryAfter.
 if not decided or not rdone then
   local scan, factor, retryAfter
   -- scan reads the whole hash in one HGETALL (at most 2 (W/B + 1) bucket
@@ -438,7 +352,6 @@ if not decided or not rdone then
   -- returns its fields in the order they were written: ascending starts,
   -- each "d<start>" right after its bucket. Only a hash Redis has
   -- converted to a hash table needs the sort and the lookups by start.
-  -- Numbers are parsed once and no table is made per bucket.
   scan = function()
     -- more fields than any record holds (another client's): an error
     -- naming the hash, not a read that holds Redis for every key
@@ -626,21 +539,20 @@ if not decided or not rdone then
     if forecast <= soft then
       -- below the soft capacity: admitted, factor 0
     elseif forecast > hard then
-      outcome, allowed, f = 2, draw == PPM, PPM
+      outcome, allowed, f = 2, wb, PPM
     else
       outcome = 2
       f, computed = factor()
-      allowed = draw >= f
+      allowed = draw >= f or wb
     end
     rdone = allowed or never
   end
   if not rdone then retry = retryAfter(used - declined, soft) end
 end
 -- == 8. Write: dead fields, the lease, the bucket, the meta =============
--- The write-back (a draw of PPM) is admitted between S and H by the draw
--- and above H by the two refusals above, which alone compare the draw
--- with PPM: the other paths pay nothing for it. Its units were admitted,
--- so they are accepted whatever the key holds.
+-- The write-back (wb, the mode ARGV[15]) is admitted by the decisions
+-- above S, which alone read it. Its units were admitted, so they are
+-- accepted whatever the key holds.
 if write and gone then
   if #gone == 1 then
     redis.call('HDEL', h, gone[1]) -- the usual case, without unpack
@@ -722,7 +634,7 @@ if write then
     newest, ncount, ndec = start, rec, dec
   end
   -- "m": the stored strings where the values did not change (a join keeps
-  -- o and n, an admission x and nd), formatting costs more than copying.
+  -- o and n, an admission x and nd)
   local mv
   if not joins and not expired and live and dec == 0 then
     -- an open with nothing declined and nothing expired: x and o as read
@@ -860,8 +772,7 @@ if outcome == 0 then
   return {soft, remaining, reset}
 end
 if remaining == 0 and not never and retry < 65536 and reset < 65536 then
-  -- the suppressed decision of an overloaded key, one integer: a table
-  -- of eight costs Redis about 8,000 instructions more to answer
+  -- the suppressed decision of an overloaded key, one integer
   local a = 0
   if allowed then a = 1 end
   return -(((f * 2 + a) * 65536 + retry) * 65536 + reset) - 1

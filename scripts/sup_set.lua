@@ -1,73 +1,35 @@
 -- sup_set.lua: one call of the suppressed strategy on a set of limits of
--- one key, decided as one (docs/algorithms.md, Suppressed strategy; the
--- set rule is internal/window's IncSuppressedSet, which this script
--- computes exactly). Each limit is one hash with the layout of sup_inc.lua
--- (docs/data-model.md); all of them share the key's hash tag, so the call
--- touches one slot on a cluster.
+-- one key, decided as one (docs/algorithms.md, Sets of limits), the Redis
+-- twin of internal/window's IncSuppressedSet. Each limit is one hash
+-- handled as sup_inc.lua handles its one hash (expiry along the links,
+-- record "v", SLUICEWINDOW and SLUICELAYOUT before anything is written);
+-- the set's factor is the largest, and the call is admitted when
+-- draw >= it. A write records the offer in every limit (declined in every
+-- limit when refused) and sets each TTL by abs_set.lua's rule, its span t
+-- a fifth value of "k", "<c> <hc> <f> <ft> <t>" (docs/data-model.md).
 --
 -- KEYS[i]  <prefix>:{<key>}:sup:h:<name>, the hash of limit i, 1 <= i <= 8
 -- ARGV[1]  now in ms; an empty string reads Redis TIME
 -- ARGV[2]  the suppression cache period in ms; 0 computes every factor
--- ARGV[3]  the call's random draw in ppm, in [0, 999999]; 1000000 is the
---          failover's write-back (internal/failover): the units a local
---          fallback admitted while Redis could not be asked, recorded as
---          accepted in every limit whatever it holds (the set's factor is
---          at most 1000000, so that draw always admits)
--- then six values per limit i, from ARGV[4 + 6 (i - 1)]:
---   W      the window in ms
---   B      the bucket in ms
---   S      the soft capacity
---   H      the hard capacity (H >= S)
---   n      the cost to record in this limit: the call's n, or H + 1 when
---          n > H (window.RecordedCost); 0 in every limit for a peek, which
---          decides for one unit and writes nothing
---   ttl    the PEXPIRE of a write in ms: W + B (longer only when the
---          caller sends its own clock in ARGV[1], see limiter/redissup)
+-- ARGV[3]  the call's random draw in ppm, in [0, 999999]
+-- then six values per limit i, from ARGV[4 + 6 (i - 1)]: W, B, S, H (H >=
+--   S), n (the cost to record in this limit, H + 1 when n > H:
+--   window.RecordedCost; 0 in every limit for a peek) and the PEXPIRE of
+--   a write in ms (W + B)
+-- ARGV[4 + 6k]  optional, the mode: 'writeback' is the failover's
+--          write-back (internal/redisprov): units a local fallback
+--          admitted, recorded as accepted in every limit whatever it holds
 --
 -- Reply: {allowed, then six integers per limit: outcome, refused,
---         remaining, retry after ms, reset after ms, factor ppm}. allowed
---         is 1 when the draw is at or above every limit's factor; outcome
---         is 0 when the call fits the limit's soft capacity and 2
---         (suppressed) above it; refused is 1 when the draw is below the
---         limit's own factor; retry after is set only when the set refused
---         the call, the limit can hold it (n <= H) and it is above the
---         limit's soft capacity.
---
--- Each limit computes what one sup_inc.lua call computes for it: expire
--- its dead buckets (links first, at most 8 HMGETs, else one HGETALL),
--- forecast = accepted + max(n, 1), factor 0 at or below S, 1e6 above H,
--- else its own factor (read from and, for a call that writes, cached in
--- its own "f" and "ft" fields). The set's factor is the largest; the call
--- is admitted when draw >= it. A call that writes records the offer in
--- every limit, as declined in every limit when refused (at most
--- 2^52 - declined units and at least one: window.MaxDeclined), and sets
--- each hash's TTL by abs_set.lua's rule, its span t kept as a fifth value
--- of "k" ("<c> <hc> <f> <ft> <t>"; see record). A hash whose "k" is not
--- five decimals reads as absent, and a write deletes it first. A meta
--- field that is not a number fails the call with a script error.
---
--- Cost: the limits are read in one pass and written in a second, so the
--- common call (every limit below its soft capacity, its oldest bucket
--- live) makes an HMGET and an HSET per limit, and a PEXPIRE per limit
--- only when it opens a bucket (or under the caller's clock), and reads
--- TIME once.
--- A limit's state is an array sized once, and no function captures the
--- script's locals (each captured local costs every call an upvalue).
--- The worst call reads each hash once (HGETALL) and walks it once, as
--- sup_inc.lua does: at most W/B + 1 live buckets per limit, which
--- config.MaxBuckets bounds (docs/algorithms.md, Bounded work).
-
---
--- Each hash carries the record "v", "s2 <W> <B>", read and written as
--- sup_inc.lua does (docs/data-model.md, The record); a limit whose live hash
--- records another window or bucket fails the whole call with the error
--- reply "SLUICEWINDOW <stored> <the call's>" before anything is written,
--- another layout with "SLUICELAYOUT <stored>".
+--         remaining, retry after ms, reset after ms, factor ppm}. outcome
+--         is 0 within the soft capacity, 2 (suppressed) above it; refused
+--         is 1 when the draw is below the limit's own factor; retry after
+--         is set only when the set refused the call, n <= H and the limit
+--         is above its soft capacity.
 if redis.replicate_commands then redis.replicate_commands() end
 
 -- The functions below capture none of the script's locals (they are
--- declared after them): each captured local costs every call an upvalue
--- (docs/benchmarks.md, Sets of limits). They read the clock and the cache
+-- declared after them). They read the clock and the cache
 -- period from a limit's state, and declare the constants they use.
 
 -- scan reads L's whole hash in one HGETALL (at most 2 (W/B + 1) bucket
@@ -229,9 +191,8 @@ local function load(i, write, now, cache)
     end
   end
   -- A limit's state L: one array, built by one positional constructor
-  -- (false or 0 until set), so that it is sized once; a table of named
-  -- fields cost about 13,000 instructions a limit (docs/benchmarks.md,
-  -- Sets of limits). Each function names the positions it uses in local
+  -- (false or 0 until set), so that it is sized once. Each function names
+  -- the positions it uses in local
   -- constants: 1 now, 2 cache, 3 h, 4 w, 5 b, 6 sp, 7 sarg, 8 harg, 9 soft,
   -- 10 hard, 11 n, 12 ttl, 13 ns, 14 nds, 15 fs, 16 fts, 17 used,
   -- 18 declined, 19 oldest, 20 newest, 21 ncount, 22 ndec, 23 moved,
@@ -451,7 +412,7 @@ local P = 4294967296 -- 2^32: a closed bucket's value is offered * P + link
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
 
 local nk = #KEYS
-if nk < 1 or nk > 8 or #ARGV ~= 3 + 6 * nk then
+if nk < 1 or nk > 8 or #ARGV ~= 3 + 6 * nk and #ARGV ~= 4 + 6 * nk then
   return redis.error_reply('ERR sup_set.lua: ' .. nk .. ' keys and ' .. #ARGV .. ' arguments')
 end
 local now
@@ -490,6 +451,7 @@ for i = 1, nk do
   if f > setf then setf = f end
 end
 local allowed = draw >= setf
+if not allowed and ARGV[4 + 6 * nk] == 'writeback' then allowed = true end
 
 -- Record in every limit and answer.
 local reply = {allowed and 1 or 0}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
@@ -69,8 +70,8 @@ func probeOf(cfg *window.Config, h string) func(ctx context.Context, client redi
 // absReconciler is the Reconciler of an absolute provider whose
 // script calls carry b's arguments: the units are recorded at Redis TIME
 // with the capacity of the key's latest rate, as admitted whatever the key
-// holds, even above that capacity (abs_inc.lua's write-back, ARGV[11]; on
-// a set, abs_set.lua's, in every limit).
+// holds, even above that capacity (the scripts' mode WriteBack: on
+// a set, in every limit).
 func absReconciler(b *Base) Reconciler {
 	cfg := &b.Cfg
 	return Reconciler{
@@ -79,7 +80,7 @@ func absReconciler(b *Base) Reconciler {
 			if p.Set == nil {
 				c, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
 				return scripts.AbsInc.EvalSha(ctx, pipe, []string{p.Hash}, NowArg(cfg), b.W, b.B, c, n, b.TTL,
-					0, 0, 0, 0, 1)
+					0, 0, 0, 0, WriteBack)
 			}
 			hs, ls, err := setLimits(b, p, 1)
 			if err != nil {
@@ -90,7 +91,7 @@ func absReconciler(b *Base) Reconciler {
 			for i := range ls {
 				args = append(args, ls[i].P.W, ls[i].P.B, ls[i].Soft, SetTTL(cfg, &ls[i]))
 			}
-			return scripts.AbsSet.EvalSha(ctx, pipe, hs, append(args, 1)...)
+			return scripts.AbsSet.EvalSha(ctx, pipe, hs, append(args, WriteBack)...)
 		},
 	}
 }
@@ -98,8 +99,8 @@ func absReconciler(b *Base) Reconciler {
 // supReconciler is the Reconciler of a suppressed provider whose
 // script calls carry b's arguments: the units are recorded at Redis TIME
 // with the capacities of the key's latest rate, as accepted whatever the
-// key holds, even above the hard capacity (sup_inc.lua's and, on a set,
-// sup_set.lua's write-back: a draw of one million ppm).
+// key holds, even above the hard capacity (the scripts' mode
+// WriteBack, as the absolute reconciler's; the draw sent is 0).
 func supReconciler(b *Base) Reconciler {
 	cfg := &b.Cfg
 	return Reconciler{
@@ -109,19 +110,19 @@ func supReconciler(b *Base) Reconciler {
 				soft, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
 				hard, _ := limiter.HardCapacity(p.Rate, cfg.Window, cfg.HardLimitFactor)
 				return scripts.SupInc.EvalSha(ctx, pipe, []string{p.Hash},
-					NowArg(cfg), b.W, b.B, soft, hard, n, b.Cache, int64(window.PPM), b.TTL)
+					NowArg(cfg), b.W, b.B, soft, hard, n, b.Cache, 0, b.TTL, 0, 0, 0, 0, 0, WriteBack)
 			}
 			hs, ls, err := setLimits(b, p, cfg.HardLimitFactor)
 			if err != nil {
 				return errCmd(ctx, err)
 			}
-			args := make([]any, 3, 3+setArgs*len(ls))
-			args[0], args[1], args[2] = NowArg(cfg), b.Cache, int64(window.PPM)
+			args := make([]any, 3, 4+setArgs*len(ls))
+			args[0], args[1], args[2] = NowArg(cfg), b.Cache, 0
 			for i := range ls {
 				l := &ls[i]
 				args = append(args, l.P.W, l.P.B, l.Soft, l.Hard, n, SetTTL(cfg, l))
 			}
-			return scripts.SupSet.EvalSha(ctx, pipe, hs, args...)
+			return scripts.SupSet.EvalSha(ctx, pipe, hs, append(args, WriteBack)...)
 		},
 	}
 }

@@ -68,6 +68,12 @@ func (l FieldLayout) Parse(s string) (map[string]int64, bool) {
 // must stay an integer a Lua double holds exactly (below 2^53).
 const LinkMaxCount = int64(1) << 21
 
+// WriteBack is the mode argument, the last of a script's arguments
+// (abs_inc.lua ARGV[11], abs_set.lua ARGV[3 + 4k], sup_inc.lua ARGV[15],
+// sup_set.lua ARGV[4 + 6k]), that makes a call the failover's write-back:
+// units a local fallback admitted, recorded whatever the key holds.
+const WriteBack = "writeback"
+
 // The one-integer replies of abs_inc.lua, sup_inc.lua and abs_set.lua
 // (Decision, refusal and internal/redisprov read them).
 const (

@@ -45,6 +45,14 @@ func dec(v int64) string { return strconv.FormatInt(v, 10) }
 func TestLayoutsMatchScripts(t *testing.T) {
 	src := luaSources(t)
 
+	// The write-back's mode: every script a reconciler calls reads it as
+	// the one explicit argument WriteBack, not a sentinel value.
+	for f, arg := range map[string]string{"abs_inc.lua": "ARGV[11]", "abs_set.lua": "ARGV[3 + 4 * nk]", "sup_inc.lua": "ARGV[15]", "sup_set.lua": "ARGV[4 + 6 * nk]"} {
+		if !strings.Contains(src[f], arg+" == '"+WriteBack+"'") {
+			t.Errorf("%s does not read the write-back mode as %s == '%s'", f, arg, WriteBack)
+		}
+	}
+
 	// Reads of the packed fields: "a, b, c = string.match(x, PATTERN)",
 	// PATTERN a literal or a local holding one.
 	read := regexp.MustCompile(`(?m)^\s*(?:if [^\n]* then )?(?:local )?([a-z0-9]+(?:, [a-z0-9]+)*) = string\.match\([^,]+, ('[^']*'|[A-Z0-9]+)\)`)
