@@ -108,6 +108,22 @@ func (g *Guard) run() {
 	}
 }
 
+// background runs f on a goroutine that Close waits for; false, with f
+// not run, once g is closed.
+func (g *Guard) background(f func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		f()
+	}()
+	return true
+}
+
 // sleep waits d; false when Close came first.
 func (g *Guard) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)

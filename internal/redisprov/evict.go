@@ -63,14 +63,5 @@ func (g *Guard) firstCall() {
 	if g.evictAsked.Load() || !g.evictAsked.CompareAndSwap(false, true) {
 		return
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return
-	}
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		g.checkEviction(g.stopCtx)
-	}()
+	g.background(func() { g.checkEviction(g.stopCtx) })
 }

@@ -135,16 +135,7 @@ func (g *Guard) confirm(cause error) {
 		g.confirming.Store(false)
 		return
 	}
-	g.mu.Lock()
-	if g.closed {
-		g.mu.Unlock()
-		g.confirming.Store(false)
-		return
-	}
-	g.wg.Add(1)
-	g.mu.Unlock()
-	go func() {
-		defer g.wg.Done()
+	started := g.background(func() {
 		defer g.confirming.Store(false)
 		g.replied.Store(false)
 		err, stalled := g.probeWatched()
@@ -161,7 +152,10 @@ func (g *Guard) confirm(cause error) {
 			g.confirmed.Add(1)
 			g.trip(fmt.Errorf("%w (a probe confirmed it: %v)", cause, err))
 		}
-	}()
+	})
+	if !started {
+		g.confirming.Store(false)
+	}
 }
 
 // stallTick is how often probeWatched looks at the clock.

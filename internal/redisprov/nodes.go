@@ -83,16 +83,7 @@ func (g *Guard) loadSlots() {
 	if !n.loading.CompareAndSwap(false, true) {
 		return
 	}
-	g.mu.Lock()
-	if g.closed {
-		g.mu.Unlock()
-		n.loading.Store(false)
-		return
-	}
-	g.wg.Add(1)
-	g.mu.Unlock()
-	go func() {
-		defer g.wg.Done()
+	started := g.background(func() {
 		defer n.loading.Store(false)
 		ctx, cancel := context.WithTimeout(g.stopCtx, g.probeDeadline()+g.cfg.ProbeInterval)
 		defer cancel()
@@ -115,7 +106,10 @@ func (g *Guard) loadSlots() {
 			}
 		}
 		n.table.Store(t)
-	}()
+	})
+	if !started {
+		n.loading.Store(false)
+	}
 }
 
 // nodeGuard returns the guard of the master at addr, making it at its
