@@ -16,6 +16,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/hybrid"
@@ -133,12 +134,12 @@ func everyDecisionObserved(t *testing.T, client *redis.Client) {
 		provider, strategy string
 		build              func(opts ...limiter.Option) (limiter.Limiter, error)
 	}{
-		{limiter.ProviderLocal, limiter.StrategyAbsolute, func(o ...limiter.Option) (limiter.Limiter, error) { return local.NewAbsolute(o...) }},
-		{limiter.ProviderLocal, limiter.StrategySuppressed, func(o ...limiter.Option) (limiter.Limiter, error) { return local.NewSuppressed(o...) }},
-		{limiter.ProviderRedisAbs, limiter.StrategyAbsolute, func(o ...limiter.Option) (limiter.Limiter, error) { return redisabs.New(client, o...) }},
-		{limiter.ProviderRedisSup, limiter.StrategySuppressed, func(o ...limiter.Option) (limiter.Limiter, error) { return redissup.New(client, o...) }},
-		{limiter.ProviderHybrid, limiter.StrategyAbsolute, func(o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewAbsolute(client, o...) }},
-		{limiter.ProviderHybrid, limiter.StrategySuppressed, func(o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewSuppressed(client, o...) }},
+		{config.ProviderLocal, config.StrategyAbsolute, func(o ...limiter.Option) (limiter.Limiter, error) { return local.NewAbsolute(o...) }},
+		{config.ProviderLocal, config.StrategySuppressed, func(o ...limiter.Option) (limiter.Limiter, error) { return local.NewSuppressed(o...) }},
+		{config.ProviderRedisAbs, config.StrategyAbsolute, func(o ...limiter.Option) (limiter.Limiter, error) { return redisabs.New(client, o...) }},
+		{config.ProviderRedisSup, config.StrategySuppressed, func(o ...limiter.Option) (limiter.Limiter, error) { return redissup.New(client, o...) }},
+		{config.ProviderHybrid, config.StrategyAbsolute, func(o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewAbsolute(client, o...) }},
+		{config.ProviderHybrid, config.StrategySuppressed, func(o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewSuppressed(client, o...) }},
 	} {
 		t.Run(tc.provider+"/"+tc.strategy, func(t *testing.T) {
 			obs := &countingObserver{seen: map[string]int{}}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redisx"
 	"github.com/sluice-go/sluice/internal/settings"
@@ -569,13 +570,13 @@ func (c *Cleaner) report(ctx context.Context, r Report, err error) {
 	c.observe(ctx, r, err)
 }
 
-// observe sends r to WithObserver's observer as an EventCleanup.
+// observe sends r to WithObserver's observer as a "cleanup" Event.
 func (c *Cleaner) observe(ctx context.Context, r Report, err error) {
 	if c.o.observer == nil {
 		return
 	}
 	r.failed(ctx, err)
-	c.o.observer.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventCleanup, Provider: limiter.ProviderCleanup,
+	c.o.observer.ObserveEvent(ctx, limiter.Event{Kind: config.EventCleanup, Provider: config.ProviderCleanup,
 		Cleanup: r.CleanupReport})
 }
 

@@ -64,7 +64,7 @@ func (r Reason) String() string {
 // changes nothing the second time. A Report is a plain value: its zero
 // value is an empty report.
 type Report struct {
-	// CleanupReport holds what an observer's EventCleanup carries:
+	// CleanupReport holds what an observer's "cleanup" Event carries:
 	// Scanned, the keys SCAN returned and the pass handled; Deleted, the
 	// limiter hashes with no live bucket, UNLINKed (dry run: that would
 	// be), judged by the window each records; Trimmed, the live hashes

@@ -28,7 +28,7 @@ func (o Outcome) String() string {
 }
 
 // enumName returns names[v], the name of v in the constants of its type
-// typ, or "typ(v)" for a value without a name. Outcome, EventKind and
+// typ, or "typ(v)" for a value without a name. Outcome and
 // FailurePolicy name their values with it.
 func enumName[T ~int](v T, typ string, names ...string) string {
 	if v >= 0 && int(v) < len(names) && names[v] != "" {

@@ -51,13 +51,13 @@ func (o logObserver) ObserveDecision(ctx context.Context, e DecisionEvent) {
 
 func (o logObserver) ObserveEvent(ctx context.Context, e Event) {
 	switch e.Kind {
-	case EventStateChange:
+	case "state_change":
 		logStateChange(ctx, o.l, e.State)
-	case EventBackendError:
+	case "backend_error":
 		o.l.LogAttrs(ctx, slog.LevelWarn, "sluice: Redis call failed",
 			slog.String("provider", e.Provider), slog.String("op", e.Op),
 			slog.String("error_class", e.ErrorClass), slog.Any("error", e.Err), slog.Duration("duration", e.Duration))
-	case EventCleanup:
+	case "cleanup":
 		r := e.Cleanup
 		level := slog.LevelInfo
 		attrs := []slog.Attr{slog.Int64("scanned", r.Scanned), slog.Int64("deleted", r.Deleted),

@@ -72,12 +72,12 @@ func export(t *testing.T, reader *sdkmetric.ManualReader) map[string]map[string]
 // dec is the attributes of a decision answered by Redis (the local
 // provider for provider "local", the policy when degraded).
 func dec(provider, strategy, outcome string, allowed, degraded bool, limit string) string {
-	source := limiter.SourceRedis
+	source := "redis"
 	switch {
-	case provider == limiter.ProviderLocal:
-		source = limiter.SourceLocal
+	case provider == "local":
+		source = "local"
 	case degraded:
-		source = limiter.SourcePolicy
+		source = "policy"
 	}
 	return decFrom(provider, strategy, outcome, allowed, degraded, limit, source)
 }
@@ -264,7 +264,7 @@ func testMetrics(t *testing.T, client *redis.Client) {
 	}
 
 	got := export(t, reader)
-	const abs, sup = limiter.StrategyAbsolute, limiter.StrategySuppressed
+	const abs, sup = "absolute", "suppressed"
 	want := map[string]map[string]int64{
 		"sluice.decisions": {},
 		"sluice.backend.duration": {
@@ -310,10 +310,10 @@ func testMetrics(t *testing.T, client *redis.Client) {
 	}
 	// The shed calls are refusals, not degraded, of their own source.
 	want["sluice.decisions"][dec("redisabs", abs, "rejected", false, false, "")] = 2
-	want["sluice.decisions"][decFrom("redisabs", abs, "rejected", false, false, "", limiter.SourceMemory)] = 1
+	want["sluice.decisions"][decFrom("redisabs", abs, "rejected", false, false, "", "memory")] = 1
 	want["sluice.decisions"][dec("redissup", sup, "suppressed", false, false, "")] = 1
-	want["sluice.decisions"][decFrom("redisabs", abs, "rejected", false, false, "", limiter.SourceShed)] = 1
-	want["sluice.decisions"][decFrom("redissup", sup, "suppressed", false, false, "", limiter.SourceShed)] = 1
+	want["sluice.decisions"][decFrom("redisabs", abs, "rejected", false, false, "", "shed")] = 1
+	want["sluice.decisions"][decFrom("redissup", sup, "suppressed", false, false, "", "shed")] = 1
 	want["sluice.decisions"][dec("redisabs", abs, "allowed", true, true, "")] = 1
 	want["sluice.decisions"][dec("redissup", sup, "suppressed", false, true, "")] = 1
 	compare(t, got, want)
@@ -432,7 +432,7 @@ func TestKeyAttribute(t *testing.T) {
 		}
 	}
 	got := export(t, reader)["sluice.decisions"]
-	base := dec("local", limiter.StrategyAbsolute, "allowed", true, false, "")
+	base := dec("local", "absolute", "allowed", true, false, "")
 	withKey := func(k string) string {
 		return strings.Replace(base, ",sluice.outcome", ",sluice.key="+k+",sluice.outcome", 1)
 	}
@@ -451,10 +451,10 @@ func TestCleanupAndOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer obs.Close()
-	obs.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventCleanup, Provider: limiter.ProviderCleanup,
+	obs.ObserveEvent(ctx, limiter.Event{Kind: "cleanup", Provider: "cleanup",
 		Cleanup: limiter.CleanupReport{Scanned: 10, Deleted: 3, Trimmed: 1, Duration: time.Second}})
-	obs.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventCleanup, Provider: limiter.ProviderCleanup,
-		Cleanup: limiter.CleanupReport{Scanned: 5, Err: errors.New("lost"), ErrorClass: limiter.ErrorConnection}})
+	obs.ObserveEvent(ctx, limiter.Event{Kind: "cleanup", Provider: "cleanup",
+		Cleanup: limiter.CleanupReport{Scanned: 5, Err: errors.New("lost"), ErrorClass: "connection"}})
 	got := export(t, reader)
 	compare(t, map[string]map[string]int64{"runs": got["sluice.cleanup.runs"], "keys": got["sluice.cleanup.keys"]},
 		map[string]map[string]int64{

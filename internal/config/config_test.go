@@ -95,7 +95,7 @@ func TestLogStateChangeIsTheLogObservers(t *testing.T) {
 		}
 		config.LogStateChange(context.Background(), slog.New(slog.NewTextHandler(&a, &slog.HandlerOptions{ReplaceAttr: strip})), sc)
 		limiter.NewLogObserver(slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{ReplaceAttr: strip}))).
-			ObserveEvent(context.Background(), limiter.Event{Kind: limiter.EventStateChange, Provider: sc.Provider, State: sc})
+			ObserveEvent(context.Background(), limiter.Event{Kind: config.EventStateChange, Provider: sc.Provider, State: sc})
 		if a.Len() == 0 || a.String() != b.String() {
 			t.Errorf("LogStateChange wrote %q, the log observer %q", a.String(), b.String())
 		}

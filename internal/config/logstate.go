@@ -11,5 +11,5 @@ import (
 // leaving it. It logs through limiter.NewLogObserver, so WithLogger and a
 // log observer write the same records.
 func LogStateChange(ctx context.Context, l *slog.Logger, sc limiter.StateChange) {
-	limiter.NewLogObserver(l).ObserveEvent(ctx, limiter.Event{Kind: limiter.EventStateChange, Provider: sc.Provider, State: sc})
+	limiter.NewLogObserver(l).ObserveEvent(ctx, limiter.Event{Kind: EventStateChange, Provider: sc.Provider, State: sc})
 }

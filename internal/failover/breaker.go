@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -165,7 +166,7 @@ func (g *Guard) notify(sc limiter.StateChange) {
 	sc.Provider, sc.Policy = g.pkg, g.cfg.Policy
 	g.logStateChange(sc)
 	if obs := g.observer(); obs != nil {
-		obs.ObserveEvent(context.Background(), limiter.Event{Kind: limiter.EventStateChange, Provider: sc.Provider, State: sc})
+		obs.ObserveEvent(context.Background(), limiter.Event{Kind: config.EventStateChange, Provider: sc.Provider, State: sc})
 	}
 	if fn := g.cfg.OnStateChange; fn != nil {
 		fn(sc)

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -39,14 +40,14 @@ func TestErrorClass(t *testing.T) {
 		{"bad cost", live, fmt.Errorf("redisabs: inc: %w", limiter.ErrInvalidCost), ""},
 		{"bad key", live, fmt.Errorf("redisabs: inc: %w", key.ErrInvalid), ""},
 		{"closed", live, fmt.Errorf("redisabs: inc: %w", limiter.ErrClosed), ""},
-		{"deadline", live, fmt.Errorf("redisabs: inc: %w", context.DeadlineExceeded), limiter.ErrorTimeout},
-		{"socket timeout", live, &net.OpError{Op: "read", Net: "tcp", Err: netTimeout{}}, limiter.ErrorTimeout},
-		{"refused", live, fmt.Errorf("redisabs: inc: %w", refused), limiter.ErrorConnection},
-		{"LOADING", live, reply("LOADING Redis is loading the dataset in memory"), limiter.ErrorUnavailable},
-		{"OOM", live, reply("OOM command not allowed"), limiter.ErrorUnavailable},
-		{"other reply", live, reply("ERR unknown command"), limiter.ErrorReply},
-		{"caller cancelled", done, fmt.Errorf("redisabs: inc: %w", context.Canceled), limiter.ErrorCanceled},
-		{"caller gone, timeout", done, fmt.Errorf("redisabs: inc: %w", context.DeadlineExceeded), limiter.ErrorCanceled},
+		{"deadline", live, fmt.Errorf("redisabs: inc: %w", context.DeadlineExceeded), config.ErrorTimeout},
+		{"socket timeout", live, &net.OpError{Op: "read", Net: "tcp", Err: netTimeout{}}, config.ErrorTimeout},
+		{"refused", live, fmt.Errorf("redisabs: inc: %w", refused), config.ErrorConnection},
+		{"LOADING", live, reply("LOADING Redis is loading the dataset in memory"), config.ErrorUnavailable},
+		{"OOM", live, reply("OOM command not allowed"), config.ErrorUnavailable},
+		{"other reply", live, reply("ERR unknown command"), config.ErrorReply},
+		{"caller cancelled", done, fmt.Errorf("redisabs: inc: %w", context.Canceled), config.ErrorCanceled},
+		{"caller gone, timeout", done, fmt.Errorf("redisabs: inc: %w", context.DeadlineExceeded), config.ErrorCanceled},
 	} {
 		if got := ErrorClass(c.ctx, c.err); got != c.want {
 			t.Errorf("%s: ErrorClass(%v) = %q, want %q", c.name, c.err, got, c.want)

@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
+	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/hybrid"
@@ -778,7 +779,7 @@ func RunLeaseStaleness(t *testing.T) {
 						t.Fatalf("A.Inc = %+v, %v; want allowed", d, err)
 					}
 					ev := obs.last(k)
-					leased = ev.Source() == limiter.SourceMemory
+					leased = ev.Source() == config.SourceMemory
 					time.Sleep(2 * time.Millisecond)
 				}
 				if !leased {
@@ -793,7 +794,7 @@ func RunLeaseStaleness(t *testing.T) {
 					if d, err := a.Inc(ctx, k, rate, 1); err != nil || !d.Allowed {
 						t.Fatalf("A.Inc after the Reset = %+v, %v; want allowed", d, err)
 					}
-					if ev := obs.last(k); ev.Source() == limiter.SourceMemory {
+					if ev := obs.last(k); ev.Source() == config.SourceMemory {
 						last = time.Now()
 					} else {
 						break // asked Redis: the lease is gone

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -30,7 +31,7 @@ func NewAbsolute(opts ...limiter.Option) (*Absolute, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	s.strategy = limiter.StrategyAbsolute
+	s.strategy = config.StrategyAbsolute
 	return &Absolute{s: s}, nil
 }
 
@@ -48,7 +49,7 @@ func (a *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64
 		var r window.Result
 		peek.IncAbsolute(a.s.p, now, c, n, &r)
 		if a.s.obs != nil {
-			return a.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
+			return a.s.observed(ctx, config.OpInc, k, n, r.Decision())
 		}
 		return r.Decision(), nil
 	}
@@ -56,7 +57,7 @@ func (a *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64
 	e.st.IncAbsolute(a.s.p, now, c, n, &r)
 	e.mu.Unlock()
 	if a.s.obs != nil {
-		return a.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
+		return a.s.observed(ctx, config.OpInc, k, n, r.Decision())
 	}
 	return r.Decision(), nil
 }
@@ -75,7 +76,7 @@ func (a *Absolute) IsAllowed(ctx context.Context, k string) (limiter.Decision, e
 		d = r.Decision()
 	}
 	if a.s.obs != nil {
-		return a.s.observed(ctx, limiter.OpIsAllowed, k, 0, d)
+		return a.s.observed(ctx, config.OpIsAllowed, k, 0, d)
 	}
 	return d, nil
 }
@@ -111,7 +112,7 @@ func NewSuppressed(opts ...limiter.Option) (*Suppressed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	s.strategy = limiter.StrategySuppressed
+	s.strategy = config.StrategySuppressed
 	return &Suppressed{s: s}, nil
 }
 
@@ -130,7 +131,7 @@ func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int
 		var r window.Result
 		peek.IncSuppressed(l.s.p, now, n, &in, &r)
 		if l.s.obs != nil {
-			return l.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
+			return l.s.observed(ctx, config.OpInc, k, n, r.Decision())
 		}
 		return r.Decision(), nil
 	}
@@ -138,7 +139,7 @@ func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int
 	e.st.IncSuppressed(l.s.p, now, n, &in, &r)
 	e.mu.Unlock()
 	if l.s.obs != nil {
-		return l.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
+		return l.s.observed(ctx, config.OpInc, k, n, r.Decision())
 	}
 	return r.Decision(), nil
 }
@@ -157,7 +158,7 @@ func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision,
 		d = r.Decision()
 	}
 	if l.s.obs != nil {
-		return l.s.observed(ctx, limiter.OpIsAllowed, k, 0, d)
+		return l.s.observed(ctx, config.OpIsAllowed, k, 0, d)
 	}
 	return d, nil
 }

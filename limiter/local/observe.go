@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 
+	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -19,7 +20,7 @@ func (s *store) observed(ctx context.Context, op, k string, n int64, d limiter.D
 // checked is set: a local decision asks no backend.
 func (s *store) observe(ctx context.Context, op, k string, n int64, d limiter.Decision, limits []limiter.LimitDecision) {
 	s.obs.ObserveDecision(ctx, limiter.DecisionEvent{
-		Provider: limiter.ProviderLocal,
+		Provider: config.ProviderLocal,
 		Strategy: s.strategy,
 		Op:       op,
 		Key:      k,

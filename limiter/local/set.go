@@ -176,9 +176,9 @@ func (s *store) incSet(ctx context.Context, op, k string, set *limiter.Set, n in
 	}
 	d := window.SetDecision(set, rs)
 	if s.obs != nil {
-		obsOp := limiter.OpIncSet
+		obsOp := config.OpIncSet
 		if op == "is allowed set" {
-			obsOp = limiter.OpIsAllowedSet
+			obsOp = config.OpIsAllowedSet
 		}
 		s.observe(ctx, obsOp, k, n, d.Decision, d.Limits)
 	}

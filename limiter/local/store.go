@@ -85,7 +85,7 @@ type store struct {
 const clockSlackMs = 60_000
 
 func newStore(opts []limiter.Option) (*store, error) {
-	cfg, err := config.NewFor(limiter.ProviderLocal, opts...)
+	cfg, err := config.NewFor(config.ProviderLocal, opts...)
 	if err != nil {
 		return nil, err
 	}
