@@ -221,7 +221,6 @@ func TestOptionsAcrossProviders(t *testing.T) {
 		limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return 0.5 }),
 		limiter.WithPrefix("across"), limiter.WithTimeout(time.Second), limiter.WithFailurePolicy(limiter.FallbackLocal),
 		limiter.WithFallbackInstances(2), limiter.WithProbeInterval(time.Millisecond),
-		limiter.WithStateChange(func(limiter.StateChange) {}), limiter.WithLogger(nil),
 		limiter.WithObserver(limiter.NewLogObserver(nil)), limiter.WithBatching(4), limiter.WithHotKeyRelief(false)}
 	for name, build := range builders {
 		isHybrid := strings.HasPrefix(name, "hybrid.")

@@ -8,8 +8,7 @@ import (
 // NewLogObserver returns an Observer that writes to l:
 //
 //   - state changes: Warn on entering degraded mode, Info on leaving it,
-//     the same records as WithLogger (give a provider one or the other,
-//     or each transition is logged twice);
+//     the records of a provider's default log (WithObserver), every one;
 //   - failed Redis calls: Warn, with the operation, error class, error and
 //     duration;
 //   - cleanup runs: Info, or Warn when the run stopped on an error;
@@ -71,8 +70,8 @@ func (o logObserver) ObserveEvent(ctx context.Context, e Event) {
 }
 
 // logStateChange writes sc to l: Warn on entering degraded mode, Info on
-// leaving it. WithLogger's records go through a log observer too, so the
-// two read the same.
+// leaving it. A provider's default log writes through a log observer too,
+// so the two read the same.
 func logStateChange(ctx context.Context, l *slog.Logger, sc StateChange) {
 	if sc.Degraded {
 		l.WarnContext(ctx, "sluice: Redis unavailable, answering by the failure policy",

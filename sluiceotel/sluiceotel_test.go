@@ -17,6 +17,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/local"
@@ -172,10 +173,10 @@ func testMetrics(t *testing.T, client *redis.Client) {
 	defer obs.Close()
 
 	changed := make(chan limiter.StateChange, 4)
-	opts := []limiter.Option{limiter.WithObserver(obs), limiter.WithPrefix(redistest.Prefix(t)),
+	opts := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)),
 		limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return 0.999 }),
 		limiter.WithProbeInterval(time.Minute),
-		limiter.WithStateChange(func(sc limiter.StateChange) { changed <- sc })}
+		limiter.WithObserver(limiter.MultiObserver(obs, config.StateObserver(func(sc limiter.StateChange) { changed <- sc })))}
 	with := func(extra ...limiter.Option) []limiter.Option {
 		return append(append([]limiter.Option(nil), opts...), extra...)
 	}

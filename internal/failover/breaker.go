@@ -168,7 +168,4 @@ func (g *Guard) notify(sc limiter.StateChange) {
 	if obs := g.observer(); obs != nil {
 		obs.ObserveEvent(context.Background(), limiter.Event{Kind: config.EventStateChange, Provider: sc.Provider, State: sc})
 	}
-	if fn := g.cfg.OnStateChange; fn != nil {
-		fn(sc)
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/check"
+	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/hybrid"
@@ -89,7 +90,7 @@ func newFleet(t *testing.T, newL newFn, n int, client func() *redis.Client, opts
 	t.Helper()
 	f := &fleet{}
 	all := append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithWindow(window),
-		limiter.WithStateChange(f.hook)}, opts...)
+		limiter.WithObserver(config.StateObserver(f.hook))}, opts...)
 	for range n {
 		c := client()
 		f.clients = append(f.clients, c)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-go/sluice/internal/config"
 	"github.com/sluice-go/sluice/internal/failover"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/key"
@@ -63,7 +64,7 @@ func RunClusterByNode(t *testing.T) {
 	for _, name := range []string{"redisabs", "redissup"} {
 		var l limiter.Limiter
 		var err error
-		o := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t) + name), limiter.WithLogger(nil)}
+		o := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t) + name), config.WithLogger(nil)}
 		if name == "redisabs" {
 			l, err = redisabs.New(client, o...)
 		} else {

@@ -274,8 +274,7 @@ func RunOutageOnset(t *testing.T) {
 		t.Run(p.name+"/Killed", func(t *testing.T) {
 			srv := redistest.StartServer(t)
 			obs, states := &lastEvents{}, newStateLog()
-			l, err := p.new(readmeClient(t, srv.Addr), limiter.WithPrefix(redistest.Prefix(t)), limiter.WithObserver(obs),
-				limiter.WithStateChange(states.hook))
+			l, err := p.new(readmeClient(t, srv.Addr), limiter.WithPrefix(redistest.Prefix(t)), limiter.WithObserver(limiter.MultiObserver(obs, config.StateObserver(states.hook))))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -299,7 +298,7 @@ func RunOutageOnset(t *testing.T) {
 		t.Run(p.name+"/RefusedFromStart", func(t *testing.T) {
 			addr := redistest.DeadClient(t).Options().Addr
 			for _, op := range []string{"Inc", "IncSet"} {
-				l, err := p.new(readmeClient(t, addr), limiter.WithPrefix(redistest.Prefix(t)), limiter.WithLogger(nil))
+				l, err := p.new(readmeClient(t, addr), limiter.WithPrefix(redistest.Prefix(t)), config.WithLogger(nil))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -557,7 +556,7 @@ func RunEvictionWarning(t *testing.T) {
 			for _, ping := range []bool{true, false} {
 				logs := &records{}
 				l, err := redisabs.New(readmeClient(t, srv.Addr), limiter.WithPrefix(redistest.Prefix(t)),
-					limiter.WithLogger(slog.New(logs)))
+					config.WithLogger(slog.New(logs)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -663,7 +662,7 @@ func freezeRun(t *testing.T, p fleetProvider, srv *redistest.Server, run int) {
 	ctx := context.Background()
 	states := newStateLog()
 	l, err := p.new(readmeClient(t, srv.Addr), limiter.WithPrefix(fmt.Sprintf("%s-%d", redistest.Prefix(t), run)),
-		limiter.WithStateChange(states.hook), limiter.WithLogger(nil))
+		limiter.WithObserver(config.StateObserver(states.hook)), config.WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,8 +99,9 @@ func TestObserverOutage(t *testing.T) {
 		t.Run(policy.String(), func(t *testing.T) {
 			rec := &recorder{}
 			changed := make(chan limiter.StateChange, 4)
-			l, err := redisabs.New(redistest.DeadClient(t), limiter.WithObserver(rec), limiter.WithFailurePolicy(policy),
-				limiter.WithTimeout(50*time.Millisecond), limiter.WithProbeInterval(time.Minute), limiter.WithStateChange(func(sc limiter.StateChange) { changed <- sc }))
+			l, err := redisabs.New(redistest.DeadClient(t), limiter.WithFailurePolicy(policy),
+				limiter.WithTimeout(50*time.Millisecond), limiter.WithProbeInterval(time.Minute),
+				limiter.WithObserver(limiter.MultiObserver(rec, config.StateObserver(func(sc limiter.StateChange) { changed <- sc }))))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +109,7 @@ func TestObserverOutage(t *testing.T) {
 			if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); !d.Allowed || d.Shed || !d.Degraded {
 				t.Fatalf("Inc 0 = %+v, want allowed and degraded", d)
 			}
-			// The observer is told before WithStateChange's hook; a
+			// rec is told before the state observer; a
 			// minute is only a guard against a hang.
 			select {
 			case <-changed:

@@ -23,7 +23,7 @@ type Client = rediscore.Client
 // WithClock, the clock's reading replaces Redis TIME: for tests only, since
 // key expiry still runs on the Redis server's clock). WithTimeout,
 // WithFailurePolicy, WithFallbackInstances, WithProbeInterval,
-// WithStateChange and WithLogger set what happens when Redis fails
+// and WithObserver set what happens when Redis fails, and who hears of it
 // (docs/operations.md, When Redis fails). limiter.WithBatching(n) lets
 // concurrent calls share round trips (on by default). It starts no
 // goroutine and makes no call to Redis. A nil client is ErrInvalidConfig.

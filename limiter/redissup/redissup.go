@@ -23,7 +23,7 @@ type Client = rediscore.Client
 // meant for tests and simulations (every instance of a fleet must share one
 // clock, and Redis TIME is that clock). A nil client or a bad option is
 // ErrInvalidConfig. WithTimeout, WithFailurePolicy, WithFallbackInstances,
-// WithProbeInterval, WithStateChange and WithLogger set what happens when
+// WithProbeInterval and WithObserver set what happens when
 // Redis fails (docs/operations.md, When Redis fails).
 // limiter.WithBatching(n) lets concurrent calls share round trips (on by
 // default). New starts no goroutine and makes no call to Redis.
