@@ -107,13 +107,3 @@ type Limiter interface {
 	// ErrClosed.
 	Close(ctx context.Context) error
 }
-
-// Windowed is implemented by a Limiter that reports its window, the
-// WithWindow it was built with. Every sluice provider implements it, so
-// code that states a limit on top of a Limiter (httplimit.New) reads the
-// window from it instead of being told it twice. A Limiter of your own
-// that does not implement it must be given its window explicitly
-// (httplimit.New's Limit.Window).
-type Windowed interface {
-	Window() time.Duration
-}

@@ -11,7 +11,7 @@ import (
 // capacities, and a call is admitted only if every limit admits it. The
 // functions below are the reference that the set scripts mirror.
 
-// MaxSet is the most limits a set holds (limiter.MaxSetLimits).
+// MaxSet is the most limits a set holds (limiter.NewSet's 8).
 const MaxSet = 8
 
 // expired returns s expired at now for a call that writes (peek false),

@@ -20,8 +20,8 @@ var allowedUnknown = (&window.Result{Allowed: true}).Decision()
 type Absolute struct{ s *store }
 
 var (
-	_ limiter.Limiter  = (*Absolute)(nil)
-	_ limiter.Windowed = (*Absolute)(nil)
+	_ limiter.Limiter                     = (*Absolute)(nil)
+	_ interface{ Window() time.Duration } = (*Absolute)(nil)
 )
 
 // NewAbsolute returns an absolute limiter. It reads WithWindow, WithBucket
@@ -101,8 +101,8 @@ func (a *Absolute) Window() time.Duration { return a.s.cfg.Window }
 type Suppressed struct{ s *store }
 
 var (
-	_ limiter.Limiter  = (*Suppressed)(nil)
-	_ limiter.Windowed = (*Suppressed)(nil)
+	_ limiter.Limiter                     = (*Suppressed)(nil)
+	_ interface{ Window() time.Duration } = (*Suppressed)(nil)
 )
 
 // NewSuppressed returns a suppressed limiter. Beyond the absolute options it

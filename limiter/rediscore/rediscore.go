@@ -44,9 +44,9 @@ type Limiter struct {
 }
 
 var (
-	_ limiter.Limiter    = (*Limiter)(nil)
-	_ limiter.SetLimiter = (*Limiter)(nil)
-	_ limiter.Windowed   = (*Limiter)(nil)
+	_ limiter.Limiter                     = (*Limiter)(nil)
+	_ limiter.SetLimiter                  = (*Limiter)(nil)
+	_ interface{ Window() time.Duration } = (*Limiter)(nil)
 )
 
 // NewAbsolute returns an absolute limiter on Redis: redisabs.New, which
