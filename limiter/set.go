@@ -53,7 +53,6 @@ type Limit struct {
 // ErrInvalidConfig.
 type Set struct {
 	limits []Limit // Window and Bucket resolved
-	caps   []int64
 	str    string
 }
 
@@ -68,7 +67,7 @@ func NewSet(limits ...Limit) (*Set, error) {
 	if len(limits) == 0 || len(limits) > maxSetLimits {
 		return nil, fmt.Errorf("%w: a set of %d limits (want 1 to %d)", ErrInvalidConfig, len(limits), maxSetLimits)
 	}
-	s := &Set{limits: make([]Limit, len(limits)), caps: make([]int64, len(limits))}
+	s := &Set{limits: make([]Limit, len(limits))}
 	var b strings.Builder
 	for i, l := range limits {
 		if err := key.ValidateLimitName(l.Name); err != nil {
@@ -98,7 +97,7 @@ func NewSet(limits ...Limit) (*Set, error) {
 		if err != nil {
 			return nil, fmt.Errorf("limit %q: %w", l.Name, err)
 		}
-		s.limits[i], s.caps[i] = l, c
+		s.limits[i] = l
 		if i > 0 {
 			b.WriteString(", ")
 		}
@@ -119,9 +118,6 @@ func (s *Set) Len() int {
 // At returns the i-th limit, its Window and Bucket resolved (never 0), for
 // 0 ≤ i < Len().
 func (s *Set) At(i int) Limit { return s.limits[i] }
-
-// CapacityAt returns the capacity of the i-th limit.
-func (s *Set) CapacityAt(i int) int64 { return s.caps[i] }
 
 // String lists the limits as "name=C per W, …".
 func (s *Set) String() string {

@@ -196,7 +196,8 @@ func SetLimits(set *limiter.Set, factor float64, buf *[MaxSet]Limit) ([]Limit, e
 	ls := buf[:set.Len()]
 	for i := range ls {
 		l := set.At(i)
-		ls[i] = Limit{P: Params{W: l.Window.Milliseconds(), B: l.Bucket.Milliseconds()}, Soft: set.CapacityAt(i), Hard: set.CapacityAt(i)}
+		c, _ := limiter.Capacity(l.Rate, l.Window) // NewSet checked it
+		ls[i] = Limit{P: Params{W: l.Window.Milliseconds(), B: l.Bucket.Milliseconds()}, Soft: c, Hard: c}
 		if factor != 1 {
 			h, err := limiter.HardCapacity(l.Rate, l.Window, factor)
 			if err != nil {
