@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/window"
+
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/hybrid"
@@ -133,12 +134,12 @@ func everyDecisionObserved(t *testing.T, client *redis.Client) {
 		provider, strategy string
 		build              func(opts ...limiter.Option) (limiter.Limiter, error)
 	}{
-		{limiter.ProviderLocal, limiter.StrategyAbsolute, func(o ...limiter.Option) (limiter.Limiter, error) { return local.NewAbsolute(o...) }},
-		{limiter.ProviderLocal, limiter.StrategySuppressed, func(o ...limiter.Option) (limiter.Limiter, error) { return local.NewSuppressed(o...) }},
-		{limiter.ProviderRedisAbs, limiter.StrategyAbsolute, func(o ...limiter.Option) (limiter.Limiter, error) { return redisabs.New(client, o...) }},
-		{limiter.ProviderRedisSup, limiter.StrategySuppressed, func(o ...limiter.Option) (limiter.Limiter, error) { return redissup.New(client, o...) }},
-		{limiter.ProviderHybrid, limiter.StrategyAbsolute, func(o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewAbsolute(client, o...) }},
-		{limiter.ProviderHybrid, limiter.StrategySuppressed, func(o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewSuppressed(client, o...) }},
+		{window.ProviderLocal, window.StrategyAbsolute, func(o ...limiter.Option) (limiter.Limiter, error) { return local.NewAbsolute(o...) }},
+		{window.ProviderLocal, window.StrategySuppressed, func(o ...limiter.Option) (limiter.Limiter, error) { return local.NewSuppressed(o...) }},
+		{window.ProviderRedisAbs, window.StrategyAbsolute, func(o ...limiter.Option) (limiter.Limiter, error) { return redisabs.New(client, o...) }},
+		{window.ProviderRedisSup, window.StrategySuppressed, func(o ...limiter.Option) (limiter.Limiter, error) { return redissup.New(client, o...) }},
+		{window.ProviderHybrid, window.StrategyAbsolute, func(o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewAbsolute(client, o...) }},
+		{window.ProviderHybrid, window.StrategySuppressed, func(o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewSuppressed(client, o...) }},
 	} {
 		t.Run(tc.provider+"/"+tc.strategy, func(t *testing.T) {
 			obs := &countingObserver{seen: map[string]int{}}
@@ -220,7 +221,6 @@ func TestOptionsAcrossProviders(t *testing.T) {
 		limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return 0.5 }),
 		limiter.WithPrefix("across"), limiter.WithTimeout(time.Second), limiter.WithFailurePolicy(limiter.FallbackLocal),
 		limiter.WithFallbackInstances(2), limiter.WithProbeInterval(time.Millisecond),
-		limiter.WithStateChange(func(limiter.StateChange) {}), limiter.WithLogger(nil),
 		limiter.WithObserver(limiter.NewLogObserver(nil)), limiter.WithBatching(4), limiter.WithHotKeyRelief(false)}
 	for name, build := range builders {
 		isHybrid := strings.HasPrefix(name, "hybrid.")

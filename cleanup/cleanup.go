@@ -9,9 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/redisprov"
-
 	"github.com/redis/go-redis/v9"
+	win "github.com/sluice-go/sluice/internal/window"
+
+	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/scripts"
@@ -145,13 +146,13 @@ func (c *Cleaner) report(ctx context.Context, r Report, err error) {
 	c.observe(ctx, r, err)
 }
 
-// observe sends r to WithObserver's observer as an EventCleanup.
+// observe sends r to WithObserver's observer as a "cleanup" Event.
 func (c *Cleaner) observe(ctx context.Context, r Report, err error) {
 	if c.o.observer == nil {
 		return
 	}
 	r.failed(ctx, err)
-	c.o.observer.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventCleanup, Provider: limiter.ProviderCleanup,
+	c.o.observer.ObserveEvent(ctx, limiter.Event{Kind: win.EventCleanup, Provider: win.ProviderCleanup,
 		Cleanup: r.CleanupReport})
 }
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/window"
+
 	"github.com/sluice-go/sluice/cleanup"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/key"
@@ -46,8 +48,8 @@ func (e *events) take() ([]limiter.Event, int) {
 func wantEvent(t *testing.T, ev limiter.Event, r cleanup.Report, err error, class string) {
 	t.Helper()
 	c := ev.Cleanup
-	if ev.Kind != limiter.EventCleanup || ev.Provider != limiter.ProviderCleanup {
-		t.Errorf("event %v from %q, want %v from %q", ev.Kind, ev.Provider, limiter.EventCleanup, limiter.ProviderCleanup)
+	if ev.Kind != window.EventCleanup || ev.Provider != window.ProviderCleanup {
+		t.Errorf("event %v from %q, want %v from %q", ev.Kind, ev.Provider, window.EventCleanup, window.ProviderCleanup)
 	}
 	if c.Scanned != r.Scanned || c.Deleted != r.Deleted || c.Trimmed != r.Trimmed || c.Duration != r.Duration {
 		t.Errorf("event reports %+v, the pass %+v", c, r)
@@ -120,5 +122,5 @@ func TestObserver(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("%d events for a failed Run, want 1: %+v", len(got), got)
 	}
-	wantEvent(t, got[0], r, err, limiter.ErrorConnection)
+	wantEvent(t, got[0], r, err, window.ErrorConnection)
 }

@@ -289,15 +289,15 @@ func WithReports(f func(Report, error)) Option {
 	return func(o *options) { o.reports = f }
 }
 
-// WithObserver sends a limiter.EventCleanup, Provider
-// limiter.ProviderCleanup, to o after each Run and each pass of the
-// background loop (not a Run refused with ErrLocked, which did none), and
-// on the first of a series of the loop's failed attempts to take the lease
-// (an empty report whose Err says why). Its ErrorClass is that of a
-// limiter's EventBackendError for a Redis error (limiter.ErrorTimeout, …)
-// and "" for ErrLeaseLost, not the backend's fault. The limiters'
-// observer (limiter.WithObserver) can serve; nil removes one given
-// earlier. Default: none.
+// WithObserver sends a config.EventCleanup, with Provider
+// config.ProviderCleanup, to o after every pass: each Run and each pass
+// of the background loop, and the first of a series of failed attempts of
+// the loop to take the lease (an event whose report is empty and whose Err
+// says why). A Run refused with ErrLocked did no pass and sends nothing. The
+// event's ErrorClass is that of a limiter's "backend_error" Event for a Redis
+// error (config.ErrorTimeout, …) and "" for ErrLeaseLost, which is not
+// the backend's fault. The same observer can serve the limiters (see
+// limiter.WithObserver); nil removes one given earlier. Default: none.
 func WithObserver(o limiter.Observer) Option {
 	return func(opts *options) { opts.observer = o }
 }

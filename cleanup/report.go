@@ -63,12 +63,13 @@ func (r Reason) String() string {
 // twice (Redis resized its table) is counted and handled twice, the second
 // time changing nothing.
 type Report struct {
-	// CleanupReport holds what an observer's EventCleanup carries:
-	// Scanned, the keys handled; Deleted, the limiter hashes with no live
-	// bucket (by the window each records) UNLINKed, or in a dry run to be;
-	// Trimmed, the live hashes whose dead buckets were removed; Duration;
-	// Err and ErrorClass, why the pass stopped early (Run's error) and its
-	// class.
+	// CleanupReport holds what an observer's "cleanup" Event carries:
+	// Scanned, the keys SCAN returned and the pass handled; Deleted, the
+	// limiter hashes with no live bucket, UNLINKed (dry run: that would
+	// be), judged by the window each records; Trimmed, the live hashes
+	// whose dead buckets were removed; Duration, how long the pass took;
+	// Err and ErrorClass, why the pass stopped before the end (the error
+	// Run returns) and its class.
 	limiter.CleanupReport
 	// Prefix is the prefix walked; DryRun says nothing was written.
 	Prefix string

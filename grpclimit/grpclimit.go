@@ -187,8 +187,8 @@ type Interceptor struct {
 // limit.Rate × W units in any span of W, where W is l's window, stated in
 // the w parameter of the ratelimit-policy metadata. The rules are
 // httplimit.New's: leave limit.Window 0 for a sluice provider (it reports
-// its window, limiter.Windowed); a Limiter of your own that does not must
-// be given its window in limit.Window; a different window is an error.
+// its window: a Window() time.Duration method); a Limiter of your own
+// without one must be given its window in limit.Window; a different window is an error.
 // limit.Name names the policy ("" means httplimit.DefaultPolicyName).
 // limit.Rate may be the zero Rate only with WithRateFunc. Errors match
 // limiter.ErrInvalidConfig, or the rate's errors.
@@ -209,7 +209,7 @@ func New(l limiter.Limiter, limit limiter.Limit, opts ...Option) (*Interceptor, 
 	if err := key.ValidateLimitName(limit.Name); err != nil {
 		return nil, fmt.Errorf("%w: limit name: %w", limiter.ErrInvalidConfig, err)
 	}
-	if w, ok := l.(limiter.Windowed); ok {
+	if w, ok := l.(interface{ Window() time.Duration }); ok {
 		switch lw := w.Window(); {
 		case limit.Window == 0:
 			limit.Window = lw

@@ -34,7 +34,7 @@ import (
 type provider interface {
 	limiter.Limiter
 	limiter.SetLimiter
-	limiter.Windowed
+	interface{ Window() time.Duration }
 }
 
 // recorder passes every call to the provider it wraps and keeps each

@@ -100,7 +100,9 @@ func appendSetPolicy(b []byte, s *limiter.Set) []byte {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = appendPolicy(b, s.At(i).Name, s.CapacityAt(i), s.At(i).Window)
+		l := s.At(i)
+		c, _ := limiter.Capacity(l.Rate, l.Window) // NewSet checked it
+		b = appendPolicy(b, l.Name, c, l.Window)
 	}
 	return b
 }

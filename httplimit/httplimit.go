@@ -87,13 +87,15 @@ type Middleware struct {
 }
 
 // New returns a middleware that limits each key to limit on l: at most
-// limit.Rate × W units in any span of W, l's window, stated as the w of
-// RateLimit-Policy. Leave limit.Window 0: every sluice provider reports
-// its window (limiter.Windowed), and a different one is an error, since
-// the headers would promise a window the limiter does not enforce; a
-// Limiter of your own that is not Windowed must be given it. limit.Name
-// names the policy ("" is DefaultPolicyName) by limiter.Limit's rules;
-// limit.Rate may be the zero Rate only with WithRateFunc; limit.Bucket is
+// limit.Rate × W units in any span of W, where W is l's window, stated in
+// the w parameter of RateLimit-Policy. Every sluice provider reports its
+// window (a Window() time.Duration method), so leave limit.Window 0; a limit.Window that
+// differs from the provider's is an error, since the headers would promise
+// a window the limiter does not enforce. A Limiter that is not
+// without that method (one of your own) must be given its window in
+// limit.Window. limit.Name names the policy in the headers ("" means
+// DefaultPolicyName) and follows the rules of limiter.Limit's Name.
+// limit.Rate may be the zero Rate only with WithRateFunc. limit.Bucket is
 // ignored (it is l's). Errors match limiter.ErrInvalidConfig, or the
 // rate's errors.
 func New(l limiter.Limiter, limit limiter.Limit, opts ...Option) (*Middleware, error) {
@@ -113,7 +115,7 @@ func New(l limiter.Limiter, limit limiter.Limit, opts ...Option) (*Middleware, e
 	if err := key.ValidateLimitName(limit.Name); err != nil {
 		return nil, fmt.Errorf("%w: limit name: %w", limiter.ErrInvalidConfig, err)
 	}
-	if w, ok := l.(limiter.Windowed); ok {
+	if w, ok := l.(interface{ Window() time.Duration }); ok {
 		switch lw := w.Window(); {
 		case limit.Window == 0:
 			limit.Window = lw

@@ -55,7 +55,7 @@ func checkSetResponse(t *testing.T, i int, resp response, d limiter.SetDecision,
 	var pol, rl []string
 	for j := 0; j < set.Len(); j++ {
 		l := set.At(j)
-		pol = append(pol, fmt.Sprintf("%q;q=%d;w=%d", l.Name, set.CapacityAt(j), int64(l.Window/time.Second)))
+		pol = append(pol, fmt.Sprintf("%q;q=%d;w=%d", l.Name, capacityAt(set, j), int64(l.Window/time.Second)))
 		ld := d.Limits[j]
 		if ld.Name != l.Name {
 			t.Fatalf("decision limit %d is %q, want %q", j, ld.Name, l.Name)
@@ -199,4 +199,10 @@ func TestSetDenyResult(t *testing.T) {
 	if resp := s.get(t, "/"); resp.status != 429 || fmt.Sprint(names) != "[a]" {
 		t.Errorf("status %d, refused by %v; want 429 by [a]", resp.status, names)
 	}
+}
+
+// capacityAt is the capacity of set's i-th limit (Set.CapacityAt was).
+func capacityAt(set *limiter.Set, i int) int64 {
+	c, _ := limiter.Capacity(set.At(i).Rate, set.At(i).Window)
+	return c
 }

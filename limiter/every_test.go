@@ -13,12 +13,12 @@ import (
 // error must name the period the caller passed.
 func TestEveryBadPeriodNamesIt(t *testing.T) {
 	for _, d := range []time.Duration{-time.Second, 0, -time.Nanosecond} {
-		err := limiter.Every(1, d).Validate()
+		err := limiter.ValidateRate(limiter.Every(1, d))
 		if !errors.Is(err, limiter.ErrInvalidRate) {
-			t.Fatalf("Every(1, %v).Validate() = %v, want ErrInvalidRate", d, err)
+			t.Fatalf("Every(1, %v): validate = %v, want ErrInvalidRate", d, err)
 		}
 		if msg := err.Error(); !strings.Contains(msg, d.String()) || strings.Contains(msg, "NaN") {
-			t.Errorf("Every(1, %v).Validate() = %q, want the period %v named and no NaN", d, msg, d)
+			t.Errorf("Every(1, %v): validate = %q, want the period %v named and no NaN", d, msg, d)
 		}
 		if _, err := limiter.Capacity(limiter.Every(1, d), time.Minute); !errors.Is(err, limiter.ErrInvalidRate) {
 			t.Errorf("Capacity(Every(1, %v)) error = %v, want ErrInvalidRate", d, err)

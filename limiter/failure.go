@@ -3,7 +3,6 @@ package limiter
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 )
 
@@ -45,7 +44,7 @@ func (p FailurePolicy) String() string {
 }
 
 // StateChange reports a Redis provider entering or leaving degraded mode,
-// to the hook of WithStateChange and to an Observer (Event.State).
+// to the Observer (Event.State).
 // Whatever the policy, a provider enters degraded mode when a call finds
 // Redis unavailable (the circuit breaker opens) and leaves it when a
 // background probe gets an answer (the breaker closes, after
@@ -89,8 +88,8 @@ func WithTimeout(d time.Duration) Option {
 // WithFailurePolicy sets what a Redis provider answers while Redis is
 // unavailable: FallbackLocal (the default), FailOpen, FailClosed or
 // FailError. Under the first three, Inc and IsAllowed return a Decision with
-// Degraded set and a nil error; the cause goes to the state-change hook and
-// the logger. The breaker opens on wire evidence only (a refused or reset
+// Degraded set and a nil error; the cause goes to the observer (a
+// "state_change" Event) or, without one, to the default log. The breaker opens on wire evidence only (a refused or reset
 // connection, replies such as LOADING or READONLY), or on a timeout that a
 // probe of its own confirms; until then a call that timed out is shed
 // (Decision.Shed, ErrShed under FailError). Bad input, ErrClosed and the
@@ -121,23 +120,6 @@ func WithFallbackInstances(n int) Option {
 // one probe is in flight; each is bounded by WithTimeout.
 func WithProbeInterval(d time.Duration) Option {
 	return func(c *config) { c.ProbeInterval = d }
-}
-
-// WithStateChange registers fn, called once when a Redis provider enters
-// degraded mode and once when it leaves it. fn runs on the provider's
-// probe goroutine, never on a caller's: it may log or export a metric, but
-// while it runs the probe waits, and Close waits for it. Default: none.
-func WithStateChange(fn func(StateChange)) Option {
-	return func(c *config) { c.OnStateChange = fn }
-}
-
-// WithLogger sets the logger of a Redis provider. It receives the
-// limiter's first failed Redis call (Warn), entering (Warn) and leaving
-// (Info) degraded mode, at most one outage a minute after the first five,
-// and configuration warnings. Default: slog.Default(), read at each
-// record. WithLogger(nil) silences it.
-func WithLogger(l *slog.Logger) Option {
-	return func(c *config) { c.Logger, c.LoggerSet = l, true }
 }
 
 // WithBatching lets concurrent calls of a Redis provider share round

@@ -28,7 +28,7 @@ func (o Outcome) String() string {
 }
 
 // enumName returns names[v], the name of v in the constants of its type
-// typ, or "typ(v)" for a value without a name. Outcome, EventKind and
+// typ, or "typ(v)" for a value without a name. Outcome and
 // FailurePolicy name their values with it.
 func enumName[T ~int](v T, typ string, names ...string) string {
 	if v >= 0 && int(v) < len(names) && names[v] != "" {
@@ -106,14 +106,4 @@ type Limiter interface {
 	// work, waiting for it until ctx is done. Calls after Close return
 	// ErrClosed.
 	Close(ctx context.Context) error
-}
-
-// Windowed is implemented by a Limiter that reports its window, the
-// WithWindow it was built with. Every sluice provider implements it, so
-// code that states a limit on top of a Limiter (httplimit.New) reads the
-// window from it instead of being told it twice. A Limiter of your own
-// that does not implement it must be given its window explicitly
-// (httplimit.New's Limit.Window).
-type Windowed interface {
-	Window() time.Duration
 }

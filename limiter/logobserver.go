@@ -8,8 +8,7 @@ import (
 // NewLogObserver returns an Observer that writes to l:
 //
 //   - state changes: Warn on entering degraded mode, Info on leaving it,
-//     the same records as WithLogger (give a provider one or the other,
-//     or each transition is logged twice);
+//     the records of a provider's default log (WithObserver), every one;
 //   - failed Redis calls: Warn, with the operation, error class, error and
 //     duration;
 //   - cleanup runs: Info, or Warn when the run stopped on an error;
@@ -51,13 +50,13 @@ func (o logObserver) ObserveDecision(ctx context.Context, e DecisionEvent) {
 
 func (o logObserver) ObserveEvent(ctx context.Context, e Event) {
 	switch e.Kind {
-	case EventStateChange:
+	case "state_change":
 		logStateChange(ctx, o.l, e.State)
-	case EventBackendError:
+	case "backend_error":
 		o.l.LogAttrs(ctx, slog.LevelWarn, "sluice: Redis call failed",
 			slog.String("provider", e.Provider), slog.String("op", e.Op),
 			slog.String("error_class", e.ErrorClass), slog.Any("error", e.Err), slog.Duration("duration", e.Duration))
-	case EventCleanup:
+	case "cleanup":
 		r := e.Cleanup
 		level := slog.LevelInfo
 		attrs := []slog.Attr{slog.Int64("scanned", r.Scanned), slog.Int64("deleted", r.Deleted),
@@ -71,8 +70,8 @@ func (o logObserver) ObserveEvent(ctx context.Context, e Event) {
 }
 
 // logStateChange writes sc to l: Warn on entering degraded mode, Info on
-// leaving it. WithLogger's records go through a log observer too, so the
-// two read the same.
+// leaving it. A provider's default log writes through a log observer too,
+// so the two read the same.
 func logStateChange(ctx context.Context, l *slog.Logger, sc StateChange) {
 	if sc.Degraded {
 		l.WarnContext(ctx, "sluice: Redis unavailable, answering by the failure policy",

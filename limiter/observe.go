@@ -24,68 +24,22 @@ type Observer interface {
 	ObserveEvent(ctx context.Context, e Event)
 }
 
-// Provider names, the values of DecisionEvent.Provider and Event.Provider.
-const (
-	ProviderLocal    = "local"
-	ProviderRedisAbs = "redisabs"
-	ProviderRedisSup = "redissup"
-	// ProviderHybrid is the Provider of both hybrid strategies.
-	ProviderHybrid = "hybrid"
-	// ProviderCleanup is the Provider of an EventCleanup.
-	ProviderCleanup = "cleanup"
-)
-
-// Strategy names, the values of DecisionEvent.Strategy.
-const (
-	StrategyAbsolute   = "absolute"
-	StrategySuppressed = "suppressed"
-)
-
-// Operation names, the values of DecisionEvent.Op and Event.Op.
-const (
-	OpInc          = "inc"
-	OpIsAllowed    = "is_allowed"
-	OpIncSet       = "inc_set"
-	OpIsAllowedSet = "is_allowed_set"
-	OpGet          = "get"
-	OpReset        = "reset"
-	OpGetSet       = "get_set"
-	OpResetSet     = "reset_set"
-)
-
-// Error classes, the values of DecisionEvent.ErrorClass and
-// Event.ErrorClass: a small fixed set, fit for a metric attribute.
-const (
-	// ErrorTimeout: the call ran out of time (WithTimeout's deadline, a
-	// socket timeout, the client's pool wait). The call is shed; the
-	// breaker opens only if a confirming probe fails too.
-	ErrorTimeout = "timeout"
-	// ErrorConnection: the connection was refused, reset or closed. The
-	// breaker opens.
-	ErrorConnection = "connection"
-	// ErrorUnavailable: Redis answered LOADING, BUSY, MASTERDOWN,
-	// CLUSTERDOWN, TRYAGAIN, READONLY or OOM. The breaker opens.
-	ErrorUnavailable = "unavailable"
-	// ErrorReply: any other error reply, or a reply the provider could
-	// not read. The error is returned to the caller; the breaker stays
-	// closed.
-	ErrorReply = "reply"
-	// ErrorCanceled: the caller's context was cancelled or passed its own
-	// deadline during the call. Returned to the caller; not Redis's fault.
-	ErrorCanceled = "canceled"
-)
-
 // DecisionEvent describes one decision: an Inc, IsAllowed, IncSet or
 // IsAllowedSet that returned a nil error (calls that return an error are
-// not decisions; a failed Redis call is reported by an EventBackendError).
+// not decisions; a failed Redis call is reported by a "backend_error" Event).
 //
 // Key is the caller's key. It is here for the observer that needs it (a
 // sampled log, a bounded top-k); a metric attribute made of it would have
 // one series per key, so adapters leave it out unless told otherwise.
 type DecisionEvent struct {
-	Provider string // ProviderLocal, ProviderRedisAbs, ProviderRedisSup, ProviderHybrid
-	Strategy string // StrategyAbsolute, StrategySuppressed
-	Op       string // OpInc, OpIsAllowed, OpIncSet, OpIsAllowedSet
+	// Provider is "local", "redisabs", "redissup" or "hybrid" (both
+	// hybrid strategies); Strategy "absolute" or "suppressed"; Op "inc",
+	// "is_allowed", "inc_set" or "is_allowed_set". These values, like
+	// ErrorClass's and Source's, are few and fixed: fit for a metric
+	// attribute.
+	Provider string
+	Strategy string
+	Op       string
 	Key      string
 	Cost     int64 // n as the caller gave it; 0 for IsAllowed and IsAllowedSet
 	// Decision is the decision returned (for a set, the set's).
@@ -109,7 +63,15 @@ type DecisionEvent struct {
 	Start    time.Time
 	Duration time.Duration
 	// ErrorClass is the class of the Redis call's error when the failure
-	// policy answered for it, "" otherwise.
+	// policy answered for it, "" otherwise: "timeout" (WithTimeout's
+	// deadline, a socket timeout, the client's pool wait: the call is
+	// shed, and the breaker opens only if a confirming probe fails too),
+	// "connection" (refused, reset or closed: the breaker opens),
+	// "unavailable" (LOADING, BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
+	// READONLY or OOM: the breaker opens), "reply" (any other error reply,
+	// or a reply the provider could not read: returned to the caller, the
+	// breaker stays closed) or "canceled" (the caller's context was
+	// cancelled or passed its own deadline: returned, not Redis's fault).
 	ErrorClass string
 }
 
@@ -136,102 +98,83 @@ func (e *DecisionEvent) Policy() string {
 	return e.Limits[best].Name
 }
 
-// Answer sources, the values of DecisionEvent.Source: who answered a
-// decision. Few and fixed, fit for a metric attribute.
-const (
-	// SourceLocal: a local provider decided, in process.
-	SourceLocal = "local"
-	// SourceRedis: Redis decided, in a script call of this decision.
-	SourceRedis = "redis"
-	// SourceMemory: the provider answered from what it remembers of
-	// Redis's earlier answers, without a Redis call: a refusal hot-key
-	// relief remembers, a hybrid's lease or cached refusal. Exact, within
-	// the staleness bounds of docs/algorithms.md, Staleness.
-	SourceMemory = "memory"
-	// SourcePolicy: Redis could not be asked and the failure policy
-	// answered (Decision.Degraded): the local fallback, FailOpen or
-	// FailClosed.
-	SourcePolicy = "policy"
-	// SourceShed: the call's budget ran out while Redis was not known to
-	// be down, and it was refused unasked (Decision.Shed).
-	SourceShed = "shed"
-)
-
-// Source says who answered the decision: SourceLocal, SourceRedis,
-// SourceMemory, SourcePolicy or SourceShed.
+// Source says who answered the decision: "local" (a local provider, in
+// process), "redis" (Redis, in a script call of this decision), "memory"
+// (the provider answered from what it remembers of Redis's earlier
+// answers, without a Redis call: a refusal hot-key relief remembers, a
+// hybrid's lease or cached refusal; exact within the staleness bounds of
+// docs/algorithms.md, Staleness), "policy" (Redis could not be asked and
+// the failure policy answered: Decision.Degraded) or "shed" (the call's
+// budget ran out while Redis was not known to be down, and it was refused
+// unasked: Decision.Shed).
 func (e *DecisionEvent) Source() string {
 	switch {
-	case e.Provider == ProviderLocal:
-		return SourceLocal
+	case e.Provider == "local":
+		return "local"
 	case e.Decision.Degraded:
-		return SourcePolicy
+		return "policy"
 	case e.Decision.Shed:
-		return SourceShed
+		return "shed"
 	case !e.Backend:
-		return SourceMemory
+		return "memory"
 	}
-	return SourceRedis
+	return "redis"
 }
 
-// EventKind says what an Event reports.
-type EventKind int
-
-const (
-	// EventBackendError: a Redis call failed. Op, ErrorClass, Err and
-	// Duration describe it. One event per failed call; while the breaker
-	// is open no call is made, so there is none.
-	EventBackendError EventKind = iota + 1
-	// EventStateChange: a Redis provider entered or left degraded mode
-	// (State). The same transitions reach WithStateChange and WithLogger.
-	// It comes from the provider's probe goroutine, so the event of
-	// entering degraded mode may arrive before or after the
-	// EventBackendError of the call that opened the breaker.
-	EventStateChange
-	// EventCleanup: a cleanup run finished (Cleanup).
-	EventCleanup
-)
-
-// String returns "backend_error", "state_change" or "cleanup".
-func (k EventKind) String() string {
-	return enumName(k, "EventKind", "", "backend_error", "state_change", "cleanup")
-}
-
-// Event is a backend event. Kind says which fields are set.
+// Event is a backend event. Kind says what it reports, and which fields
+// are set:
+//
+//   - "backend_error": a Redis call failed. Op, ErrorClass, Err and
+//     Duration describe it. One event per failed call; while the breaker
+//     is open no call is made, so there is none.
+//   - "state_change": a Redis provider entered or left degraded mode
+//     (State). It comes from the provider's probe goroutine, so the event
+//     of entering degraded mode may arrive before or after the
+//     "backend_error" of the call that opened the breaker.
+//   - "cleanup": a cleanup run finished (Cleanup); Provider is "cleanup".
 type Event struct {
-	Kind     EventKind
-	Provider string // ProviderRedisAbs, ProviderRedisSup, ProviderHybrid, ProviderCleanup
-	// EventBackendError: the operation (OpInc, …), the error's class and
-	// the error as the provider saw it, and how long the call took (0 for
-	// Get, Reset, GetSet and ResetSet, which are not timed).
+	Kind     string
+	Provider string // "redisabs", "redissup", "hybrid" or "cleanup"
+	// "backend_error": the operation (DecisionEvent.Op's values, or
+	// "get", "reset", "get_set", "reset_set"), the error's class (as
+	// DecisionEvent.ErrorClass) and the error as the provider saw it, and
+	// how long the call took (0 for Get, Reset, GetSet and ResetSet, which
+	// are not timed).
 	Op         string
 	ErrorClass string
 	Err        error
 	Duration   time.Duration
-	// EventStateChange: the transition.
+	// "state_change": the transition.
 	State StateChange
-	// EventCleanup: what the run did.
+	// "cleanup": what the run did.
 	Cleanup CleanupReport
 }
 
 // CleanupReport is what one cleanup run did (cleanup.Report embeds it),
-// sent in an EventCleanup to the observer of cleanup.WithObserver.
+// sent in a "cleanup" Event to the observer of cleanup.WithObserver.
 type CleanupReport struct {
 	Scanned  int64         // keys SCAN returned under the prefix
 	Deleted  int64         // limiter hashes with no live bucket, UNLINKed
 	Trimmed  int64         // live hashes whose expired buckets were removed
 	Duration time.Duration // how long the run took
 	// Err is why the run stopped before the end of the scan (nil when it
-	// finished); ErrorClass is its class, as for EventBackendError.
+	// finished); ErrorClass is its class, as for a "backend_error".
 	Err        error
 	ErrorClass string
 }
 
 // WithObserver registers o to receive every decision and backend event of
-// the provider (see Observer). Default: none (one nil check per call).
-// WithObserver(nil) removes an observer given earlier. To feed several
-// observers, combine them with MultiObserver.
+// the provider (see Observer): the one channel of its state changes, failed
+// calls and warnings. Default: none (one nil check per call), and a Redis
+// provider logs through slog.Default() (read at each record): its first
+// failed Redis call (Warn), entering (Warn) and leaving (Info) degraded
+// mode, at most one outage a minute after the first five, and
+// configuration warnings. An observer given replaces that log:
+// WithObserver(NewLogObserver(l)) logs to l instead, WithObserver(nil)
+// silences the provider. To feed several observers (a log and metrics),
+// combine them with MultiObserver.
 func WithObserver(o Observer) Option {
-	return func(c *config) { c.Observer = o }
+	return func(c *config) { c.Observer, c.ObserverSet = o, true }
 }
 
 // MultiObserver returns an Observer that passes every call to each of

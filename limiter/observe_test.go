@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -70,16 +71,16 @@ func TestLogObserver(t *testing.T) {
 		ctx := context.Background()
 		o.ObserveDecision(ctx, limiter.DecisionEvent{Provider: "redisabs", Strategy: "absolute", Op: "inc", Key: "secret-key", Cost: 2,
 			Decision: limiter.Decision{Outcome: limiter.Rejected}, Backend: true, Duration: time.Millisecond})
-		o.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventBackendError, Provider: "redisabs", Op: "inc",
-			ErrorClass: limiter.ErrorTimeout, Err: errors.New("deadline"), Duration: 250 * time.Millisecond})
-		o.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventStateChange, Provider: "redisabs",
+		o.ObserveEvent(ctx, limiter.Event{Kind: window.EventBackendError, Provider: "redisabs", Op: "inc",
+			ErrorClass: window.ErrorTimeout, Err: errors.New("deadline"), Duration: 250 * time.Millisecond})
+		o.ObserveEvent(ctx, limiter.Event{Kind: window.EventStateChange, Provider: "redisabs",
 			State: limiter.StateChange{Provider: "redisabs", Degraded: true, Cause: errors.New("deadline")}})
-		o.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventStateChange, Provider: "redisabs",
+		o.ObserveEvent(ctx, limiter.Event{Kind: window.EventStateChange, Provider: "redisabs",
 			State: limiter.StateChange{Provider: "redisabs", Duration: time.Second, Reconciled: 4}})
-		o.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventCleanup, Provider: "cleanup",
+		o.ObserveEvent(ctx, limiter.Event{Kind: window.EventCleanup, Provider: "cleanup",
 			Cleanup: limiter.CleanupReport{Scanned: 9, Deleted: 2}})
-		o.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventCleanup, Provider: "cleanup",
-			Cleanup: limiter.CleanupReport{Scanned: 1, Err: errors.New("lost"), ErrorClass: limiter.ErrorConnection}})
+		o.ObserveEvent(ctx, limiter.Event{Kind: window.EventCleanup, Provider: "cleanup",
+			Cleanup: limiter.CleanupReport{Scanned: 1, Err: errors.New("lost"), ErrorClass: window.ErrorConnection}})
 		var got []string
 		dec := json.NewDecoder(&buf)
 		for dec.More() {

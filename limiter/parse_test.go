@@ -165,7 +165,7 @@ func TestRateStringForms(t *testing.T) {
 		// A period of whole ms comes back equal; another, as the same
 		// events per second.
 		same := back.PerSecondValue() == tt.r.PerSecondValue() && (tt.r.Period()%time.Millisecond != 0 || back == tt.r)
-		if valid := tt.r.Validate() == nil; valid && (err != nil || !same) {
+		if valid := limiter.ValidateRate(tt.r) == nil; valid && (err != nil || !same) {
 			t.Errorf("ParseRate(%q) = %v, %v; want %v/s", got, back.PerSecondValue(), err, tt.r.PerSecondValue())
 		} else if !valid && !errors.Is(err, limiter.ErrInvalidRate) {
 			t.Errorf("ParseRate(%q) = %v, %v; want ErrInvalidRate", got, back, err)
@@ -213,7 +213,7 @@ func FuzzParseRate(f *testing.F) {
 			}
 			return
 		}
-		if err := r.Validate(); err != nil {
+		if err := limiter.ValidateRate(r); err != nil {
 			t.Fatalf("ParseRate(%q) = %v, which does not validate: %v", s, r, err)
 		}
 		str := r.String()
@@ -237,7 +237,7 @@ func FuzzRateString(f *testing.F) {
 		r := limiter.PerSecond(p)
 		s := r.String()
 		back, err := limiter.ParseRate(s)
-		if r.Validate() != nil {
+		if limiter.ValidateRate(r) != nil {
 			if err == nil {
 				t.Fatalf("ParseRate(%q) = %v for invalid rate %v/s, want an error", s, back, p)
 			}

@@ -24,7 +24,7 @@ type Rate struct {
 	count  float64
 	period time.Duration
 	// badPeriod is set by Every when its period is not positive: the
-	// rate is invalid and Validate names that period.
+	// rate is invalid and validate names that period.
 	badPeriod    time.Duration
 	hasBadPeriod bool
 }
@@ -68,7 +68,7 @@ func (r Rate) Period() time.Duration { return r.period }
 // window outside 1 ms to 31 days (Every(1, 40*24*time.Hour), or 1e-9 per
 // day) is ErrInvalidConfig naming the period: give the window then.
 func DefaultWindow(r Rate) (time.Duration, error) {
-	if err := r.Validate(); err != nil {
+	if err := r.validate(); err != nil {
 		return 0, err
 	}
 	p := r.period
@@ -108,8 +108,9 @@ func DefaultWindow(r Rate) (time.Duration, error) {
 // ParseRate refuses.
 func (r Rate) String() string { return r.format() }
 
-// Validate reports ErrInvalidRate unless r is finite and positive.
-func (r Rate) Validate() error {
+// validate reports ErrInvalidRate unless r is finite and positive (every
+// call that takes a rate reports it so: Capacity, NewSet, Inc).
+func (r Rate) validate() error {
 	p := r.perSecond
 	if r.hasBadPeriod {
 		return fmt.Errorf("%w: a period of %v (want a positive duration)", ErrInvalidRate, r.badPeriod)
@@ -153,7 +154,7 @@ func HardCapacity(r Rate, window time.Duration, factor float64) (int64, error) {
 			return int64(v), nil
 		}
 	}
-	if err := r.Validate(); err != nil {
+	if err := r.validate(); err != nil {
 		return 0, err
 	}
 	if window <= 0 {

@@ -10,9 +10,8 @@ import (
 	"github.com/sluice-go/sluice/key"
 )
 
-// MaxSetLimits is the most limits one Set holds: each is one hash in Redis
-// that a decision reads and may write (docs/algorithms.md, Bounded work).
-const MaxSetLimits = 8
+// maxSetLimits is the most limits one Set holds (NewSet's 8).
+const maxSetLimits = 8
 
 // Limit is one limit of a Set: at most Rate × Window units in any span of
 // Window, reported under Name.
@@ -54,21 +53,21 @@ type Limit struct {
 // ErrInvalidConfig.
 type Set struct {
 	limits []Limit // Window and Bucket resolved
-	caps   []int64
 	str    string
 }
 
 // NewSet validates limits and returns them as a Set, in the order given
 // (the order of SetDecision.Limits and of GetSet's usages). It reports
-// ErrInvalidConfig for no limits, more than MaxSetLimits, two limits of
+// ErrInvalidConfig for no limits, more than 8 (each is one hash in Redis
+// that a decision reads and may write: docs/algorithms.md, Bounded work), two limits of
 // one name, a bad name (key.ErrInvalidLimitName too), window or bucket,
 // and the rate's errors (ErrInvalidRate, ErrCapacityTooSmall) for a bad
 // rate, each naming the limit.
 func NewSet(limits ...Limit) (*Set, error) {
-	if len(limits) == 0 || len(limits) > MaxSetLimits {
-		return nil, fmt.Errorf("%w: a set of %d limits (want 1 to %d)", ErrInvalidConfig, len(limits), MaxSetLimits)
+	if len(limits) == 0 || len(limits) > maxSetLimits {
+		return nil, fmt.Errorf("%w: a set of %d limits (want 1 to %d)", ErrInvalidConfig, len(limits), maxSetLimits)
 	}
-	s := &Set{limits: make([]Limit, len(limits)), caps: make([]int64, len(limits))}
+	s := &Set{limits: make([]Limit, len(limits))}
 	var b strings.Builder
 	for i, l := range limits {
 		if err := key.ValidateLimitName(l.Name); err != nil {
@@ -98,7 +97,7 @@ func NewSet(limits ...Limit) (*Set, error) {
 		if err != nil {
 			return nil, fmt.Errorf("limit %q: %w", l.Name, err)
 		}
-		s.limits[i], s.caps[i] = l, c
+		s.limits[i] = l
 		if i > 0 {
 			b.WriteString(", ")
 		}
@@ -119,9 +118,6 @@ func (s *Set) Len() int {
 // At returns the i-th limit, its Window and Bucket resolved (never 0), for
 // 0 ≤ i < Len().
 func (s *Set) At(i int) Limit { return s.limits[i] }
-
-// CapacityAt returns the capacity of the i-th limit.
-func (s *Set) CapacityAt(i int) int64 { return s.caps[i] }
 
 // String lists the limits as "name=C per W, …".
 func (s *Set) String() string {

@@ -85,8 +85,8 @@ func TestNewSetDefaultWindow(t *testing.T) {
 		w time.Duration
 		c int64
 	}{{time.Second, 10}, {24 * time.Hour, 100}, {10 * time.Second, 3}, {time.Hour, 4}} {
-		if l := set.At(i); l.Window != want.w || set.CapacityAt(i) != want.c {
-			t.Errorf("At(%d) = %v per %v, want %v per %v", i, set.CapacityAt(i), l.Window, want.c, want.w)
+		if l := set.At(i); l.Window != want.w || capacityAt(set, i) != want.c {
+			t.Errorf("At(%d) = %v per %v, want %v per %v", i, capacityAt(set, i), l.Window, want.c, want.w)
 		}
 		if l := set.At(i); l.Bucket != want.w/100 {
 			t.Errorf("At(%d).Bucket = %v, want %v", i, l.Bucket, want.w/100)
@@ -96,4 +96,10 @@ func TestNewSetDefaultWindow(t *testing.T) {
 	if !errors.Is(err, limiter.ErrInvalidConfig) || !strings.Contains(err.Error(), `"long"`) || !strings.Contains(err.Error(), "960h") {
 		t.Errorf("NewSet(a rate of 1 per 40 days, no window) = %v, want ErrInvalidConfig naming the limit and its period", err)
 	}
+}
+
+// capacityAt is the capacity of set's i-th limit (Set.CapacityAt was).
+func capacityAt(set *limiter.Set, i int) int64 {
+	c, _ := limiter.Capacity(set.At(i).Rate, set.At(i).Window)
+	return c
 }

@@ -169,17 +169,17 @@ var _ limiter.Observer = (*Observer)(nil)
 
 const numProviders = 4
 
-var providers = [numProviders]string{limiter.ProviderLocal, limiter.ProviderRedisAbs, limiter.ProviderRedisSup, limiter.ProviderHybrid}
+var providers = [numProviders]string{"local", "redisabs", "redissup", "hybrid"}
 
 func providerIndex(p string) int {
 	switch p {
-	case limiter.ProviderLocal:
+	case "local":
 		return 0
-	case limiter.ProviderRedisAbs:
+	case "redisabs":
 		return 1
-	case limiter.ProviderRedisSup:
+	case "redissup":
 		return 2
-	case limiter.ProviderHybrid:
+	case "hybrid":
 		return 3
 	}
 	return -1
@@ -250,7 +250,7 @@ func New(opts ...Option) (*Observer, error) {
 		return nil, fmt.Errorf("sluiceotel: %w", err)
 	}
 	outcomes := [4]limiter.Outcome{0, limiter.Allowed, limiter.Rejected, limiter.Suppressed}
-	strategies := [2]string{limiter.StrategyAbsolute, limiter.StrategySuppressed}
+	strategies := [2]string{"absolute", "suppressed"}
 	for p := range providers {
 		for s := range strategies {
 			for oc := range outcomes {
@@ -258,7 +258,7 @@ func New(opts ...Option) (*Observer, error) {
 					for src := range sources {
 						set := attribute.NewSet(AttrProvider.String(providers[p]), AttrStrategy.String(strategies[s]),
 							AttrOutcome.String(outcomeName(outcomes[oc])), AttrAllowed.Bool(a == 1),
-							AttrDegraded.Bool(sources[src] == limiter.SourcePolicy), AttrSource.String(sources[src]))
+							AttrDegraded.Bool(sources[src] == "policy"), AttrSource.String(sources[src]))
 						obs.decisionOpts[p][s][oc][a][src] = []metric.AddOption{metric.WithAttributeSet(set)}
 					}
 				}
@@ -280,7 +280,7 @@ func outcomeName(oc limiter.Outcome) string {
 }
 
 // sources are the values of AttrSource, in decisionOpts' order.
-var sources = [...]string{limiter.SourceLocal, limiter.SourceRedis, limiter.SourceMemory, limiter.SourcePolicy, limiter.SourceShed}
+var sources = [...]string{"local", "redis", "memory", "policy", "shed"}
 
 const numSources = len(sources)
 
@@ -316,7 +316,7 @@ func (o *Observer) ObserveDecision(ctx context.Context, e limiter.DecisionEvent)
 // decisionAttrs returns the attributes of a decision.
 func (o *Observer) decisionAttrs(e *limiter.DecisionEvent) []metric.AddOption {
 	p, s, oc := providerIndex(e.Provider), 0, int(e.Decision.Outcome)
-	if e.Strategy == limiter.StrategySuppressed {
+	if e.Strategy == "suppressed" {
 		s = 1
 	}
 	if oc < 0 || oc > 3 {
@@ -416,9 +416,9 @@ func (o *Observer) span(ctx context.Context, e *limiter.DecisionEvent) {
 // ObserveEvent counts failed calls, state changes and cleanup runs.
 func (o *Observer) ObserveEvent(ctx context.Context, e limiter.Event) {
 	switch e.Kind {
-	case limiter.EventBackendError:
+	case "backend_error":
 		o.errors.Add(ctx, 1, o.errorAttrs(e.Provider, e.Op, e.ErrorClass)...)
-	case limiter.EventStateChange:
+	case "state_change":
 		if i := providerIndex(e.Provider); i >= 0 {
 			if e.State.Degraded {
 				o.degraded[i].Add(1)
@@ -427,7 +427,7 @@ func (o *Observer) ObserveEvent(ctx context.Context, e limiter.Event) {
 			}
 		}
 		o.changes.Add(ctx, 1, metric.WithAttributes(AttrProvider.String(e.Provider), AttrDegraded.Bool(e.State.Degraded)))
-	case limiter.EventCleanup:
+	case "cleanup":
 		r := e.Cleanup
 		if r.Err != nil {
 			class := r.ErrorClass

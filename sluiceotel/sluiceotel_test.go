@@ -10,19 +10,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"github.com/sluice-go/sluice/internal/window"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/local"
 	"github.com/sluice-go/sluice/limiter/redisabs"
 	"github.com/sluice-go/sluice/limiter/redissup"
 	"github.com/sluice-go/sluice/sluiceotel"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -72,12 +73,12 @@ func export(t *testing.T, reader *sdkmetric.ManualReader) map[string]map[string]
 // dec is the attributes of a decision answered by Redis (the local
 // provider for provider "local", the policy when degraded).
 func dec(provider, strategy, outcome string, allowed, degraded bool, limit string) string {
-	source := limiter.SourceRedis
+	source := "redis"
 	switch {
-	case provider == limiter.ProviderLocal:
-		source = limiter.SourceLocal
+	case provider == "local":
+		source = "local"
 	case degraded:
-		source = limiter.SourcePolicy
+		source = "policy"
 	}
 	return decFrom(provider, strategy, outcome, allowed, degraded, limit, source)
 }
@@ -172,10 +173,10 @@ func testMetrics(t *testing.T, client *redis.Client) {
 	defer obs.Close()
 
 	changed := make(chan limiter.StateChange, 4)
-	opts := []limiter.Option{limiter.WithObserver(obs), limiter.WithPrefix(redistest.Prefix(t)),
+	opts := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)),
 		limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return 0.999 }),
 		limiter.WithProbeInterval(time.Minute),
-		limiter.WithStateChange(func(sc limiter.StateChange) { changed <- sc })}
+		limiter.WithObserver(limiter.MultiObserver(obs, window.StateObserver(func(sc limiter.StateChange) { changed <- sc })))}
 	with := func(extra ...limiter.Option) []limiter.Option {
 		return append(append([]limiter.Option(nil), opts...), extra...)
 	}
@@ -264,7 +265,7 @@ func testMetrics(t *testing.T, client *redis.Client) {
 	}
 
 	got := export(t, reader)
-	const abs, sup = limiter.StrategyAbsolute, limiter.StrategySuppressed
+	const abs, sup = "absolute", "suppressed"
 	want := map[string]map[string]int64{
 		"sluice.decisions": {},
 		"sluice.backend.duration": {
@@ -310,10 +311,10 @@ func testMetrics(t *testing.T, client *redis.Client) {
 	}
 	// The shed calls are refusals, not degraded, of their own source.
 	want["sluice.decisions"][dec("redisabs", abs, "rejected", false, false, "")] = 2
-	want["sluice.decisions"][decFrom("redisabs", abs, "rejected", false, false, "", limiter.SourceMemory)] = 1
+	want["sluice.decisions"][decFrom("redisabs", abs, "rejected", false, false, "", "memory")] = 1
 	want["sluice.decisions"][dec("redissup", sup, "suppressed", false, false, "")] = 1
-	want["sluice.decisions"][decFrom("redisabs", abs, "rejected", false, false, "", limiter.SourceShed)] = 1
-	want["sluice.decisions"][decFrom("redissup", sup, "suppressed", false, false, "", limiter.SourceShed)] = 1
+	want["sluice.decisions"][decFrom("redisabs", abs, "rejected", false, false, "", "shed")] = 1
+	want["sluice.decisions"][decFrom("redissup", sup, "suppressed", false, false, "", "shed")] = 1
 	want["sluice.decisions"][dec("redisabs", abs, "allowed", true, true, "")] = 1
 	want["sluice.decisions"][dec("redissup", sup, "suppressed", false, true, "")] = 1
 	compare(t, got, want)
@@ -432,7 +433,7 @@ func TestKeyAttribute(t *testing.T) {
 		}
 	}
 	got := export(t, reader)["sluice.decisions"]
-	base := dec("local", limiter.StrategyAbsolute, "allowed", true, false, "")
+	base := dec("local", "absolute", "allowed", true, false, "")
 	withKey := func(k string) string {
 		return strings.Replace(base, ",sluice.outcome", ",sluice.key="+k+",sluice.outcome", 1)
 	}
@@ -451,10 +452,10 @@ func TestCleanupAndOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer obs.Close()
-	obs.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventCleanup, Provider: limiter.ProviderCleanup,
+	obs.ObserveEvent(ctx, limiter.Event{Kind: "cleanup", Provider: "cleanup",
 		Cleanup: limiter.CleanupReport{Scanned: 10, Deleted: 3, Trimmed: 1, Duration: time.Second}})
-	obs.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventCleanup, Provider: limiter.ProviderCleanup,
-		Cleanup: limiter.CleanupReport{Scanned: 5, Err: errors.New("lost"), ErrorClass: limiter.ErrorConnection}})
+	obs.ObserveEvent(ctx, limiter.Event{Kind: "cleanup", Provider: "cleanup",
+		Cleanup: limiter.CleanupReport{Scanned: 5, Err: errors.New("lost"), ErrorClass: "connection"}})
 	got := export(t, reader)
 	compare(t, map[string]map[string]int64{"runs": got["sluice.cleanup.runs"], "keys": got["sluice.cleanup.keys"]},
 		map[string]map[string]int64{

@@ -43,7 +43,7 @@ type setWant struct {
 func (w setWant) build(set *limiter.Set) limiter.SetDecision {
 	d := limiter.SetDecision{Limits: make([]limiter.LimitDecision, len(w.parts))}
 	for i, p := range w.parts {
-		c := set.CapacityAt(i)
+		c, _ := limiter.Capacity(set.At(i).Rate, set.At(i).Window)
 		if p.limitOverride != 0 {
 			c = p.limitOverride
 		}
@@ -516,7 +516,7 @@ func RunSetConcurrent(t *testing.T, f, local Factory, g, phases int, c1, c2 int6
 		clk.Advance(150 * time.Millisecond)
 	}
 	for j, w := range []time.Duration{time.Second, time.Minute} {
-		c := set.CapacityAt(j)
+		c, _ := limiter.Capacity(set.At(j).Rate, set.At(j).Window)
 		if most, at := check.MostInAnyWindow(adm[j], w); most > c {
 			t.Errorf("limit %s: %d units in the window of %v from %v, capacity %d", set.At(j).Name, most, w, at.Sub(Start), c)
 		}

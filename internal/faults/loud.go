@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -135,7 +136,7 @@ func runDeadAddress(t *testing.T, newLimiter NewLimiter) {
 func runSilent(t *testing.T, newLimiter NewLimiter) {
 	ctx := context.Background()
 	rec := &recorder{ch: make(chan limiter.StateChange, 16)}
-	l, addr, h := onDeadAddress(t, newLimiter, limiter.WithLogger(nil), limiter.WithStateChange(rec.hook))
+	l, addr, h := onDeadAddress(t, newLimiter, window.WithLogger(nil), limiter.WithObserver(window.StateObserver(rec.hook)))
 	if _, err := l.Inc(ctx, "k", limiter.PerSecond(10), 1); err != nil {
 		t.Fatal(err)
 	}
@@ -151,8 +152,8 @@ func runFlapping(t *testing.T, newLimiter NewLimiter) {
 	mr, c := redistest.Mini(t)
 	h := &capture{}
 	rec := &recorder{ch: make(chan limiter.StateChange, 64)}
-	l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithLogger(slog.New(h)),
-		limiter.WithProbeInterval(2*time.Millisecond), limiter.WithStateChange(rec.hook))
+	l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)), window.WithLogger(slog.New(h)),
+		limiter.WithProbeInterval(2*time.Millisecond), limiter.WithObserver(window.StateObserver(rec.hook)))
 	defer l.Close(ctx)
 	const outages = 8
 	for i := 0; i < outages; i++ {

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/internal/window"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -271,7 +272,7 @@ func runCell(t *testing.T, c Cell, newLimiter NewLimiter) {
 	opt.ContextTimeoutEnabled = true // let the per-call deadline reach the socket
 	client := redis.NewClient(opt)
 	rec := &recorder{ch: make(chan limiter.StateChange, 16)}
-	l := newLimiter(t, client, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithStateChange(rec.hook))
+	l := newLimiter(t, client, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithObserver(window.StateObserver(rec.hook)))
 
 	ld := &load{rate: limiter.PerSecond(100), began: time.Now()}
 	for i := 0; i < Workers; i++ {

@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/redisprov"
-
 	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/internal/window"
+
+	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -44,7 +45,7 @@ func runPolicies(t *testing.T, pkg string, newLimiter NewLimiter) {
 			mr, c := redistest.Mini(t)
 			rec := &recorder{ch: make(chan limiter.StateChange, 16)}
 			l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithFailurePolicy(p),
-				limiter.WithProbeInterval(5*time.Millisecond), limiter.WithStateChange(rec.hook))
+				limiter.WithProbeInterval(5*time.Millisecond), limiter.WithObserver(window.StateObserver(rec.hook)))
 			defer l.Close(ctx)
 			for i := 0; i < 3; i++ {
 				if d, err := l.Inc(ctx, "k", rate, 1); err != nil || d.Degraded || !d.Allowed {
@@ -124,7 +125,7 @@ func runBadInput(t *testing.T, newLimiter NewLimiter) {
 	ctx := context.Background()
 	_, c := redistest.Mini(t)
 	rec := &recorder{ch: make(chan limiter.StateChange, 16)}
-	l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithStateChange(rec.hook))
+	l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithObserver(window.StateObserver(rec.hook)))
 	defer l.Close(ctx)
 	good := limiter.PerSecond(10)
 	bad := []func() error{
@@ -160,7 +161,7 @@ func onRecordedServer(t *testing.T, newLimiter NewLimiter, opts ...limiter.Optio
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { c.Close() })
 	rec := &recorder{ch: make(chan limiter.StateChange, 16)}
-	l := newLimiter(t, c, append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithStateChange(rec.hook)}, opts...)...)
+	l := newLimiter(t, c, append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithObserver(window.StateObserver(rec.hook))}, opts...)...)
 	return srv, l, rec
 }
 
@@ -240,7 +241,7 @@ func runFleet(t *testing.T, newLimiter NewLimiter) {
 		defer c.Close()
 		rec := &recorder{ch: make(chan limiter.StateChange, 16)}
 		l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b),
-			limiter.WithStateChange(rec.hook))
+			limiter.WithObserver(window.StateObserver(rec.hook)))
 		defer l.Close(ctx)
 		fleet = append(fleet, member{l, rec})
 	}
@@ -318,7 +319,7 @@ func runWriteBackOverFull(t *testing.T, newLimiter NewLimiter, set bool) {
 	mr, c := redistest.Mini(t)
 	rec := &recorder{ch: make(chan limiter.StateChange, 16)}
 	l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithProbeInterval(5*time.Millisecond),
-		limiter.WithStateChange(rec.hook))
+		limiter.WithObserver(window.StateObserver(rec.hook)))
 	defer l.Close(ctx)
 	const capacity = 10
 	rate := limiter.PerMinute(capacity)
@@ -389,7 +390,7 @@ func runWriteBackOverFull(t *testing.T, newLimiter NewLimiter, set bool) {
 // remembered keys reconciled and the last one unreconciled, with its units.
 func runUnreconciled(t *testing.T, newLimiter NewLimiter) {
 	ctx := context.Background()
-	srv, l, rec := onRecordedServer(t, newLimiter, limiter.WithLogger(nil))
+	srv, l, rec := onRecordedServer(t, newLimiter, window.WithLogger(nil))
 	defer l.Close(ctx)
 	rate := limiter.PerMinute(10)
 	srv.Stop()
@@ -441,7 +442,7 @@ func RunGrace(t *testing.T, newLimiter NewLimiter, share int, opts ...limiter.Op
 	mr, c := redistest.Mini(t)
 	rec := &recorder{ch: make(chan limiter.StateChange, 16)}
 	l := newLimiter(t, c, append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithFallbackInstances(3),
-		limiter.WithProbeInterval(5 * time.Millisecond), limiter.WithStateChange(rec.hook)}, opts...)...)
+		limiter.WithProbeInterval(5 * time.Millisecond), limiter.WithObserver(window.StateObserver(rec.hook))}, opts...)...)
 	defer l.Close(ctx)
 	rate := limiter.PerMinute(30) // C (or S) = 30: a share of 10 (hard: share)
 	for i := 0; i < 3; i++ {

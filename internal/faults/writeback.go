@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/window"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/check"
@@ -158,7 +160,7 @@ func runWriteBackCell(t *testing.T, c Cell, newLimiter NewLimiter, calls fleetCa
 		defer client.Close()
 		rec := &recorder{ch: make(chan limiter.StateChange, 64)}
 		opts := append([]limiter.Option{limiter.WithPrefix(prefix), limiter.WithFallbackInstances(Fleet),
-			limiter.WithStateChange(rec.hook), limiter.WithLogger(nil)}, calls.opts...)
+			limiter.WithObserver(window.StateObserver(rec.hook)), window.WithLogger(nil)}, calls.opts...)
 		l := newLimiter(t, client, opts...)
 		if _, ok := l.(limiter.SetLimiter); !ok && len(calls.limits) > 1 {
 			t.Skip("the provider decides no sets")

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	win "github.com/sluice-go/sluice/internal/window"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/check"
@@ -89,7 +91,7 @@ func newFleet(t *testing.T, newL newFn, n int, client func() *redis.Client, opts
 	t.Helper()
 	f := &fleet{}
 	all := append([]limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithWindow(window),
-		limiter.WithStateChange(f.hook)}, opts...)
+		limiter.WithObserver(win.StateObserver(f.hook))}, opts...)
 	for range n {
 		c := client()
 		f.clients = append(f.clients, c)

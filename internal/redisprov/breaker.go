@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -171,9 +172,6 @@ func (g *Guard) notify(sc limiter.StateChange) {
 	sc.Provider, sc.Policy = g.pkg, g.cfg.Policy
 	g.logStateChange(sc)
 	if obs := g.observer(); obs != nil {
-		obs.ObserveEvent(context.Background(), limiter.Event{Kind: limiter.EventStateChange, Provider: sc.Provider, State: sc})
-	}
-	if fn := g.cfg.OnStateChange; fn != nil {
-		fn(sc)
+		obs.ObserveEvent(context.Background(), limiter.Event{Kind: window.EventStateChange, Provider: sc.Provider, State: sc})
 	}
 }

@@ -267,14 +267,14 @@ func (g *Guard) Shed(c *Call, cause error) (limiter.Decision, error) {
 	return d, nil
 }
 
-// shedLogEvery is how often at most the logger hears about shed calls.
+// shedLogEvery is how often at most the default log hears about shed calls.
 const shedLogEvery = 10 * time.Second
 
 // noteShed counts a shed call and, at most once per shedLogEvery, logs
 // how many were shed since the last record.
 func (g *Guard) noteShed() {
 	n := g.shed.Add(1)
-	l := g.cfg.Logger
+	l := g.logger()
 	if l == nil {
 		return
 	}

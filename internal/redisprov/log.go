@@ -15,13 +15,14 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// Logging is loud by default: without WithLogger a guard logs through
+// Logging is loud by default: without WithObserver a guard logs through
 // slog.Default() (read at each record, so a program that sets its default
 // logger after New is heard). It logs a limiter's first failed Redis call
 // once, and each outage (entering and leaving degraded mode, as a pair) up
 // to logBurst outages and then one per logEvery, so that a flapping Redis
 // cannot flood the log; the outages left out are counted in the next one
-// logged. The state-change hook and the observer see every transition.
+// logged. An observer, when given, replaces this log and sees every
+// transition.
 const (
 	logBurst = 5
 	logEvery = time.Minute
@@ -37,11 +38,15 @@ type logState struct {
 	suppressed int       // outages left out since the last one logged
 }
 
-// logger is the guard's logger: WithLogger's, or slog.Default() when none
-// was given; nil when WithLogger(nil) silenced it.
+// logger is the guard's logger: slog.Default(), or nil when WithObserver
+// was given (the observer is then the one channel), or window.WithLogger's
+// in the tests of this log.
 func (g *Guard) logger() *slog.Logger {
 	if g.cfg.LoggerSet {
 		return g.cfg.Logger
+	}
+	if g.cfg.ObserverSet {
+		return nil
 	}
 	return slog.Default()
 }

@@ -6,57 +6,58 @@ import (
 	"net"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/internal/window"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
 
 // ErrorClass sorts the error of a Redis call made with the caller's ctx
-// into the classes of limiter.ErrorTimeout and friends; "" for errors that
+// into the classes of window.ErrorTimeout and friends; "" for errors that
 // are not the backend's (bad input, ErrClosed), which no event reports.
 func ErrorClass(ctx context.Context, err error) string {
 	switch {
 	case notBackend(err):
 		return ""
 	case ctx.Err() != nil, errors.Is(err, context.Canceled):
-		return limiter.ErrorCanceled
+		return window.ErrorCanceled
 	case !Unavailable(err):
-		return limiter.ErrorReply
+		return window.ErrorReply
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, redis.ErrPoolTimeout):
-		return limiter.ErrorTimeout
+		return window.ErrorTimeout
 	}
 	var re redis.Error
 	if errors.As(err, &re) {
-		return limiter.ErrorUnavailable
+		return window.ErrorUnavailable
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return limiter.ErrorTimeout
+		return window.ErrorTimeout
 	}
-	return limiter.ErrorConnection
+	return window.ErrorConnection
 }
 
 // opName is the observer's name of an operation ("is allowed" →
-// limiter.OpIsAllowed).
+// window.OpIsAllowed).
 func opName(op string) string {
 	switch op {
 	case "inc":
-		return limiter.OpInc
+		return window.OpInc
 	case "is allowed":
-		return limiter.OpIsAllowed
+		return window.OpIsAllowed
 	case "inc set":
-		return limiter.OpIncSet
+		return window.OpIncSet
 	case "is allowed set":
-		return limiter.OpIsAllowedSet
+		return window.OpIsAllowedSet
 	case "get":
-		return limiter.OpGet
+		return window.OpGet
 	case "reset":
-		return limiter.OpReset
+		return window.OpReset
 	case "get set":
-		return limiter.OpGetSet
+		return window.OpGetSet
 	case "reset set":
-		return limiter.OpResetSet
+		return window.OpResetSet
 	}
 	return op
 }
@@ -68,9 +69,9 @@ func (g *Guard) observer() limiter.Observer {
 
 func (g *Guard) strategyName() string {
 	if g.strategy == key.Suppressed {
-		return limiter.StrategySuppressed
+		return window.StrategySuppressed
 	}
-	return limiter.StrategyAbsolute
+	return window.StrategyAbsolute
 }
 
 // timing records the Redis call of one decision.
@@ -141,7 +142,7 @@ func (b *timedSet) DecideSet(ctx context.Context, op, k string, set *limiter.Set
 }
 
 // decideObserved is Decide with an observer: the Redis call is timed, a
-// failure is reported as an EventBackendError, and a decision as a
+// failure is reported as a "backend_error" Event, and a decision as a
 // DecisionEvent.
 func (g *Guard) decideObserved(ctx context.Context, be Backend, op, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
 	tb := timed{Backend: be}
@@ -164,7 +165,7 @@ func (g *Guard) report(ctx context.Context, op, k string, n int64, t *timing, d 
 	class := ""
 	if t.asked {
 		if class = ErrorClass(ctx, t.err); class != "" {
-			obs.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventBackendError, Provider: g.pkg, Op: opName(op),
+			obs.ObserveEvent(ctx, limiter.Event{Kind: window.EventBackendError, Provider: g.pkg, Op: opName(op),
 				ErrorClass: class, Err: t.err, Duration: t.took})
 		}
 	}
@@ -187,7 +188,7 @@ func (g *Guard) observeErr(ctx context.Context, op string, err error) {
 		return
 	}
 	if class := ErrorClass(ctx, err); class != "" {
-		obs.ObserveEvent(ctx, limiter.Event{Kind: limiter.EventBackendError, Provider: g.pkg, Op: opName(op),
+		obs.ObserveEvent(ctx, limiter.Event{Kind: window.EventBackendError, Provider: g.pkg, Op: opName(op),
 			ErrorClass: class, Err: err})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -39,14 +40,14 @@ func TestErrorClass(t *testing.T) {
 		{"bad cost", live, fmt.Errorf("redisabs: inc: %w", limiter.ErrInvalidCost), ""},
 		{"bad key", live, fmt.Errorf("redisabs: inc: %w", key.ErrInvalid), ""},
 		{"closed", live, fmt.Errorf("redisabs: inc: %w", limiter.ErrClosed), ""},
-		{"deadline", live, fmt.Errorf("redisabs: inc: %w", context.DeadlineExceeded), limiter.ErrorTimeout},
-		{"socket timeout", live, &net.OpError{Op: "read", Net: "tcp", Err: netTimeout{}}, limiter.ErrorTimeout},
-		{"refused", live, fmt.Errorf("redisabs: inc: %w", refused), limiter.ErrorConnection},
-		{"LOADING", live, replyKind("LOADING Redis is loading the dataset in memory"), limiter.ErrorUnavailable},
-		{"OOM", live, replyKind("OOM command not allowed"), limiter.ErrorUnavailable},
-		{"other replyKind", live, replyKind("ERR unknown command"), limiter.ErrorReply},
-		{"caller cancelled", done, fmt.Errorf("redisabs: inc: %w", context.Canceled), limiter.ErrorCanceled},
-		{"caller gone, timeout", done, fmt.Errorf("redisabs: inc: %w", context.DeadlineExceeded), limiter.ErrorCanceled},
+		{"deadline", live, fmt.Errorf("redisabs: inc: %w", context.DeadlineExceeded), window.ErrorTimeout},
+		{"socket timeout", live, &net.OpError{Op: "read", Net: "tcp", Err: netTimeout{}}, window.ErrorTimeout},
+		{"refused", live, fmt.Errorf("redisabs: inc: %w", refused), window.ErrorConnection},
+		{"LOADING", live, replyKind("LOADING Redis is loading the dataset in memory"), window.ErrorUnavailable},
+		{"OOM", live, replyKind("OOM command not allowed"), window.ErrorUnavailable},
+		{"other replyKind", live, replyKind("ERR unknown command"), window.ErrorReply},
+		{"caller cancelled", done, fmt.Errorf("redisabs: inc: %w", context.Canceled), window.ErrorCanceled},
+		{"caller gone, timeout", done, fmt.Errorf("redisabs: inc: %w", context.DeadlineExceeded), window.ErrorCanceled},
 	} {
 		if got := ErrorClass(c.ctx, c.err); got != c.want {
 			t.Errorf("%s: ErrorClass(%v) = %q, want %q", c.name, c.err, got, c.want)

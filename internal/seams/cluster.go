@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/redisprov"
-
 	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/internal/window"
+
+	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
@@ -63,7 +64,7 @@ func RunClusterByNode(t *testing.T) {
 	for _, name := range []string{"redisabs", "redissup"} {
 		var l limiter.Limiter
 		var err error
-		o := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t) + name), limiter.WithLogger(nil)}
+		o := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t) + name), window.WithLogger(nil)}
 		if name == "redisabs" {
 			l, err = redisabs.New(client, o...)
 		} else {

@@ -20,9 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/window"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
-
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/hybrid"
@@ -273,8 +274,7 @@ func RunOutageOnset(t *testing.T) {
 		t.Run(p.name+"/Killed", func(t *testing.T) {
 			srv := redistest.StartServer(t)
 			obs, states := &lastEvents{}, newStateLog()
-			l, err := p.new(readmeClient(t, srv.Addr), limiter.WithPrefix(redistest.Prefix(t)), limiter.WithObserver(obs),
-				limiter.WithStateChange(states.hook))
+			l, err := p.new(readmeClient(t, srv.Addr), limiter.WithPrefix(redistest.Prefix(t)), limiter.WithObserver(limiter.MultiObserver(obs, window.StateObserver(states.hook))))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -298,7 +298,7 @@ func RunOutageOnset(t *testing.T) {
 		t.Run(p.name+"/RefusedFromStart", func(t *testing.T) {
 			addr := redistest.DeadClient(t).Options().Addr
 			for _, op := range []string{"Inc", "IncSet"} {
-				l, err := p.new(readmeClient(t, addr), limiter.WithPrefix(redistest.Prefix(t)), limiter.WithLogger(nil))
+				l, err := p.new(readmeClient(t, addr), limiter.WithPrefix(redistest.Prefix(t)), window.WithLogger(nil))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -556,7 +556,7 @@ func RunEvictionWarning(t *testing.T) {
 			for _, ping := range []bool{true, false} {
 				logs := &records{}
 				l, err := redisabs.New(readmeClient(t, srv.Addr), limiter.WithPrefix(redistest.Prefix(t)),
-					limiter.WithLogger(slog.New(logs)))
+					window.WithLogger(slog.New(logs)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -662,7 +662,7 @@ func freezeRun(t *testing.T, p fleetProvider, srv *redistest.Server, run int) {
 	ctx := context.Background()
 	states := newStateLog()
 	l, err := p.new(readmeClient(t, srv.Addr), limiter.WithPrefix(fmt.Sprintf("%s-%d", redistest.Prefix(t), run)),
-		limiter.WithStateChange(states.hook), limiter.WithLogger(nil))
+		limiter.WithObserver(window.StateObserver(states.hook)), window.WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -778,7 +778,7 @@ func RunLeaseStaleness(t *testing.T) {
 						t.Fatalf("A.Inc = %+v, %v; want allowed", d, err)
 					}
 					ev := obs.last(k)
-					leased = ev.Source() == limiter.SourceMemory
+					leased = ev.Source() == window.SourceMemory
 					time.Sleep(2 * time.Millisecond)
 				}
 				if !leased {
@@ -793,7 +793,7 @@ func RunLeaseStaleness(t *testing.T) {
 					if d, err := a.Inc(ctx, k, rate, 1); err != nil || !d.Allowed {
 						t.Fatalf("A.Inc after the Reset = %+v, %v; want allowed", d, err)
 					}
-					if ev := obs.last(k); ev.Source() == limiter.SourceMemory {
+					if ev := obs.last(k); ev.Source() == window.SourceMemory {
 						last = time.Now()
 					} else {
 						break // asked Redis: the lease is gone

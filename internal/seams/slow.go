@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/internal/window"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -45,8 +46,8 @@ func RunSlowKey(t *testing.T) {
 			ctx := context.Background()
 			states := newStateLog()
 			pfx := redistest.Prefix(t)
-			l, err := p.new(readmeClient(t, srv.Addr), limiter.WithPrefix(pfx), limiter.WithStateChange(states.hook),
-				limiter.WithLogger(nil))
+			l, err := p.new(readmeClient(t, srv.Addr), limiter.WithPrefix(pfx), limiter.WithObserver(window.StateObserver(states.hook)),
+				window.WithLogger(nil))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -95,14 +95,22 @@ type Config[Obs any, Pol ~int, SC any] struct {
 	Policy            Pol
 	FallbackInstances int // the fallback admits C / FallbackInstances; ≥ 1
 	ProbeInterval     time.Duration
-	OnStateChange     func(SC)
-	// Logger nil is silent; without WithLogger (LoggerSet false) the
-	// providers log through slog.Default().
+	// Logger, when LoggerSet, replaces the Redis providers' default log
+	// (nil: silent). No public option sets it: the observer is the one
+	// channel (limiter.WithObserver); internal/window's WithLogger is for
+	// the tests of that log. Without it the providers log through
+	// slog.Default(), unless an observer was given (ObserverSet).
 	Logger    *slog.Logger
 	LoggerSet bool
-	Observer  Obs  // nil for none
-	Batch     int  // the largest pipeline to one node; 0 or 1: every call alone
-	NoRelief  bool // hot-key relief off
+	// Observer is the limiter.Observer of WithObserver, nil for none;
+	// ObserverSet reports that WithObserver was given (even nil).
+	Observer    Obs
+	ObserverSet bool
+	// Batch is the largest number of concurrent script calls to one Redis
+	// node sent as one pipeline; 0 or 1 sends every call alone.
+	Batch int
+	// NoRelief turns hot-key relief off (limiter.WithHotKeyRelief(false)).
+	NoRelief bool
 
 	// Window, Bucket and SuppressionCache in whole milliseconds.
 	WindowMs, BucketMs int64

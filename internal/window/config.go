@@ -22,12 +22,12 @@ func NewConfig[O ~func(*Config)](opts ...O) (Config, error) {
 	return settings.New[limiter.Observer, limiter.FailurePolicy, limiter.StateChange](limiter.ErrInvalidConfig, opts...)
 }
 
-// NewFor is New for the provider named provider (limiter.ProviderLocal,
+// ConfigFor is NewConfig for the provider named provider (ProviderLocal,
 // …): an option of another provider's only is limiter.ErrInvalidConfig,
 // naming the option and the provider.
 func ConfigFor[O ~func(*Config)](provider string, opts ...O) (Config, error) {
 	c, err := NewConfig(opts...)
-	if err == nil && provider != limiter.ProviderHybrid && len(c.HybridOnly) > 0 {
+	if err == nil && provider != ProviderHybrid && len(c.HybridOnly) > 0 {
 		return Config{}, fmt.Errorf("%w: %s is an option of the hybrid providers only, not of %s",
 			limiter.ErrInvalidConfig, c.HybridOnly[0], provider)
 	}
@@ -65,3 +65,41 @@ func CheckSet(s *limiter.Set) error {
 	}
 	return nil
 }
+
+// The observer's vocabulary: the values of limiter.DecisionEvent's and
+// limiter.Event's string fields, as package limiter documents them.
+const (
+	ProviderLocal    = "local"
+	ProviderRedisAbs = "redisabs"
+	ProviderRedisSup = "redissup"
+	ProviderHybrid   = "hybrid"
+	ProviderCleanup  = "cleanup"
+
+	StrategyAbsolute   = "absolute"
+	StrategySuppressed = "suppressed"
+
+	OpInc          = "inc"
+	OpIsAllowed    = "is_allowed"
+	OpIncSet       = "inc_set"
+	OpIsAllowedSet = "is_allowed_set"
+	OpGet          = "get"
+	OpReset        = "reset"
+	OpGetSet       = "get_set"
+	OpResetSet     = "reset_set"
+
+	ErrorTimeout     = "timeout"
+	ErrorConnection  = "connection"
+	ErrorUnavailable = "unavailable"
+	ErrorReply       = "reply"
+	ErrorCanceled    = "canceled"
+
+	SourceLocal  = "local"
+	SourceRedis  = "redis"
+	SourceMemory = "memory"
+	SourcePolicy = "policy"
+	SourceShed   = "shed"
+
+	EventBackendError = "backend_error"
+	EventStateChange  = "state_change"
+	EventCleanup      = "cleanup"
+)

@@ -30,14 +30,14 @@ func (*nopObserver) ObserveEvent(context.Context, limiter.Event)            {}
 
 // TestOptionsSetLimitersOwnValues: the configuration holds package
 // limiter's own values, not copies converted on the way: the policy, the
-// state-change hook, the observer and the clock given to the options are
-// what a provider reads, and every error wraps limiter's sentinel.
+// observer (the one channel of state changes) and the clock given to the
+// options are what a provider reads, and every error wraps limiter's
+// sentinel.
 func TestOptionsSetLimitersOwnValues(t *testing.T) {
 	var got limiter.StateChange
 	obs := &nopObserver{1}
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	c, err := window.NewConfig(limiter.WithFailurePolicy(limiter.FailClosed),
-		limiter.WithStateChange(func(sc limiter.StateChange) { got = sc }),
 		limiter.WithObserver(obs), limiter.WithClock(fixedClock(at)))
 	if err != nil {
 		t.Fatal(err)
@@ -54,12 +54,13 @@ func TestOptionsSetLimitersOwnValues(t *testing.T) {
 	}
 	sc := limiter.StateChange{Provider: "redisabs", Degraded: true, Cause: errors.New("x"), Policy: limiter.FailClosed,
 		Duration: 3, Reconciled: 4, Unreconciled: 5, UnreconciledUnits: 6}
-	c.OnStateChange(sc)
+	window.StateObserver(func(sc limiter.StateChange) { got = sc }).ObserveEvent(context.Background(),
+		limiter.Event{Kind: "state_change", Provider: sc.Provider, State: sc})
 	if got != sc {
-		t.Errorf("hook got %+v, want %+v", got, sc)
+		t.Errorf("state observer got %+v, want %+v", got, sc)
 	}
-	if c, _ := window.NewConfig(limiter.WithStateChange(nil), limiter.WithObserver(nil)); c.OnStateChange != nil || c.Observer != nil {
-		t.Error("WithStateChange(nil) or WithObserver(nil) set something")
+	if c, _ := window.NewConfig(limiter.WithObserver(nil)); c.Observer != nil || !c.ObserverSet {
+		t.Errorf("WithObserver(nil): Observer %v, ObserverSet %v; want nil, true (the default log silenced)", c.Observer, c.ObserverSet)
 	}
 	for _, o := range []limiter.Option{limiter.WithWindow(0), limiter.WithBatching(-1), limiter.WithFailurePolicy(7),
 		limiter.WithFailurePolicy(-1), limiter.WithPrefix("a b")} {
@@ -95,7 +96,7 @@ func TestLogStateChangeIsTheLogObservers(t *testing.T) {
 		}
 		window.LogStateChange(context.Background(), slog.New(slog.NewTextHandler(&a, &slog.HandlerOptions{ReplaceAttr: strip})), sc)
 		limiter.NewLogObserver(slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{ReplaceAttr: strip}))).
-			ObserveEvent(context.Background(), limiter.Event{Kind: limiter.EventStateChange, Provider: sc.Provider, State: sc})
+			ObserveEvent(context.Background(), limiter.Event{Kind: window.EventStateChange, Provider: sc.Provider, State: sc})
 		if a.Len() == 0 || a.String() != b.String() {
 			t.Errorf("LogStateChange wrote %q, the log observer %q", a.String(), b.String())
 		}

@@ -18,8 +18,8 @@ var allowedUnknown = (&Result{Allowed: true}).Decision()
 type LocalAbsolute struct{ s *store }
 
 var (
-	_ limiter.Limiter  = (*LocalAbsolute)(nil)
-	_ limiter.Windowed = (*LocalAbsolute)(nil)
+	_ limiter.Limiter                     = (*LocalAbsolute)(nil)
+	_ interface{ Window() time.Duration } = (*LocalAbsolute)(nil)
 )
 
 // NewLocalAbsolute returns an absolute limiter. It reads WithWindow, WithBucket
@@ -29,7 +29,7 @@ func NewLocalAbsolute(opts ...limiter.Option) (*LocalAbsolute, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	s.strategy = limiter.StrategyAbsolute
+	s.strategy = StrategyAbsolute
 	return &LocalAbsolute{s: s}, nil
 }
 
@@ -51,7 +51,7 @@ func (a *LocalAbsolute) Inc(ctx context.Context, k string, rate limiter.Rate, n 
 		e.mu.Unlock()
 	}
 	if a.s.obs != nil {
-		return a.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
+		return a.s.observed(ctx, OpInc, k, n, r.Decision())
 	}
 	return r.Decision(), nil
 }
@@ -70,7 +70,7 @@ func (a *LocalAbsolute) IsAllowed(ctx context.Context, k string) (limiter.Decisi
 		d = r.Decision()
 	}
 	if a.s.obs != nil {
-		return a.s.observed(ctx, limiter.OpIsAllowed, k, 0, d)
+		return a.s.observed(ctx, OpIsAllowed, k, 0, d)
 	}
 	return d, nil
 }
@@ -95,8 +95,8 @@ func (a *LocalAbsolute) Window() time.Duration { return a.s.cfg.Window }
 type LocalSuppressed struct{ s *store }
 
 var (
-	_ limiter.Limiter  = (*LocalSuppressed)(nil)
-	_ limiter.Windowed = (*LocalSuppressed)(nil)
+	_ limiter.Limiter                     = (*LocalSuppressed)(nil)
+	_ interface{ Window() time.Duration } = (*LocalSuppressed)(nil)
 )
 
 // NewLocalSuppressed returns a suppressed limiter. Beyond the absolute options it
@@ -106,7 +106,7 @@ func NewLocalSuppressed(opts ...limiter.Option) (*LocalSuppressed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	s.strategy = limiter.StrategySuppressed
+	s.strategy = StrategySuppressed
 	return &LocalSuppressed{s: s}, nil
 }
 
@@ -129,7 +129,7 @@ func (l *LocalSuppressed) Inc(ctx context.Context, k string, rate limiter.Rate, 
 		e.mu.Unlock()
 	}
 	if l.s.obs != nil {
-		return l.s.observed(ctx, limiter.OpInc, k, n, r.Decision())
+		return l.s.observed(ctx, OpInc, k, n, r.Decision())
 	}
 	return r.Decision(), nil
 }
@@ -148,7 +148,7 @@ func (l *LocalSuppressed) IsAllowed(ctx context.Context, k string) (limiter.Deci
 		d = r.Decision()
 	}
 	if l.s.obs != nil {
-		return l.s.observed(ctx, limiter.OpIsAllowed, k, 0, d)
+		return l.s.observed(ctx, OpIsAllowed, k, 0, d)
 	}
 	return d, nil
 }

@@ -19,7 +19,7 @@ func (s *store) observed(ctx context.Context, op, k string, n int64, d limiter.D
 // checked is set: a local decision asks no backend.
 func (s *store) observe(ctx context.Context, op, k string, n int64, d limiter.Decision, limits []limiter.LimitDecision) {
 	s.obs.ObserveDecision(ctx, limiter.DecisionEvent{
-		Provider: limiter.ProviderLocal,
+		Provider: ProviderLocal,
 		Strategy: s.strategy,
 		Op:       op,
 		Key:      k,

@@ -77,18 +77,18 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 		return func() (limiter.Decision, error) { d, err := a.IncSet(ctx, "k", set, n); return d.Decision, err }
 	}
 	calls := []call{
-		{"abs 1", inc(a, 1), limiter.StrategyAbsolute, limiter.OpInc, 1, limiter.Allowed, true, ""},
-		{"abs 2", inc(a, 1), limiter.StrategyAbsolute, limiter.OpInc, 1, limiter.Allowed, true, ""},
-		{"abs full", inc(a, 1), limiter.StrategyAbsolute, limiter.OpInc, 1, limiter.Rejected, false, ""},
+		{"abs 1", inc(a, 1), StrategyAbsolute, OpInc, 1, limiter.Allowed, true, ""},
+		{"abs 2", inc(a, 1), StrategyAbsolute, OpInc, 1, limiter.Allowed, true, ""},
+		{"abs full", inc(a, 1), StrategyAbsolute, OpInc, 1, limiter.Rejected, false, ""},
 		{"abs peek unknown", func() (limiter.Decision, error) { return a.IsAllowed(ctx, "other") },
-			limiter.StrategyAbsolute, limiter.OpIsAllowed, 0, limiter.Allowed, true, ""},
-		{"sup 2", inc(s, 2), limiter.StrategySuppressed, limiter.OpInc, 2, limiter.Allowed, true, ""},
-		{"sup above soft", inc(s, 1), limiter.StrategySuppressed, limiter.OpInc, 1, limiter.Suppressed, true, ""},
-		{"sup above hard", inc(s, 2), limiter.StrategySuppressed, limiter.OpInc, 2, limiter.Suppressed, false, ""},
-		{"set 1", incSet(1), limiter.StrategyAbsolute, limiter.OpIncSet, 1, limiter.Allowed, true, "per-second"},
-		{"set refused", incSet(1), limiter.StrategyAbsolute, limiter.OpIncSet, 1, limiter.Rejected, false, "per-second"},
+			StrategyAbsolute, OpIsAllowed, 0, limiter.Allowed, true, ""},
+		{"sup 2", inc(s, 2), StrategySuppressed, OpInc, 2, limiter.Allowed, true, ""},
+		{"sup above soft", inc(s, 1), StrategySuppressed, OpInc, 1, limiter.Suppressed, true, ""},
+		{"sup above hard", inc(s, 2), StrategySuppressed, OpInc, 2, limiter.Suppressed, false, ""},
+		{"set 1", incSet(1), StrategyAbsolute, OpIncSet, 1, limiter.Allowed, true, "per-second"},
+		{"set refused", incSet(1), StrategyAbsolute, OpIncSet, 1, limiter.Rejected, false, "per-second"},
 		{"set peek", func() (limiter.Decision, error) { d, err := a.IsAllowedSet(ctx, "k", set); return d.Decision, err },
-			limiter.StrategyAbsolute, limiter.OpIsAllowedSet, 0, limiter.Rejected, false, "per-second"},
+			StrategyAbsolute, OpIsAllowedSet, 0, limiter.Rejected, false, "per-second"},
 	}
 	for i, c := range calls {
 		d, err := c.do()
@@ -99,7 +99,7 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 			t.Fatalf("after %s: %d decision events, want %d", c.name, len(rec.decisions), i+1)
 		}
 		e := rec.decisions[i]
-		if e.Provider != limiter.ProviderLocal || e.Strategy != c.strategy || e.Op != c.op || e.Key == "" ||
+		if e.Provider != ProviderLocal || e.Strategy != c.strategy || e.Op != c.op || e.Key == "" ||
 			e.Cost != c.cost || !reflect.DeepEqual(e.Decision, d) || e.Backend || e.Duration != 0 || e.ErrorClass != "" {
 			t.Errorf("%s: event %+v, want local %s %s cost %d with decision %+v and no backend", c.name, e, c.strategy, c.op, c.cost, d)
 		}

@@ -169,9 +169,9 @@ func (s *store) incSet(ctx context.Context, op, k string, set *limiter.Set, n in
 	}
 	d := SetDecision(set, rs)
 	if s.obs != nil {
-		obsOp := limiter.OpIncSet
+		obsOp := OpIncSet
 		if op == "is allowed set" {
-			obsOp = limiter.OpIsAllowedSet
+			obsOp = OpIsAllowedSet
 		}
 		s.observe(ctx, obsOp, k, n, d.Decision, d.Limits)
 	}

@@ -69,7 +69,7 @@ type store struct {
 const clockSlackMs = 60_000
 
 func newStore(opts []limiter.Option) (*store, error) {
-	cfg, err := ConfigFor(limiter.ProviderLocal, opts...)
+	cfg, err := ConfigFor(ProviderLocal, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 // capacities, and a call is admitted only if every limit admits it. The
 // functions below are the reference that the set scripts mirror.
 
-// MaxSet is the most limits a set holds (limiter.MaxSetLimits).
+// MaxSet is the most limits a set holds (limiter.NewSet's 8).
 const MaxSet = 8
 
 // expired returns s expired at now for a call that writes (peek false),
@@ -184,7 +184,8 @@ func SetLimits(set *limiter.Set, factor float64, buf *[MaxSet]Limit) ([]Limit, e
 	ls := buf[:set.Len()]
 	for i := range ls {
 		l := set.At(i)
-		ls[i] = Limit{P: Params{W: l.Window.Milliseconds(), B: l.Bucket.Milliseconds()}, Soft: set.CapacityAt(i), Hard: set.CapacityAt(i)}
+		c, _ := limiter.Capacity(l.Rate, l.Window) // NewSet checked it
+		ls[i] = Limit{P: Params{W: l.Window.Milliseconds(), B: l.Bucket.Milliseconds()}, Soft: c, Hard: c}
 		if factor != 1 {
 			h, err := limiter.HardCapacity(l.Rate, l.Window, factor)
 			if err != nil {

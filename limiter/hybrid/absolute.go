@@ -20,8 +20,8 @@ type Absolute struct {
 }
 
 var (
-	_ limiter.Limiter  = (*Absolute)(nil)
-	_ limiter.Windowed = (*Absolute)(nil)
+	_ limiter.Limiter                     = (*Absolute)(nil)
+	_ interface{ Window() time.Duration } = (*Absolute)(nil)
 )
 
 // Window returns the window the limiter was built with (WithWindow).

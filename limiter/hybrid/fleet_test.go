@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/hybrid"
 	"github.com/sluice-go/sluice/limiter/redisabs"
@@ -69,11 +70,11 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64, float64) {
 	prefix := redistest.Prefix(t)
 	rate := limiter.Every(float64(r.capacity), r.window)
 	opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithWindow(r.window),
-		limiter.WithStateChange(func(sc limiter.StateChange) {
+		limiter.WithObserver(window.StateObserver(func(sc limiter.StateChange) {
 			if sc.Degraded {
 				t.Logf("%s: breaker opened: %v", sc.Provider, sc.Cause)
 			}
-		})}
+		}))}
 	type inc func(ctx context.Context, k string, n int64) (bool, error)
 	// Degraded and shed decisions, logged: the fleet's bound holds with
 	// either, but a degraded one means a breaker opened.

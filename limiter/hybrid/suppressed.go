@@ -24,8 +24,8 @@ type Suppressed struct {
 }
 
 var (
-	_ limiter.Limiter  = (*Suppressed)(nil)
-	_ limiter.Windowed = (*Suppressed)(nil)
+	_ limiter.Limiter                     = (*Suppressed)(nil)
+	_ interface{ Window() time.Duration } = (*Suppressed)(nil)
 )
 
 // Window returns the window the limiter was built with (WithWindow).

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/window"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/limiter"
@@ -197,7 +199,7 @@ func (e *entry) base() *entry { return e }
 func (t *table[E]) init(s strategy[E], k kind[E], client Client, opts []limiter.Option) error {
 	t.s, t.kind = s, k
 	t.seed, t.stop, t.done = maphash.MakeSeed(), make(chan struct{}), make(chan struct{})
-	if err := t.b.Init(limiter.ProviderHybrid, k.redis.Key(), client, opts); err != nil {
+	if err := t.b.Init(window.ProviderHybrid, k.redis.Key(), client, opts); err != nil {
 		return err
 	}
 	cfg := &t.b.Cfg
@@ -218,7 +220,7 @@ func (t *table[E]) init(s strategy[E], k kind[E], client Client, opts []limiter.
 	for i := range t.shards {
 		t.shards[i].m = make(map[string]E)
 	}
-	k.redis.InitGuard(&t.g, limiter.ProviderHybrid, client, &t.b, opts)
+	k.redis.InitGuard(&t.g, window.ProviderHybrid, client, &t.b, opts)
 	t.b.SetGate(t.g.Opened)
 	go t.loop()
 	return nil

@@ -15,9 +15,9 @@ import (
 type Absolute struct{ w window.LocalAbsolute }
 
 var (
-	_ limiter.Limiter    = (*Absolute)(nil)
-	_ limiter.SetLimiter = (*Absolute)(nil)
-	_ limiter.Windowed   = (*Absolute)(nil)
+	_ limiter.Limiter                     = (*Absolute)(nil)
+	_ limiter.SetLimiter                  = (*Absolute)(nil)
+	_ interface{ Window() time.Duration } = (*Absolute)(nil)
 )
 
 // NewAbsolute returns an absolute limiter. It reads WithWindow, WithBucket
@@ -86,9 +86,9 @@ func (a *Absolute) Window() time.Duration { return a.w.Window() }
 type Suppressed struct{ w window.LocalSuppressed }
 
 var (
-	_ limiter.Limiter    = (*Suppressed)(nil)
-	_ limiter.SetLimiter = (*Suppressed)(nil)
-	_ limiter.Windowed   = (*Suppressed)(nil)
+	_ limiter.Limiter                     = (*Suppressed)(nil)
+	_ limiter.SetLimiter                  = (*Suppressed)(nil)
+	_ interface{ Window() time.Duration } = (*Suppressed)(nil)
 )
 
 // NewSuppressed returns a suppressed limiter. Beyond the absolute options

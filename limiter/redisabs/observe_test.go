@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/limiter/redisabs"
 )
@@ -56,8 +57,8 @@ func TestObserverHealthy(t *testing.T) {
 		op      string
 		outcome limiter.Outcome
 		policy  string
-	}{{limiter.OpInc, limiter.Allowed, ""}, {limiter.OpInc, limiter.Rejected, ""}, {limiter.OpIsAllowed, limiter.Rejected, ""},
-		{limiter.OpIncSet, limiter.Allowed, "burst"}, {limiter.OpIsAllowedSet, limiter.Rejected, "burst"}}
+	}{{window.OpInc, limiter.Allowed, ""}, {window.OpInc, limiter.Rejected, ""}, {window.OpIsAllowed, limiter.Rejected, ""},
+		{window.OpIncSet, limiter.Allowed, "burst"}, {window.OpIsAllowedSet, limiter.Rejected, "burst"}}
 	got := []limiter.Decision{mustInc(t, l, "k", limiter.PerSecond(1), 1), mustInc(t, l, "k", limiter.PerSecond(1), 1)}
 	d, err := l.IsAllowed(ctx, "k")
 	got = append(got, d)
@@ -77,7 +78,7 @@ func TestObserverHealthy(t *testing.T) {
 	}
 	for i, w := range want {
 		e := ds[i]
-		if e.Provider != limiter.ProviderRedisAbs || e.Strategy != limiter.StrategyAbsolute || e.Op != w.op ||
+		if e.Provider != window.ProviderRedisAbs || e.Strategy != window.StrategyAbsolute || e.Op != w.op ||
 			e.Decision != got[i] || e.Decision.Outcome != w.outcome || !e.Backend || e.Duration <= 0 || e.Start.IsZero() ||
 			e.ErrorClass != "" || e.Policy() != w.policy {
 			t.Errorf("decision %d: %+v (policy %q), want %s %v with a timed backend call, policy %q", i, e, e.Policy(), w.op, w.outcome, w.policy)
@@ -87,9 +88,9 @@ func TestObserverHealthy(t *testing.T) {
 
 // TestObserverOutage: with Redis gone (the client retries its dial
 // until WithTimeout's deadline, but the dial hook sees the first dial
-// refused), the call that finds it so is one EventBackendError of class
+// refused), the call that finds it so is one "backend_error" Event of class
 // connection and a degraded DecisionEvent with the failed call's time,
-// and the breaker opens, one EventStateChange; later calls, answered
+// and the breaker opens, one "state_change" Event; later calls, answered
 // while the breaker is open, are degraded and ask no backend; the local
 // fallback's own decisions are not reported as a local provider's; Close
 // while degraded leaves degraded mode.
@@ -98,8 +99,9 @@ func TestObserverOutage(t *testing.T) {
 		t.Run(policy.String(), func(t *testing.T) {
 			rec := &recorder{}
 			changed := make(chan limiter.StateChange, 4)
-			l, err := redisabs.New(redistest.DeadClient(t), limiter.WithObserver(rec), limiter.WithFailurePolicy(policy),
-				limiter.WithTimeout(50*time.Millisecond), limiter.WithProbeInterval(time.Minute), limiter.WithStateChange(func(sc limiter.StateChange) { changed <- sc }))
+			l, err := redisabs.New(redistest.DeadClient(t), limiter.WithFailurePolicy(policy),
+				limiter.WithTimeout(50*time.Millisecond), limiter.WithProbeInterval(time.Minute),
+				limiter.WithObserver(limiter.MultiObserver(rec, window.StateObserver(func(sc limiter.StateChange) { changed <- sc }))))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +109,7 @@ func TestObserverOutage(t *testing.T) {
 			if d := mustInc(t, l, "k", limiter.PerSecond(10), 1); !d.Allowed || d.Shed || !d.Degraded {
 				t.Fatalf("Inc 0 = %+v, want allowed and degraded", d)
 			}
-			// The observer is told before WithStateChange's hook; a
+			// rec is told before the state observer; a
 			// minute is only a guard against a hang.
 			select {
 			case <-changed:
@@ -125,8 +127,8 @@ func TestObserverOutage(t *testing.T) {
 			}
 			for i, e := range ds {
 				first := i == 0
-				if e.Provider != limiter.ProviderRedisAbs || !e.Decision.Degraded || e.Decision.Shed || e.Backend != first ||
-					(e.Duration > 0) != first || (e.ErrorClass == limiter.ErrorConnection) != first || e.Source() != limiter.SourcePolicy {
+				if e.Provider != window.ProviderRedisAbs || !e.Decision.Degraded || e.Decision.Shed || e.Backend != first ||
+					(e.Duration > 0) != first || (e.ErrorClass == window.ErrorConnection) != first || e.Source() != window.SourcePolicy {
 					t.Errorf("decision %d: %+v, want redisabs, degraded, with a failed backend call %v", i, e, first)
 				}
 			}
@@ -135,15 +137,15 @@ func TestObserverOutage(t *testing.T) {
 			var failed, entered []limiter.Event
 			for _, e := range es {
 				switch e.Kind {
-				case limiter.EventBackendError:
+				case window.EventBackendError:
 					failed = append(failed, e)
-				case limiter.EventStateChange:
+				case window.EventStateChange:
 					entered = append(entered, e)
 				}
 			}
-			if len(es) != 2 || len(failed) != 1 || failed[0].ErrorClass != limiter.ErrorConnection ||
-				failed[0].Op != limiter.OpInc || !errors.Is(failed[0].Err, syscall.ECONNREFUSED) || failed[0].Duration <= 0 ||
-				len(entered) != 1 || !entered[0].State.Degraded || entered[0].State.Provider != limiter.ProviderRedisAbs {
+			if len(es) != 2 || len(failed) != 1 || failed[0].ErrorClass != window.ErrorConnection ||
+				failed[0].Op != window.OpInc || !errors.Is(failed[0].Err, syscall.ECONNREFUSED) || failed[0].Duration <= 0 ||
+				len(entered) != 1 || !entered[0].State.Degraded || entered[0].State.Provider != window.ProviderRedisAbs {
 				t.Errorf("events %+v, want one backend error (connection refused, inc) and one state change into degraded mode", es)
 			}
 			// Closed while degraded: it leaves degraded mode (what counts
@@ -160,7 +162,7 @@ func TestObserverOutage(t *testing.T) {
 			default:
 				t.Fatalf("Close returned without leaving degraded mode")
 			}
-			if _, es = rec.snapshot(); len(es) != 3 || es[2].Kind != limiter.EventStateChange || es[2].State.Degraded {
+			if _, es = rec.snapshot(); len(es) != 3 || es[2].Kind != window.EventStateChange || es[2].State.Degraded {
 				t.Errorf("events after Close: %+v, want a third, leaving degraded mode", es)
 			}
 		})

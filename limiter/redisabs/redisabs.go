@@ -39,9 +39,9 @@ type Limiter struct {
 }
 
 var (
-	_ limiter.Limiter    = (*Limiter)(nil)
-	_ limiter.SetLimiter = (*Limiter)(nil)
-	_ limiter.Windowed   = (*Limiter)(nil)
+	_ limiter.Limiter                     = (*Limiter)(nil)
+	_ limiter.SetLimiter                  = (*Limiter)(nil)
+	_ interface{ Window() time.Duration } = (*Limiter)(nil)
 )
 
 // New returns an absolute limiter that keeps its state in Redis through
@@ -49,7 +49,7 @@ var (
 // WithClock, the clock's reading replaces Redis TIME: for tests only, since
 // key expiry still runs on the Redis server's clock). WithTimeout,
 // WithFailurePolicy, WithFallbackInstances, WithProbeInterval,
-// WithStateChange and WithLogger set what happens when Redis fails
+// and WithObserver set what happens when Redis fails, and who hears of it
 // (docs/operations.md, When Redis fails). limiter.WithBatching(n) lets
 // concurrent calls share round trips (on by default). It starts no
 // goroutine and makes no call to Redis. A nil client is ErrInvalidConfig.

@@ -29,9 +29,9 @@ type Limiter struct {
 }
 
 var (
-	_ limiter.Limiter    = (*Limiter)(nil)
-	_ limiter.SetLimiter = (*Limiter)(nil)
-	_ limiter.Windowed   = (*Limiter)(nil)
+	_ limiter.Limiter                     = (*Limiter)(nil)
+	_ limiter.SetLimiter                  = (*Limiter)(nil)
+	_ interface{ Window() time.Duration } = (*Limiter)(nil)
 )
 
 // New returns a suppressed limiter that keeps its state in Redis through
@@ -41,7 +41,7 @@ var (
 // meant for tests and simulations (every instance of a fleet must share one
 // clock, and Redis TIME is that clock). A nil client or a bad option is
 // ErrInvalidConfig. WithTimeout, WithFailurePolicy, WithFallbackInstances,
-// WithProbeInterval, WithStateChange and WithLogger set what happens when
+// WithProbeInterval and WithObserver set what happens when
 // Redis fails (docs/operations.md, When Redis fails).
 // limiter.WithBatching(n) lets concurrent calls share round trips (on by
 // default). New starts no goroutine and makes no call to Redis.

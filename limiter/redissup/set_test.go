@@ -263,8 +263,8 @@ func TestSetCluster(t *testing.T) {
 		}
 		for i := 0; i < set.Len(); i++ {
 			lim := set.At(i)
-			if us[i] != (limiter.Usage{Used: 2, Limit: set.CapacityAt(i)}) {
-				t.Errorf("GetSet(%q)[%s] = %+v, want Used 2, Limit %d", k, lim.Name, us[i], set.CapacityAt(i))
+			if us[i] != (limiter.Usage{Used: 2, Limit: capacityAt(set, i)}) {
+				t.Errorf("GetSet(%q)[%s] = %+v, want Used 2, Limit %d", k, lim.Name, us[i], capacityAt(set, i))
 			}
 			h, err := key.LimitName(prefix, k, key.Suppressed, lim.Name)
 			if err != nil {
@@ -399,4 +399,10 @@ func TestSetFailurePolicies(t *testing.T) {
 	conformance.RunSetFailurePolicies(t, conformance.SuppressedStrategy, func(t *testing.T, c *redis.Client, opts ...limiter.Option) limiter.Limiter {
 		return newLimiter(t, c, opts...)
 	})
+}
+
+// capacityAt is the capacity of set's i-th limit (Set.CapacityAt was).
+func capacityAt(set *limiter.Set, i int) int64 {
+	c, _ := limiter.Capacity(set.At(i).Rate, set.At(i).Window)
+	return c
 }
