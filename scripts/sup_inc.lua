@@ -292,17 +292,13 @@ if linked then
 end
 
 -- == 6. RetryAfter from the cursor ======================================
--- The RetryAfter cursor, the rest of "k" (kt, see the header), parsed at
--- most once and only when needed: by a refusal's RetryAfter (or a call the
--- helpers must decide), or by a write that expires buckets, which moves
--- its rb along. It can hold a cursor only while some live bucket holds
--- declined units (a refusal wrote it, and its rs is no older than the
--- bucket that refusal joined), so a key whose "x" was 0 pays no parse. Its
--- rs is stored as rd = rs - o against the stored "o", which every write
--- that moves "o" rewrites with it; it is used only if the links expired
--- the dead buckets, and only while rs is live. rstate: true when rcs,
--- rcb, rca, rcl hold it (rcb less the dead buckets' accepted units);
--- rraw: kt when it was parsed and held four decimals.
+-- The RetryAfter cursor, the rest of "k" (kt; docs/data-model.md), parsed
+-- only by a refusal's RetryAfter, a call the helpers must decide, or a
+-- write that expires buckets (which moves its rb along); only a key with
+-- declined units ("x" > 0) can hold one. It is used only if the links
+-- expired the dead buckets and while rs = o + rd is live. rstate: true
+-- when rcs, rcb, rca, rcl hold it (rcb less the dead buckets' accepted
+-- units); rraw: kt when it was parsed and held four decimals.
 local rstate, rraw, rcs, rcb, rca, rcl = false, nil, 0, 0, 0, 0
 if x0 > 0 and kt ~= '' and linked and live and (write and expired or not decided or not allowed and not never) then
   local a, b2, c, d = string.match(kt, '^ (%d+) (%d+) (%d+) (%d+)$')
@@ -428,13 +424,10 @@ if not decided or not rdone then
         recent = used
       elseif now - newest < r then
         -- Without a scan, and when at most 8 buckets can start at or
-        -- before now - R (starts are at least B apart), recent is the
-        -- total less those buckets' offered units, read along the links
-        -- from the oldest, one HGET each: on a key whose window is about
-        -- R long (W <= 1 s) that is a bucket or two, where the scan reads
-        -- every field. hpush is in used but in no bucket yet, so it is
-        -- taken out too, as the scan's sum leaves it out. A missing or
-        -- broken link leaves it to the scan.
+        -- before now - R, recent is the total less those buckets' offered
+        -- units, read along the links from the oldest, one HGET each
+        -- (hpush, in used but in no bucket yet, is taken out too). A
+        -- missing or broken link leaves it to the scan.
         local walked = false
         if not k and now - r - oldest < 8 * b then
           local s, old = oldest, 0
@@ -475,11 +468,8 @@ if not decided or not rdone then
   -- held - freed + cost <= cap or freed >= held). On a key without a scan
   -- it starts from the cursor (in "k") when the answer is not before it, else
   -- from the oldest bucket, and steps forward along the links, one HMGET
-  -- per bucket it does not know, for up to 8 buckets; then it scans.
-  -- Under sustained overload the answer only moves forward (target grows
-  -- with each admission, and an expiry lowers target and rb alike), so a
-  -- refused call usually answers from the cursor without a read (above),
-  -- and steps once per bucket. It leaves the cursor it ends on in pS..pL.
+  -- per bucket it does not know, for up to 8 buckets; then it scans. It
+  -- leaves the cursor it ends on in pS..pL.
   retryAfter = function(held, cap)
     if not live then return 0 end
     local target = math.min(held + cost - cap, held)
