@@ -228,8 +228,12 @@ func TestKeyMemory(t *testing.T) {
 			if k := l.Entries(); k > 0 {
 				t.Errorf("%d keys still in memory %v after the fill", k, took)
 			}
-			if left > peak/50 {
-				t.Errorf("%d B of heap left of %d, want at most 2 %%", left, peak)
+			// The base is what n keys hold when none leaves (held, the
+			// first fill): on a loaded machine the second fill's keys
+			// leave while it runs, so its own peak can be a fraction of
+			// that, and a fixed remainder of the runtime's looked large.
+			if base := max(peak, held); left > base/50 {
+				t.Errorf("%d B of heap left of %d, want at most 2 %%", left, base)
 			}
 		})
 	}
