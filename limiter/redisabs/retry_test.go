@@ -1,8 +1,8 @@
 package redisabs_test
 
 import (
+	"bytes"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -17,13 +17,14 @@ import (
 )
 
 // replyHolder is a TCP proxy in front of a Redis server that, when armed,
-// holds back the next reply it sees for a while: the command ran, its
-// answer is late, as when a network drops a packet.
+// holds back the reply to the next EVALSHA for a while: the script ran,
+// its answer is late, as when a network drops a packet.
 type replyHolder struct {
 	ln    net.Listener
 	to    string
 	hold  time.Duration
-	armed atomic.Bool
+	armed atomic.Bool  // the next EVALSHA sent gets a late reply
+	held  atomic.Int32 // replies held so far
 
 	mu    sync.Mutex
 	conns []net.Conn
@@ -59,18 +60,43 @@ func (p *replyHolder) accept() {
 		p.conns = append(p.conns, c, s)
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go func() { defer p.wg.Done(); io.Copy(s, c); s.Close() }()
-		go func() { defer p.wg.Done(); p.replies(c, s); c.Close() }()
+		var late atomic.Bool
+		go func() { defer p.wg.Done(); p.requests(s, c, &late); s.Close() }()
+		go func() { defer p.wg.Done(); p.replies(c, s, &late); c.Close() }()
 	}
 }
 
-// replies copies server → client, holding the first chunk read while armed.
-func (p *replyHolder) replies(c, s net.Conn) {
+// requests copies client → server. The first EVALSHA written while armed
+// marks its connection's next reply late; only an EVALSHA takes the hold,
+// so a limiter's background commands (the eviction check at its first
+// call, probes) cannot take the hold meant for a decision.
+func (p *replyHolder) requests(s, c net.Conn, late *atomic.Bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			if bytes.Contains(bytes.ToLower(buf[:n]), []byte("evalsha")) && p.armed.CompareAndSwap(true, false) {
+				late.Store(true)
+				p.held.Add(1)
+			}
+			if _, werr := s.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// replies copies server → client, holding the first chunk read after its
+// connection's request was marked late.
+func (p *replyHolder) replies(c, s net.Conn, late *atomic.Bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := s.Read(buf)
 		if n > 0 {
-			if p.armed.CompareAndSwap(true, false) {
+			if late.CompareAndSwap(true, false) {
 				time.Sleep(p.hold)
 			}
 			if _, werr := c.Write(buf[:n]); werr != nil {
@@ -123,6 +149,9 @@ func TestGoRedisRetryCountsTwice(t *testing.T) {
 			reader := newLimiterAt(t, srv.Client(t), prefix)
 			u := mustGet(t, reader, "k")
 			t.Logf("Inc(k, 1) = %+v, %v; Get(k).Used = %d", d, incErr, u.Used)
+			if p.held.Load() != 1 {
+				t.Fatalf("%d replies held, want 1", p.held.Load())
+			}
 			if u.Used != tc.wantUsed {
 				t.Errorf("MaxRetries %d: one Inc with a late reply counted %d times, want %d", tc.maxRetries, u.Used, tc.wantUsed)
 			}
