@@ -37,9 +37,19 @@ func NewLocalAbsolute(opts ...limiter.Option) (*LocalAbsolute, error) {
 // n = 0 decides for one unit and records nothing. ctx is not consulted:
 // local decisions never block.
 func (a *LocalAbsolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
+	var d limiter.Decision
+	err := a.IncTo(ctx, k, rate, n, &d)
+	return d, err
+}
+
+// IncTo is Inc writing its decision to d: a face that calls it returns
+// the decision from its own frame, where a face returning Inc's result
+// copies a Decision through one more frame of registers (about 20 % of an
+// admission, measured by limiter/local's benchmarks).
+func (a *LocalAbsolute) IncTo(ctx context.Context, k string, rate limiter.Rate, n int64, d *limiter.Decision) error {
 	now, c, err := a.s.incArgs(k, rate, n)
 	if err != nil {
-		return limiter.Decision{}, err
+		return err
 	}
 	e := a.s.lock(k, n > 0)
 	var r Result
@@ -51,28 +61,37 @@ func (a *LocalAbsolute) Inc(ctx context.Context, k string, rate limiter.Rate, n 
 		e.mu.Unlock()
 	}
 	if a.s.obs != nil {
-		return a.s.observed(ctx, OpInc, k, n, r.Decision())
+		*d, err = a.s.observed(ctx, OpInc, k, n, r.Decision())
+		return err
 	}
-	return r.Decision(), nil
+	*d = r.Decision()
+	return nil
 }
 
 // IsAllowed reports whether one more unit of key would be admitted now at
 // its stored capacity. It records nothing.
 func (a *LocalAbsolute) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
+	var d limiter.Decision
+	err := a.IsAllowedTo(ctx, k, &d)
+	return d, err
+}
+
+// IsAllowedTo is IsAllowed writing its decision to d.
+func (a *LocalAbsolute) IsAllowedTo(ctx context.Context, k string, d *limiter.Decision) error {
 	now, err := a.s.check("is allowed", k)
 	if err != nil {
-		return limiter.Decision{}, err
+		return err
 	}
-	d := allowedUnknown
+	*d = allowedUnknown
 	if e := a.s.lock(k, false); e != nil {
 		r := e.st.IsAllowedAbsolute(a.s.p, now)
 		e.mu.Unlock()
-		d = r.Decision()
+		*d = r.Decision()
 	}
 	if a.s.obs != nil {
-		return a.s.observed(ctx, OpIsAllowed, k, 0, d)
+		*d, err = a.s.observed(ctx, OpIsAllowed, k, 0, *d)
 	}
-	return d, nil
+	return err
 }
 
 // Get returns key's usage in the live window.
@@ -114,9 +133,16 @@ func NewLocalSuppressed(opts ...limiter.Option) (*LocalSuppressed, error) {
 // exactly one number from the source of WithRandom; the default source is
 // drawn only by the calls a suppression factor decides.
 func (l *LocalSuppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
+	var d limiter.Decision
+	err := l.IncTo(ctx, k, rate, n, &d)
+	return d, err
+}
+
+// IncTo is Inc writing its decision to d (LocalAbsolute.IncTo).
+func (l *LocalSuppressed) IncTo(ctx context.Context, k string, rate limiter.Rate, n int64, d *limiter.Decision) error {
 	now, soft, hard, err := l.s.supArgs(k, rate, n)
 	if err != nil {
-		return limiter.Decision{}, err
+		return err
 	}
 	in := Suppressed{Soft: soft, Hard: hard, CacheMs: l.s.cacheMs, RandPPM: l.s.drawPPM()}
 	e := l.s.lock(k, n > 0)
@@ -129,28 +155,37 @@ func (l *LocalSuppressed) Inc(ctx context.Context, k string, rate limiter.Rate, 
 		e.mu.Unlock()
 	}
 	if l.s.obs != nil {
-		return l.s.observed(ctx, OpInc, k, n, r.Decision())
+		*d, err = l.s.observed(ctx, OpInc, k, n, r.Decision())
+		return err
 	}
-	return r.Decision(), nil
+	*d = r.Decision()
+	return nil
 }
 
 // IsAllowed reports whether one more unit of key would be admitted without
 // suppression now. It records nothing and draws nothing.
 func (l *LocalSuppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
+	var d limiter.Decision
+	err := l.IsAllowedTo(ctx, k, &d)
+	return d, err
+}
+
+// IsAllowedTo is IsAllowed writing its decision to d.
+func (l *LocalSuppressed) IsAllowedTo(ctx context.Context, k string, d *limiter.Decision) error {
 	now, err := l.s.check("is allowed", k)
 	if err != nil {
-		return limiter.Decision{}, err
+		return err
 	}
-	d := allowedUnknown
+	*d = allowedUnknown
 	if e := l.s.lock(k, false); e != nil {
 		r := e.st.IsAllowedSuppressed(l.s.p, now, l.s.cacheMs)
 		e.mu.Unlock()
-		d = r.Decision()
+		*d = r.Decision()
 	}
 	if l.s.obs != nil {
-		return l.s.observed(ctx, OpIsAllowed, k, 0, d)
+		*d, err = l.s.observed(ctx, OpIsAllowed, k, 0, *d)
 	}
-	return d, nil
+	return err
 }
 
 // Get returns key's accepted and declined units in the live window.

@@ -34,13 +34,17 @@ func NewAbsolute(opts ...limiter.Option) (*Absolute, error) {
 // n = 0 decides for one unit and records nothing. ctx is not consulted:
 // local decisions never block.
 func (a *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	return a.w.Inc(ctx, k, rate, n)
+	var d limiter.Decision
+	err := a.w.IncTo(ctx, k, rate, n, &d)
+	return d, err
 }
 
 // IsAllowed reports whether one more unit of key would be admitted now at
 // its stored capacity. It records nothing.
 func (a *Absolute) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
-	return a.w.IsAllowed(ctx, k)
+	var d limiter.Decision
+	err := a.w.IsAllowedTo(ctx, k, &d)
+	return d, err
 }
 
 // Get returns key's usage in the live window.
@@ -105,13 +109,17 @@ func NewSuppressed(opts ...limiter.Option) (*Suppressed, error) {
 // exactly one number from the source of WithRandom; the default source is
 // drawn only by the calls a suppression factor decides.
 func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	return l.w.Inc(ctx, k, rate, n)
+	var d limiter.Decision
+	err := l.w.IncTo(ctx, k, rate, n, &d)
+	return d, err
 }
 
 // IsAllowed reports whether one more unit of key would be admitted without
 // suppression now. It records nothing and draws nothing.
 func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
-	return l.w.IsAllowed(ctx, k)
+	var d limiter.Decision
+	err := l.w.IsAllowedTo(ctx, k, &d)
+	return d, err
 }
 
 // Get returns key's accepted and declined units in the live window.
