@@ -103,7 +103,7 @@ func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) e
 			break
 		}
 		if more == moreBatches {
-			n, err := c.batches(ctx, node, k, args)
+			n, err := c.batches(ctx, node, k, args, r)
 			trimmed += n
 			if err != nil {
 				return c.failed(k, err, r)
@@ -132,8 +132,9 @@ func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) e
 }
 
 // batches trims a large hash whose links are broken: HSCAN hands its field
-// names to clean.lua a page at a time.
-func (c *Cleaner) batches(ctx context.Context, node Client, k string, args []any) (int64, error) {
+// names to clean.lua a page at a time, each page paced and under the lease
+// (a loss is recorded in r even when no key follows).
+func (c *Cleaner) batches(ctx context.Context, node Client, k string, args []any, r *Report) (int64, error) {
 	var trimmed int64
 	var cursor uint64
 	for {
@@ -162,10 +163,7 @@ func (c *Cleaner) batches(ctx context.Context, node Client, k string, args []any
 			return trimmed, nil
 		}
 		cursor = next
-		if err := c.lim.Wait(ctx); err != nil {
-			return trimmed, err
-		}
-		if held, err := c.lease.check(ctx); err != nil || !held {
+		if held, err := c.paced(ctx, r); err != nil || !held {
 			return trimmed, err
 		}
 	}

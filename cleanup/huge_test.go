@@ -197,3 +197,41 @@ func TestTrimHuge(t *testing.T) {
 			over, calls, med, slow[len(slow)-1])
 	}
 }
+
+// TestLeaseLostInLastTrim: a pass whose only key is a large hash without
+// links (trimmed from HSCAN batches) loses its lease while it trims: the
+// report says so and Run returns ErrLeaseLost, though no key follows
+// whose lease check would have noticed (a regression: the batches stopped
+// and the pass ended as if it had finished).
+func TestLeaseLostInLastTrim(t *testing.T) {
+	c := redistest.Real(t).Client(t)
+	prefix := redistest.Prefix(t)
+	now := redisNow(t, c).UnixMilli()
+	hugeHash(t, c, key.Absolute, hashName(t, prefix, "unlinked", key.Absolute), now, 100_000, false)
+	cl := newCleaner(t, c, cleanup.WithPrefix(prefix), cleanup.WithWindow(time.Minute, 0),
+		cleanup.WithRate(math.Inf(1)), cleanup.WithLease(300*time.Millisecond))
+	taken := make(chan struct{})
+	cleanup.SetHooks(cl, nil, func(string) func() {
+		// Another cleaner takes the lease as soon as this one starts on
+		// the key; the trim's next renewal (a third of a lease later)
+		// finds the other token.
+		if err := c.Set(ctx, cleanup.LeaseKey(cl), "another cleaner", time.Minute).Err(); err != nil {
+			t.Error(err)
+		}
+		close(taken)
+		return func() {}
+	})
+	r, err := cl.Run(ctx)
+	t.Logf("report:\n%v", r)
+	select {
+	case <-taken:
+	default:
+		t.Fatal("the pass never reached the key")
+	}
+	if !errors.Is(err, cleanup.ErrLeaseLost) || !r.LeaseLost {
+		t.Fatalf("Run = %v, LeaseLost %v; want ErrLeaseLost and the report saying so", err, r.LeaseLost)
+	}
+	if r.Buckets >= 100_000 {
+		t.Errorf("%d buckets trimmed after the lease was lost; want the trim stopped", r.Buckets)
+	}
+}
