@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-go/sluice/httplimit"
+	win "github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -203,22 +204,8 @@ func New(l limiter.Limiter, limit limiter.Limit, opts ...Option) (*Interceptor, 
 	if it.cfg.setFn != nil {
 		return nil, fmt.Errorf("%w: WithSetFunc is for NewSet; New takes WithRateFunc", limiter.ErrInvalidConfig)
 	}
-	if limit.Name == "" {
-		limit.Name = httplimit.DefaultPolicyName
-	}
-	if err := key.ValidateLimitName(limit.Name); err != nil {
-		return nil, fmt.Errorf("%w: limit name: %w", limiter.ErrInvalidConfig, err)
-	}
-	if w, ok := l.(interface{ Window() time.Duration }); ok {
-		switch lw := w.Window(); {
-		case limit.Window == 0:
-			limit.Window = lw
-		case limit.Window != lw:
-			return nil, fmt.Errorf("%w: limit %q: window %v differs from the limiter's window %v (leave Limit.Window 0 to use the limiter's)", limiter.ErrInvalidConfig, limit.Name, limit.Window, lw)
-		}
-	}
-	if limit.Window < time.Millisecond {
-		return nil, fmt.Errorf("%w: limit %q: window %v (this limiter does not report its window: give Limit.Window, the window it was built with, at least 1ms)", limiter.ErrInvalidConfig, limit.Name, limit.Window)
+	if limit, err = win.ResolveLimit(l, limit, httplimit.DefaultPolicyName); err != nil {
+		return nil, err
 	}
 	if limit.Rate != (limiter.Rate{}) || it.cfg.rateFn == nil {
 		if _, err := limiter.Capacity(limit.Rate, limit.Window); err != nil {

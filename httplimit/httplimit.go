@@ -109,22 +109,8 @@ func New(l limiter.Limiter, limit limiter.Limit, opts ...Option) (*Middleware, e
 	if m.cfg.setFn != nil {
 		return nil, fmt.Errorf("%w: WithSetFunc is for NewSet; New takes WithRateFunc", limiter.ErrInvalidConfig)
 	}
-	if limit.Name == "" {
-		limit.Name = DefaultPolicyName
-	}
-	if err := key.ValidateLimitName(limit.Name); err != nil {
-		return nil, fmt.Errorf("%w: limit name: %w", limiter.ErrInvalidConfig, err)
-	}
-	if w, ok := l.(interface{ Window() time.Duration }); ok {
-		switch lw := w.Window(); {
-		case limit.Window == 0:
-			limit.Window = lw
-		case limit.Window != lw:
-			return nil, fmt.Errorf("%w: limit %q: window %v differs from the limiter's window %v (leave Limit.Window 0 to use the limiter's)", limiter.ErrInvalidConfig, limit.Name, limit.Window, lw)
-		}
-	}
-	if limit.Window < time.Millisecond {
-		return nil, fmt.Errorf("%w: limit %q: window %v (this limiter does not report its window: give Limit.Window, the window it was built with, at least 1ms)", limiter.ErrInvalidConfig, limit.Name, limit.Window)
+	if limit, err = win.ResolveLimit(l, limit, DefaultPolicyName); err != nil {
+		return nil, err
 	}
 	m.one, m.name, m.rate, m.window = l, limit.Name, limit.Rate, limit.Window
 	if limit.Rate != (limiter.Rate{}) || m.cfg.rateFn == nil {
