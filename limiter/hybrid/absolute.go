@@ -36,7 +36,7 @@ func (l *Absolute) Window() time.Duration { return l.b.Cfg.Window }
 func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 	l := &Absolute{}
 	err := l.init(l, kind[*entry]{redis: redisprov.Absolute, newEntry: func() *entry { return new(entry) },
-		sync: scripts.AbsInc, get: scripts.AbsGet, usageLen: 2, sparse: true}, client, opts)
+		sync: scripts.AbsInc, get: scripts.AbsGet, usageLen: 2}, client, opts)
 	if err != nil {
 		return nil, err
 	}

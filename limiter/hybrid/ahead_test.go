@@ -39,7 +39,8 @@ func meta(t *testing.T, mr *miniredis.Miniredis, k string) (newest, count int64)
 
 // TestForwardDatedLease follows one key of C = 100 per minute (B = 600
 // ms, lease ahead min(W/20, 1 s) = 1 s) on a miniredis whose clock is the test's:
-// the first lease of a key is forward-dated; it serves past its grant's B
+// a key's first call takes no lease; its first lease (its second call) is
+// forward-dated; it serves past its grant's B
 // without a Redis call; a redisabs call joins its bucket; the hash lives,
 // and counts those units, until that bucket dies. D shrinks past a
 // quarter of the capacity, no lease is forward-dated past three quarters,
@@ -74,9 +75,15 @@ func TestForwardDatedLease(t *testing.T) {
 
 	t.Run("Forward", func(t *testing.T) {
 		clk, mr, a, r := setup(t)
-		// A key with no history is taken for a slow one: its first lease
-		// is ⌈C (D + B) / W⌉ = 3 units, filed at now + D: the grant
-		// leaves more than three quarters of the capacity free.
+		// The first call of a key with no history takes no lease (its
+		// unit goes into a bucket at now); the next one, at once, is a
+		// slow key's: its first lease is ⌈C (D + B) / W⌉ = 3 units, filed
+		// at now + D, as the grant leaves more than three quarters of the
+		// capacity free.
+		inc(t, a, "k", 1)
+		if start, count := meta(t, mr, "k"); start != clk.Now().UnixMilli() || count != 1 || fetches(a) != 1 {
+			t.Fatalf("the first call of a key: newest bucket at now + %d with %d units after %d calls; want now with 1 (no lease) after 1", start-clk.Now().UnixMilli(), count, fetches(a))
+		}
 		inc(t, a, "k", 1)
 		now := clk.Now().UnixMilli()
 		start, count := meta(t, mr, "k")
@@ -115,8 +122,10 @@ func TestForwardDatedLease(t *testing.T) {
 		mr.SetTime(time.Now())
 		a := newAbsolute(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithWindow(10*time.Second),
 			hybrid.WithSyncInterval(time.Hour))
-		if d, err := a.Inc(ctx, "k", limiter.Every(100, 10*time.Second), 1); err != nil || !d.Allowed {
-			t.Fatalf("Inc = %+v, %v", d, err)
+		for i := 0; i < 2; i++ { // the second takes the key's first lease
+			if d, err := a.Inc(ctx, "k", limiter.Every(100, 10*time.Second), 1); err != nil || !d.Allowed {
+				t.Fatalf("Inc = %+v, %v", d, err)
+			}
 		}
 		now := time.Now().UnixMilli()
 		start, _ := meta(t, mr, "k")
@@ -130,10 +139,11 @@ func TestForwardDatedLease(t *testing.T) {
 
 	t.Run("NotNearCapacity", func(t *testing.T) {
 		clk, mr, a, r := setup(t)
-		inc(t, r, "k", 73) // with the lease's 3: more than three quarters
-		inc(t, a, "k", 1)
-		if start, c := meta(t, mr, "k"); start != clk.Now().UnixMilli() || c != 76 {
-			t.Errorf("lease bucket starts at now + %d ms with %d units on a key three quarters full, want now with 76", start-clk.Now().UnixMilli(), c)
+		inc(t, r, "k", 73)
+		inc(t, a, "k", 1) // no history: no lease
+		inc(t, a, "k", 1) // with the lease's 3: more than three quarters
+		if start, c := meta(t, mr, "k"); start != clk.Now().UnixMilli() || c != 77 {
+			t.Errorf("lease bucket starts at now + %d ms with %d units on a key three quarters full, want now with 77", start-clk.Now().UnixMilli(), c)
 		}
 	})
 
@@ -141,8 +151,9 @@ func TestForwardDatedLease(t *testing.T) {
 		clk, mr, a, r := setup(t)
 		// With the lease's 3 units the key is half full:
 		// d = D (1.5 C − 2 · 50) / C = D/2. The clock passes B so that
-		// now + D/2 does not join redisabs' bucket.
-		inc(t, r, "k", 47)
+		// now + D/2 does not join the bucket of the calls before.
+		inc(t, r, "k", 46)
+		inc(t, a, "k", 1) // no history: no lease
 		clk.Advance(b * time.Millisecond)
 		inc(t, a, "k", 1)
 		if start, c := meta(t, mr, "k"); start != clk.Now().UnixMilli()+500 || c != 3 {

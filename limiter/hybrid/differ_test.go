@@ -43,17 +43,19 @@ func TestDiffersFromRedisabs(t *testing.T) {
 		}
 		return d
 	}
-	// lease makes l hold one unused unit: its first Inc leases one unit
-	// and uses it, its second asks for two and uses one.
+	// lease makes l hold one unused unit: its first Inc takes no lease
+	// (a key without history), its second leases one unit and uses it,
+	// its third asks for two and uses one.
 	lease := func(t *testing.T, l limiter.Limiter) {
 		t.Helper()
+		inc(t, l, 1)
 		inc(t, l, 1)
 		inc(t, l, 1)
 	}
 
 	t.Run("RemainingIsTheLatestGrants", func(t *testing.T) {
 		a, b, r := setup(t)
-		lease(t, a) // A: 2 admitted, 1 leased
+		lease(t, a) // A: 3 admitted, 1 leased
 		inc(t, b, 3)
 		d := inc(t, a, 1) // from A's lease
 		peek := inc(t, r, 0)
@@ -66,18 +68,18 @@ func TestDiffersFromRedisabs(t *testing.T) {
 
 	t.Run("GetCountsOthersLeases", func(t *testing.T) {
 		a, b, r := setup(t)
-		lease(t, a) // 2 admitted, 1 unused in A's lease
+		lease(t, a) // 3 admitted, 1 unused in A's lease
 		ua, _ := a.Get(ctx, "k")
 		ub, _ := b.Get(ctx, "k")
 		ur, _ := r.Get(ctx, "k")
-		if ua.Used != 2 || ub.Used != 3 || ur.Used != 3 {
-			t.Errorf("Get: A %d, B %d, R %d; want 2 (its own lease left out), 3 and 3 (A's unused unit counted)", ua.Used, ub.Used, ur.Used)
+		if ua.Used != 3 || ub.Used != 4 || ur.Used != 4 {
+			t.Errorf("Get: A %d, B %d, R %d; want 3 (its own lease left out), 4 and 4 (A's unused unit counted)", ua.Used, ub.Used, ur.Used)
 		}
 		if err := a.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if ur, _ = r.Get(ctx, "k"); ur.Used != 2 {
-			t.Errorf("after A's Close: R's Get = %d, want the 2 units admitted", ur.Used)
+		if ur, _ = r.Get(ctx, "k"); ur.Used != 3 {
+			t.Errorf("after A's Close: R's Get = %d, want the 3 units admitted", ur.Used)
 		}
 	})
 

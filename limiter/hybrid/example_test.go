@@ -32,9 +32,9 @@ func ExampleNewAbsolute() {
 	ctx := context.Background()
 	rate := limiter.PerMinute(3) // C = 3 per 1-minute window
 	for i := 0; i < 4; i++ {
-		// The first call leases one unit, the second two (one of them
-		// for the third call, answered from memory); the fourth is
-		// refused by Redis, with the exact wait.
+		// The first call takes no lease (a key without history); the
+		// next ones lease what the window leaves room for; the fourth
+		// is refused by Redis, with the exact wait.
 		d, err := l.Inc(ctx, "user:42", rate, 1)
 		if err != nil {
 			panic(err)

@@ -62,7 +62,7 @@ func (t *table[E]) leaseLocked(ctx context.Context, e E, q request) (limiter.Dec
 // ask is what a lease request sends besides the Inc: give back rel units
 // of the bucket that started at start, record push declines, and ask for
 // want units in a bucket up to ahead ms after now; plain: ask for no
-// lease (a sparse strategy's key called further apart than a lease
+// lease (a key without history, or called further apart than a lease
 // lives). send is the local time the request is sent.
 type ask struct {
 	start, rel, push, want, ahead, send int64
@@ -86,10 +86,10 @@ func (t *table[E]) take(x *entry, q request, now int64) ask {
 	a.push, x.decl = x.decl, 0
 	a.want = min(max(q.n, t.wantFor(x, q.soft, q.hard)), q.hard, max(q.n, t.maxLease))
 	a.ahead = x.aheadArg(t.ahead)
-	// plain: the key's calls come further apart than a lease would live
-	// (or, for newPlain, it has no history): decide n alone, as the Redis
-	// provider would, rather than lease units a release must give back.
-	if t.kind.sparse && (x.lastUse == 0 && t.kind.newPlain || x.lastUse != 0 && now-x.lastUse >= t.b.Cfg.BucketMs+a.ahead) {
+	// plain: the key has no history, or its calls come further apart than
+	// a lease would live: decide n alone, as the Redis provider would,
+	// rather than lease units a release must give back.
+	if x.lastUse == 0 || now-x.lastUse >= t.b.Cfg.BucketMs+a.ahead {
 		a.plain, a.want, a.ahead = true, q.n, 0
 	}
 	return a

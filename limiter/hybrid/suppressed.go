@@ -60,10 +60,8 @@ type supEntry struct {
 // first Inc. A nil client is ErrInvalidConfig.
 func NewSuppressed(client Client, opts ...limiter.Option) (*Suppressed, error) {
 	l := &Suppressed{}
-	// sparse, newPlain: a key called further apart than its lease would
-	// live takes none, nor does a key without history (take).
 	err := l.init(l, kind[*supEntry]{redis: redisprov.Suppressed, newEntry: func() *supEntry { return new(supEntry) },
-		sync: scripts.SupInc, get: scripts.SupGet, usageLen: 3, sparse: true, newPlain: true}, client, opts)
+		sync: scripts.SupInc, get: scripts.SupGet, usageLen: 3}, client, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -92,10 +92,6 @@ type kind[E keyEntry] struct {
 	sync     *redis.Script      // the script of the sync's calls
 	get      *redis.Script      // Get's script, whose reply is usageLen values
 	usageLen int
-	// sparse: a key called further apart than its lease would live takes
-	// no lease (take); newPlain: nor does a key without history (else its
-	// first lease is forward-dated).
-	sparse, newPlain bool
 }
 
 // keyEntry is a strategy's entry: a pointer to a struct embedding entry.

@@ -178,10 +178,10 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	full := x.hard-x.acc < x.hard/4 // the key was nearly full at the latest reply
 	expired := now >= x.until
 	recent := now-x.lastUse < renewWithin*(t.b.Cfg.BucketMs+t.interval.Milliseconds())
-	// quiet: a sparse strategy's expired lease is given back by a tick only
-	// B + D after the key's latest use; an earlier call sends it with its
-	// lease request (meanwhile the units count, which only admits less).
-	quiet := !t.kind.sparse || now-x.lastUse >= t.b.Cfg.BucketMs+x.aheadArg(t.ahead)
+	// quiet: an expired lease is given back by a tick only B + D after
+	// the key's latest use; an earlier call sends it with its lease
+	// request (meanwhile the units count, which only admits less).
+	quiet := now-x.lastUse >= t.b.Cfg.BucketMs+x.aheadArg(t.ahead)
 	switch {
 	case closing:
 		if x.left > 0 {
