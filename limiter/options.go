@@ -7,13 +7,13 @@ import (
 	"github.com/sluice-go/sluice/internal/settings"
 )
 
-// Option configures a provider. Every provider accepts every option of
-// this package and ignores those that do not concern it (the Redis options
-// given to local, the suppressed ones to an absolute limiter), so that one
-// list can be shared; package hybrid's options given to another provider
-// are ErrInvalidConfig (docs/operations.md, Options across providers). A
-// bad value is ErrInvalidConfig at New; options never panic. A nil Option
-// is ignored.
+// Option configures a provider. A provider accepts only the options it
+// reads: one it does not read (a Redis option given to local, a suppressed
+// one to an absolute limiter, package hybrid's to another provider) is
+// ErrInvalidConfig at New, naming the option, the provider and its
+// strategy (docs/operations.md, Options across providers, has the table).
+// A bad value is ErrInvalidConfig at New too; options never panic. A nil
+// Option is ignored.
 type Option func(*config)
 
 // config is what options set: the configuration every provider resolves

@@ -22,8 +22,9 @@ var (
 	_ interface{ Window() time.Duration } = (*LocalAbsolute)(nil)
 )
 
-// NewLocalAbsolute returns an absolute limiter. It reads WithWindow, WithBucket
-// and WithClock; it starts a background sweep that Close stops.
+// NewLocalAbsolute returns an absolute limiter. It reads WithWindow, WithBucket,
+// WithClock and WithObserver, and refuses other options (ConfigFor); it
+// starts a background sweep that Close stops.
 func NewLocalAbsolute(opts ...limiter.Option) (*LocalAbsolute, error) {
 	s, err := newStore(StrategyAbsolute, opts)
 	if err != nil {
@@ -118,7 +119,8 @@ var (
 )
 
 // NewLocalSuppressed returns a suppressed limiter. Beyond the absolute options it
-// reads WithHardLimitFactor, WithSuppressionCache and WithRandom.
+// reads WithHardLimitFactor, WithSuppressionCache and WithRandom, and
+// refuses other options (ConfigFor).
 func NewLocalSuppressed(opts ...limiter.Option) (*LocalSuppressed, error) {
 	s, err := newStore(StrategySuppressed, opts)
 	if err != nil {
