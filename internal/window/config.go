@@ -1,7 +1,8 @@
 // Config is the configuration every sluice provider reads: the option
 // settings of package internal/settings over package limiter's types.
 // Users never see it: they pass limiter.Option values, and each provider
-// resolves them with NewConfig or ConfigFor.
+// resolves them with ConfigFor, which refuses those it does not read;
+// NewConfig checks their values alone (the CLI's flags, cleanup's window).
 
 package window
 
@@ -17,9 +18,10 @@ import (
 // Config is the resolved configuration.
 type Config = settings.Config[limiter.Observer, limiter.FailurePolicy, limiter.StateChange]
 
-// New applies opts over the defaults and validates the result; a value out
-// of range is limiter.ErrInvalidConfig. It takes limiter.Option values and
-// function literals over *Config alike.
+// NewConfig applies opts over the defaults and validates the result; a
+// value out of range is limiter.ErrInvalidConfig. It reads every option,
+// as no single provider does (ConfigFor). It takes limiter.Option values
+// and function literals over *Config alike.
 func NewConfig[O ~func(*Config)](opts ...O) (Config, error) {
 	return settings.New[limiter.Observer, limiter.FailurePolicy, limiter.StateChange](limiter.ErrInvalidConfig, opts...)
 }
