@@ -45,7 +45,11 @@ func outOfRangeCount(t *testing.T, client *redis.Client) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			prefix := redistest.Prefix(t)
-			l, err := tc.build(limiter.WithPrefix(prefix), limiter.WithWindow(time.Minute), limiter.WithHardLimitFactor(1.5))
+			opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithWindow(time.Minute)}
+			if tc.strategy == key.Suppressed {
+				opts = append(opts, limiter.WithHardLimitFactor(1.5))
+			}
+			l, err := tc.build(opts...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,7 +6,9 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,8 +145,14 @@ func everyDecisionObserved(t *testing.T, client *redis.Client) {
 	} {
 		t.Run(tc.provider+"/"+tc.strategy, func(t *testing.T) {
 			obs := &countingObserver{seen: map[string]int{}}
-			l, err := tc.build(limiter.WithObserver(obs), limiter.WithPrefix(redistest.Prefix(t)),
-				limiter.WithHardLimitFactor(1.5))
+			opts := []limiter.Option{limiter.WithObserver(obs)}
+			if tc.provider != window.ProviderLocal {
+				opts = append(opts, limiter.WithPrefix(redistest.Prefix(t)))
+			}
+			if tc.strategy == window.StrategySuppressed {
+				opts = append(opts, limiter.WithHardLimitFactor(1.5))
+			}
+			l, err := tc.build(opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,92 +200,206 @@ func everyDecisionObserved(t *testing.T, client *redis.Client) {
 	}
 }
 
-// TestOptionsAcrossProviders: package hybrid's options given to another
-// provider are ErrInvalidConfig at New, naming the option and the
-// provider; the hybrid accepts them, and its local fallback, built from
-// the same options, drops them. The options of package limiter are
-// accepted by every provider, those that do not concern it ignored (see
-// limiter.Option).
-func TestOptionsAcrossProviders(t *testing.T) {
-	mr := miniredis.RunT(t)
-	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer client.Close()
-	ctx := context.Background()
-	builders := map[string]func(opts ...limiter.Option) (limiter.Limiter, error){
-		"local.NewAbsolute":    func(o ...limiter.Option) (limiter.Limiter, error) { return local.NewAbsolute(o...) },
-		"local.NewSuppressed":  func(o ...limiter.Option) (limiter.Limiter, error) { return local.NewSuppressed(o...) },
-		"redisabs.New":         func(o ...limiter.Option) (limiter.Limiter, error) { return redisabs.New(client, o...) },
-		"redissup.New":         func(o ...limiter.Option) (limiter.Limiter, error) { return redissup.New(client, o...) },
-		"hybrid.NewAbsolute":   func(o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewAbsolute(client, o...) },
-		"hybrid.NewSuppressed": func(o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewSuppressed(client, o...) },
+// wallClock is a WithClock that tells the wall time, for the tests that
+// give the option without moving time.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// acrossProviders are the providers TestOptionsAcrossProviders builds,
+// named by package and strategy as the errors name them.
+func acrossProviders(client *redis.Client) []struct {
+	pkg, strategy string
+	build         func(opts ...limiter.Option) (limiter.Limiter, error)
+} {
+	return []struct {
+		pkg, strategy string
+		build         func(opts ...limiter.Option) (limiter.Limiter, error)
+	}{
+		{"local", "absolute", func(o ...limiter.Option) (limiter.Limiter, error) { return local.NewAbsolute(o...) }},
+		{"local", "suppressed", func(o ...limiter.Option) (limiter.Limiter, error) { return local.NewSuppressed(o...) }},
+		{"redisabs", "absolute", func(o ...limiter.Option) (limiter.Limiter, error) { return redisabs.New(client, o...) }},
+		{"redissup", "suppressed", func(o ...limiter.Option) (limiter.Limiter, error) { return redissup.New(client, o...) }},
+		{"hybrid", "absolute", func(o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewAbsolute(client, o...) }},
+		{"hybrid", "suppressed", func(o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewSuppressed(client, o...) }},
 	}
-	hybridOnly := map[string]limiter.Option{
+}
+
+// acrossOptions is every option of packages limiter and hybrid, at a valid
+// value other than its default, by name.
+func acrossOptions() map[string]limiter.Option {
+	return map[string]limiter.Option{
+		"WithWindow":              limiter.WithWindow(time.Second),
+		"WithBucket":              limiter.WithBucket(time.Second),
+		"WithClock":               limiter.WithClock(wallClock{}),
+		"WithObserver":            limiter.WithObserver(nil),
+		"WithHardLimitFactor":     limiter.WithHardLimitFactor(2),
+		"WithSuppressionCache":    limiter.WithSuppressionCache(0),
+		"WithRandom":              limiter.WithRandom(func() float64 { return 0.5 }),
+		"WithPrefix":              limiter.WithPrefix("across"),
+		"WithTimeout":             limiter.WithTimeout(time.Second),
+		"WithFailurePolicy":       limiter.WithFailurePolicy(limiter.FallbackLocal),
+		"WithFallbackInstances":   limiter.WithFallbackInstances(2),
+		"WithProbeInterval":       limiter.WithProbeInterval(time.Minute),
+		"WithBatching":            limiter.WithBatching(4),
+		"WithHotKeyRelief":        limiter.WithHotKeyRelief(false),
 		"hybrid.WithSyncInterval": hybrid.WithSyncInterval(time.Second),
 		"hybrid.WithMaxLease":     hybrid.WithMaxLease(3),
 		"hybrid.WithLeaseAhead":   hybrid.WithLeaseAhead(0),
 	}
-	// Every option of package limiter, at a value other than its default.
-	generic := []limiter.Option{limiter.WithWindow(time.Second), limiter.WithBucket(100 * time.Millisecond),
-		limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return 0.5 }),
-		limiter.WithPrefix("across"), limiter.WithTimeout(time.Second), limiter.WithFailurePolicy(limiter.FallbackLocal),
-		limiter.WithFallbackInstances(2), limiter.WithProbeInterval(time.Millisecond),
-		limiter.WithObserver(limiter.NewLogObserver(nil)), limiter.WithBatching(4), limiter.WithHotKeyRelief(false)}
-	for name, build := range builders {
-		isHybrid := strings.HasPrefix(name, "hybrid.")
-		l, err := build(generic...)
-		if err != nil {
-			t.Errorf("%s(every option of package limiter) = %v, want accepted", name, err)
-		} else {
-			l.Close(ctx)
+}
+
+// acrossReads is the table of docs/operations.md, Options across
+// providers: the providers (package/strategy) that read each option.
+// Every other provider refuses it.
+var acrossReads = func() map[string][]string {
+	all := []string{"local/absolute", "local/suppressed", "redisabs/absolute", "redissup/suppressed", "hybrid/absolute", "hybrid/suppressed"}
+	sup := []string{"local/suppressed", "redissup/suppressed", "hybrid/suppressed"}
+	inRedis := []string{"redisabs/absolute", "redissup/suppressed", "hybrid/absolute", "hybrid/suppressed"}
+	hybrids := []string{"hybrid/absolute", "hybrid/suppressed"}
+	return map[string][]string{
+		"WithWindow": all, "WithBucket": all, "WithClock": all, "WithObserver": all,
+		"WithHardLimitFactor": sup, "WithSuppressionCache": sup, "WithRandom": sup,
+		"WithPrefix": inRedis, "WithTimeout": inRedis, "WithFailurePolicy": inRedis, "WithFallbackInstances": inRedis,
+		"WithProbeInterval": inRedis, "WithBatching": inRedis, "WithHotKeyRelief": inRedis,
+		"hybrid.WithSyncInterval": hybrids, "hybrid.WithMaxLease": hybrids, "hybrid.WithLeaseAhead": hybrids,
+	}
+}()
+
+// TestOptionsAcrossProviders: every provider, given one option, accepts
+// it if it reads it (acrossReads) and otherwise fails at New with
+// ErrInvalidConfig naming the option, the provider and its strategy; given
+// every option it reads at once, it accepts them. The table covers every
+// option packages limiter and hybrid declare.
+func TestOptionsAcrossProviders(t *testing.T) {
+	_, client := redistest.Mini(t)
+	ctx := context.Background()
+	opts := acrossOptions()
+	for _, name := range declaredOptions(t) {
+		if _, ok := acrossReads[name]; !ok {
+			t.Errorf("option %s is not in the table of TestOptionsAcrossProviders (nor, likely, docs/operations.md)", name)
 		}
-		for opt, o := range hybridOnly {
-			l, err := build(o)
-			if isHybrid {
+		if _, ok := opts[name]; !ok {
+			t.Errorf("option %s has no value in acrossOptions", name)
+		}
+	}
+	for _, p := range acrossProviders(client) {
+		id := p.pkg + "/" + p.strategy
+		var read []limiter.Option
+		for name, o := range opts {
+			l, err := p.build(o)
+			if slices.Contains(acrossReads[name], id) {
+				read = append(read, o)
 				if err != nil {
-					t.Errorf("%s(%s) = %v, want accepted", name, opt, err)
+					t.Errorf("%s(%s) = %v, want accepted: it reads the option", id, name, err)
 				} else {
 					l.Close(ctx)
 				}
 				continue
 			}
-			pkg, _, _ := strings.Cut(name, ".")
-			if !errors.Is(err, limiter.ErrInvalidConfig) || !strings.Contains(err.Error(), opt) || !strings.Contains(err.Error(), pkg) {
-				t.Errorf("%s(%s) = %v, want ErrInvalidConfig naming %s and %s", name, opt, err, opt, pkg)
-			}
 			if err == nil {
 				l.Close(ctx)
+				t.Errorf("%s(%s) accepted, want ErrInvalidConfig: it does not read the option", id, name)
+				continue
+			}
+			msg := err.Error()
+			if !errors.Is(err, limiter.ErrInvalidConfig) || !strings.Contains(msg, name+" is not read") ||
+				!strings.HasPrefix(msg, p.pkg+": ") || !strings.Contains(msg, p.strategy+" strategy") {
+				t.Errorf("%s(%s) = %v, want ErrInvalidConfig naming %s, %s and the %s strategy", id, name, err, name, p.pkg, p.strategy)
 			}
 		}
+		l, err := p.build(read...)
+		if err != nil {
+			t.Errorf("%s(every option it reads) = %v, want accepted", id, err)
+		} else {
+			l.Close(ctx)
+		}
 	}
-	// A hybrid's fallback is built from the hybrid's options when Redis
-	// is found down: it drops the hybrid's own and answers.
-	for _, name := range []string{"hybrid.NewAbsolute", "hybrid.NewSuppressed"} {
-		down := miniredis.RunT(t)
-		dc := redis.NewClient(&redis.Options{Addr: down.Addr(), MaxRetries: -1})
-		l, err := func() (limiter.Limiter, error) {
-			opts := []limiter.Option{hybrid.WithMaxLease(2), hybrid.WithSyncInterval(time.Hour), limiter.WithProbeInterval(time.Minute)}
-			if name == "hybrid.NewAbsolute" {
-				return hybrid.NewAbsolute(dc, opts...)
-			}
-			return hybrid.NewSuppressed(dc, opts...)
-		}()
+}
+
+// declaredOptions lists the exported functions of packages limiter and
+// hybrid that return an option, named as the errors name them.
+func declaredOptions(t *testing.T) []string {
+	t.Helper()
+	var names []string
+	for dir, qual := range map[string]string{"limiter": "", "limiter/hybrid": "hybrid."} {
+		pkgs, err := parser.ParseDir(token.NewFileSet(), dir, func(fi fs.FileInfo) bool {
+			return !strings.HasSuffix(fi.Name(), "_test.go")
+		}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		down.Close()
-		var d limiter.Decision
-		for i := 0; i < 20 && !d.Degraded; i++ { // a first call may be shed until a probe confirms the outage
-			if d, err = l.Inc(ctx, "k", limiter.PerMinute(10), 1); err != nil {
-				t.Fatalf("%s: Inc with Redis down = %v", name, err)
-			}
-			if !d.Degraded {
-				time.Sleep(10 * time.Millisecond)
+		for _, pkg := range pkgs {
+			for _, f := range pkg.Files {
+				for _, d := range f.Decls {
+					fn, ok := d.(*ast.FuncDecl)
+					if !ok || fn.Recv != nil || !fn.Name.IsExported() || fn.Type.Results == nil || len(fn.Type.Results.List) != 1 {
+						continue
+					}
+					switch r := fn.Type.Results.List[0].Type.(type) {
+					case *ast.Ident:
+						ok = r.Name == "Option"
+					case *ast.SelectorExpr:
+						ok = r.Sel.Name == "Option"
+					default:
+						ok = false
+					}
+					if ok {
+						names = append(names, qual+fn.Name.Name)
+					}
+				}
 			}
 		}
-		if !d.Degraded || !d.Allowed {
-			t.Errorf("%s: Inc with Redis down = %+v, want admitted by the local fallback", name, d)
-		}
-		l.Close(ctx)
-		dc.Close()
+	}
+	if len(names) < len(acrossReads) {
+		t.Fatalf("found %d options (%v), want at least %d", len(names), names, len(acrossReads))
+	}
+	return names
+}
+
+// TestFallbackTakesItsParentsOptions: a Redis provider given every option
+// it reads, the Redis ones included (and a hybrid's own), builds its local
+// fallback from them when Redis is found down, and the fallback answers:
+// the local provider does not read most of them, and must not refuse them.
+func TestFallbackTakesItsParentsOptions(t *testing.T) {
+	ctx := context.Background()
+	opts := acrossOptions()
+	for _, p := range acrossProviders(nil)[2:] {
+		id := p.pkg + "/" + p.strategy
+		t.Run(id, func(t *testing.T) {
+			down := miniredis.RunT(t)
+			dc := redis.NewClient(&redis.Options{Addr: down.Addr(), MaxRetries: -1})
+			defer dc.Close()
+			var read []limiter.Option
+			for name, o := range opts {
+				if slices.Contains(acrossReads[name], id) {
+					read = append(read, o)
+				}
+			}
+			build := p.build
+			for _, q := range acrossProviders(dc) {
+				if q.pkg == p.pkg && q.strategy == p.strategy {
+					build = q.build
+				}
+			}
+			l, err := build(read...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close(ctx)
+			down.Close()
+			var d limiter.Decision
+			for i := 0; i < 20 && !d.Degraded; i++ { // a first call may be shed until a probe confirms the outage
+				if d, err = l.Inc(ctx, "k", limiter.PerSecond(10), 1); err != nil {
+					t.Fatalf("Inc with Redis down = %v, want the fallback's answer", err)
+				}
+				if !d.Degraded {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			if !d.Degraded || !d.Allowed {
+				t.Errorf("Inc with Redis down = %+v, want admitted by the local fallback", d)
+			}
+		})
 	}
 }

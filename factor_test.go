@@ -32,8 +32,12 @@ func TestHardLimitFactorBound(t *testing.T) {
 		{"hybrid.NewSuppressed", func(o ...limiter.Option) (limiter.Limiter, error) { return hybrid.NewSuppressed(client, o...) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			var prefix []limiter.Option // the prefix, for the providers in Redis alone
+			if tc.name != "local.NewSuppressed" {
+				prefix = append(prefix, limiter.WithPrefix(redistest.Prefix(t)))
+			}
 			for _, f := range []float64{1e300, math.MaxFloat64, 1<<50 + 1<<10} {
-				l, err := tc.build(limiter.WithHardLimitFactor(f), limiter.WithPrefix(redistest.Prefix(t)))
+				l, err := tc.build(append(prefix, limiter.WithHardLimitFactor(f))...)
 				if err == nil {
 					l.Close(ctx)
 				}
@@ -41,7 +45,7 @@ func TestHardLimitFactorBound(t *testing.T) {
 					t.Errorf("%s(WithHardLimitFactor(%v)) = %v, want ErrInvalidConfig naming the factor", tc.name, f, err)
 				}
 			}
-			l, err := tc.build(limiter.WithHardLimitFactor(1<<50), limiter.WithPrefix(redistest.Prefix(t)))
+			l, err := tc.build(append(prefix, limiter.WithHardLimitFactor(1<<50))...)
 			if err != nil {
 				t.Fatalf("%s(WithHardLimitFactor(2^50)) = %v, want a limiter", tc.name, err)
 			}

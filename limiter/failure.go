@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/settings"
 )
 
 // ErrUnavailable is returned, wrapped with the operation and the error
@@ -77,6 +79,7 @@ type StateChange struct {
 // (docs/operations.md, What counts as an outage).
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
+		c.Record(settings.OptTimeout)
 		if d < 0 {
 			c.Fail(fmt.Errorf("%w: timeout %v must not be negative", ErrInvalidConfig, d))
 			return
@@ -97,6 +100,7 @@ func WithTimeout(d time.Duration) Option {
 // breaker (docs/operations.md, What counts as an outage).
 func WithFailurePolicy(p FailurePolicy) Option {
 	return func(c *config) {
+		c.Record(settings.OptFailurePolicy)
 		if p < FallbackLocal || p > FailError {
 			c.Fail(fmt.Errorf("%w: unknown failure policy %v", ErrInvalidConfig, p))
 			return
@@ -112,14 +116,20 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // an outage. n must be at least 1. Other policies ignore it
 // (docs/operations.md, Reconciliation).
 func WithFallbackInstances(n int) Option {
-	return func(c *config) { c.FallbackInstances = n }
+	return func(c *config) {
+		c.Record(settings.OptFallbackInstances)
+		c.FallbackInstances = n
+	}
 }
 
 // WithProbeInterval sets how often the background probe asks Redis while
 // the breaker is open. Default 200 ms; between 1 ms and 1 minute. At most
 // one probe is in flight; each is bounded by WithTimeout.
 func WithProbeInterval(d time.Duration) Option {
-	return func(c *config) { c.ProbeInterval = d }
+	return func(c *config) {
+		c.Record(settings.OptProbeInterval)
+		c.ProbeInterval = d
+	}
 }
 
 // WithBatching lets concurrent calls of a Redis provider share round
@@ -134,5 +144,8 @@ func WithProbeInterval(d time.Duration) Option {
 // Redis server is shared with latency-sensitive traffic
 // (docs/operations.md, Batching).
 func WithBatching(n int) Option {
-	return func(c *config) { c.Batch = n }
+	return func(c *config) {
+		c.Record(settings.OptBatching)
+		c.Batch = n
+	}
 }

@@ -3,6 +3,8 @@ package limiter
 import (
 	"context"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/settings"
 )
 
 // Observer receives what the providers do, for metrics, traces and logs:
@@ -174,7 +176,10 @@ type CleanupReport struct {
 // silences the provider. To feed several observers (a log and metrics),
 // combine them with MultiObserver.
 func WithObserver(o Observer) Option {
-	return func(c *config) { c.Observer, c.ObserverSet = o, true }
+	return func(c *config) {
+		c.Record(settings.OptObserver)
+		c.Observer, c.ObserverSet = o, true
+	}
 }
 
 // MultiObserver returns an Observer that passes every call to each of

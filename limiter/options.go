@@ -7,13 +7,13 @@ import (
 	"github.com/sluice-go/sluice/internal/settings"
 )
 
-// Option configures a provider. Every provider accepts every option of
-// this package and ignores those that do not concern it (the Redis options
-// given to local, the suppressed ones to an absolute limiter), so that one
-// list can be shared; package hybrid's options given to another provider
-// are ErrInvalidConfig (docs/operations.md, Options across providers). A
-// bad value is ErrInvalidConfig at New; options never panic. A nil Option
-// is ignored.
+// Option configures a provider. A provider accepts only the options it
+// reads: one it does not read (a Redis option given to local, a suppressed
+// one to an absolute limiter, package hybrid's to another provider) is
+// ErrInvalidConfig at New, naming the option, the provider and its
+// strategy (docs/operations.md, Options across providers, has the table).
+// A bad value is ErrInvalidConfig at New too; options never panic. A nil
+// Option is ignored.
 type Option func(*config)
 
 // config is what options set: the configuration every provider resolves
@@ -31,7 +31,10 @@ type Clock interface{ Now() time.Time }
 // whose state the other keeps alive (docs/algorithms.md, One name, two
 // windows).
 func WithWindow(d time.Duration) Option {
-	return func(c *config) { c.Window = d }
+	return func(c *config) {
+		c.Record(settings.OptWindow)
+		c.Window = d
+	}
 }
 
 // WithBucket sets the coalescing granularity B: calls less than B after the
@@ -45,6 +48,7 @@ func WithWindow(d time.Duration) Option {
 // Choosing B).
 func WithBucket(d time.Duration) Option {
 	return func(c *config) {
+		c.Record(settings.OptBucket)
 		if d <= 0 {
 			c.Fail(fmt.Errorf("%w: bucket %v must be positive", ErrInvalidConfig, d))
 			return
@@ -60,13 +64,19 @@ func WithBucket(d time.Duration) Option {
 // returns ErrInvalidConfig naming the factor. A rate whose H alone passes
 // 2^50 is the call's ErrInvalidRate, naming the factor too.
 func WithHardLimitFactor(f float64) Option {
-	return func(c *config) { c.HardLimitFactor = f }
+	return func(c *config) {
+		c.Record(settings.OptHardLimitFactor)
+		c.HardLimitFactor = f
+	}
 }
 
 // WithSuppressionCache sets how long a key's suppression factor is reused
 // before it is computed again. Default 100 ms; 0 computes it on every call.
 func WithSuppressionCache(d time.Duration) Option {
-	return func(c *config) { c.SuppressionCache = d }
+	return func(c *config) {
+		c.Record(settings.OptSuppressionCache)
+		c.SuppressionCache = d
+	}
 }
 
 // WithClock sets the time source. Default: the wall clock, read once at
@@ -84,6 +94,7 @@ func WithSuppressionCache(d time.Duration) Option {
 // miniredis' window has moved past it (docs/testing-your-code.md).
 func WithClock(clk Clock) Option {
 	return func(c *config) {
+		c.Record(settings.OptClock)
 		if clk == nil {
 			c.Fail(fmt.Errorf("%w: nil clock", ErrInvalidConfig))
 			return
@@ -102,6 +113,7 @@ func WithClock(clk Clock) Option {
 // (which the local provider draws only when a factor decides the call).
 func WithRandom(r func() float64) Option {
 	return func(c *config) {
+		c.Record(settings.OptRandom)
 		if r == nil {
 			c.Fail(fmt.Errorf("%w: nil random source", ErrInvalidConfig))
 			return
@@ -115,5 +127,8 @@ func WithRandom(r func() float64) Option {
 // writes. Default "sluice". It must be 1 to 128 bytes without braces,
 // glob characters (* ? [ ] \), whitespace or control characters.
 func WithPrefix(p string) Option {
-	return func(c *config) { c.Prefix = p }
+	return func(c *config) {
+		c.Record(settings.OptPrefix)
+		c.Prefix = p
+	}
 }

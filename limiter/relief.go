@@ -1,5 +1,7 @@
 package limiter
 
+import "github.com/sluice-go/sluice/internal/settings"
+
 // WithHotKeyRelief turns hot-key relief on or off for redisabs, redissup
 // and the hybrid providers. Default on. With relief, a refusal Redis gave
 // is remembered until its RetryAfter (at most 65,536 keys per limiter),
@@ -14,5 +16,8 @@ package limiter
 // (WithClock), or the refusals it remembers wait for up to a second of
 // wall time. See docs/algorithms.md, Staleness, and docs/testing-your-code.md.
 func WithHotKeyRelief(on bool) Option {
-	return func(c *config) { c.NoRelief = !on }
+	return func(c *config) {
+		c.Record(settings.OptHotKeyRelief)
+		c.NoRelief = !on
+	}
 }

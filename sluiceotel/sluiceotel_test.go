@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -173,12 +174,16 @@ func testMetrics(t *testing.T, client *redis.Client) {
 	defer obs.Close()
 
 	changed := make(chan limiter.StateChange, 4)
-	opts := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)),
-		limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return 0.999 }),
-		limiter.WithProbeInterval(time.Minute),
-		limiter.WithObserver(limiter.MultiObserver(obs, window.StateObserver(func(sc limiter.StateChange) { changed <- sc })))}
-	with := func(extra ...limiter.Option) []limiter.Option {
-		return append(append([]limiter.Option(nil), opts...), extra...)
+	// Each provider is given the options it reads: the observer, the
+	// suppressed strategy's to the suppressed ones, the Redis ones to those
+	// in Redis.
+	observe := []limiter.Option{limiter.WithObserver(limiter.MultiObserver(obs,
+		window.StateObserver(func(sc limiter.StateChange) { changed <- sc })))}
+	supOpts := []limiter.Option{limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0),
+		limiter.WithRandom(func() float64 { return 0.999 })}
+	inRedis := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithProbeInterval(time.Minute)}
+	with := func(lists ...[]limiter.Option) []limiter.Option {
+		return slices.Concat(append([][]limiter.Option{observe}, lists...)...)
 	}
 	must := func(l limiter.Limiter, err error) limiter.Limiter {
 		t.Helper()
@@ -188,16 +193,18 @@ func testMetrics(t *testing.T, client *redis.Client) {
 		t.Cleanup(func() { l.Close(ctx) })
 		return l
 	}
-	localAbs := must(local.NewAbsolute(opts...))
-	localSup := must(local.NewSuppressed(opts...))
-	redisAbs := must(redisabs.New(client, opts...))
-	redisSup := must(redissup.New(client, opts...))
+	localAbs := must(local.NewAbsolute(with()...))
+	localSup := must(local.NewSuppressed(with(supOpts)...))
+	redisAbs := must(redisabs.New(client, with(inRedis)...))
+	redisSup := must(redissup.New(client, with(inRedis, supOpts)...))
 	// The healthy limiters keep the default timeout: a shorter one sheds
 	// calls on a loaded machine (CI runs packages in parallel on two
 	// cores), which is right for a limiter and wrong for this test. The
 	// dead ones take a short timeout only so the test does not wait.
-	downAbs := must(redisabs.New(silentClient(t), with(limiter.WithFailurePolicy(limiter.FailOpen), limiter.WithTimeout(50*time.Millisecond))...))
-	downSup := must(redissup.New(silentClient(t), with(limiter.WithFailurePolicy(limiter.FailClosed), limiter.WithTimeout(50*time.Millisecond))...))
+	downAbs := must(redisabs.New(silentClient(t), with(inRedis,
+		[]limiter.Option{limiter.WithFailurePolicy(limiter.FailOpen), limiter.WithTimeout(50 * time.Millisecond)})...))
+	downSup := must(redissup.New(silentClient(t), with(inRedis, supOpts,
+		[]limiter.Option{limiter.WithFailurePolicy(limiter.FailClosed), limiter.WithTimeout(50 * time.Millisecond)})...))
 	set, err := limiter.NewSet(limiter.Limit{Name: "per-minute", Rate: limiter.PerMinute(1), Window: time.Minute})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"text/template"
+
+	"github.com/sluice-go/sluice/internal/window"
 )
 
 var (
@@ -88,13 +90,19 @@ func TestHealthyAB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type side struct{ Label, Alias, Opt string }
-	sides := []side{{"base:" + baseCommit, "base", ""}, {"head:" + headCommit, "head", ""}}
+	// A side's option goes to every provider that reads it: LocalOpt is
+	// Opt if the local provider reads it (it refuses the others), else "".
+	type side struct{ Label, Alias, Opt, LocalOpt string }
+	sides := []side{{"base:" + baseCommit, "base", "", ""}, {"head:" + headCommit, "head", "", ""}}
 	if *control {
-		sides = append(sides, side{"base':" + baseCommit, "base", ""})
+		sides = append(sides, side{"base':" + baseCommit, "base", "", ""})
 	}
 	if *isolate != "" {
-		sides = append(sides, side{"head+" + *isolate, "head", *isolate})
+		s := side{"head+" + *isolate, "head", *isolate, ""}
+		if name, _, _ := strings.Cut(*isolate, "("); window.Reads(window.ProviderLocal, window.StrategyAbsolute, name) {
+			s.LocalOpt = *isolate
+		}
+		sides = append(sides, s)
 	}
 	var gen bytes.Buffer
 	if err := driverTemplate.Execute(&gen, map[string]any{
@@ -195,7 +203,7 @@ var sides = []Side{
 			return nil, nil, err
 		}
 		if provider == "local" {
-			l, err := {{.Alias}}local.NewAbsolute({{if .Opt}}{{.Alias}}.{{.Opt}}{{end}})
+			l, err := {{.Alias}}local.NewAbsolute({{if .LocalOpt}}{{.Alias}}.{{.LocalOpt}}{{end}})
 			if err != nil {
 				return nil, nil, err
 			}

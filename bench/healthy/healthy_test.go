@@ -16,7 +16,9 @@ import (
 	"github.com/sluice-go/sluice/limiter/redissup"
 )
 
-// current is a Side of the code in this checkout, with extra options.
+// current is a Side of the code in this checkout, with extra options for
+// its Redis providers (the local provider refuses those it does not read,
+// and is built without them).
 func current(label string, extra ...limiter.Option) Side {
 	return Side{Label: label, New: func(c redis.UniversalClient, provider, rate, prefix string) (Inc, func(), error) {
 		r, err := limiter.ParseRate(rate)
@@ -24,7 +26,7 @@ func current(label string, extra ...limiter.Option) Side {
 			return nil, nil, err
 		}
 		if provider == "local" {
-			l, err := local.NewAbsolute(extra...)
+			l, err := local.NewAbsolute()
 			if err != nil {
 				return nil, nil, err
 			}

@@ -263,7 +263,10 @@ func newEngine(opts Options, out io.Writer) (*engine, error) {
 		e.provs = append(e.provs, p)
 		for i := range opts.Instances {
 			src := &lockedRand{rng: rand.New(rand.NewPCG(opts.Seed, uint64(pi*1000+i)))}
-			lopts := append(opts.limiterOptions(), limiter.WithClock(&e.clock), limiter.WithRandom(src.Float64))
+			lopts := append(opts.limiterOptionsFor(t), limiter.WithClock(&e.clock))
+			if t.Strategy == Suppressed {
+				lopts = append(lopts, limiter.WithRandom(src.Float64))
+			}
 			var c *redis.Client
 			if t.Backend == Redis {
 				c = e.clients[i]
@@ -342,14 +345,27 @@ func (o *Options) validate() error {
 	return nil
 }
 
+// limiterOptions is every option of the run's limiters, for checking
+// them all at once (window.NewConfig, which reads every option). A
+// provider is given limiterOptionsFor its target.
 func (o *Options) limiterOptions() []limiter.Option {
-	opts := []limiter.Option{
-		limiter.WithWindow(o.Window),
-		limiter.WithHardLimitFactor(o.HardLimitFactor),
-		limiter.WithPrefix(o.Prefix),
-	}
+	return append(o.limiterOptionsFor(Target{Local, Absolute}),
+		limiter.WithHardLimitFactor(o.HardLimitFactor), limiter.WithPrefix(o.Prefix))
+}
+
+// limiterOptionsFor is the options of the run that target t reads (a
+// provider refuses the others): the window and bucket, the hard limit
+// factor for a suppressed one, the prefix for one in Redis.
+func (o *Options) limiterOptionsFor(t Target) []limiter.Option {
+	opts := []limiter.Option{limiter.WithWindow(o.Window)}
 	if o.Bucket != 0 {
 		opts = append(opts, limiter.WithBucket(o.Bucket))
+	}
+	if t.Strategy == Suppressed {
+		opts = append(opts, limiter.WithHardLimitFactor(o.HardLimitFactor))
+	}
+	if t.Backend == Redis {
+		opts = append(opts, limiter.WithPrefix(o.Prefix))
 	}
 	return opts
 }

@@ -273,7 +273,7 @@ func RunSets(t *testing.T, s Strategy, f Factory) {
 			}
 		})
 	}
-	t.Run("apart from the single limit", func(t *testing.T) { runSetApart(t, f) })
+	t.Run("apart from the single limit", func(t *testing.T) { runSetApart(t, s, f) })
 	t.Run("errors", func(t *testing.T) { runSetErrors(t, f) })
 }
 
@@ -288,9 +288,13 @@ func setLimiter(t *testing.T, l limiter.Limiter) limiter.SetLimiter {
 
 // runSetApart checks that a set's limits and the key's single limit keep
 // separate counts, and that ResetSet forgets only the set's limits.
-func runSetApart(t *testing.T, f Factory) {
+func runSetApart(t *testing.T, s Strategy, f Factory) {
 	clk := NewClock()
-	l := f(t, clk, limiter.WithWindow(time.Second), limiter.WithHardLimitFactor(1), limiter.WithRandom(NewSeq(0.5).Float64))
+	opts := []limiter.Option{limiter.WithWindow(time.Second)}
+	if s == SuppressedStrategy {
+		opts = append(opts, limiter.WithHardLimitFactor(1), limiter.WithRandom(NewSeq(0.5).Float64))
+	}
+	l := f(t, clk, opts...)
 	defer closeLimiter(t, l)
 	sl := setLimiter(t, l)
 	ctx := context.Background()

@@ -37,7 +37,11 @@ func (b *Base) Init(pkg, strategy string, client Client, opts []limiter.Option) 
 	if isNil(client) {
 		return fmt.Errorf("%s: %w: nil client", pkg, limiter.ErrInvalidConfig)
 	}
-	cfg, err := window.ConfigFor(pkg, opts...)
+	name := window.StrategyAbsolute
+	if strategy == key.Suppressed {
+		name = window.StrategySuppressed
+	}
+	cfg, err := window.ConfigFor(pkg, name, opts...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", pkg, err)
 	}

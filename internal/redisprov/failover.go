@@ -237,8 +237,9 @@ func (g *Guard) initCore(pkg, strategy string, client Client, cfg *window.Config
 	probe func(ctx context.Context, client redis.Scripter) error, recon Reconciler) {
 	g.cfg, g.opts, g.pkg, g.strategy, g.client = cfg, opts, pkg, strategy, client
 	// The fallback's decisions are reported by the guard, as the
-	// provider's, not by the fallback as a local limiter's; it drops the
-	// options that apply to the provider only (a hybrid's).
+	// provider's, not by the fallback as a local limiter's; ForFallback
+	// keeps the options the provider reads and the local provider does
+	// not (WithPrefix, WithTimeout, a hybrid's own) from refusing it.
 	g.opts = append(opts[:len(opts):len(opts)], limiter.WithObserver(nil), window.ForFallback)
 	g.probe, g.recon = probe, recon
 	g.refused = limiter.Rejected

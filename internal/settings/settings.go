@@ -86,9 +86,9 @@ type Config[Obs any, Pol ~int, SC any] struct {
 	SyncInterval time.Duration
 	MaxLease     int64
 	LeaseAhead   time.Duration
-	// HybridOnly names the hybrid-only options given; other providers
-	// reject them.
-	HybridOnly []string
+	// Given names the options applied, in order (one given twice is
+	// named twice): a provider refuses, at New, those it does not read.
+	Given []string
 
 	// The Redis providers' failure handling.
 	Timeout           time.Duration // per Redis call; 0 = the caller's ctx alone
@@ -119,6 +119,33 @@ type Config[Obs any, Pol ~int, SC any] struct {
 	errs []error
 }
 
+// The names of the options, as Given records them and errors name them:
+// package limiter's and package hybrid's.
+const (
+	OptWindow            = "WithWindow"
+	OptBucket            = "WithBucket"
+	OptClock             = "WithClock"
+	OptObserver          = "WithObserver"
+	OptHardLimitFactor   = "WithHardLimitFactor"
+	OptSuppressionCache  = "WithSuppressionCache"
+	OptRandom            = "WithRandom"
+	OptPrefix            = "WithPrefix"
+	OptTimeout           = "WithTimeout"
+	OptFailurePolicy     = "WithFailurePolicy"
+	OptFallbackInstances = "WithFallbackInstances"
+	OptProbeInterval     = "WithProbeInterval"
+	OptBatching          = "WithBatching"
+	OptHotKeyRelief      = "WithHotKeyRelief"
+	OptSyncInterval      = "hybrid.WithSyncInterval"
+	OptMaxLease          = "hybrid.WithMaxLease"
+	OptLeaseAhead        = "hybrid.WithLeaseAhead"
+)
+
+// Record notes that the option named name was given. Every option of
+// package limiter and package hybrid calls it first, before it checks its
+// value.
+func (c *Config[Obs, Pol, SC]) Record(name string) { c.Given = append(c.Given, name) }
+
 // Fail records a configuration error found while applying an option.
 // Options that receive bad values record one, which New reports, so a chain
 // of options never panics.
@@ -127,6 +154,16 @@ func (c *Config[Obs, Pol, SC]) Fail(err error) { c.errs = append(c.errs, err) }
 // New applies opts over the defaults and validates the result; a value out
 // of range is an error wrapping errInvalid (limiter's ErrInvalidConfig).
 func New[Obs any, Pol ~int, SC any, O ~func(*Config[Obs, Pol, SC])](errInvalid error, opts ...O) (Config[Obs, Pol, SC], error) {
+	c := Apply[Obs, Pol, SC](opts...)
+	if err := c.Resolve(errInvalid); err != nil {
+		return Config[Obs, Pol, SC]{}, err
+	}
+	return c, nil
+}
+
+// Apply applies opts over the defaults, checking nothing yet: Given names
+// the options applied, and Resolve reports their errors and validates.
+func Apply[Obs any, Pol ~int, SC any, O ~func(*Config[Obs, Pol, SC])](opts ...O) Config[Obs, Pol, SC] {
 	c := Config[Obs, Pol, SC]{
 		Window:            DefaultWindow,
 		HardLimitFactor:   DefaultHardLimitFactor,
@@ -144,13 +181,20 @@ func New[Obs any, Pol ~int, SC any, O ~func(*Config[Obs, Pol, SC])](errInvalid e
 			o(&c)
 		}
 	}
+	return c
+}
+
+// Resolve reports the errors the options recorded (Fail), else validates
+// c and fills in what it derives (the default bucket, the milliseconds);
+// a value out of range is an error wrapping errInvalid.
+func (c *Config[Obs, Pol, SC]) Resolve(errInvalid error) error {
 	if len(c.errs) > 0 {
-		return Config[Obs, Pol, SC]{}, errors.Join(c.errs...)
+		return errors.Join(c.errs...)
 	}
 	if err := c.validate(); err != nil {
-		return Config[Obs, Pol, SC]{}, fmt.Errorf("%w: %w", errInvalid, err)
+		return fmt.Errorf("%w: %w", errInvalid, err)
 	}
-	return c, nil
+	return nil
 }
 
 func wholeMs(d time.Duration) bool { return d%time.Millisecond == 0 }

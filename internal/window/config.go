@@ -1,12 +1,15 @@
 // Config is the configuration every sluice provider reads: the option
 // settings of package internal/settings over package limiter's types.
 // Users never see it: they pass limiter.Option values, and each provider
-// resolves them with NewConfig or ConfigFor.
+// resolves them with ConfigFor, which refuses those it does not read;
+// NewConfig checks their values alone (the CLI's flags, cleanup's window).
 
 package window
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/limiter"
@@ -15,29 +18,126 @@ import (
 // Config is the resolved configuration.
 type Config = settings.Config[limiter.Observer, limiter.FailurePolicy, limiter.StateChange]
 
-// New applies opts over the defaults and validates the result; a value out
-// of range is limiter.ErrInvalidConfig. It takes limiter.Option values and
-// function literals over *Config alike.
+// NewConfig applies opts over the defaults and validates the result; a
+// value out of range is limiter.ErrInvalidConfig. It reads every option,
+// as no single provider does (ConfigFor). It takes limiter.Option values
+// and function literals over *Config alike.
 func NewConfig[O ~func(*Config)](opts ...O) (Config, error) {
 	return settings.New[limiter.Observer, limiter.FailurePolicy, limiter.StateChange](limiter.ErrInvalidConfig, opts...)
 }
 
 // ConfigFor is NewConfig for the provider named provider (ProviderLocal,
-// …): an option of another provider's only is limiter.ErrInvalidConfig,
-// naming the option and the provider.
-func ConfigFor[O ~func(*Config)](provider string, opts ...O) (Config, error) {
-	c, err := NewConfig(opts...)
-	if err == nil && provider != ProviderHybrid && len(c.HybridOnly) > 0 {
-		return Config{}, fmt.Errorf("%w: %s is an option of the hybrid providers only, not of %s",
-			limiter.ErrInvalidConfig, c.HybridOnly[0], provider)
+// ProviderRedisAbs, ProviderRedisSup or ProviderHybrid) with strategy
+// (StrategyAbsolute or StrategySuppressed): an option given that the
+// provider does not read (Reads) is limiter.ErrInvalidConfig, naming every
+// such option, the provider and the strategy. That check comes before the
+// values are checked.
+func ConfigFor[O ~func(*Config)](provider, strategy string, opts ...O) (Config, error) {
+	c := settings.Apply[limiter.Observer, limiter.FailurePolicy, limiter.StateChange](opts...)
+	if err := unread(provider, strategy, c.Given); err != nil {
+		return Config{}, err
 	}
-	return c, err
+	if err := c.Resolve(limiter.ErrInvalidConfig); err != nil {
+		return Config{}, err
+	}
+	return c, nil
 }
 
-// ForFallback, appended to a provider's options, drops the options of
-// that provider's only, so that its local fallback, built from the same
-// options, accepts them.
-func ForFallback(c *Config) { c.HybridOnly = nil }
+// reader is a set of providers, each with a strategy: the ones that read
+// an option.
+type reader uint8
+
+const (
+	localAbs reader = 1 << iota
+	localSup
+	redisAbs
+	redisSup
+	hybridAbs
+	hybridSup
+
+	everyProvider = localAbs | localSup | redisAbs | redisSup | hybridAbs | hybridSup
+	suppressed    = localSup | redisSup | hybridSup
+	usesRedis     = redisAbs | redisSup | hybridAbs | hybridSup
+	hybrids       = hybridAbs | hybridSup
+)
+
+// readers says which providers read each option (docs/operations.md,
+// Options across providers).
+var readers = map[string]reader{
+	settings.OptWindow:            everyProvider,
+	settings.OptBucket:            everyProvider,
+	settings.OptClock:             everyProvider,
+	settings.OptObserver:          everyProvider,
+	settings.OptHardLimitFactor:   suppressed,
+	settings.OptSuppressionCache:  suppressed,
+	settings.OptRandom:            suppressed,
+	settings.OptPrefix:            usesRedis,
+	settings.OptTimeout:           usesRedis,
+	settings.OptFailurePolicy:     usesRedis,
+	settings.OptFallbackInstances: usesRedis,
+	settings.OptProbeInterval:     usesRedis,
+	settings.OptBatching:          usesRedis,
+	settings.OptHotKeyRelief:      usesRedis,
+	settings.OptSyncInterval:      hybrids,
+	settings.OptMaxLease:          hybrids,
+	settings.OptLeaseAhead:        hybrids,
+}
+
+// readerOf is the provider named provider with strategy; 0 for a name
+// or a strategy it does not know.
+func readerOf(provider, strategy string) reader {
+	sup := strategy == StrategySuppressed
+	switch {
+	case strategy != StrategyAbsolute && !sup:
+		return 0
+	case provider == ProviderLocal && sup:
+		return localSup
+	case provider == ProviderLocal:
+		return localAbs
+	case provider == ProviderRedisAbs && !sup:
+		return redisAbs
+	case provider == ProviderRedisSup && sup:
+		return redisSup
+	case provider == ProviderHybrid && sup:
+		return hybridSup
+	case provider == ProviderHybrid:
+		return hybridAbs
+	}
+	return 0
+}
+
+// Reads reports whether the provider named provider, with strategy, reads
+// the option named opt ("WithTimeout", "hybrid.WithMaxLease").
+func Reads(provider, strategy, opt string) bool {
+	r := readerOf(provider, strategy)
+	return r != 0 && readers[opt]&r != 0
+}
+
+// unread is the error for the options of given (names, in the order
+// given) that the provider does not read, nil when it reads them all.
+func unread(provider, strategy string, given []string) error {
+	var names []string
+	for _, n := range given {
+		if !Reads(provider, strategy, n) && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	verb := "is"
+	if len(names) > 1 {
+		verb = "are"
+	}
+	return fmt.Errorf("%w: %s %s not read by the %s provider (%s strategy); see docs/operations.md, Options across providers",
+		limiter.ErrInvalidConfig, strings.Join(names, ", "), verb, provider, strategy)
+}
+
+// ForFallback, appended to a Redis provider's options, forgets the options
+// given, so that its local fallback, built from the same options, is not
+// refused for those only its parent reads: the parent's ConfigFor has
+// checked them.
+func ForFallback(c *Config) { c.Given = nil }
 
 // ValidatePrefix reports limiter.ErrInvalidConfig, with the reason, for a
 // prefix that cannot start a Redis key of the schema.

@@ -172,3 +172,77 @@ func TestOneDefinitionPerSentinel(t *testing.T) {
 }
 
 func selName(sel *ast.SelectorExpr) string { return sel.X.(*ast.Ident).Name + "." + sel.Sel.Name }
+
+// TestConfigForRefusesUnread: ConfigFor refuses the options the provider
+// does not read with ErrInvalidConfig, naming each once, the provider and
+// the strategy, before it checks any value; ForFallback lets the local
+// fallback of a Redis provider take the provider's options.
+func TestConfigForRefusesUnread(t *testing.T) {
+	_, err := window.ConfigFor(window.ProviderLocal, window.StrategyAbsolute,
+		limiter.WithTimeout(time.Second), limiter.WithWindow(time.Second), limiter.WithPrefix("p"), limiter.WithTimeout(-1))
+	if !errors.Is(err, limiter.ErrInvalidConfig) {
+		t.Fatalf("ConfigFor(local, WithTimeout, WithPrefix) = %v, want ErrInvalidConfig", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"WithTimeout, WithPrefix are not read", "local provider", "absolute strategy"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("ConfigFor(local, WithTimeout, WithPrefix) = %q, want it to say %q", msg, want)
+		}
+	}
+	if strings.Count(msg, "WithTimeout") != 1 || strings.Contains(msg, "WithWindow") {
+		t.Errorf("ConfigFor(local, …) = %q, want WithTimeout named once and WithWindow not at all", msg)
+	}
+	_, err = window.ConfigFor(window.ProviderRedisAbs, window.StrategyAbsolute, limiter.WithRandom(nil))
+	if !errors.Is(err, limiter.ErrInvalidConfig) || !strings.Contains(err.Error(), "WithRandom is not read by the redisabs provider (absolute strategy)") {
+		t.Errorf("ConfigFor(redisabs, WithRandom(nil)) = %v, want WithRandom refused as unread", err)
+	}
+	if _, err := window.ConfigFor(window.ProviderRedisSup, window.StrategySuppressed, limiter.WithRandom(nil)); err == nil ||
+		!strings.Contains(err.Error(), "nil random source") {
+		t.Errorf("ConfigFor(redissup, WithRandom(nil)) = %v, want the nil source refused", err)
+	}
+	redisOpts := []limiter.Option{limiter.WithPrefix("p"), limiter.WithTimeout(time.Second), limiter.WithHardLimitFactor(2),
+		limiter.WithFailurePolicy(limiter.FallbackLocal), limiter.WithFallbackInstances(2), limiter.WithProbeInterval(time.Second),
+		limiter.WithBatching(4), limiter.WithHotKeyRelief(false)}
+	if _, err := window.ConfigFor(window.ProviderRedisSup, window.StrategySuppressed, redisOpts...); err != nil {
+		t.Fatalf("ConfigFor(redissup, its options) = %v", err)
+	}
+	if _, err := window.ConfigFor(window.ProviderLocal, window.StrategySuppressed,
+		append(redisOpts, limiter.WithObserver(nil), window.ForFallback)...); err != nil {
+		t.Errorf("ConfigFor(local, redissup's options, ForFallback) = %v, want accepted", err)
+	}
+	if _, err := window.ConfigFor("nosuch", window.StrategyAbsolute, limiter.WithWindow(time.Second)); !errors.Is(err, limiter.ErrInvalidConfig) {
+		t.Errorf("ConfigFor(unknown provider) = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestOptionsRecordTheirNames: every option of package limiter records
+// the name it is documented by, which the errors of ConfigFor name.
+func TestOptionsRecordTheirNames(t *testing.T) {
+	for name, o := range map[string]limiter.Option{
+		"WithWindow":            limiter.WithWindow(time.Second),
+		"WithBucket":            limiter.WithBucket(time.Second),
+		"WithClock":             limiter.WithClock(fixedClock(time.Now())),
+		"WithObserver":          limiter.WithObserver(nil),
+		"WithHardLimitFactor":   limiter.WithHardLimitFactor(2),
+		"WithSuppressionCache":  limiter.WithSuppressionCache(0),
+		"WithRandom":            limiter.WithRandom(func() float64 { return 0 }),
+		"WithPrefix":            limiter.WithPrefix("p"),
+		"WithTimeout":           limiter.WithTimeout(time.Second),
+		"WithFailurePolicy":     limiter.WithFailurePolicy(limiter.FailOpen),
+		"WithFallbackInstances": limiter.WithFallbackInstances(2),
+		"WithProbeInterval":     limiter.WithProbeInterval(time.Second),
+		"WithBatching":          limiter.WithBatching(2),
+		"WithHotKeyRelief":      limiter.WithHotKeyRelief(false),
+	} {
+		c, err := window.NewConfig(o)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(c.Given) != 1 || c.Given[0] != name {
+			t.Errorf("%s records %q, want [%s]", name, c.Given, name)
+		}
+		if !window.Reads(window.ProviderRedisSup, window.StrategySuppressed, name) {
+			t.Errorf("Reads(redissup, %s) = false: redissup reads every option of package limiter", name)
+		}
+	}
+}

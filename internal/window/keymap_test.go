@@ -204,7 +204,7 @@ func TestCapacityMatchesLimiter(t *testing.T) {
 	factors := []float64{1, 1.5, 2, 3.7}
 	for _, w := range windows {
 		for _, f := range factors {
-			s, err := newStore([]limiter.Option{limiter.WithWindow(w), limiter.WithHardLimitFactor(f)})
+			s, err := newStore(StrategySuppressed, []limiter.Option{limiter.WithWindow(w), limiter.WithHardLimitFactor(f)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,14 +22,14 @@ var (
 	_ interface{ Window() time.Duration } = (*LocalAbsolute)(nil)
 )
 
-// NewLocalAbsolute returns an absolute limiter. It reads WithWindow, WithBucket
-// and WithClock; it starts a background sweep that Close stops.
+// NewLocalAbsolute returns an absolute limiter. It reads WithWindow, WithBucket,
+// WithClock and WithObserver, and refuses other options (ConfigFor); it
+// starts a background sweep that Close stops.
 func NewLocalAbsolute(opts ...limiter.Option) (*LocalAbsolute, error) {
-	s, err := newStore(opts)
+	s, err := newStore(StrategyAbsolute, opts)
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	s.strategy = StrategyAbsolute
 	return &LocalAbsolute{s: s}, nil
 }
 
@@ -119,13 +119,13 @@ var (
 )
 
 // NewLocalSuppressed returns a suppressed limiter. Beyond the absolute options it
-// reads WithHardLimitFactor, WithSuppressionCache and WithRandom.
+// reads WithHardLimitFactor, WithSuppressionCache and WithRandom, and
+// refuses other options (ConfigFor).
 func NewLocalSuppressed(opts ...limiter.Option) (*LocalSuppressed, error) {
-	s, err := newStore(opts)
+	s, err := newStore(StrategySuppressed, opts)
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	s.strategy = StrategySuppressed
 	return &LocalSuppressed{s: s}, nil
 }
 

@@ -41,14 +41,14 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 	ctx := context.Background()
 	rec := &recorder{}
 	clk := newClock()
-	opts := []limiter.Option{limiter.WithObserver(rec), limiter.WithClock(clk), limiter.WithWindow(time.Second),
-		limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return 0.999 })}
+	opts := []limiter.Option{limiter.WithObserver(rec), limiter.WithClock(clk), limiter.WithWindow(time.Second)}
 	a, err := NewLocalAbsolute(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close(ctx)
-	s, err := NewLocalSuppressed(opts...)
+	s, err := NewLocalSuppressed(append(opts, limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0),
+		limiter.WithRandom(func() float64 { return 0.999 }))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,12 +68,13 @@ type store struct {
 // clockSlackMs is the minute the sweep adds under WithClock.
 const clockSlackMs = 60_000
 
-func newStore(opts []limiter.Option) (*store, error) {
-	cfg, err := ConfigFor(ProviderLocal, opts...)
+func newStore(strategy string, opts []limiter.Option) (*store, error) {
+	cfg, err := ConfigFor(ProviderLocal, strategy, opts...)
 	if err != nil {
 		return nil, err
 	}
 	s := &store{
+		strategy:  strategy,
 		cfg:       cfg,
 		p:         Params{W: cfg.WindowMs, B: cfg.BucketMs},
 		m:         newKeymap(),

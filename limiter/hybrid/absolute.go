@@ -30,9 +30,11 @@ func (l *Absolute) Window() time.Duration { return l.b.Cfg.Window }
 // NewAbsolute returns an absolute limiter that leases units from Redis
 // through client. It reads the options redisabs.New reads (WithWindow,
 // WithBucket, WithPrefix, WithClock, WithTimeout, WithFailurePolicy and the
-// other failure options) and WithSyncInterval and WithMaxLease. It starts
-// the background sync goroutine, which Close stops; it makes no call to
-// Redis until the first Inc. A nil client is ErrInvalidConfig.
+// other failure options, WithBatching, WithHotKeyRelief, WithObserver) and
+// WithSyncInterval, WithMaxLease and WithLeaseAhead; any other option (the
+// suppressed strategy's) is ErrInvalidConfig. It starts the background
+// sync goroutine, which Close stops; it makes no call to Redis until the
+// first Inc. A nil client is ErrInvalidConfig.
 func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 	l := &Absolute{}
 	err := l.init(l, kind[*entry]{redis: redisprov.Absolute, newEntry: func() *entry { return new(entry) },

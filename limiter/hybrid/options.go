@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -27,12 +28,12 @@ const DefaultLeaseAheadMax = time.Second
 // calls. Other providers reject it (limiter.ErrInvalidConfig).
 func WithSyncInterval(d time.Duration) limiter.Option {
 	return func(c *window.Config) {
+		c.Record(settings.OptSyncInterval)
 		if d <= 0 {
 			c.Fail(fmt.Errorf("%w: sync interval %v must be positive", limiter.ErrInvalidConfig, d))
 			return
 		}
 		c.SyncInterval = d
-		c.HybridOnly = append(c.HybridOnly, "hybrid.WithSyncInterval")
 	}
 }
 
@@ -43,12 +44,12 @@ func WithSyncInterval(d time.Duration) limiter.Option {
 // (limiter.ErrInvalidConfig).
 func WithMaxLease(n int64) limiter.Option {
 	return func(c *window.Config) {
+		c.Record(settings.OptMaxLease)
 		if n < 1 {
 			c.Fail(fmt.Errorf("%w: max lease %d must be at least 1", limiter.ErrInvalidConfig, n))
 			return
 		}
 		c.MaxLease = n
-		c.HybridOnly = append(c.HybridOnly, "hybrid.WithMaxLease")
 	}
 }
 
@@ -62,12 +63,12 @@ func WithMaxLease(n int64) limiter.Option {
 // Hybrid leases).
 func WithLeaseAhead(d time.Duration) limiter.Option {
 	return func(c *window.Config) {
+		c.Record(settings.OptLeaseAhead)
 		if d < 0 {
 			c.Fail(fmt.Errorf("%w: lease ahead %v must not be negative", limiter.ErrInvalidConfig, d))
 			return
 		}
 		c.LeaseAhead = d
-		c.HybridOnly = append(c.HybridOnly, "hybrid.WithLeaseAhead")
 		if d == 0 {
 			c.LeaseAhead = -1 // off, as opposed to unset
 		}

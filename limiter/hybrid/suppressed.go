@@ -50,11 +50,12 @@ type supEntry struct {
 }
 
 // NewSuppressed returns a suppressed limiter that leases accepted units
-// from Redis through client. It reads the options redissup.New reads
-// (WithWindow, WithBucket, WithHardLimitFactor, WithRandom, WithPrefix,
-// WithClock, WithTimeout, WithFailurePolicy and the other failure options)
-// and WithSyncInterval and WithMaxLease. WithSuppressionCache applies to
-// the decisions Redis makes; decisions from memory compute the factor from
+// from Redis through client. It reads every option of packages limiter
+// and hybrid: those redissup.New reads (WithWindow, WithBucket,
+// WithHardLimitFactor, WithRandom, WithPrefix, WithClock, WithTimeout,
+// WithFailurePolicy and the other failure options) and WithSyncInterval,
+// WithMaxLease and WithLeaseAhead. WithSuppressionCache applies to the
+// decisions Redis makes; decisions from memory compute the factor from
 // the figures of the latest reply at every call. It starts the background
 // sync goroutine, which Close stops; it makes no call to Redis until the
 // first Inc. A nil client is ErrInvalidConfig.

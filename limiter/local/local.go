@@ -20,8 +20,9 @@ var (
 	_ interface{ Window() time.Duration } = (*Absolute)(nil)
 )
 
-// NewAbsolute returns an absolute limiter. It reads WithWindow, WithBucket
-// and WithClock; it starts a background sweep that Close stops.
+// NewAbsolute returns an absolute limiter. It reads WithWindow, WithBucket,
+// WithClock and WithObserver; any other option is ErrInvalidConfig. It
+// starts a background sweep that Close stops.
 func NewAbsolute(opts ...limiter.Option) (*Absolute, error) {
 	w, err := window.NewLocalAbsolute(opts...)
 	if err != nil {
@@ -96,7 +97,8 @@ var (
 )
 
 // NewSuppressed returns a suppressed limiter. Beyond the absolute options
-// it reads WithHardLimitFactor, WithSuppressionCache and WithRandom.
+// it reads WithHardLimitFactor, WithSuppressionCache and WithRandom; any
+// other option is ErrInvalidConfig.
 func NewSuppressed(opts ...limiter.Option) (*Suppressed, error) {
 	w, err := window.NewLocalSuppressed(opts...)
 	if err != nil {

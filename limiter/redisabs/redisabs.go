@@ -51,8 +51,10 @@ var (
 // WithFailurePolicy, WithFallbackInstances, WithProbeInterval,
 // and WithObserver set what happens when Redis fails, and who hears of it
 // (docs/operations.md, When Redis fails). limiter.WithBatching(n) lets
-// concurrent calls share round trips (on by default). It starts no
-// goroutine and makes no call to Redis. A nil client is ErrInvalidConfig.
+// concurrent calls share round trips (on by default), and
+// WithHotKeyRelief turns hot-key relief off or on. Any other option (the
+// suppressed strategy's, package hybrid's) is ErrInvalidConfig, as is a
+// nil client. It starts no goroutine and makes no call to Redis.
 func New(client Client, opts ...limiter.Option) (*Limiter, error) {
 	l := &Limiter{}
 	if err := l.p.Init(redisprov.Absolute, client, opts); err != nil {

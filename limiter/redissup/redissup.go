@@ -35,7 +35,8 @@ var (
 )
 
 // New returns a suppressed limiter that keeps its state in Redis through
-// client. It reads every option: WithWindow, WithBucket,
+// client. It reads every option of package limiter (package hybrid's are
+// ErrInvalidConfig): WithWindow, WithBucket,
 // WithHardLimitFactor, WithSuppressionCache, WithRandom and WithPrefix shape
 // the decisions; WithClock replaces Redis TIME by the given clock, which is
 // meant for tests and simulations (every instance of a fleet must share one
