@@ -55,8 +55,8 @@ type supEntry struct {
 // WithHardLimitFactor, WithRandom, WithPrefix, WithClock, WithTimeout,
 // WithFailurePolicy and the other failure options) and WithSyncInterval,
 // WithMaxLease and WithLeaseAhead. WithSuppressionCache applies to the
-// decisions Redis makes; decisions from memory compute the factor from
-// the figures of the latest reply at every call. It starts the background
+// decisions Redis makes and to those from memory, which compute the factor
+// from the figures of the latest reply and keep it as long. It starts the background
 // sync goroutine, which Close stops; it makes no call to Redis until the
 // first Inc. A nil client is ErrInvalidConfig.
 func NewSuppressed(client Client, opts ...limiter.Option) (*Suppressed, error) {
