@@ -21,7 +21,7 @@ import (
 // refuses, with RetryAfter the probe interval; marked Shed when shed,
 // else Degraded. A set's every limit decides alike.
 func (g *Guard) refuse(a *ask, c *Call, admit, shed bool) (limiter.SetDecision, error) {
-	if a.set != nil {
+	if a.sbe != nil {
 		return g.refuseSet(a, admit, shed)
 	}
 	never := !c.Peek && c.N > c.Hard
@@ -98,7 +98,7 @@ func (g *Guard) local(ctx context.Context, a *ask, c *Call) (limiter.SetDecision
 // scaled to the instance's share.
 func (g *Guard) fbDecide(ctx context.Context, fb limiter.Limiter, a *ask) (d limiter.SetDecision, err error) {
 	switch {
-	case a.set != nil:
+	case a.sbe != nil:
 		return fb.(limiter.SetLimiter).IncSet(ctx, a.k, g.scaledSet(a.set), a.n)
 	case a.peek:
 		d.Decision, err = fb.IsAllowed(ctx, a.k)
@@ -164,7 +164,7 @@ func setID(k string, set *limiter.Set) string { return k + "\x00" + set.String()
 func (g *Guard) record(a *ask, c *Call) {
 	now := g.cfg.NowMs()
 	id, span := a.k, g.cfg.WindowMs+g.cfg.BucketMs
-	if a.set != nil {
+	if a.sbe != nil {
 		id, span = setID(a.k, a.set), 0
 		for i := 0; i < a.set.Len(); i++ {
 			l := a.set.At(i)
@@ -174,7 +174,7 @@ func (g *Guard) record(a *ask, c *Call) {
 	}
 	g.pmu.Lock()
 	if p := g.pendingFor(id, a.k, a.n); p != nil {
-		if a.set != nil {
+		if a.sbe != nil {
 			p.Set = a.set
 		} else {
 			p.Hash, p.Rate = c.Hash, c.Rate

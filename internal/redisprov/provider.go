@@ -46,9 +46,9 @@ type SetBackend interface {
 var ErrRemembered = errors.New("answered from memory")
 
 // ask is one decision call on the Guard's path: an Inc or an IsAllowed
-// of be (set nil), or an IncSet or an IsAllowedSet of sbe. The path is
-// written once (decide); what the two kinds do differently is in the few
-// places that test set. A single limit's decision travels as the
+// of be (sbe nil), or an IncSet or an IsAllowedSet of sbe (set may be
+// nil: ValidateSet refuses it). The path is written once (decide); what
+// the two kinds do differently is in the few places that test sbe. A single limit's decision travels as the
 // Decision of a SetDecision without Limits.
 type ask struct {
 	op, k string
@@ -123,7 +123,7 @@ func (g *Guard) decide(ctx context.Context, a *ask, t *timing) (limiter.SetDecis
 // redis is a's Redis call, timed into t (nil: not timed).
 func (a *ask) redis(ctx context.Context, t *timing) (d limiter.SetDecision, err error) {
 	t.begin()
-	if a.set == nil {
+	if a.sbe == nil {
 		d.Decision, err = a.be.Decide(ctx, a.k, a.rate, a.n, a.peek)
 	} else {
 		d, err = a.sbe.DecideSet(ctx, a.op, a.k, a.set, a.n)
@@ -152,7 +152,7 @@ func (a ask) untimed(ctx context.Context) (limiter.SetDecision, error) { return 
 func (g *Guard) policy(ctx context.Context, a *ask, v verdict, cause error) (limiter.SetDecision, error) {
 	var c *Call
 	var err error
-	if a.set == nil {
+	if a.sbe == nil {
 		c, err = a.be.Validate(a.op, a.k, a.rate, a.n, a.peek)
 	} else {
 		err = a.sbe.ValidateSet(a.op, a.k, a.set, a.n)
