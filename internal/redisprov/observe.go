@@ -104,11 +104,11 @@ func (t *timing) end(err error) {
 // decideObserved is decide with an observer: the Redis call is timed, a
 // failure is reported as a "backend_error" Event, and a decision as a
 // DecisionEvent.
-func (g *Guard) decideObserved(ctx context.Context, a *ask) (limiter.SetDecision, error) {
+func (g *Guard) decideObserved(ctx context.Context, a *ask, d *limiter.SetDecision) error {
 	var t timing
-	d, err := g.decide(ctx, a, &t)
+	err := g.decide(ctx, a, d, &t)
 	g.report(ctx, a.op, a.k, a.n, &t, d.Decision, d.Limits, err)
-	return d, err
+	return err
 }
 
 // report sends the events of one decision call.

@@ -63,8 +63,11 @@ type ask struct {
 // Decide runs an Inc (peek false) or an IsAllowed (peek true) of a Redis
 // provider under the policy (decide).
 func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
-	d, err := g.at(k).decide(ctx, &ask{op: op, k: k, n: n, be: be, rate: rate, peek: peek}, nil)
-	return d.Decision, err
+	var d limiter.SetDecision
+	if err := g.at(k).decide(ctx, &ask{op: op, k: k, n: n, be: be, rate: rate, peek: peek}, &d, nil); err != nil {
+		return limiter.Decision{}, err
+	}
+	return d.Decision, nil
 }
 
 // DecideSet runs an IncSet (n = 0: IsAllowedSet) under the policy, as
@@ -73,7 +76,11 @@ func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limit
 // written back to every limit of the set when Redis answers again, as for
 // Inc (docs/operations.md, When Redis fails).
 func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
-	return g.at(k).decide(ctx, &ask{op: op, k: k, n: n, sbe: be, set: set}, nil)
+	var d limiter.SetDecision
+	if err := g.at(k).decide(ctx, &ask{op: op, k: k, n: n, sbe: be, set: set}, &d, nil); err != nil {
+		return limiter.SetDecision{}, err
+	}
+	return d, nil
 }
 
 // at is the guard that decides k: on a cluster, its master's (route).
@@ -84,67 +91,68 @@ func (g *Guard) at(k string) *Guard {
 	return g.route(k)
 }
 
-// decide is the one path of a decision call: straight to the policy
-// while the breaker is open, else one Redis call bounded by the timeout,
-// whose failure is judged (judge): the policy answers when the breaker is
-// open, a call that ran out of time is shed. With an observer, the Redis
-// call is timed into t (decideObserved).
-func (g *Guard) decide(ctx context.Context, a *ask, t *timing) (limiter.SetDecision, error) {
+// decide is the one path of a decision call, into d: straight to the
+// policy while the breaker is open, else one Redis call bounded by the
+// timeout, whose failure is judged (judge): the policy answers when the
+// breaker is open, a call that ran out of time is shed. With an observer,
+// the Redis call is timed into t (decideObserved), through bounded to the
+// end of the wait. The decision is written through d, not returned: a
+// Decision is too large for registers, and a copy per frame counts on
+// the healthy path.
+func (g *Guard) decide(ctx context.Context, a *ask, d *limiter.SetDecision, t *timing) error {
 	if g.cfg.Observer != nil && t == nil {
-		return g.decideObserved(ctx, a)
+		return g.decideObserved(ctx, a, d)
 	}
 	v, err := vPolicy, error(nil)
 	if !g.Open() {
 		g.firstCall()
-		var d limiter.SetDecision
 		cctx, cancel := g.Context(ctx)
+		t.begin()
 		if g.bounded {
-			d, err = g.askBounded(cctx, *a, t)
-		} else if d, err = a.redis(cctx, t); err == nil {
+			err = g.askBounded(cctx, *a, d)
+		} else if err = a.redis(cctx, d); err == nil {
 			g.answered()
 		}
+		t.end(err)
 		cancel()
-		if err == ErrRemembered {
-			err = nil
-		}
-		if err == nil {
+		if err == nil || err == ErrRemembered {
 			if g.inGrace() {
-				return g.graceDecide(ctx, a, d), nil
+				*d = g.graceDecide(ctx, a, *d)
 			}
-			return d, nil
+			return nil
 		}
 		if v, err = g.judge(ctx, a.op, err); v == vReturn {
-			return limiter.SetDecision{}, err
+			return err
 		}
 	}
-	return g.policy(ctx, a, v, err)
+	*d, err = g.policy(ctx, a, v, err)
+	return err
 }
 
-// redis is a's Redis call, timed into t (nil: not timed).
-func (a *ask) redis(ctx context.Context, t *timing) (d limiter.SetDecision, err error) {
-	t.begin()
+// redis is a's Redis call, into d.
+func (a *ask) redis(ctx context.Context, d *limiter.SetDecision) (err error) {
 	if a.sbe == nil {
 		d.Decision, err = a.be.Decide(ctx, a.k, a.rate, a.n, a.peek)
 	} else {
-		d, err = a.sbe.DecideSet(ctx, a.op, a.k, a.set, a.n)
+		*d, err = a.sbe.DecideSet(ctx, a.op, a.k, a.set, a.n)
 	}
-	t.end(err)
-	return d, err
+	return err
 }
 
 // askBounded is a's Redis call through bounded. The call may finish in
-// the background after this returns: it is timed here, to the end of
-// the wait. a is a copy, so that only this path moves it to the heap.
-func (g *Guard) askBounded(ctx context.Context, a ask, t *timing) (limiter.SetDecision, error) {
-	t.begin()
-	d, err := bounded(g, ctx, a.untimed)
-	t.end(err)
-	return d, err
+// the background after this returns; it is timed by decide, to the end
+// of the wait. a is a copy, so that only this path moves it to the heap.
+func (g *Guard) askBounded(ctx context.Context, a ask, d *limiter.SetDecision) (err error) {
+	*d, err = bounded(g, ctx, a.call)
+	return err
 }
 
-// untimed is a's Redis call, not timed. A value method, so that the
+// call is redis returning its decision. A value method, so that the
 // closure of askBounded holds a copy of a and allocates once.
-func (a ask) untimed(ctx context.Context) (limiter.SetDecision, error) { return a.redis(ctx, nil) }
+func (a ask) call(ctx context.Context) (d limiter.SetDecision, err error) {
+	err = a.redis(ctx, &d)
+	return d, err
+}
 
 // policy is the policy's answer to a call Redis cannot take: v is vPolicy
 // (the breaker is open) or vShed, cause the Redis call's error. The call
@@ -161,7 +169,8 @@ func (g *Guard) policy(ctx context.Context, a *ask, v verdict, cause error) (lim
 		return limiter.SetDecision{}, err
 	}
 	if v == vShed {
-		// Refused and marked Shed (under FailError: ErrShed).
+		// Its budget ran out while Redis was not known to be down: a
+		// refusal marked Shed, or under FailError ErrShed wrapping cause.
 		g.noteShed()
 		if g.cfg.Policy == limiter.FailError {
 			return limiter.SetDecision{}, fmt.Errorf("%s: %s: %w: %w", g.pkg, a.op, limiter.ErrShed, cause)
