@@ -48,8 +48,9 @@ var ErrRemembered = errors.New("answered from memory")
 // ask is one decision call on the Guard's path: an Inc or an IsAllowed
 // of be (sbe nil), or an IncSet or an IsAllowedSet of sbe (set may be
 // nil: ValidateSet refuses it). The path is written once (decide); what
-// the two kinds do differently is in the few places that test sbe. A single limit's decision travels as the
-// Decision of a SetDecision without Limits.
+// the two kinds do differently is in the few places that test sbe. A
+// single limit's decision travels as the Decision of a SetDecision
+// without Limits; the single path still calls the single scripts.
 type ask struct {
 	op, k string
 	n     int64
