@@ -24,7 +24,9 @@
 //
 // redisabs.Limiter.Inc calls Guard.Decide (provider.go) with the Provider
 // as its Backend; Decide describes the call as an ask and takes it down
-// decide, the path every decision call shares. On a cluster client the
+// decide, the path every decision call shares (on the healthy path it
+// asks Redis without building the ask, and joins decide's tail, settle,
+// for anything but a reply). On a cluster client the
 // Guard first routes the call to the guard of the master that owns the
 // key's slot (nodes.go). With an observer, the call is timed and reported
 // (observe.go). While the breaker is open the policy answers at once

@@ -64,8 +64,28 @@ type ask struct {
 // Decide runs an Inc (peek false) or an IsAllowed (peek true) of a Redis
 // provider under the policy (decide).
 func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
+	g = g.at(k)
 	var d limiter.SetDecision
-	if err := g.at(k).decide(ctx, &ask{op: op, k: k, n: n, be: be, rate: rate, peek: peek}, &d, nil); err != nil {
+	var err error
+	if g.cfg.Observer == nil && !g.bounded && !g.Open() {
+		// decide's healthy path without building an ask, which costs the
+		// single limit's hot path some 15 ns of stores and frames; every
+		// other outcome goes on in decide's tail (settle).
+		g.firstCall()
+		cctx, cancel := g.Context(ctx)
+		d.Decision, err = be.Decide(cctx, k, rate, n, peek)
+		cancel()
+		if err == nil {
+			g.answered()
+		}
+		if (err == nil || err == ErrRemembered) && !g.InGrace() {
+			return d.Decision, nil
+		}
+		err = g.settle(ctx, &ask{op: op, k: k, n: n, be: be, rate: rate, peek: peek}, &d, err)
+	} else {
+		err = g.decide(ctx, &ask{op: op, k: k, n: n, be: be, rate: rate, peek: peek}, &d, nil)
+	}
+	if err != nil {
 		return limiter.Decision{}, err
 	}
 	return d.Decision, nil
@@ -104,27 +124,39 @@ func (g *Guard) decide(ctx context.Context, a *ask, d *limiter.SetDecision, t *t
 	if g.cfg.Observer != nil && t == nil {
 		return g.decideObserved(ctx, a, d)
 	}
-	v, err := vPolicy, error(nil)
-	if !g.Open() {
-		g.firstCall()
-		cctx, cancel := g.Context(ctx)
-		t.begin()
-		if g.bounded {
-			err = g.askBounded(cctx, *a, d)
-		} else if err = a.redis(cctx, d); err == nil {
-			g.answered()
+	if g.Open() {
+		var err error
+		*d, err = g.policy(ctx, a, vPolicy, nil)
+		return err
+	}
+	g.firstCall()
+	cctx, cancel := g.Context(ctx)
+	t.begin()
+	var err error
+	if g.bounded {
+		err = g.askBounded(cctx, *a, d)
+	} else if err = a.redis(cctx, d); err == nil {
+		g.answered()
+	}
+	t.end(err)
+	cancel()
+	return g.settle(ctx, a, d, err)
+}
+
+// settle ends a decision call whose Redis call returned err (d its
+// decision): a reply, or a decision from memory, stands (during the
+// grace, charged to the fallback too); a failure is judged, and the
+// policy answers unless the error is returned.
+func (g *Guard) settle(ctx context.Context, a *ask, d *limiter.SetDecision, err error) error {
+	if err == nil || err == ErrRemembered {
+		if g.inGrace() {
+			*d = g.graceDecide(ctx, a, *d)
 		}
-		t.end(err)
-		cancel()
-		if err == nil || err == ErrRemembered {
-			if g.inGrace() {
-				*d = g.graceDecide(ctx, a, *d)
-			}
-			return nil
-		}
-		if v, err = g.judge(ctx, a.op, err); v == vReturn {
-			return err
-		}
+		return nil
+	}
+	v, err := g.judge(ctx, a.op, err)
+	if v == vReturn {
+		return err
 	}
 	*d, err = g.policy(ctx, a, v, err)
 	return err
