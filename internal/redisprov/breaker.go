@@ -19,7 +19,7 @@ import (
 )
 
 // Open reports whether the breaker is open: calls must answer by the
-// policy (Answer, Err) without touching Redis. It is one atomic load.
+// policy (Guard.policy, Err) without touching Redis. It is one atomic load.
 func (g *Guard) Open() bool { return g.open.Load() }
 
 func nop() {}

@@ -8,8 +8,9 @@
 //     store_set.go (the set scripts' arguments and replies), batch.go and
 //     pipe.go (concurrent calls sharing round trips);
 //   - hot-key relief, the refusal memory: relief.go, peeks.go;
-//   - the failure policy: failover.go (the Guard), breaker.go (the breaker
-//     proper, readable alone), evidence.go (what the wire says), deadline.go
+//   - the failure policy: failover.go (the Guard), provider.go (its one
+//     path for every call, single limits and sets alike), breaker.go (the
+//     breaker proper, readable alone), evidence.go (what the wire says), deadline.go
 //     (bounded calls on any client), dial.go (the dial hook and the probe's
 //     client), fallback.go (the local fallback), writeback.go (its units
 //     written back), grace.go, nodes.go (a guard per cluster master),
@@ -22,12 +23,16 @@
 // # One Inc, from the top
 //
 // redisabs.Limiter.Inc calls Guard.Decide (provider.go) with the Provider
-// as its Backend. On a cluster client the Guard first routes the call to
-// the guard of the master that owns the key's slot (nodes.go). With an
-// observer, the call is timed and reported (observe.go). While the breaker
-// is open the policy answers at once (answer: fallback.go's in-process
-// window, or FailOpen, FailClosed, FailError), marked Degraded. Else the
-// call runs under the guard's deadline (deadline.go) as Backend.Decide:
+// as its Backend; Decide describes the call as an ask and takes it down
+// decide, the path every decision call shares (on the healthy path it
+// asks Redis without building the ask, and joins decide's tail, settle,
+// for anything but a reply). On a cluster client the
+// Guard first routes the call to the guard of the master that owns the
+// key's slot (nodes.go). With an observer, the call is timed and reported
+// (observe.go). While the breaker is open the policy answers at once
+// (policy: fallback.go's in-process window, or FailOpen, FailClosed,
+// FailError), marked Degraded. Else the call runs under the guard's
+// deadline (deadline.go) as Backend.Decide:
 // Provider.inc (redisprov.go) checks the key, the cost and the capacity,
 // asks hot-key relief whether the key is a remembered refusal (an answer
 // from memory returns ErrRemembered, which is not evidence about Redis),
@@ -41,6 +46,7 @@
 // probe finds Redis back, the breaker closes and writeback.go writes the
 // fallback's admissions to Redis.
 //
-// IncSet takes the same walk through DecideSet (failover_set.go) and the
-// set scripts (store_set.go, set.go).
+// IncSet takes the same walk: DecideSet describes it as an ask on a set,
+// and decide runs it on the set scripts (store_set.go, set.go); the
+// fallback decides it with its own IncSet on the scaled set.
 package redisprov

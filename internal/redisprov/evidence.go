@@ -249,24 +249,6 @@ func (g *Guard) probeDeadline() time.Duration {
 	return g.cfg.Timeout
 }
 
-// Shed is the answer to a call c whose budget ran out while Redis was not
-// known to be down: a refusal marked Shed with RetryAfter the probe
-// interval (or Never), or under FailError ErrShed wrapping cause.
-func (g *Guard) Shed(c *Call, cause error) (limiter.Decision, error) {
-	g.noteShed()
-	if g.cfg.Policy == limiter.FailError {
-		return limiter.Decision{}, fmt.Errorf("%s: %s: %w: %w", g.pkg, c.Op, limiter.ErrShed, cause)
-	}
-	d := limiter.Decision{Outcome: g.refused, Limit: c.C, Never: !c.Peek && c.N > c.Hard, Shed: true}
-	if !d.Never {
-		d.RetryAfter = g.cfg.ProbeInterval
-	}
-	if d.Outcome == limiter.Suppressed {
-		d.SuppressionFactor = 1
-	}
-	return d, nil
-}
-
 // shedLogEvery is how often at most the default log hears about shed calls.
 const shedLogEvery = 10 * time.Second
 

@@ -161,11 +161,10 @@ type Guard struct {
 	// nodes routes calls to the guards of a cluster's masters (ByNode,
 	// nodes.go); nil: this guard decides every call. A node guard has
 	// node, its master's address, and parent, the router.
-	nodes   *nodes
-	node    string
-	parent  *Guard
-	recon   Reconciler
-	minRate limiter.Rate // one unit per window: the floor of a scaled fallback
+	nodes  *nodes
+	node   string
+	parent *Guard
+	recon  Reconciler
 
 	open     atomic.Bool
 	openCh   atomic.Pointer[chan struct{}] // closed when the breaker opens (Opened)
@@ -246,7 +245,6 @@ func (g *Guard) initCore(pkg, strategy string, client Client, cfg *window.Config
 	if strategy == key.Suppressed {
 		g.refused = limiter.Suppressed
 	}
-	g.minRate = limiter.Every(1, cfg.Window)
 	g.stopCtx, g.stop = context.WithCancel(context.Background())
 	g.pending = make(map[string]*Pending)
 	g.rearm()

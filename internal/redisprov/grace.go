@@ -41,52 +41,31 @@ func (g *Guard) inGrace() bool {
 	return false
 }
 
-// graceDecide charges an admission d that Redis granted to the fallback,
-// and turns it into a refusal when the fallback's share cannot hold it.
-func (g *Guard) graceDecide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool, d limiter.Decision) limiter.Decision {
-	if peek || !d.Allowed || n == 0 {
+// graceDecide charges an admission d that Redis granted a to the
+// fallback, and turns it into a refusal when the fallback's share cannot
+// hold it: nothing remaining, the fallback's RetryAfter, and on a set
+// each limit the fallback refused refused.
+func (g *Guard) graceDecide(ctx context.Context, a *ask, d limiter.SetDecision) limiter.SetDecision {
+	if a.peek || !d.Allowed || a.n == 0 {
 		return d
 	}
 	fbp := g.fb.Load()
 	if fbp == nil {
 		return d
 	}
-	fd, err := (*fbp).Inc(ctx, k, g.scaled(rate), n)
+	fd, err := g.fbDecide(ctx, *fbp, a)
 	if err != nil || fd.Allowed {
 		return d
 	}
-	return g.graceRefusal(d, fd)
-}
-
-// graceDecideSet is graceDecide for a set.
-func (g *Guard) graceDecideSet(ctx context.Context, k string, set *limiter.Set, n int64, d limiter.SetDecision) limiter.SetDecision {
-	if !d.Allowed || n == 0 {
-		return d
+	d.Allowed, d.Outcome, d.Remaining, d.RetryAfter = false, g.refused, 0, fd.RetryAfter
+	if g.refused == limiter.Suppressed {
+		d.SuppressionFactor = 1
 	}
-	fbp := g.fb.Load()
-	if fbp == nil {
-		return d
-	}
-	fd, err := (*fbp).(limiter.SetLimiter).IncSet(ctx, k, g.scaledSet(set), n)
-	if err != nil || fd.Allowed {
-		return d
-	}
-	d.Decision = g.graceRefusal(d.Decision, fd.Decision)
 	for i := range d.Limits {
 		if i < len(fd.Limits) && fd.Limits[i].Refused {
 			l := &d.Limits[i]
 			l.Refused, l.Remaining, l.RetryAfter = true, 0, fd.Limits[i].RetryAfter
 		}
-	}
-	return d
-}
-
-// graceRefusal is Redis's admission d refused by the share: nothing
-// remaining, and the fallback's RetryAfter.
-func (g *Guard) graceRefusal(d, fd limiter.Decision) limiter.Decision {
-	d.Allowed, d.Outcome, d.Remaining, d.RetryAfter = false, g.refused, 0, fd.RetryAfter
-	if g.refused == limiter.Suppressed {
-		d.SuppressionFactor = 1
 	}
 	return d
 }

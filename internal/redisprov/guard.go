@@ -20,11 +20,7 @@ func (s Strategy) Key() string { return s.key }
 // redissup or the hybrid) whose calls carry b's arguments: the probe
 // (Probe) and the strategy's write-back of fallback units.
 func (s Strategy) InitGuard(g *Guard, pkg string, client Client, b *Base, opts []limiter.Option) {
-	recon := absReconciler(b)
-	if s.sup {
-		recon = supReconciler(b)
-	}
-	g.Init(pkg, s.key, client, &b.Cfg, opts, Probe(&b.Cfg), recon)
+	g.Init(pkg, s.key, client, &b.Cfg, opts, Probe(&b.Cfg), reconciler(b, s.sup))
 }
 
 // Call validates an Inc (or, with peek, an IsAllowed) of a provider of
@@ -32,11 +28,7 @@ func (s Strategy) InitGuard(g *Guard, pkg string, client Client, b *Base, opts [
 // the strategy's hard limit factor (1 for absolute), the Validate of its
 // Backend.
 func (s Strategy) Call(b *Base, op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
-	factor := 1.0
-	if s.sup {
-		factor = b.Cfg.HardLimitFactor
-	}
-	return NewCall(b, op, k, rate, n, peek, factor)
+	return NewCall(b, op, k, rate, n, peek, hardFactor(&b.Cfg, s.sup))
 }
 
 // Probe returns the probe both strategies use: one abs_inc.lua call that
@@ -67,75 +59,57 @@ func probeOf(cfg *window.Config, h string) func(ctx context.Context, client redi
 	}
 }
 
-// absReconciler is the Reconciler of an absolute provider whose
-// script calls carry b's arguments: the units are recorded at Redis TIME
-// with the capacity of the key's latest rate, as admitted whatever the key
-// holds, even above that capacity (the scripts' mode WriteBack: on
-// a set, in every limit).
-func absReconciler(b *Base) Reconciler {
+// reconciler is the Reconciler of a provider of strategy sup or absolute
+// whose script calls carry b's arguments: the units are recorded at Redis
+// TIME with the capacities of the key's latest rate, as admitted (for
+// suppressed: accepted) whatever the key holds, even above the (hard)
+// capacity: the scripts' mode WriteBack, on a set in every limit. The
+// suppressed scripts' draw sent is 0.
+func reconciler(b *Base, sup bool) Reconciler {
 	cfg := &b.Cfg
-	return Reconciler{
-		Scripts: []*redis.Script{scripts.AbsInc, scripts.AbsSet},
-		Queue: func(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd {
-			if p.Set == nil {
-				c, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
-				return scripts.AbsInc.EvalSha(ctx, pipe, []string{p.Hash}, NowArg(cfg), b.W, b.B, c, n, b.TTL,
-					0, 0, 0, 0, WriteBack)
-			}
-			hs, ls, err := setLimits(b, p, 1)
-			if err != nil {
-				return errCmd(ctx, err)
-			}
-			args := make([]any, 2, 3+4*len(ls))
-			args[0], args[1] = NowArg(cfg), n
-			for i := range ls {
-				args = append(args, ls[i].P.W, ls[i].P.B, ls[i].Soft, SetTTL(cfg, &ls[i]))
-			}
-			return scripts.AbsSet.EvalSha(ctx, pipe, hs, append(args, WriteBack)...)
-		},
+	one, many := scripts.AbsInc, scripts.AbsSet
+	if sup {
+		one, many = scripts.SupInc, scripts.SupSet
 	}
-}
-
-// supReconciler is the Reconciler of a suppressed provider whose
-// script calls carry b's arguments: the units are recorded at Redis TIME
-// with the capacities of the key's latest rate, as accepted whatever the
-// key holds, even above the hard capacity (the scripts' mode
-// WriteBack, as the absolute reconciler's; the draw sent is 0).
-func supReconciler(b *Base) Reconciler {
-	cfg := &b.Cfg
 	return Reconciler{
-		Scripts: []*redis.Script{scripts.SupInc, scripts.SupSet},
+		Scripts: []*redis.Script{one, many},
 		Queue: func(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd {
 			if p.Set == nil {
-				soft, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
+				// The rate was validated by the Inc that admitted them.
+				soft, _ := limiter.Capacity(p.Rate, cfg.Window)
+				hs := []string{p.Hash}
+				if !sup {
+					return one.EvalSha(ctx, pipe, hs, NowArg(cfg), b.W, b.B, soft, n, b.TTL, 0, 0, 0, 0, WriteBack)
+				}
 				hard, _ := limiter.HardCapacity(p.Rate, cfg.Window, cfg.HardLimitFactor)
-				return scripts.SupInc.EvalSha(ctx, pipe, []string{p.Hash},
-					NowArg(cfg), b.W, b.B, soft, hard, n, b.Cache, 0, b.TTL, 0, 0, 0, 0, 0, WriteBack)
+				return one.EvalSha(ctx, pipe, hs, NowArg(cfg), b.W, b.B, soft, hard, n, b.Cache, 0, b.TTL, 0, 0, 0, 0, 0, WriteBack)
 			}
-			hs, ls, err := setLimits(b, p, cfg.HardLimitFactor)
+			hs, err := b.CheckSet("inc set", p.Key, p.Set, 0)
+			var lb [window.MaxSet]window.Limit
+			var ls []window.Limit
+			if err == nil {
+				ls, err = window.SetLimits(p.Set, hardFactor(cfg, sup), &lb)
+			}
 			if err != nil {
 				return errCmd(ctx, err)
 			}
-			args := make([]any, 3, 4+setArgs*len(ls))
-			args[0], args[1], args[2] = NowArg(cfg), b.Cache, 0
+			args := make([]any, 0, 4+setArgs*len(ls))
+			if sup {
+				args = append(args, NowArg(cfg), b.Cache, 0)
+			} else {
+				args = append(args, NowArg(cfg), n)
+			}
 			for i := range ls {
 				l := &ls[i]
-				args = append(args, l.P.W, l.P.B, l.Soft, l.Hard, n, SetTTL(cfg, l))
+				args = append(args, l.P.W, l.P.B, l.Soft)
+				if sup {
+					args = append(args, l.Hard, n)
+				}
+				args = append(args, SetTTL(cfg, l))
 			}
-			return scripts.SupSet.EvalSha(ctx, pipe, hs, append(args, WriteBack)...)
+			return many.EvalSha(ctx, pipe, hs, append(args, WriteBack)...)
 		},
 	}
-}
-
-// setLimits returns the hashes and limits of p's set for its write-back.
-func setLimits(b *Base, p *Pending, factor float64) ([]string, []window.Limit, error) {
-	hs, err := b.CheckSet("inc set", p.Key, p.Set, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	var lb [window.MaxSet]window.Limit
-	ls, err := window.SetLimits(p.Set, factor, &lb)
-	return hs, ls, err
 }
 
 // errCmd is a command that failed before it was sent.

@@ -82,38 +82,11 @@ type timing struct {
 	err   error
 }
 
-// timed is a Backend whose Decide is timed, so that Decide reports what
-// Redis cost; the guard's logic runs unchanged around it.
-type timed struct {
-	Backend
-	t timing
-}
-
-func (b *timed) Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
-	b.t.asked, b.t.start = true, time.Now()
-	d, err := b.Backend.Decide(ctx, k, rate, n, peek)
-	b.t.end(err)
-	return d, err
-}
-
-// untimed returns be without its timing wrapper, if it has one, and the
-// timing, started now (nil when be is not timed): the call runs through
-// bounded, whose goroutine may outlive the caller's wait.
-func untimed(be Backend) (Backend, *timing) {
-	if tb, ok := be.(*timed); ok {
-		tb.t.asked, tb.t.start = true, time.Now()
-		return tb.Backend, &tb.t
+// begin starts a timed call; nothing for a nil timing.
+func (t *timing) begin() {
+	if t != nil {
+		t.asked, t.start = true, time.Now()
 	}
-	return be, nil
-}
-
-// untimedSet is untimed for sets.
-func untimedSet(be SetBackend) (SetBackend, *timing) {
-	if tb, ok := be.(*timedSet); ok {
-		tb.t.asked, tb.t.start = true, time.Now()
-		return tb.SetBackend, &tb.t
-	}
-	return be, nil
 }
 
 // end records the end of a timed call; nothing for a nil timing. A
@@ -128,35 +101,14 @@ func (t *timing) end(err error) {
 	}
 }
 
-// timedSet is timed for sets.
-type timedSet struct {
-	SetBackend
-	t timing
-}
-
-func (b *timedSet) DecideSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
-	b.t.asked, b.t.start = true, time.Now()
-	d, err := b.SetBackend.DecideSet(ctx, op, k, set, n)
-	b.t.took, b.t.err = time.Since(b.t.start), err
-	return d, err
-}
-
-// decideObserved is Decide with an observer: the Redis call is timed, a
+// decideObserved is decide with an observer: the Redis call is timed, a
 // failure is reported as a "backend_error" Event, and a decision as a
 // DecisionEvent.
-func (g *Guard) decideObserved(ctx context.Context, be Backend, op, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
-	tb := timed{Backend: be}
-	d, err := g.Decide(ctx, &tb, op, k, rate, n, peek)
-	g.report(ctx, op, k, n, &tb.t, d, nil, err)
-	return d, err
-}
-
-// decideSetObserved is DecideSet with an observer.
-func (g *Guard) decideSetObserved(ctx context.Context, be SetBackend, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
-	tb := timedSet{SetBackend: be}
-	d, err := g.DecideSet(ctx, &tb, op, k, set, n)
-	g.report(ctx, op, k, n, &tb.t, d.Decision, d.Limits, err)
-	return d, err
+func (g *Guard) decideObserved(ctx context.Context, a *ask, d *limiter.SetDecision) error {
+	var t timing
+	err := g.decide(ctx, a, d, &t)
+	g.report(ctx, a.op, a.k, a.n, &t, d.Decision, d.Limits, err)
+	return err
 }
 
 // report sends the events of one decision call.

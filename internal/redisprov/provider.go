@@ -3,6 +3,7 @@ package redisprov
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -21,6 +22,21 @@ type Backend interface {
 	Usage(ctx context.Context, k string) (limiter.Usage, error)
 }
 
+// SetBackend is what a Redis provider gives its Guard for calls on sets of
+// limits.
+type SetBackend interface {
+	// ValidateSet checks a set call as the provider does before asking
+	// Redis (n = 0 for GetSet and ResetSet).
+	ValidateSet(op, k string, set *limiter.Set, n int64) error
+	// DecideSet is the Redis call of an IncSet (n = 0: IsAllowedSet).
+	// op names the call in its errors ("inc set", "is allowed set").
+	DecideSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error)
+	// UsageSet is the Redis call of a GetSet.
+	UsageSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error)
+	// UnlinkSet is the Redis call of a ResetSet.
+	UnlinkSet(ctx context.Context, k string, set *limiter.Set) error
+}
+
 // ErrRemembered is what a Backend's Decide returns, with its decision,
 // for a decision it answered from memory (a refusal hot-key relief
 // remembers) without asking Redis: the guard returns the decision with a
@@ -29,70 +45,178 @@ type Backend interface {
 // wire: the confirming probe's rule, evidence.go).
 var ErrRemembered = errors.New("answered from memory")
 
+// ask is one decision call on the Guard's path: an Inc or an IsAllowed
+// of be (sbe nil), or an IncSet or an IsAllowedSet of sbe (set may be
+// nil: ValidateSet refuses it). The path is written once (decide); what
+// the two kinds do differently is in the few places that test sbe. A
+// single limit's decision travels as the Decision of a SetDecision
+// without Limits; the single path still calls the single scripts.
+type ask struct {
+	op, k string
+	n     int64
+	be    Backend
+	rate  limiter.Rate
+	peek  bool
+	sbe   SetBackend
+	set   *limiter.Set
+}
+
 // Decide runs an Inc (peek false) or an IsAllowed (peek true) of a Redis
-// provider under the policy: straight to the policy while the breaker is
-// open, else one Redis call bounded by the timeout, whose failure is
-// judged (judge): the policy answers when the breaker is open, a call
-// that ran out of time is shed.
+// provider under the policy (decide).
 func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
-	if g.nodes != nil {
-		if ng := g.route(k); ng != g {
-			return ng.Decide(ctx, be, op, k, rate, n, peek)
-		}
-	}
-	if g.cfg.Observer != nil {
-		if _, ok := be.(*timed); !ok {
-			return g.decideObserved(ctx, be, op, k, rate, n, peek)
-		}
-	}
-	if g.Open() {
-		return g.answer(ctx, be, op, k, rate, n, peek, nil)
-	}
-	g.firstCall()
-	cctx, cancel := g.Context(ctx)
-	var d limiter.Decision
+	g = g.at(k)
+	var d limiter.SetDecision
 	var err error
-	if g.bounded {
-		// The call may finish in the background after this returns: an
-		// observed call is timed here, not by its timed Backend.
-		inner, t := untimed(be)
-		d, err = bounded(g, cctx, func(ctx context.Context) (limiter.Decision, error) {
-			return inner.Decide(ctx, k, rate, n, peek)
-		})
-		t.end(err)
-	} else if d, err = be.Decide(cctx, k, rate, n, peek); err == nil {
-		g.answered()
-	}
-	cancel()
-	if err == ErrRemembered {
-		err = nil
+	if g.cfg.Observer == nil && !g.bounded && !g.Open() {
+		// decide's healthy path without building an ask, which costs the
+		// single limit's hot path some 15 ns of stores and frames; every
+		// other outcome goes on in decide's tail (settle).
+		g.firstCall()
+		cctx, cancel := g.Context(ctx)
+		d.Decision, err = be.Decide(cctx, k, rate, n, peek)
+		cancel()
+		if err == nil {
+			g.answered()
+		}
+		if (err == nil || err == ErrRemembered) && !g.InGrace() {
+			return d.Decision, nil
+		}
+		err = g.settle(ctx, &ask{op: op, k: k, n: n, be: be, rate: rate, peek: peek}, &d, err)
+	} else {
+		err = g.decide(ctx, &ask{op: op, k: k, n: n, be: be, rate: rate, peek: peek}, &d, nil)
 	}
 	if err != nil {
-		return g.answer(ctx, be, op, k, rate, n, peek, err)
+		return limiter.Decision{}, err
 	}
-	if g.inGrace() {
-		return g.graceDecide(ctx, k, rate, n, peek, d), nil
+	return d.Decision, nil
+}
+
+// DecideSet runs an IncSet (n = 0: IsAllowedSet) under the policy, as
+// Decide runs an Inc. The local fallback decides sets with its own
+// IncSet (on the set scaled by WithFallbackInstances); what it admits is
+// written back to every limit of the set when Redis answers again, as for
+// Inc (docs/operations.md, When Redis fails).
+func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+	var d limiter.SetDecision
+	if err := g.at(k).decide(ctx, &ask{op: op, k: k, n: n, sbe: be, set: set}, &d, nil); err != nil {
+		return limiter.SetDecision{}, err
 	}
 	return d, nil
 }
 
-// answer is the policy's answer to a call Redis cannot take (err is nil
-// when the breaker is open, else the Redis call's error).
-func (g *Guard) answer(ctx context.Context, be Backend, op, k string, rate limiter.Rate, n int64, peek bool, err error) (limiter.Decision, error) {
-	v := vPolicy
-	if err != nil { // the Redis call failed
-		if v, err = g.judge(ctx, op, err); v == vReturn {
-			return limiter.Decision{}, err
-		}
+// at is the guard that decides k: on a cluster, its master's (route).
+func (g *Guard) at(k string) *Guard {
+	if g.nodes == nil {
+		return g
 	}
-	c, verr := be.Validate(op, k, rate, n, peek)
-	if verr != nil {
-		return limiter.Decision{}, verr
+	return g.route(k)
+}
+
+// decide is the one path of a decision call, into d: straight to the
+// policy while the breaker is open, else one Redis call bounded by the
+// timeout, whose failure is judged (judge): the policy answers when the
+// breaker is open, a call that ran out of time is shed. With an observer,
+// the Redis call is timed into t (decideObserved), through bounded to the
+// end of the wait. The decision is written through d, not returned: a
+// Decision is too large for registers, and a copy per frame counts on
+// the healthy path.
+func (g *Guard) decide(ctx context.Context, a *ask, d *limiter.SetDecision, t *timing) error {
+	if g.cfg.Observer != nil && t == nil {
+		return g.decideObserved(ctx, a, d)
+	}
+	if g.Open() {
+		var err error
+		*d, err = g.policy(ctx, a, vPolicy, nil)
+		return err
+	}
+	g.firstCall()
+	cctx, cancel := g.Context(ctx)
+	t.begin()
+	var err error
+	if g.bounded {
+		err = g.askBounded(cctx, *a, d)
+	} else if err = a.redis(cctx, d); err == nil {
+		g.answered()
+	}
+	t.end(err)
+	cancel()
+	return g.settle(ctx, a, d, err)
+}
+
+// settle ends a decision call whose Redis call returned err (d its
+// decision): a reply, or a decision from memory, stands (during the
+// grace, charged to the fallback too); a failure is judged, and the
+// policy answers unless the error is returned.
+func (g *Guard) settle(ctx context.Context, a *ask, d *limiter.SetDecision, err error) error {
+	if err == nil || err == ErrRemembered {
+		if g.inGrace() {
+			*d = g.graceDecide(ctx, a, *d)
+		}
+		return nil
+	}
+	v, err := g.judge(ctx, a.op, err)
+	if v == vReturn {
+		return err
+	}
+	*d, err = g.policy(ctx, a, v, err)
+	return err
+}
+
+// redis is a's Redis call, into d.
+func (a *ask) redis(ctx context.Context, d *limiter.SetDecision) (err error) {
+	if a.sbe == nil {
+		d.Decision, err = a.be.Decide(ctx, a.k, a.rate, a.n, a.peek)
+	} else {
+		*d, err = a.sbe.DecideSet(ctx, a.op, a.k, a.set, a.n)
+	}
+	return err
+}
+
+// askBounded is a's Redis call through bounded. The call may finish in
+// the background after this returns; it is timed by decide, to the end
+// of the wait. a is a copy, so that only this path moves it to the heap.
+func (g *Guard) askBounded(ctx context.Context, a ask, d *limiter.SetDecision) (err error) {
+	*d, err = bounded(g, ctx, a.call)
+	return err
+}
+
+// call is redis returning its decision. A value method, so that the
+// closure of askBounded holds a copy of a and allocates once.
+func (a ask) call(ctx context.Context) (d limiter.SetDecision, err error) {
+	err = a.redis(ctx, &d)
+	return d, err
+}
+
+// policy is the policy's answer to a call Redis cannot take: v is vPolicy
+// (the breaker is open) or vShed, cause the Redis call's error. The call
+// is validated first, as the backend would have.
+func (g *Guard) policy(ctx context.Context, a *ask, v verdict, cause error) (limiter.SetDecision, error) {
+	var c *Call
+	var err error
+	if a.sbe == nil {
+		c, err = a.be.Validate(a.op, a.k, a.rate, a.n, a.peek)
+	} else {
+		err = a.sbe.ValidateSet(a.op, a.k, a.set, a.n)
+	}
+	if err != nil {
+		return limiter.SetDecision{}, err
 	}
 	if v == vShed {
-		return g.Shed(c, err)
+		// Its budget ran out while Redis was not known to be down: a
+		// refusal marked Shed, or under FailError ErrShed wrapping cause.
+		g.noteShed()
+		if g.cfg.Policy == limiter.FailError {
+			return limiter.SetDecision{}, fmt.Errorf("%s: %s: %w: %w", g.pkg, a.op, limiter.ErrShed, cause)
+		}
+		return g.refuse(a, c, false, true)
 	}
-	return g.Answer(ctx, c)
+	switch g.cfg.Policy {
+	case limiter.FailError:
+		return limiter.SetDecision{}, g.Err(a.op)
+	case limiter.FallbackLocal:
+		return g.local(ctx, a, c)
+	}
+	return g.refuse(a, c, g.cfg.Policy == limiter.FailOpen, false)
 }
 
 // guarded runs one Redis call of a Get or Reset bounded by the timeout.
@@ -105,46 +229,58 @@ func guarded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, e
 	return f(cctx)
 }
 
-// Get runs a Get: it has no Decision to mark as degraded, so under every
-// policy an unavailable Redis is an error, Redis's own or ErrUnavailable
-// while the breaker is open.
-func (g *Guard) Get(ctx context.Context, be Backend, b *Base, k string) (limiter.Usage, error) {
-	if g.nodes != nil {
-		if ng := g.route(k); ng != g {
-			return ng.Get(ctx, be, b, k)
-		}
-	}
+// other runs a Get, Reset, GetSet or ResetSet: f, its Redis call, after
+// check, its validation, while the breaker is open. It has no Decision to
+// mark as degraded, so under every policy an unavailable Redis is an
+// error, Redis's own or ErrUnavailable while the breaker is open.
+func other[T any](g *Guard, ctx context.Context, op string, check func() error, f func(context.Context) (T, error)) (T, error) {
+	var zero T
 	if g.Open() {
-		if _, err := b.Check("get", k); err != nil {
-			return limiter.Usage{}, err
+		if err := check(); err != nil {
+			return zero, err
 		}
-		return limiter.Usage{}, g.Err("get")
+		return zero, g.Err(op)
 	}
-	u, err := guarded(g, ctx, func(ctx context.Context) (limiter.Usage, error) { return be.Usage(ctx, k) })
+	v, err := guarded(g, ctx, f)
 	if err != nil {
-		return limiter.Usage{}, g.FailedErr(ctx, "get", err)
+		return zero, g.FailedErr(ctx, op, err)
 	}
-	return u, nil
+	return v, nil
+}
+
+// Get runs a Get: an unavailable Redis is an error under every policy.
+func (g *Guard) Get(ctx context.Context, be Backend, b *Base, k string) (limiter.Usage, error) {
+	return other(g.at(k), ctx, "get", func() error { _, err := b.Check("get", k); return err },
+		func(ctx context.Context) (limiter.Usage, error) { return be.Usage(ctx, k) })
+}
+
+// GetSet runs a GetSet: like Get, an unavailable Redis is an error under
+// every policy.
+func (g *Guard) GetSet(ctx context.Context, be SetBackend, k string, set *limiter.Set) ([]limiter.Usage, error) {
+	return other(g.at(k), ctx, "get set", func() error { return be.ValidateSet("get set", k, set, 0) },
+		func(ctx context.Context) ([]limiter.Usage, error) { return be.UsageSet(ctx, k, set) })
 }
 
 // Reset UNLINKs the key's hash and drops what the local fallback holds for
 // it. Redis failures are errors, as for Get.
 func (g *Guard) Reset(ctx context.Context, b *Base, k string) error {
-	if g.nodes != nil {
-		if ng := g.route(k); ng != g {
-			return ng.Reset(ctx, b, k)
-		}
+	g = g.at(k)
+	_, err := other(g, ctx, "reset", func() error { _, err := b.Check("reset", k); return err },
+		func(ctx context.Context) (struct{}, error) { return struct{}{}, b.Reset(ctx, k) })
+	if err == nil {
+		g.forget(ctx, k, nil)
 	}
-	if g.Open() {
-		if _, err := b.Check("reset", k); err != nil {
-			return err
-		}
-		return g.Err("reset")
+	return err
+}
+
+// ResetSet UNLINKs the set's hashes of k and drops what the fallback
+// holds for them. Redis failures are errors, as for Reset.
+func (g *Guard) ResetSet(ctx context.Context, be SetBackend, k string, set *limiter.Set) error {
+	g = g.at(k)
+	_, err := other(g, ctx, "reset set", func() error { return be.ValidateSet("reset set", k, set, 0) },
+		func(ctx context.Context) (struct{}, error) { return struct{}{}, be.UnlinkSet(ctx, k, set) })
+	if err == nil {
+		g.forget(ctx, k, set)
 	}
-	_, err := guarded(g, ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, b.Reset(ctx, k) })
-	if err != nil {
-		return g.FailedErr(ctx, "reset", err)
-	}
-	g.Forget(ctx, k)
-	return nil
+	return err
 }
