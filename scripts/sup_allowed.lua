@@ -80,9 +80,10 @@ end
 -- scan reads the whole hash (sup_scan.lua's scanBuckets) and sets k, bs,
 -- bo, bd to its live buckets (the dead ones a write has not deleted yet
 -- are skipped), oldest first, the newest (in meta fields) last; it
--- returns the sums of their offered and declined units.
--- include sup_scan.lua
+-- returns the sums of their offered and declined units. scanBuckets is
+-- made only by a call that scans.
 local function scan()
+  -- include sup_scan.lua
   local su, sd, _
   _, su, sd, k, bs, bo, bd = scanBuckets(h, now, sp, newest, ncount, ndec)
   return su, sd
