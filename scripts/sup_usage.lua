@@ -32,8 +32,9 @@ local function usage(h, now, w, b, kpat)
   end
   local used, declined = us + 0, xs + 0
   -- a count no write makes (2^53 or more), written by another client: an
-  -- error naming the hash (as sup_inc.lua), never a negative usage
-  if used >= 9007199254740992 or ncs + 0 >= 9007199254740992 or declined >= 9007199254740992 then
+  -- error naming the hash (as sup_inc.lua), never a negative usage; nc is
+  -- parsed only when it has the 16 digits such a count takes
+  if used >= 9007199254740992 or declined >= 9007199254740992 or #ncs > 15 and ncs + 0 >= 9007199254740992 then
     return nil, 'SLUICESTATE ' .. h .. ' m ' .. mk[1]
   end
   if now - os >= sp then
