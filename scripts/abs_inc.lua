@@ -234,56 +234,20 @@ if live and fresh and not never and used + cost > c then
   end
 end
 
--- scan reads every stored bucket in one HGETALL: it keeps the live ones,
--- oldest first, in the parallel arrays starts and counts (k of them, the
--- newest, from "m", last), sums them in used, notes the dead ones in dead
--- and sets oldest. A compact (listpack) hash returns its fields in the
--- order they were written, which is ascending start order, so the sort
--- runs only for a hash Redis has converted to a hash table. The newest
--- bucket is live whenever scan runs. The closure is made only for a call
--- that needs it: links missing, broken or too many, or a refusal whose
--- oldest bucket does not free enough.
+-- scan reads every stored bucket (abs_scan.lua's scanBuckets): it keeps
+-- the live ones, oldest first, in the parallel arrays starts and counts (k
+-- of them, the newest, from "m", last), sums them in used, notes the dead
+-- ones in dead and sets oldest. The newest bucket is live whenever scan
+-- runs. The closure is made only for a call that needs it: links missing,
+-- broken or too many, or a refusal whose oldest bucket does not free
+-- enough.
 local scan, starts, counts, k
 if live and (not fresh or not rdone) then
+  -- include abs_scan.lua
   scan = function()
-    -- more fields than any record holds (another client's): an error
-    -- naming the hash, not a read that holds Redis for every key
-    local nf = redis.call('HLEN', h)
-    if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
-    local all = redis.call('HGETALL', h)
-    starts, counts, k = {}, {}, 0
-    used, dead, oldest = ncount, {}, newest
-    local sorted, prev = true, -1 / 0
-    for i = 1, #all, 2 do
-      local f = all[i]
-      local st = tonumber(f)
-      if st then
-        if now - st >= sp then
-          dead[#dead + 1] = f
-        else
-          local v = all[i + 1] + 0
-          if v >= P then
-            v = (v - v % P) / P
-          elseif v < 0 then
-            v = -v
-          end -- else a plain count: no link
-          k = k + 1
-          starts[k], counts[k] = st, v
-          used = used + v
-          if st < prev then sorted = false end
-          prev = st
-        end
-      end
-    end
-    if not sorted then
-      local by = {}
-      for i = 1, k do by[starts[i]] = counts[i] end
-      table.sort(starts)
-      for i = 1, k do counts[i] = by[starts[i]] end
-    end
-    if k > 0 then oldest = starts[1] end
-    k = k + 1
-    starts[k], counts[k] = newest, ncount
+    local sc
+    sc, used, dead, oldest = scanBuckets(h, now, sp, newest, ncount)
+    starts, counts, k = sc[1], sc[2], sc[3]
     ofield = fmt('%d', oldest)
   end
   if not fresh then scan() end

@@ -27,55 +27,10 @@
 --     refused (0/1), remaining, retry_after_ms (0: never), reset_after_ms.
 if redis.replicate_commands then redis.replicate_commands() end
 
--- scan reads every stored bucket of hash h in one HGETALL, as
--- abs_inc.lua's scan, and returns the live ones oldest first in parallel
--- arrays (starts, counts, k of them, the newest, from "m", last), their
--- sum, the fields of the dead ones and the oldest live start. It captures
--- none of the script's locals: everything is an argument.
-local function scan(h, now, sp, newest, ncount)
-  local P = 4294967296
-  -- more fields than any record holds (another client's): an error
-  -- naming the hash, not a read that holds Redis for every key
-  local nf = redis.call('HLEN', h)
-  if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
-  local all = redis.call('HGETALL', h)
-  local starts, counts, k = {}, {}, 0
-  local used, gone, oldest = ncount, {}, newest
-  local sorted, prev = true, -1 / 0
-  for j = 1, #all, 2 do
-    local f = all[j]
-    local st = tonumber(f)
-    if st then
-      if now - st >= sp then
-        gone[#gone + 1] = f
-      else
-        local v = all[j + 1] + 0
-        if v >= P then
-          v = (v - v % P) / P
-        elseif v < 0 then
-          v = -v
-        end
-        k = k + 1
-        starts[k], counts[k] = st, v
-        used = used + v
-        if st < prev then sorted = false end
-        prev = st
-      end
-    end
-  end
-  if not sorted then
-    local by = {}
-    for j = 1, k do by[starts[j]] = counts[j] end
-    table.sort(starts)
-    for j = 1, k do counts[j] = by[starts[j]] end
-  end
-  if k > 0 then oldest = starts[1] end
-  k = k + 1
-  starts[k], counts[k] = newest, ncount
-  return {starts, counts, k}, used, gone, oldest
-end
+-- include abs_scan.lua
 
--- globals as locals (after scan, which so captures none)
+-- globals as locals (after abs_scan.lua's scanBuckets, which so captures
+-- none)
 local ARGV, redis, string = ARGV, redis, string
 local now
 if ARGV[1] == '' then
@@ -116,7 +71,7 @@ local S = {false, false, false, false, false, false, false, false, false, false,
   false, false, false}
 -- Rare per-limit state, made only when needed: dead[i] the fields of the
 -- dead buckets found (a write deletes them), scanned[i] = {starts, counts,
--- k} after a scan (see scan).
+-- k} after a scan (see abs_scan.lua's scanBuckets).
 local dead, scanned = nil, nil
 
 -- Read every limit (one HGET of "m" each) and expire it at now, as
@@ -177,7 +132,7 @@ for i = 1, nk do
     dead[i] = gone
     if not fresh then
       local sc
-      sc, used, dead[i], oldest = scan(h, now, sp, newest, ncount)
+      sc, used, dead[i], oldest = scanBuckets(h, now, sp, newest, ncount)
       scanned = scanned or {}
       scanned[i] = sc
       S[o + OF] = fmt('%d', oldest)
@@ -329,7 +284,7 @@ for i = 1, nk do
           rt = oldest + sp - now
         else
           local h = KEYS[i]
-          sc, used = scan(h, now, sp, newest, S[o + NCOUNT]) -- the dead buckets a peek leaves are skipped
+          sc, used = scanBuckets(h, now, sp, newest, S[o + NCOUNT]) -- the dead buckets a peek leaves are skipped
           S[o + USED] = used
         end
       end

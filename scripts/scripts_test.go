@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -12,6 +13,7 @@ import (
 // the package doc): bounded work on any hash (HLEN before HGETALL); a header comment that lists KEYS, ARGV and the reply;
 // every key it touches is KEYS[1], bound to h, and no key is built inside
 // the script; no math.random, so a result depends on the arguments alone.
+// The code rules hold for the text sent to Redis, its includes in place.
 func TestScriptRules(t *testing.T) {
 	files, err := filepath.Glob("*.lua")
 	if err != nil || len(files) == 0 {
@@ -19,23 +21,16 @@ func TestScriptRules(t *testing.T) {
 	}
 	call := regexp.MustCompile(`redis\.call\(([^)]*\)?)`)
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+		if strings.Contains(header(t, f), "-- Included by: ") {
+			continue // a shared file, checked as part of each script that includes it
 		}
-		src := string(b)
-		var header strings.Builder
-		for _, line := range strings.Split(src, "\n") {
-			if !strings.HasPrefix(line, "--") {
-				break
-			}
-			header.WriteString(line + "\n")
-		}
-		if !strings.Contains(header.String(), "-- KEYS[1]") && !strings.Contains(header.String(), "-- KEYS[i]") {
+		src, _ := source(f)
+		head := header(t, f)
+		if !strings.Contains(head, "-- KEYS[1]") && !strings.Contains(head, "-- KEYS[i]") {
 			t.Errorf("%s: header comment lacks KEYS[1] or KEYS[i]", f)
 		}
 		for _, want := range []string{"-- ARGV[1]", "Reply"} {
-			if !strings.Contains(header.String(), want) {
+			if !strings.Contains(head, want) {
 				t.Errorf("%s: header comment lacks %q", f, want)
 			}
 		}
@@ -117,4 +112,79 @@ func TestScriptRules(t *testing.T) {
 			}
 		}
 	}
+}
+
+// header returns the comment lines that open file f.
+func header(t *testing.T, f string) string {
+	t.Helper()
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h strings.Builder
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "--") {
+			break
+		}
+		h.WriteString(line + "\n")
+	}
+	return h.String()
+}
+
+// TestIncludes checks that each shared file's header names the scripts
+// that include it, and that it is included once where it is.
+func TestIncludes(t *testing.T) {
+	files, err := filepath.Glob("*.lua")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts found: %v", err)
+	}
+	shared, included := map[string]string{}, map[string][]string{}
+	for _, f := range files {
+		if v := headerValue(header(t, f), "-- Included by: "); v != "" {
+			shared[f] = v
+			continue
+		}
+		_, inc := source(f)
+		seen := map[string]bool{}
+		for _, n := range inc {
+			if seen[n] {
+				t.Errorf("%s includes %s twice", f, n)
+			}
+			seen[n] = true
+			included[n] = append(included[n], f)
+		}
+	}
+	for f, users := range included {
+		if _, ok := shared[f]; !ok {
+			t.Errorf("%v include %s, whose header names no script that includes it", users, f)
+		}
+	}
+	for f, named := range shared {
+		users := included[f]
+		sort.Strings(users)
+		names := strings.Split(named, ", ")
+		sort.Strings(names)
+		if strings.Join(names, ", ") != strings.Join(users, ", ") {
+			t.Errorf("%s: header says it is included by %v, the scripts that include it are %v", f, names, users)
+		}
+	}
+}
+
+// headerValue returns the .lua file names that follow prefix in a header
+// line, joined by ", " ("" without the line).
+func headerValue(head, prefix string) string {
+	for _, line := range strings.Split(head, "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			var names []string
+			for _, w := range strings.Fields(v) {
+				w = strings.TrimSuffix(w, ",")
+				if !strings.HasSuffix(w, ".lua") {
+					break
+				}
+				names = append(names, w)
+			}
+			return strings.Join(names, ", ")
+		}
+	}
+	return ""
 }

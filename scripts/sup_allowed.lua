@@ -77,56 +77,15 @@ local function offered(v)
   return v
 end
 
--- scan reads the whole hash in one HGETALL and sets k, bs, bo, bd to its
--- live buckets (the dead ones a write has not deleted yet are skipped),
--- oldest first, the newest (in meta fields) last, as sup_inc.lua's scan
--- does; it returns the sums of their offered and declined units.
+-- scan reads the whole hash (sup_scan.lua's scanBuckets) and sets k, bs,
+-- bo, bd to its live buckets (the dead ones a write has not deleted yet
+-- are skipped), oldest first, the newest (in meta fields) last; it
+-- returns the sums of their offered and declined units. scanBuckets is
+-- made only by a call that scans.
 local function scan()
-  -- more fields than any record holds (another client's): an error
-  -- naming the hash, not a read that holds Redis for every key
-  local nf = redis.call('HLEN', h)
-  if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
-  local all = redis.call('HGETALL', h)
-  local su, sd = ncount, ndec
-  local sorted, prev, lost = true, -1 / 0, nil
-  k, bs, bo, bd = 0, {}, {}, {}
-  for i = 1, #all, 2 do
-    local f = all[i]
-    local c = string.byte(f, 1)
-    if c >= 48 and c <= 57 or c == 45 then -- a digit or '-': a bucket
-      local st = f + 0
-      if now - st < sp then
-        local v = offered(all[i + 1])
-        k = k + 1
-        bs[k], bo[k], bd[k] = st, v, 0
-        su = su + v
-        if st < prev then sorted = false end
-        prev = st
-      end
-    elseif c == 100 then -- 'd': a bucket's declined units
-      local st = string.sub(f, 2) + 0
-      if now - st < sp then
-        if k > 0 and bs[k] == st then
-          bd[k] = all[i + 1] + 0
-        else
-          lost = lost or {}
-          lost[st] = all[i + 1] + 0
-        end
-      end
-    end
-  end
-  if not sorted or lost then
-    local off, dec = {}, lost or {}
-    for i = 1, k do
-      off[bs[i]] = bo[i]
-      if bd[i] ~= 0 then dec[bs[i]] = bd[i] end
-    end
-    if not sorted then table.sort(bs) end
-    for i = 1, k do bo[i], bd[i] = off[bs[i]], dec[bs[i]] or 0 end
-  end
-  for i = 1, k do sd = sd + bd[i] end
-  k = k + 1
-  bs[k], bo[k], bd[k] = newest, ncount, ndec
+  -- include sup_scan.lua
+  local su, sd, _
+  _, su, sd, k, bs, bo, bd = scanBuckets(h, now, sp, newest, ncount, ndec)
   return su, sd
 end
 

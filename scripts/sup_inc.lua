@@ -340,70 +340,14 @@ end
 -- broken link), compute the factor, or walk buckets for its RetryAfter.
 if not decided or not rdone then
   local scan, factor, retryAfter
-  -- scan reads the whole hash in one HGETALL (at most 2 (W/B + 1) bucket
-  -- fields: docs/algorithms.md, Bounded work) and sets k, bs, bo, bd to
-  -- its live buckets, oldest first; the newest, kept in meta fields, is the
-  -- last. It returns the fields of the dead buckets and the sums of the
-  -- live buckets' offered and declined units. A compact (listpack) hash
-  -- returns its fields in the order they were written: ascending starts,
-  -- each "d<start>" right after its bucket. Only a hash Redis has
-  -- converted to a hash table needs the sort and the lookups by start.
+  -- scan reads the whole hash (sup_scan.lua's scanBuckets) and sets k,
+  -- bs, bo, bd to its live buckets, oldest first; the newest, kept in meta
+  -- fields, is the last. It returns the fields of the dead buckets and the
+  -- sums of the live buckets' offered and declined units.
+  -- include sup_scan.lua
   scan = function()
-    -- more fields than any record holds (another client's): an error
-    -- naming the hash, not a read that holds Redis for every key
-    local nf = redis.call('HLEN', h)
-    if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
-    local all = redis.call('HGETALL', h)
-    local dead, su, sd = {}, ncount, ndec
-    local sorted, prev, lost = true, -1 / 0, nil
-    k, bs, bo, bd = 0, {}, {}, {}
-    for i = 1, #all, 2 do
-      local f = all[i]
-      local c = string.byte(f, 1)
-      if c >= 48 and c <= 57 or c == 45 then -- a digit or '-': a bucket
-        local st = f + 0
-        if now - st >= sp then
-          dead[#dead + 1] = f
-        else
-          local v = all[i + 1] + 0
-          if v >= P then
-            v = (v - v % P) / P
-          elseif v < 0 then
-            v = -v
-          end -- else an earlier layout's plain count
-          k = k + 1
-          bs[k], bo[k], bd[k] = st, v, 0
-          su = su + v
-          if st < prev then sorted = false end
-          prev = st
-        end
-      elseif c == 100 then -- 'd': a bucket's declined units
-        local st = string.sub(f, 2) + 0
-        if now - st >= sp then
-          dead[#dead + 1] = f
-        else
-          local v = all[i + 1] + 0
-          if k > 0 and bs[k] == st then
-            bd[k] = v
-          else
-            lost = lost or {}
-            lost[st] = v
-          end
-        end
-      end
-    end
-    if not sorted or lost then
-      local off, dec = {}, lost or {}
-      for i = 1, k do
-        off[bs[i]] = bo[i]
-        if bd[i] ~= 0 then dec[bs[i]] = bd[i] end
-      end
-      if not sorted then table.sort(bs) end
-      for i = 1, k do bo[i], bd[i] = off[bs[i]], dec[bs[i]] or 0 end
-    end
-    for i = 1, k do sd = sd + bd[i] end
-    k = k + 1
-    bs[k], bo[k], bd[k] = newest, ncount, ndec
+    local dead, su, sd
+    dead, su, sd, k, bs, bo, bd = scanBuckets(h, now, sp, newest, ncount, ndec)
     return dead, su, sd
   end
 

@@ -32,76 +32,17 @@ if redis.replicate_commands then redis.replicate_commands() end
 -- declared after them). They read the clock and the cache
 -- period from a limit's state, and declare the constants they use.
 
--- scan reads L's whole hash in one HGETALL (at most 2 (W/B + 1) bucket
--- fields) and sets L.k, L.bs, L.bo, L.bd to its live buckets, oldest
--- first, in parallel arrays (starts, offered, declined); the newest, kept
--- in meta fields, is the last. It returns the fields of the dead buckets
--- and the sums of the live buckets' offered and declined units. A compact
--- (listpack) hash returns its fields in the order they were written:
--- ascending starts, each "d<start>" right after its bucket. Only a hash
--- Redis has converted to a hash table needs the sort and the lookups by
--- start. Numbers are parsed once and no table is made per bucket.
+-- scan reads L's whole hash (sup_scan.lua's scanBuckets) and sets L.k,
+-- L.bs, L.bo, L.bd to its live buckets, oldest first, in parallel arrays
+-- (starts, offered, declined); the newest, kept in meta fields, is the
+-- last. It returns the fields of the dead buckets and the sums of the live
+-- buckets' offered and declined units. scanBuckets is made only by a
+-- call that scans.
 local function scan(L)
+  -- include sup_scan.lua
   local NOW, H, SP, NEWEST, NCOUNT, NDEC, K, BS, BO, BD = 1, 3, 6, 20, 21, 22, 26, 27, 28, 29
-  local P, now = 4294967296, L[NOW]
-  local h = L[H] -- KEYS[i]
-  -- more fields than any record holds (another client's): an error
-  -- naming the hash, not a read that holds Redis for every key
-  local nf = redis.call('HLEN', h)
-  if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
-  local all = redis.call('HGETALL', h)
-  local sp = L[SP]
-  local dead, su, sd = {}, L[NCOUNT], L[NDEC]
-  local sorted, prev, lost = true, -1 / 0, nil
-  local k, bs, bo, bd = 0, {}, {}, {}
-  for i = 1, #all, 2 do
-    local f = all[i]
-    local c = string.byte(f, 1)
-    if c >= 48 and c <= 57 or c == 45 then -- a digit or '-': a bucket
-      local st = f + 0
-      if now - st >= sp then
-        dead[#dead + 1] = f
-      else
-        local v = all[i + 1] + 0
-        if v >= P then
-          v = (v - v % P) / P
-        elseif v < 0 then
-          v = -v
-        end -- else an earlier layout's plain count
-        k = k + 1
-        bs[k], bo[k], bd[k] = st, v, 0
-        su = su + v
-        if st < prev then sorted = false end
-        prev = st
-      end
-    elseif c == 100 then -- 'd': a bucket's declined units
-      local st = string.sub(f, 2) + 0
-      if now - st >= sp then
-        dead[#dead + 1] = f
-      else
-        local v = all[i + 1] + 0
-        if k > 0 and bs[k] == st then
-          bd[k] = v
-        else
-          lost = lost or {}
-          lost[st] = v
-        end
-      end
-    end
-  end
-  if not sorted or lost then
-    local off, dec = {}, lost or {}
-    for i = 1, k do
-      off[bs[i]] = bo[i]
-      if bd[i] ~= 0 then dec[bs[i]] = bd[i] end
-    end
-    if not sorted then table.sort(bs) end
-    for i = 1, k do bo[i], bd[i] = off[bs[i]], dec[bs[i]] or 0 end
-  end
-  for i = 1, k do sd = sd + bd[i] end
-  k = k + 1
-  bs[k], bo[k], bd[k] = L[NEWEST], L[NCOUNT], L[NDEC]
-  L[K], L[BS], L[BO], L[BD] = k, bs, bo, bd
+  local dead, su, sd
+  dead, su, sd, L[K], L[BS], L[BO], L[BD] = scanBuckets(L[H], L[NOW], L[SP], L[NEWEST], L[NCOUNT], L[NDEC])
   return dead, su, sd
 end
 

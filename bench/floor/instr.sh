@@ -9,7 +9,9 @@
 #   cd bench && INSTR_ONLY='set of 3|single' bash floor/instr.sh   # some rows
 #
 # rev, when given (a commit), adds rows for abs_inc.lua, sup_inc.lua,
-# abs_set.lua and sup_set.lua as they were at that commit. Needs valgrind, redis-server and
+# abs_set.lua and sup_set.lua as they were at that commit. A script is
+# loaded as scripts.go sends it: each line "-- include <file>" replaced by
+# that file's text. Needs valgrind, redis-server and
 # redis-cli (Debian: valgrind, redis-server, redis-tools) and Go.
 #
 # Each row runs a fresh server under callgrind, loads the script, sends one
@@ -49,11 +51,14 @@ go build -o "$tmp/seq" ./floor/seq
 rr_dir=$(go list -m -f '{{.Dir}}' github.com/go-redis/redis_rate/v10)
 awk '/var allowN = redis.NewScript\(`/{f=1;next} /^`\)/{if(f){exit}} f' "$rr_dir/lua.go" >"$tmp/redis_rate.lua"
 if [[ -n $rev ]]; then
-	git show "$rev:scripts/abs_inc.lua" >"$tmp/abs_inc_rev.lua"
-	git show "$rev:scripts/sup_inc.lua" >"$tmp/sup_inc_rev.lua"
-	git show "$rev:scripts/abs_set.lua" >"$tmp/abs_set_rev.lua"
-	git show "$rev:scripts/sup_set.lua" >"$tmp/sup_set_rev.lua"
+	mkdir "$tmp/rev"
+	git -C .. archive "$rev" scripts | tar -x -C "$tmp/rev"
+	for f in abs_inc sup_inc abs_set sup_set; do ln -s "rev/scripts/$f.lua" "$tmp/${f}_rev.lua"; done
 fi
+
+lua() { # file → the script's text as scripts.go sends it, each "-- include <file>" line replaced by the file
+	awk -v dir="$(dirname "$(readlink -f "$1")")" '/^[ \t]*-- include [a-z_]+\.lua$/ {f = dir "/" $NF; while ((getline l < f) > 0) print l; close(f); next} {print}' "$1"
+}
 
 count() { # script mode keyfmt args [keys rounds measured step] → instructions per measured call
 	local script=$1 mode=$2 keyfmt=$3 args=$4 keys=${5:-2000} rounds=${6:-4} measured=${7:-} step=${8:-300}
@@ -65,7 +70,7 @@ count() { # script mode keyfmt args [keys rounds measured step] → instructions
 	local vp=$!
 	for _ in $(seq 1200); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 	local sha
-	sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$script")")
+	sha=$(redis-cli -p "$port" SCRIPT LOAD "$(lua "$script")")
 	"$tmp/seq" -sha "$sha" -mode "$mode" -step "$step" -keys "$keys" -first 1 -last $((first - 1)) -key "$keyfmt" -args "$args" |
 		redis-cli -p "$port" --pipe >/dev/null
 	callgrind_control -d "$vp" >/dev/null 2>&1

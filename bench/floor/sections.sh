@@ -25,6 +25,9 @@ keys=${KEYS_N:-2000} rounds=${ROUNDS:-7} step=${STEP:-200}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/seq" ./floor/seq
+# the script as scripts.go sends it: each "-- include <file>" line replaced by the file
+awk -v dir="$(dirname "$src")" '/^[ \t]*-- include [a-z_]+\.lua$/ {f = dir "/" $NF; while ((getline l < f) > 0) print l; close(f); next} {print}' "$src" >"$tmp/src.lua"
+src=$tmp/src.lua
 
 count() { # script-to-measure out → instructions per measured call
 	local meas=$1 out=$2

@@ -16,20 +16,28 @@ import (
 	"github.com/sluice-go/sluice/scripts"
 )
 
-// luaSources reads every script of package scripts by file name.
+// luaSources reads every script of package scripts by file name, as it is
+// sent to Redis: each line "-- include <file>" replaced by that file's
+// text (package scripts, source).
 func luaSources(t *testing.T) map[string]string {
 	t.Helper()
 	files, err := filepath.Glob("../../scripts/*.lua")
 	if err != nil || len(files) < 8 {
 		t.Fatalf("found %d scripts (%v), want the scripts of package scripts", len(files), err)
 	}
-	src := map[string]string{}
-	for _, f := range files {
+	read := func(f string) string {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		src[filepath.Base(f)] = string(b)
+		return string(b)
+	}
+	include := regexp.MustCompile(`(?m)^[ \t]*-- include ([a-z_]+\.lua)$`)
+	src := map[string]string{}
+	for _, f := range files {
+		src[filepath.Base(f)] = include.ReplaceAllStringFunc(read(f), func(line string) string {
+			return read(filepath.Join(filepath.Dir(f), include.FindStringSubmatch(line)[1]))
+		})
 	}
 	return src
 }
