@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -75,13 +76,13 @@ func TestHardCapacity(t *testing.T) {
 		{limiter.PerSecond(1), time.Second, 2.9999, 2},
 	}
 	for _, tt := range tests {
-		got, err := limiter.HardCapacity(tt.rate, tt.window, tt.factor)
+		got, err := window.HardCapacity(tt.rate, tt.window, tt.factor)
 		if err != nil || got != tt.want {
 			t.Errorf("HardCapacity(%v, %v, %v) = %d, %v; want %d", tt.rate, tt.window, tt.factor, got, err, tt.want)
 		}
 	}
 	for _, f := range []float64{0.99, math.NaN(), math.Inf(1), -1} {
-		if _, err := limiter.HardCapacity(limiter.PerSecond(1), time.Second, f); !errors.Is(err, limiter.ErrInvalidConfig) {
+		if _, err := window.HardCapacity(limiter.PerSecond(1), time.Second, f); !errors.Is(err, limiter.ErrInvalidConfig) {
 			t.Errorf("HardCapacity factor %v error = %v, want ErrInvalidConfig", f, err)
 		}
 	}
@@ -138,7 +139,7 @@ func TestCapacityFastPathMatchesHardCapacity(t *testing.T) {
 	check := func(p float64, w time.Duration) {
 		r := limiter.PerSecond(p)
 		c, err := limiter.Capacity(r, w)
-		hc, herr := limiter.HardCapacity(r, w, 1)
+		hc, herr := window.HardCapacity(r, w, 1)
 		if c != hc || (err == nil) != (herr == nil) || err != nil && err.Error() != herr.Error() {
 			t.Fatalf("rate %v window %v: Capacity = %d, %v; HardCapacity(…, 1) = %d, %v", p, w, c, err, hc, herr)
 		}
@@ -180,7 +181,7 @@ func TestHardCapacityFastPathMatchesDefinition(t *testing.T) {
 				if i >= 13 && rng.IntN(20) != 0 { // random rates: a sample of the pairs
 					continue
 				}
-				got, err := limiter.HardCapacity(limiter.PerSecond(p), w, f)
+				got, err := window.HardCapacity(limiter.PerSecond(p), w, f)
 				valid := p > 0 && !math.IsInf(p, 0) && w > 0 && f >= 1 && !math.IsInf(f, 0)
 				want := math.Floor(p*w.Seconds()*f + 1e-9)
 				if f == 1 {

@@ -1,5 +1,7 @@
 package limiter
 
+import "time"
+
 // WaitWith exposes waitWith to the external tests.
 var WaitWith = waitWith
 
@@ -8,3 +10,9 @@ var WaitSetWith = waitSetWith
 
 // ValidateRate exposes Rate.validate to the external tests.
 var ValidateRate = Rate.validate
+
+// DefaultWindow exposes defaultWindow to the external tests.
+var DefaultWindow = defaultWindow
+
+// Period exposes a Rate's period to the external tests.
+func Period(r Rate) time.Duration { return r.period }

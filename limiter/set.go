@@ -29,7 +29,7 @@ type Limit struct {
 	// Capacity(Rate, Window).
 	Rate Rate
 	// Window is the sliding window, 1 ms to 31 days, in whole ms. 0 means
-	// DefaultWindow(Rate): the rate's period (1 s for PerSecond, 24 h for
+	// the rate's default window: its period (1 s for PerSecond, 24 h for
 	// PerDay(100), 10 s for Every(3, 10*time.Second) or "3/10s"), or the
 	// shortest multiple of it that holds one unit (2 s for PerSecond(0.5)),
 	// the rule of the sluice command's --window. A rate whose default would
@@ -79,7 +79,7 @@ func NewSet(limits ...Limit) (*Set, error) {
 			}
 		}
 		if l.Window == 0 {
-			w, err := DefaultWindow(l.Rate)
+			w, err := defaultWindow(l.Rate)
 			if err != nil {
 				return nil, fmt.Errorf("limit %q: window 0 (the rate's default): %w", l.Name, err)
 			}

@@ -282,7 +282,7 @@ func newEngine(opts Options, out io.Writer) (*engine, error) {
 			if err != nil {
 				return nil, fmt.Errorf("key %q: %w", k.Name, err)
 			}
-			h, err := limiter.HardCapacity(k.Rate, opts.Window, opts.HardLimitFactor)
+			h, err := window.HardCapacity(k.Rate, opts.Window, opts.HardLimitFactor)
 			if err != nil {
 				return nil, fmt.Errorf("key %q: %w", k.Name, err)
 			}

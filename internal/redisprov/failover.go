@@ -334,7 +334,7 @@ func NewCall(b *Base, op, k string, rate limiter.Rate, n int64, peek bool, facto
 	}
 	hard := c
 	if factor != 1 {
-		if hard, err = limiter.HardCapacity(rate, b.Cfg.Window, factor); err != nil {
+		if hard, err = window.HardCapacity(rate, b.Cfg.Window, factor); err != nil {
 			return nil, b.Errorf(op, err)
 		}
 	}

@@ -108,7 +108,7 @@ func supReconciler(b *Base) Reconciler {
 		Queue: func(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd {
 			if p.Set == nil {
 				soft, _ := limiter.Capacity(p.Rate, cfg.Window) // validated by the Inc that admitted them
-				hard, _ := limiter.HardCapacity(p.Rate, cfg.Window, cfg.HardLimitFactor)
+				hard, _ := window.HardCapacity(p.Rate, cfg.Window, cfg.HardLimitFactor)
 				return scripts.SupInc.EvalSha(ctx, pipe, []string{p.Hash},
 					NowArg(cfg), b.W, b.B, soft, hard, n, b.Cache, 0, b.TTL, 0, 0, 0, 0, 0, WriteBack)
 			}

@@ -142,7 +142,7 @@ func (s *store) incError(k string, rate limiter.Rate, n int64) (now, c int64, er
 }
 
 // supArgs is incArgs for the suppressed strategy: the soft and hard
-// capacities, multiplied in limiter.HardCapacity's order.
+// capacities, multiplied in HardCapacity's order.
 func (s *store) supArgs(k string, rate limiter.Rate, n int64) (now, soft, hard int64, err error) {
 	x := rate.PerSecondValue() * s.windowSec
 	soft, ok := capacityOf(x)
@@ -169,7 +169,7 @@ func (s *store) supError(k string, rate limiter.Rate, n int64) (now, soft, hard 
 }
 
 // hardX is rate × W in seconds × WithHardLimitFactor, multiplied in
-// limiter.HardCapacity's order, for capacityOf.
+// HardCapacity's order, for capacityOf.
 func (s *store) hardX(rate limiter.Rate) float64 {
 	x := rate.PerSecondValue() * s.windowSec
 	if f := s.hardF; f != 1 {
@@ -178,13 +178,13 @@ func (s *store) hardX(rate limiter.Rate) float64 {
 	return x
 }
 
-// hardCapacity is limiter.HardCapacity(rate, W, WithHardLimitFactor): the
-// fast path, else limiter's error.
+// hardCapacity is HardCapacity(rate, W, WithHardLimitFactor): the
+// fast path, else HardCapacity's error.
 func (s *store) hardCapacity(rate limiter.Rate) (int64, error) {
 	if h, ok := capacityOf(s.hardX(rate)); ok {
 		return h, nil
 	}
-	h, err := limiter.HardCapacity(rate, s.cfg.Window, s.cfg.HardLimitFactor)
+	h, err := HardCapacity(rate, s.cfg.Window, s.cfg.HardLimitFactor)
 	if err != nil {
 		return 0, fmt.Errorf("local: inc: %w", err)
 	}
@@ -192,7 +192,7 @@ func (s *store) hardCapacity(rate limiter.Rate) (int64, error) {
 }
 
 // capacityEpsilon is limiter's: it absorbs binary rounding in rate × window.
-const capacityEpsilon = 1e-9
+const capacityEpsilon = settings.CapacityEpsilon
 
 // capacityOf is the fast path of limiter.Capacity and HardCapacity on x =
 // rate × window seconds (× factor): floor(x + 1e-9), ok false when that is

@@ -168,7 +168,7 @@ func (l *Suppressed) capacities(op string, rate limiter.Rate) (soft, hard int64,
 	if err != nil {
 		return 0, 0, l.errorf(op, err)
 	}
-	hard, err = limiter.HardCapacity(rate, l.b.Cfg.Window, l.b.Cfg.HardLimitFactor)
+	hard, err = window.HardCapacity(rate, l.b.Cfg.Window, l.b.Cfg.HardLimitFactor)
 	if err != nil {
 		return 0, 0, l.errorf(op, err)
 	}
