@@ -5,9 +5,6 @@ import "time"
 // WaitWith exposes waitWith to the external tests.
 var WaitWith = waitWith
 
-// WaitSetWith exposes waitSetWith to the external tests.
-var WaitSetWith = waitSetWith
-
 // ValidateRate exposes Rate.validate to the external tests.
 var ValidateRate = Rate.validate
 
