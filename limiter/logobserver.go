@@ -33,10 +33,10 @@ func (o logObserver) ObserveDecision(ctx context.Context, e DecisionEvent) {
 	attrs := []slog.Attr{
 		slog.String("provider", e.Provider), slog.String("strategy", e.Strategy), slog.String("op", e.Op),
 		slog.String("outcome", e.Decision.Outcome.String()), slog.Bool("allowed", e.Decision.Allowed),
-		slog.Bool("degraded", e.Decision.Degraded), slog.Bool("shed", e.Decision.Shed), slog.String("source", e.Source()),
+		slog.Bool("degraded", e.Decision.Degraded), slog.Bool("shed", e.Decision.Shed), slog.String("source", e.Source),
 		slog.Int64("cost", e.Cost),
 	}
-	if p := e.Policy(); p != "" {
+	if p := e.Policy; p != "" {
 		attrs = append(attrs, slog.String("policy", p))
 	}
 	if e.Backend {

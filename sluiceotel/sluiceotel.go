@@ -322,7 +322,7 @@ func (o *Observer) decisionAttrs(e *limiter.DecisionEvent) []metric.AddOption {
 	if oc < 0 || oc > 3 {
 		oc = 0
 	}
-	policy, src := e.Policy(), sourceIndex(e.Source())
+	policy, src := e.Policy, sourceIndex(e.Source)
 	if p >= 0 && policy == "" && o.maxKeys == 0 {
 		return o.decisionOpts[p][s][oc][b2i(e.Decision.Allowed)][src]
 	}
@@ -402,12 +402,12 @@ func (o *Observer) span(ctx context.Context, e *limiter.DecisionEvent) {
 		trace.WithAttributes(AttrDBSystem.String("redis"), AttrProvider.String(e.Provider),
 			AttrOperation.String(e.Op), AttrOutcome.String(outcomeName(e.Decision.Outcome)),
 			AttrAllowed.Bool(e.Decision.Allowed), AttrDegraded.Bool(e.Decision.Degraded),
-			AttrSource.String(e.Source())))
+			AttrSource.String(e.Source)))
 	if e.ErrorClass != "" {
 		sp.SetAttributes(AttrErrorType.String(e.ErrorClass))
 		sp.SetStatus(codes.Error, e.ErrorClass)
 	}
-	if p := e.Policy(); p != "" {
+	if p := e.Policy; p != "" {
 		sp.SetAttributes(AttrLimit.String(p))
 	}
 	sp.End(trace.WithTimestamp(e.Start.Add(e.Duration)))

@@ -172,3 +172,48 @@ func TestOneDefinitionPerSentinel(t *testing.T) {
 }
 
 func selName(sel *ast.SelectorExpr) string { return sel.X.(*ast.Ident).Name + "." + sel.Sel.Name }
+
+func TestDecisionPolicy(t *testing.T) {
+	ls := []limiter.LimitDecision{{Name: "second", Remaining: 3}, {Name: "minute", Remaining: 1}, {Name: "day", Remaining: 1}}
+	for _, c := range []struct {
+		name    string
+		limits  bool
+		want    string
+		refused []int
+	}{
+		{"single limit", false, "", nil},
+		{"admitted: fewest remaining, first of equals", true, "minute", nil},
+		{"refused: first refusing limit", true, "day", []int{2}},
+		{"refused by two", true, "second", []int{2, 0}},
+	} {
+		var limits []limiter.LimitDecision
+		if c.limits {
+			limits = append(limits, ls...)
+			for _, i := range c.refused {
+				limits[i].Refused = true
+			}
+		}
+		if got := window.DecisionPolicy(limits); got != c.want {
+			t.Errorf("%s: DecisionPolicy = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestDecisionSource(t *testing.T) {
+	for _, c := range []struct {
+		provider string
+		d        limiter.Decision
+		backend  bool
+		want     string
+	}{
+		{window.ProviderLocal, limiter.Decision{Allowed: true}, false, window.SourceLocal},
+		{window.ProviderRedisAbs, limiter.Decision{Allowed: true}, true, window.SourceRedis},
+		{window.ProviderHybrid, limiter.Decision{Allowed: true}, false, window.SourceMemory},
+		{window.ProviderRedisSup, limiter.Decision{Allowed: true, Degraded: true}, true, window.SourcePolicy},
+		{window.ProviderRedisAbs, limiter.Decision{Shed: true}, true, window.SourceShed},
+	} {
+		if got := window.DecisionSource(c.provider, &c.d, c.backend); got != c.want {
+			t.Errorf("DecisionSource(%s, %+v, %v) = %q, want %q", c.provider, c.d, c.backend, got, c.want)
+		}
+	}
+}

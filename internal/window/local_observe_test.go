@@ -103,8 +103,8 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 			e.Cost != c.cost || !reflect.DeepEqual(e.Decision, d) || e.Backend || e.Duration != 0 || e.ErrorClass != "" {
 			t.Errorf("%s: event %+v, want local %s %s cost %d with decision %+v and no backend", c.name, e, c.strategy, c.op, c.cost, d)
 		}
-		if p := e.Policy(); p != c.policy {
-			t.Errorf("%s: Policy() = %q, want %q", c.name, p, c.policy)
+		if p := e.Policy; p != c.policy {
+			t.Errorf("%s: Policy = %q, want %q", c.name, p, c.policy)
 		}
 	}
 	if _, err := a.Inc(ctx, "k", two, -1); err == nil {

@@ -80,8 +80,8 @@ func TestObserverHealthy(t *testing.T) {
 		e := ds[i]
 		if e.Provider != window.ProviderRedisAbs || e.Strategy != window.StrategyAbsolute || e.Op != w.op ||
 			e.Decision != got[i] || e.Decision.Outcome != w.outcome || !e.Backend || e.Duration <= 0 || e.Start.IsZero() ||
-			e.ErrorClass != "" || e.Policy() != w.policy {
-			t.Errorf("decision %d: %+v (policy %q), want %s %v with a timed backend call, policy %q", i, e, e.Policy(), w.op, w.outcome, w.policy)
+			e.ErrorClass != "" || e.Policy != w.policy {
+			t.Errorf("decision %d: %+v (policy %q), want %s %v with a timed backend call, policy %q", i, e, e.Policy, w.op, w.outcome, w.policy)
 		}
 	}
 }
@@ -128,7 +128,7 @@ func TestObserverOutage(t *testing.T) {
 			for i, e := range ds {
 				first := i == 0
 				if e.Provider != window.ProviderRedisAbs || !e.Decision.Degraded || e.Decision.Shed || e.Backend != first ||
-					(e.Duration > 0) != first || (e.ErrorClass == window.ErrorConnection) != first || e.Source() != window.SourcePolicy {
+					(e.Duration > 0) != first || (e.ErrorClass == window.ErrorConnection) != first || e.Source != window.SourcePolicy {
 					t.Errorf("decision %d: %+v, want redisabs, degraded, with a failed backend call %v", i, e, first)
 				}
 			}
