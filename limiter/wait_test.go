@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-go/sluice/limiter/local"
 )
 
-// fakeClock is a limiter.Clock that moves only when told.
+// fakeClock is a clock that moves only when told (limiter.WithClock takes its Now).
 type fakeClock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -107,9 +107,9 @@ func (r *recording) retryAfters() []time.Duration {
 	return out
 }
 
-func newLocal(t *testing.T, clk limiter.Clock) *local.Absolute {
+func newLocal(t *testing.T, clk interface{ Now() time.Time }) *local.Absolute {
 	t.Helper()
-	l, err := local.NewAbsolute(limiter.WithWindow(time.Second), limiter.WithBucket(2*time.Millisecond), limiter.WithClock(clk))
+	l, err := local.NewAbsolute(limiter.WithWindow(time.Second), limiter.WithBucket(2*time.Millisecond), limiter.WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -263,7 +263,7 @@ func newEngine(opts Options, out io.Writer) (*engine, error) {
 		e.provs = append(e.provs, p)
 		for i := range opts.Instances {
 			src := &lockedRand{rng: rand.New(rand.NewPCG(opts.Seed, uint64(pi*1000+i)))}
-			lopts := append(opts.limiterOptions(), limiter.WithClock(&e.clock), limiter.WithRandom(src.Float64))
+			lopts := append(opts.limiterOptions(), limiter.WithClock(e.clock.Now), limiter.WithRandom(src.Float64))
 			var c *redis.Client
 			if t.Backend == Redis {
 				c = e.clients[i]

@@ -38,7 +38,7 @@ func TestOptionsSetLimitersOwnValues(t *testing.T) {
 	obs := &nopObserver{1}
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	c, err := window.NewConfig(limiter.WithFailurePolicy(limiter.FailClosed),
-		limiter.WithObserver(obs), limiter.WithClock(fixedClock(at)))
+		limiter.WithObserver(obs), limiter.WithClock(fixedClock(at).Now))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 	ctx := context.Background()
 	rec := &recorder{}
 	clk := newClock()
-	opts := []limiter.Option{limiter.WithObserver(rec), limiter.WithClock(clk), limiter.WithWindow(time.Second),
+	opts := []limiter.Option{limiter.WithObserver(rec), limiter.WithClock(clk.Now), limiter.WithWindow(time.Second),
 		limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return 0.999 })}
 	a, err := NewLocalAbsolute(opts...)
 	if err != nil {

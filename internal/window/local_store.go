@@ -229,12 +229,12 @@ func (s *store) drawPPM() int64 {
 //go:noinline
 func (s *store) drawSet() int64 { return DrawPPM(s.cfg.Rand()) }
 
-// now reads the clock in ms; the default clock without an interface call.
+// now reads the clock in ms; the default clock without an indirect call.
 func (s *store) now() int64 {
 	if !s.clockSet {
 		return settings.WallMs()
 	}
-	return settings.ClampMs(s.cfg.Clock.Now().UnixMilli())
+	return settings.ClampMs(s.cfg.Clock().UnixMilli())
 }
 
 func checkCost(n int64) error {

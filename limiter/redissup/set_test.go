@@ -73,7 +73,7 @@ func miniClockFactory(t *testing.T, clk *conformance.Clock, opts ...limiter.Opti
 	t.Helper()
 	mr, c := redistest.Mini(t)
 	clk.Drive(mr)
-	return newLimiter(t, c, with(opts, limiter.WithClock(clk), limiter.WithPrefix(redistest.Prefix(t)))...)
+	return newLimiter(t, c, with(opts, limiter.WithClock(clk.Now), limiter.WithPrefix(redistest.Prefix(t)))...)
 }
 
 // setRegimes counts the IncSet decisions of a trace by the set's factor.
