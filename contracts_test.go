@@ -117,7 +117,7 @@ func (o *countingObserver) ObserveDecision(_ context.Context, e limiter.Decision
 func (o *countingObserver) ObserveEvent(context.Context, limiter.Event) {}
 
 // TestEveryDecisionReachesTheObserver: every decision a provider returns
-// (an Inc, IsAllowed, IncSet or IsAllowedSet with a nil error) reaches its observer once, under
+// (an Inc, IsAllowed or IncSet with a nil error) reaches its observer once, under
 // the provider's constant and strategy, whether Redis was asked or the
 // answer came from memory: a hybrid lease, a remembered refusal.
 func TestEveryDecisionReachesTheObserver(t *testing.T) {
@@ -172,7 +172,7 @@ func everyDecisionObserved(t *testing.T, client *redis.Client) {
 				}
 				for i := 0; i < 20; i++ {
 					if i%4 == 3 {
-						_, err = sl.IsAllowedSet(ctx, "s", set)
+						_, err = sl.IncSet(ctx, "s", set, 0)
 					} else {
 						_, err = sl.IncSet(ctx, "s", set, 1)
 					}

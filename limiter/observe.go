@@ -24,9 +24,9 @@ type Observer interface {
 	ObserveEvent(ctx context.Context, e Event)
 }
 
-// DecisionEvent describes one decision: an Inc, IsAllowed, IncSet or
-// IsAllowedSet that returned a nil error (calls that return an error are
-// not decisions; a failed Redis call is reported by a "backend_error" Event).
+// DecisionEvent describes one decision: an Inc, IsAllowed or IncSet that
+// returned a nil error (calls that return an error are not decisions; a
+// failed Redis call is reported by a "backend_error" Event).
 //
 // Key is the caller's key. It is here for the observer that needs it (a
 // sampled log, a bounded top-k); a metric attribute made of it would have
@@ -34,14 +34,14 @@ type Observer interface {
 type DecisionEvent struct {
 	// Provider is "local", "redisabs", "redissup" or "hybrid" (both
 	// hybrid strategies); Strategy "absolute" or "suppressed"; Op "inc",
-	// "is_allowed", "inc_set" or "is_allowed_set". These values, like
+	// "is_allowed" or "inc_set". These values, like
 	// ErrorClass's and Source's, are few and fixed: fit for a metric
 	// attribute.
 	Provider string
 	Strategy string
 	Op       string
 	Key      string
-	Cost     int64 // n as the caller gave it; 0 for IsAllowed and IsAllowedSet
+	Cost     int64 // n as the caller gave it; 0 for IsAllowed
 	// Decision is the decision returned (for a set, the set's).
 	Decision Decision
 	// Limits is, for a set call, each limit's part of the decision, in

@@ -181,14 +181,11 @@ type SetDecision struct {
 type SetLimiter interface {
 	// IncSet asks to consume n units of key in every limit of set: they
 	// are recorded in every limit when every limit has room (all or
-	// nothing). n = 0 is a peek that decides for one unit and records
-	// nothing.
+	// nothing). n = 0 is a peek: it reports whether one more unit would
+	// be admitted by every limit now and records nothing (the suppressed
+	// strategy still draws its number). The set carries the rates, so,
+	// unlike IsAllowed, a peek needs no stored capacity.
 	IncSet(ctx context.Context, key string, set *Set, n int64) (SetDecision, error)
-	// IsAllowedSet reports whether one more unit of key would be admitted
-	// by every limit of set now, recording nothing: IncSet with n = 0. The
-	// set carries the rates, so, unlike IsAllowed, no stored capacity is
-	// needed.
-	IsAllowedSet(ctx context.Context, key string, set *Set) (SetDecision, error)
 	// GetSet returns key's usage in each limit of set, in the set's order.
 	GetSet(ctx context.Context, key string, set *Set) ([]Usage, error)
 	// ResetSet forgets key's state in every limit of set.

@@ -106,7 +106,7 @@ func TestTraceAgainstLocal(t *testing.T) {
 	}
 }
 
-// TestSets: sets of limits (IncSet, IsAllowedSet, GetSet, ResetSet) pass
+// TestSets: sets of limits (IncSet, peeks included, GetSet, ResetSet) pass
 // the set suite on every provider, on each library, on a server and on
 // the cluster.
 func TestSets(t *testing.T) {

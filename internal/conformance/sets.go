@@ -253,7 +253,7 @@ func RunSets(t *testing.T, s Strategy, f Factory) {
 					if st.op == opInc {
 						got, err = sl.IncSet(ctx, "k", tc.set, st.n)
 					} else {
-						got, err = sl.IsAllowedSet(ctx, "k", tc.set)
+						got, err = sl.IncSet(ctx, "k", tc.set, 0)
 					}
 					if err != nil {
 						t.Fatalf("step %d at +%v: IncSet(k, %d) error: %v", i, at, st.n, err)
@@ -333,11 +333,10 @@ func runSetErrors(t *testing.T, f Factory) {
 		t.Errorf("IncSet(empty key) error = %v, want key.ErrInvalid", err)
 	}
 	// Each call's errors name it.
-	if _, err := sl.IsAllowedSet(ctx, "", set); !errors.Is(err, key.ErrInvalid) || !strings.Contains(err.Error(), "is allowed set:") {
-		t.Errorf("IsAllowedSet(empty key) error = %v, want key.ErrInvalid naming the call", err)
-	}
-	if _, err := sl.IncSet(ctx, "", set, 1); err == nil || !strings.Contains(err.Error(), "inc set:") {
-		t.Errorf("IncSet(empty key) error = %v, want one naming the call", err)
+	for _, n := range []int64{0, 1} {
+		if _, err := sl.IncSet(ctx, "", set, n); !errors.Is(err, key.ErrInvalid) || !strings.Contains(err.Error(), "inc set:") {
+			t.Errorf("IncSet(empty key, %d) error = %v, want key.ErrInvalid naming the call", n, err)
+		}
 	}
 	if _, err := sl.GetSet(ctx, "", set); !errors.Is(err, key.ErrInvalid) {
 		t.Errorf("GetSet(empty key) error = %v, want key.ErrInvalid", err)
@@ -365,7 +364,7 @@ func traceSets(s Strategy) []*limiter.Set {
 }
 
 // RunSetTrace feeds a and b the same random trace of set calls (IncSet
-// with costs from 0 to beyond a capacity, IsAllowedSet, GetSet, ResetSet,
+// with costs from 0 (a peek) to beyond a capacity, GetSet, ResetSet,
 // and single-limit Incs on the same keys) on one fake clock and fails at
 // the first difference. It returns how many set calls were admitted and
 // refused.
@@ -433,13 +432,13 @@ func RunSetTrace(t *testing.T, s Strategy, steps int, seed uint64, a, b Factory)
 				refused++
 			}
 		case x < 83:
-			da, ea := sa.IsAllowedSet(ctx, k, set)
-			db, eb := sb.IsAllowedSet(ctx, k, set)
+			da, ea := sa.IncSet(ctx, k, set, 0)
+			db, eb := sb.IncSet(ctx, k, set, 0)
 			if bothConflict(ea, eb) {
 				continue
 			}
 			if ea != nil || eb != nil || !SameSet(da, db) {
-				t.Fatalf("step %d at +%v: IsAllowedSet(%q, %v) differs:\n\ta: %s, %v\n\tb: %s, %v", i, at, k, set, FormatSet(da), ea, FormatSet(db), eb)
+				t.Fatalf("step %d at +%v: IncSet(%q, %v, 0) differs:\n\ta: %s, %v\n\tb: %s, %v", i, at, k, set, FormatSet(da), ea, FormatSet(db), eb)
 			}
 		case x < 93:
 			ua, ea := sa.GetSet(ctx, k, set)

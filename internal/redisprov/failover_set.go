@@ -14,8 +14,8 @@ type SetBackend interface {
 	// ValidateSet checks a set call as the provider does before asking
 	// Redis (n = 0 for GetSet and ResetSet).
 	ValidateSet(op, k string, set *limiter.Set, n int64) error
-	// DecideSet is the Redis call of an IncSet (n = 0: IsAllowedSet).
-	// op names the call in its errors ("inc set", "is allowed set").
+	// DecideSet is the Redis call of an IncSet (n = 0: a peek).
+	// op names the call in its errors ("inc set").
 	DecideSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error)
 	// UsageSet is the Redis call of a GetSet.
 	UsageSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error)
@@ -23,7 +23,7 @@ type SetBackend interface {
 	UnlinkSet(ctx context.Context, k string, set *limiter.Set) error
 }
 
-// DecideSet runs an IncSet (n = 0: IsAllowedSet) under the policy, as
+// DecideSet runs an IncSet (n = 0: a peek) under the policy, as
 // Decide runs an Inc. The local fallback decides sets with its own
 // IncSet (on the set scaled by WithFallbackInstances); what it admits is
 // written back to every limit of the set when Redis answers again, as for

@@ -48,8 +48,6 @@ func opName(op string) string {
 		return window.OpIsAllowed
 	case "inc set":
 		return window.OpIncSet
-	case "is allowed set":
-		return window.OpIsAllowedSet
 	case "get":
 		return window.OpGet
 	case "reset":

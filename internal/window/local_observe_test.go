@@ -87,8 +87,8 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 		{"sup above hard", inc(s, 2), StrategySuppressed, OpInc, 2, limiter.Suppressed, false, ""},
 		{"set 1", incSet(1), StrategyAbsolute, OpIncSet, 1, limiter.Allowed, true, "per-second"},
 		{"set refused", incSet(1), StrategyAbsolute, OpIncSet, 1, limiter.Rejected, false, "per-second"},
-		{"set peek", func() (limiter.Decision, error) { d, err := a.IsAllowedSet(ctx, "k", set); return d.Decision, err },
-			StrategyAbsolute, OpIsAllowedSet, 0, limiter.Rejected, false, "per-second"},
+		{"set peek", func() (limiter.Decision, error) { d, err := a.IncSet(ctx, "k", set, 0); return d.Decision, err },
+			StrategyAbsolute, OpIncSet, 0, limiter.Rejected, false, "per-second"},
 	}
 	for i, c := range calls {
 		d, err := c.do()

@@ -58,13 +58,13 @@ func TestObserverHealthy(t *testing.T) {
 		outcome limiter.Outcome
 		policy  string
 	}{{window.OpInc, limiter.Allowed, ""}, {window.OpInc, limiter.Rejected, ""}, {window.OpIsAllowed, limiter.Rejected, ""},
-		{window.OpIncSet, limiter.Allowed, "burst"}, {window.OpIsAllowedSet, limiter.Rejected, "burst"}}
+		{window.OpIncSet, limiter.Allowed, "burst"}, {window.OpIncSet, limiter.Rejected, "burst"}}
 	got := []limiter.Decision{mustInc(t, l, "k", limiter.PerSecond(1), 1), mustInc(t, l, "k", limiter.PerSecond(1), 1)}
 	d, err := l.IsAllowed(ctx, "k")
 	got = append(got, d)
 	sd, err2 := l.IncSet(ctx, "k", set, 1)
 	got = append(got, sd.Decision)
-	sd2, err3 := l.IsAllowedSet(ctx, "k", set)
+	sd2, err3 := l.IncSet(ctx, "k", set, 0)
 	got = append(got, sd2.Decision)
 	if err := errors.Join(err, err2, err3); err != nil {
 		t.Fatal(err)
