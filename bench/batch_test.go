@@ -66,7 +66,7 @@ func sluiceContender(name string, sup bool, opts ...limiter.Option) contender {
 			if err == nil && d.Degraded {
 				err = errDegraded
 			}
-			return d.Allowed && d.Outcome == limiter.Allowed, err
+			return d.Allowed && !d.Suppressed, err
 		}, nil
 	}}
 }

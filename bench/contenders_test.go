@@ -61,7 +61,7 @@ var contenders = []contender{
 		}
 		return func(ctx context.Context, k string) (bool, error) {
 			d, err := l.Inc(ctx, k, p.rate, 1)
-			return d.Allowed && d.Outcome == limiter.Allowed, err
+			return d.Allowed && !d.Suppressed, err
 		}, nil
 	}},
 	{"redis_rate", func(c *redis.Client, p policy, _ interface{ Now() time.Time }) (incFunc, error) {

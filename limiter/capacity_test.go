@@ -97,14 +97,6 @@ func TestRateString(t *testing.T) {
 	}
 }
 
-func TestOutcomeString(t *testing.T) {
-	for o, want := range map[limiter.Outcome]string{limiter.Allowed: "allowed", limiter.Rejected: "rejected", limiter.Suppressed: "suppressed", 0: "Outcome(0)", 7: "Outcome(7)"} {
-		if got := o.String(); got != want {
-			t.Errorf("Outcome(%d).String() = %q, want %q", int(o), got, want)
-		}
-	}
-}
-
 // TestEnumStrings: the names String gives FailurePolicy values, whose
 // table follows the constants' order.
 func TestEnumStrings(t *testing.T) {

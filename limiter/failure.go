@@ -27,9 +27,9 @@ const (
 	// FailOpen admits every request (Allowed, Degraded). A request that can
 	// never fit (n > C) is still refused with Never set.
 	FailOpen
-	// FailClosed refuses every request (Rejected for absolute, Suppressed
-	// with factor 1 for suppressed; Degraded), with RetryAfter set to the
-	// probe interval as a hint.
+	// FailClosed refuses every request (Degraded; for the suppressed
+	// strategy Suppressed, with factor 1), with RetryAfter set to the probe
+	// interval as a hint.
 	FailClosed
 	// FailError returns the error: Redis's own error (wrapped with the
 	// package and operation) from the call that found Redis unavailable,

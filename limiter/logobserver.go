@@ -32,7 +32,7 @@ func (o logObserver) ObserveDecision(ctx context.Context, e DecisionEvent) {
 	}
 	attrs := []slog.Attr{
 		slog.String("provider", e.Provider), slog.String("strategy", e.Strategy), slog.String("op", e.Op),
-		slog.String("outcome", e.Decision.Outcome.String()), slog.Bool("allowed", e.Decision.Allowed),
+		slog.String("outcome", outcomeName(&e.Decision)), slog.Bool("allowed", e.Decision.Allowed),
 		slog.Bool("degraded", e.Decision.Degraded), slog.Bool("shed", e.Decision.Shed), slog.String("source", e.Source),
 		slog.Int64("cost", e.Cost),
 	}
@@ -86,4 +86,16 @@ func logStateChange(ctx context.Context, l *slog.Logger, sc StateChange) {
 	l.InfoContext(ctx, "sluice: Redis answers again",
 		"provider", sc.Provider, "degraded_for", sc.Duration,
 		"reconciled", sc.Reconciled, "unreconciled", sc.Unreconciled, "unreconciled_units", sc.UnreconciledUnits)
+}
+
+// outcomeName is the "outcome" of a logged decision: "suppressed" (above
+// the soft target), else "allowed" or "rejected".
+func outcomeName(d *Decision) string {
+	switch {
+	case d.Suppressed:
+		return "suppressed"
+	case d.Allowed:
+		return "allowed"
+	}
+	return "rejected"
 }

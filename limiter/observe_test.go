@@ -45,7 +45,7 @@ func TestLogObserver(t *testing.T) {
 		o := limiter.NewLogObserver(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: level})))
 		ctx := context.Background()
 		o.ObserveDecision(ctx, limiter.DecisionEvent{Provider: "redisabs", Strategy: "absolute", Op: "inc", Key: "secret-key", Cost: 2,
-			Decision: limiter.Decision{Outcome: limiter.Rejected}, Backend: true, Duration: time.Millisecond})
+			Decision: limiter.Decision{}, Backend: true, Duration: time.Millisecond})
 		o.ObserveEvent(ctx, limiter.Event{Kind: window.EventBackendError, Provider: "redisabs", Op: "inc",
 			ErrorClass: window.ErrorTimeout, Err: errors.New("deadline"), Duration: 250 * time.Millisecond})
 		o.ObserveEvent(ctx, limiter.Event{Kind: window.EventStateChange, Provider: "redisabs",

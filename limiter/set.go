@@ -156,7 +156,7 @@ type LimitDecision struct {
 }
 
 // SetDecision is the answer to a call on a Set. The embedded Decision is
-// the set's: Allowed, Outcome, Never (the cost exceeds some limit's
+// the set's: Allowed, Suppressed, Never (the cost exceeds some limit's
 // capacity), Degraded, SuppressionFactor (the largest of the limits'
 // factors, the one the draw was compared with) and RetryAfter (the
 // earliest time at which every limit has room for the call, with no new

@@ -79,10 +79,10 @@ func (s *scripted) Inc(context.Context, string, limiter.Rate, int64) (limiter.De
 }
 
 func refused(retry time.Duration) answer {
-	return answer{d: limiter.Decision{Outcome: limiter.Rejected, Limit: 2, RetryAfter: retry}}
+	return answer{d: limiter.Decision{Limit: 2, RetryAfter: retry}}
 }
 
-var admitted = answer{d: limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: 2, Remaining: 1}}
+var admitted = answer{d: limiter.Decision{Allowed: true, Limit: 2, Remaining: 1}}
 
 // recording passes calls to a Limiter and records Inc's decisions.
 type recording struct {
@@ -219,15 +219,15 @@ func TestWaitScripted(t *testing.T) {
 			[]time.Duration{1500 * time.Millisecond, 3 * time.Millisecond}, nil},
 		{"suppressed refusal with no RetryAfter sleeps 1 ms",
 			[]answer{
-				{d: limiter.Decision{Outcome: limiter.Suppressed, Limit: 2, SuppressionFactor: 0.5}},
-				{d: limiter.Decision{Outcome: limiter.Suppressed, Limit: 2, SuppressionFactor: 0.5}},
-				{d: limiter.Decision{Outcome: limiter.Suppressed, Allowed: true, Limit: 2, SuppressionFactor: 0.5}},
+				{d: limiter.Decision{Suppressed: true, Limit: 2, SuppressionFactor: 0.5}},
+				{d: limiter.Decision{Suppressed: true, Limit: 2, SuppressionFactor: 0.5}},
+				{d: limiter.Decision{Suppressed: true, Allowed: true, Limit: 2, SuppressionFactor: 0.5}},
 			},
 			[]time.Duration{time.Millisecond, time.Millisecond}, nil},
 		{"sub-millisecond RetryAfter sleeps 1 ms", []answer{refused(300 * time.Microsecond), admitted},
 			[]time.Duration{time.Millisecond}, nil},
-		{"never", []answer{{d: limiter.Decision{Outcome: limiter.Rejected, Limit: 2, Never: true}}}, nil, limiter.ErrNeverFits},
-		{"never after a retry", []answer{refused(time.Second), {d: limiter.Decision{Outcome: limiter.Rejected, Limit: 1, Never: true}}},
+		{"never", []answer{{d: limiter.Decision{Limit: 2, Never: true}}}, nil, limiter.ErrNeverFits},
+		{"never after a retry", []answer{refused(time.Second), {d: limiter.Decision{Limit: 1, Never: true}}},
 			[]time.Duration{time.Second}, limiter.ErrNeverFits},
 		{"Inc error", []answer{{err: errBackend}}, nil, errBackend},
 		{"Inc error after a retry", []answer{refused(time.Second), {err: errBackend}}, []time.Duration{time.Second}, errBackend},
@@ -326,7 +326,7 @@ func TestWaitContext(t *testing.T) {
 		_, s := newFakes(t)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
-		l := &scripted{answers: []answer{{d: limiter.Decision{Outcome: limiter.Rejected, Limit: 2, Never: true}}}}
+		l := &scripted{answers: []answer{{d: limiter.Decision{Limit: 2, Never: true}}}}
 		if _, err := s.wait(ctx, l, "k", limiter.PerSecond(2), 3); !errors.Is(err, limiter.ErrNeverFits) {
 			t.Errorf("Wait error = %v, want ErrNeverFits", err)
 		}

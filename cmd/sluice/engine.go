@@ -494,7 +494,7 @@ func (e *engine) count(p *provider, kt *keyTrack, r result) {
 			c.errors.Add(1)
 		case r.d.Allowed:
 			c.allowed.Add(1)
-		case r.d.Outcome == limiter.Suppressed:
+		case r.d.Suppressed:
 			c.suppressed.Add(1)
 		default:
 			c.rejected.Add(1)

@@ -257,11 +257,11 @@ func (g *Guard) Shed(c *Call, cause error) (limiter.Decision, error) {
 	if g.cfg.Policy == limiter.FailError {
 		return limiter.Decision{}, fmt.Errorf("%s: %s: %w: %w", g.pkg, c.Op, limiter.ErrShed, cause)
 	}
-	d := limiter.Decision{Outcome: g.refused, Limit: c.C, Never: !c.Peek && c.N > c.Hard, Shed: true}
+	d := limiter.Decision{Suppressed: g.sup, Limit: c.C, Never: !c.Peek && c.N > c.Hard, Shed: true}
 	if !d.Never {
 		d.RetryAfter = g.cfg.ProbeInterval
 	}
-	if d.Outcome == limiter.Suppressed {
+	if g.sup {
 		d.SuppressionFactor = 1
 	}
 	return d, nil

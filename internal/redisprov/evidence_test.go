@@ -92,7 +92,7 @@ func TestLocalWaitIsShed(t *testing.T) {
 				if !errors.Is(err, limiter.ErrShed) {
 					t.Fatalf("Inc = %+v, %v; want ErrShed", d, err)
 				}
-			} else if err != nil || d.Allowed || !d.Shed || d.Degraded || d.RetryAfter <= 0 || d.Outcome != limiter.Rejected {
+			} else if err != nil || d.Allowed || !d.Shed || d.Degraded || d.RetryAfter <= 0 || d.Suppressed {
 				t.Fatalf("Inc = %+v, %v; want a shed refusal with a RetryAfter", d, err)
 			}
 			idle(t, g)

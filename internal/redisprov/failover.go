@@ -151,7 +151,7 @@ type Guard struct {
 	opts     []limiter.Option
 	pkg      string
 	strategy string
-	refused  limiter.Outcome
+	sup      bool // the suppressed strategy: the guard's refusals are Suppressed, factor 1
 	client   Client
 	probe    func(ctx context.Context, client redis.Scripter) error
 	// own is the probe's own client for a *redis.Client (dial.go); nil:
@@ -241,10 +241,7 @@ func (g *Guard) initCore(pkg, strategy string, client Client, cfg *window.Config
 	// options that apply to the provider only (a hybrid's).
 	g.opts = append(opts[:len(opts):len(opts)], limiter.WithObserver(nil), window.ForFallback)
 	g.probe, g.recon = probe, recon
-	g.refused = limiter.Rejected
-	if strategy == key.Suppressed {
-		g.refused = limiter.Suppressed
-	}
+	g.sup = strategy == key.Suppressed
 	g.minRate = limiter.Every(1, cfg.Window)
 	g.stopCtx, g.stop = context.WithCancel(context.Background())
 	g.pending = make(map[string]*Pending)

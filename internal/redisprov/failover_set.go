@@ -132,8 +132,9 @@ func (g *Guard) refuseSet(op string, set *limiter.Set, n int64, admit, shed bool
 		case open:
 			r.Remaining = max(l.Soft-n, 0)
 		case r.Never || !admit:
-			r.Outcome, r.Refused = int(g.refused)-1, true
-			if g.refused == limiter.Suppressed {
+			r.Outcome, r.Refused = window.OutcomeRejected, true
+			if g.sup {
+				r.Outcome = window.OutcomeSuppressed
 				r.FactorPPM = window.PPM
 			}
 			if !never {
@@ -171,7 +172,7 @@ func (g *Guard) recordSet(k string, set *limiter.Set, n int64) {
 
 // hardFactor is the hard-limit factor of the strategy: 1 for absolute.
 func (g *Guard) hardFactor() float64 {
-	if g.refused == limiter.Suppressed {
+	if g.sup {
 		return g.cfg.HardLimitFactor
 	}
 	return 1

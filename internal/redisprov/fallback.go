@@ -25,17 +25,17 @@ func (g *Guard) Answer(ctx context.Context, c *Call) (limiter.Decision, error) {
 		return g.local(ctx, c)
 	case limiter.FailOpen:
 		if c.Peek || c.N <= c.Hard {
-			d = limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: c.C, Remaining: max(c.C-c.N, 0)}
+			d = limiter.Decision{Allowed: true, Limit: c.C, Remaining: max(c.C-c.N, 0)}
 			break
 		}
-		d = limiter.Decision{Outcome: g.refused, Limit: c.C, Never: true}
+		d = limiter.Decision{Suppressed: g.sup, Limit: c.C, Never: true}
 	default: // FailClosed
-		d = limiter.Decision{Outcome: g.refused, Limit: c.C, Never: !c.Peek && c.N > c.Hard}
+		d = limiter.Decision{Suppressed: g.sup, Limit: c.C, Never: !c.Peek && c.N > c.Hard}
 		if !d.Never {
 			d.RetryAfter = g.cfg.ProbeInterval
 		}
 	}
-	if d.Outcome == limiter.Suppressed && !d.Allowed {
+	if d.Suppressed && !d.Allowed {
 		d.SuppressionFactor = 1
 	}
 	d.Degraded = true

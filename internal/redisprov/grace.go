@@ -84,8 +84,8 @@ func (g *Guard) graceDecideSet(ctx context.Context, k string, set *limiter.Set, 
 // graceRefusal is Redis's admission d refused by the share: nothing
 // remaining, and the fallback's RetryAfter.
 func (g *Guard) graceRefusal(d, fd limiter.Decision) limiter.Decision {
-	d.Allowed, d.Outcome, d.Remaining, d.RetryAfter = false, g.refused, 0, fd.RetryAfter
-	if g.refused == limiter.Suppressed {
+	d.Allowed, d.Suppressed, d.Remaining, d.RetryAfter = false, g.sup, 0, fd.RetryAfter
+	if g.sup {
 		d.SuppressionFactor = 1
 	}
 	return d

@@ -105,7 +105,7 @@ func BenchmarkSuppressedOverload(b *testing.B) {
 	suppressed := 0
 	for i := 0; i < b.N; i++ {
 		d, _ := s.Inc(benchCtx, keys[i%n], rate, 1)
-		if d.Outcome == limiter.Suppressed {
+		if d.Suppressed {
 			suppressed++
 		}
 	}

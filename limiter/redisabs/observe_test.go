@@ -55,10 +55,10 @@ func TestObserverHealthy(t *testing.T) {
 	}
 	want := []struct {
 		op      string
-		outcome limiter.Outcome
+		allowed bool
 		policy  string
-	}{{window.OpInc, limiter.Allowed, ""}, {window.OpInc, limiter.Rejected, ""}, {window.OpIsAllowed, limiter.Rejected, ""},
-		{window.OpIncSet, limiter.Allowed, "burst"}, {window.OpIncSet, limiter.Rejected, "burst"}}
+	}{{window.OpInc, true, ""}, {window.OpInc, false, ""}, {window.OpIsAllowed, false, ""},
+		{window.OpIncSet, true, "burst"}, {window.OpIncSet, false, "burst"}}
 	got := []limiter.Decision{mustInc(t, l, "k", limiter.PerSecond(1), 1), mustInc(t, l, "k", limiter.PerSecond(1), 1)}
 	d, err := l.IsAllowed(ctx, "k")
 	got = append(got, d)
@@ -79,9 +79,9 @@ func TestObserverHealthy(t *testing.T) {
 	for i, w := range want {
 		e := ds[i]
 		if e.Provider != window.ProviderRedisAbs || e.Strategy != window.StrategyAbsolute || e.Op != w.op ||
-			e.Decision != got[i] || e.Decision.Outcome != w.outcome || !e.Backend || e.Duration <= 0 || e.Start.IsZero() ||
+			e.Decision != got[i] || e.Decision.Allowed != w.allowed || e.Decision.Suppressed || !e.Backend || e.Duration <= 0 || e.Start.IsZero() ||
 			e.ErrorClass != "" || e.Policy != w.policy {
-			t.Errorf("decision %d: %+v (policy %q), want %s %v with a timed backend call, policy %q", i, e, e.Policy, w.op, w.outcome, w.policy)
+			t.Errorf("decision %d: %+v (policy %q), want %s allowed %v with a timed backend call, policy %q", i, e, e.Policy, w.op, w.allowed, w.policy)
 		}
 	}
 }
