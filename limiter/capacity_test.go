@@ -97,12 +97,12 @@ func TestRateString(t *testing.T) {
 	}
 }
 
-// TestEnumStrings: the names String gives FailurePolicy values, whose
-// table follows the constants' order.
+// TestEnumStrings: the names policyName gives FailurePolicy values (the
+// logged "policy"), whose table follows the constants' order.
 func TestEnumStrings(t *testing.T) {
 	for p, want := range map[limiter.FailurePolicy]string{limiter.FallbackLocal: "FallbackLocal", limiter.FailOpen: "FailOpen", limiter.FailClosed: "FailClosed", limiter.FailError: "FailError", -1: "FailurePolicy(-1)", 4: "FailurePolicy(4)"} {
-		if got := p.String(); got != want {
-			t.Errorf("FailurePolicy(%d).String() = %q, want %q", int(p), got, want)
+		if got := limiter.PolicyName(p); got != want {
+			t.Errorf("policyName(FailurePolicy(%d)) = %q, want %q", int(p), got, want)
 		}
 	}
 }

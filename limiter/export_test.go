@@ -5,6 +5,9 @@ import "time"
 // WaitWith exposes waitWith to the external tests.
 var WaitWith = waitWith
 
+// PolicyName exposes policyName to the external tests.
+var PolicyName = policyName
+
 // ValidateRate exposes Rate.validate to the external tests.
 var ValidateRate = Rate.validate
 

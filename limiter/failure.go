@@ -37,9 +37,10 @@ const (
 	FailError
 )
 
-// String returns the policy's name as written in Go ("FallbackLocal", …),
-// or "FailurePolicy(n)" for a value that is none of them.
-func (p FailurePolicy) String() string {
+// policyName returns the policy's name as written in Go ("FallbackLocal",
+// …), or "FailurePolicy(n)" for a value that is none of them: the
+// "policy" of a logged state change, and WithFailurePolicy's error.
+func policyName(p FailurePolicy) string {
 	return enumName(p, "FailurePolicy", "FallbackLocal", "FailOpen", "FailClosed", "FailError")
 }
 
@@ -98,7 +99,7 @@ func WithTimeout(d time.Duration) Option {
 func WithFailurePolicy(p FailurePolicy) Option {
 	return func(c *config) {
 		if p < FallbackLocal || p > FailError {
-			c.Fail(fmt.Errorf("%w: unknown failure policy %v", ErrInvalidConfig, p))
+			c.Fail(fmt.Errorf("%w: unknown failure policy %s", ErrInvalidConfig, policyName(p)))
 			return
 		}
 		c.Policy = p

@@ -75,7 +75,7 @@ func (o logObserver) ObserveEvent(ctx context.Context, e Event) {
 func logStateChange(ctx context.Context, l *slog.Logger, sc StateChange) {
 	if sc.Degraded {
 		l.WarnContext(ctx, "sluice: Redis unavailable, answering by the failure policy",
-			"provider", sc.Provider, "policy", sc.Policy.String(), "cause", sc.Cause)
+			"provider", sc.Provider, "policy", policyName(sc.Policy), "cause", sc.Cause)
 		return
 	}
 	if sc.Cause != nil {

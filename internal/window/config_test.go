@@ -74,9 +74,6 @@ func TestOptionsSetLimitersOwnValues(t *testing.T) {
 	if err := window.CheckCost(-1); !errors.Is(err, limiter.ErrInvalidCost) {
 		t.Errorf("CheckCost(-1) = %v, want limiter.ErrInvalidCost", err)
 	}
-	if p := limiter.FailurePolicy(7); p.String() != "FailurePolicy(7)" || limiter.FailError.String() != "FailError" {
-		t.Errorf("String: %q, %q", p, limiter.FailError)
-	}
 }
 
 // TestLogStateChangeIsTheLogObservers: a provider's WithLogger and a

@@ -95,8 +95,8 @@ func TestObserverHealthy(t *testing.T) {
 // fallback's own decisions are not reported as a local provider's; Close
 // while degraded leaves degraded mode.
 func TestObserverOutage(t *testing.T) {
-	for _, policy := range []limiter.FailurePolicy{limiter.FallbackLocal, limiter.FailOpen} {
-		t.Run(policy.String(), func(t *testing.T) {
+	for name, policy := range map[string]limiter.FailurePolicy{"FallbackLocal": limiter.FallbackLocal, "FailOpen": limiter.FailOpen} {
+		t.Run(name, func(t *testing.T) {
 			rec := &recorder{}
 			changed := make(chan limiter.StateChange, 4)
 			l, err := redisabs.New(redistest.DeadClient(t), limiter.WithFailurePolicy(policy),
