@@ -40,7 +40,7 @@ var batchContenders = []contender{
 }
 
 // pingFloor "decides" with one PING: a round trip and no script.
-var pingFloor = contender{"ping", func(c *redis.Client, _ policy, _ limiter.Clock) (incFunc, error) {
+var pingFloor = contender{"ping", func(c *redis.Client, _ policy, _ interface{ Now() time.Time }) (incFunc, error) {
 	return func(ctx context.Context, _ string) (bool, error) {
 		return true, c.Ping(ctx).Err()
 	}, nil
@@ -49,7 +49,7 @@ var pingFloor = contender{"ping", func(c *redis.Client, _ policy, _ limiter.Cloc
 var errDegraded = errors.New("degraded decision: the limiter's breaker is open")
 
 func sluiceContender(name string, sup bool, opts ...limiter.Option) contender {
-	return contender{name, func(c *redis.Client, p policy, clk limiter.Clock) (incFunc, error) {
+	return contender{name, func(c *redis.Client, p policy, clk interface{ Now() time.Time }) (incFunc, error) {
 		o := append(clockOpts(clk), opts...)
 		var l limiter.Limiter
 		var err error
@@ -66,7 +66,7 @@ func sluiceContender(name string, sup bool, opts ...limiter.Option) contender {
 			if err == nil && d.Degraded {
 				err = errDegraded
 			}
-			return d.Allowed && d.Outcome == limiter.Allowed, err
+			return d.Allowed && !d.Suppressed, err
 		}, nil
 	}}
 }

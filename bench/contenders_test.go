@@ -26,7 +26,7 @@ type incFunc func(ctx context.Context, key string) (bool, error)
 // out buckets in the past; redis_rate ignores it).
 type contender struct {
 	name  string
-	build func(c *redis.Client, p policy, clk limiter.Clock) (incFunc, error)
+	build func(c *redis.Client, p policy, clk interface{ Now() time.Time }) (incFunc, error)
 }
 
 // A policy is the same limit in both libraries' terms.
@@ -44,7 +44,7 @@ const hardLimitFactor = 1.5
 // default, which is batched) and redis_rate. BenchmarkBatching measures
 // batching.
 var contenders = []contender{
-	{"redisabs", func(c *redis.Client, p policy, clk limiter.Clock) (incFunc, error) {
+	{"redisabs", func(c *redis.Client, p policy, clk interface{ Now() time.Time }) (incFunc, error) {
 		l, err := redisabs.New(c, append(clockOpts(clk), limiter.WithBatching(0))...)
 		if err != nil {
 			return nil, err
@@ -54,17 +54,17 @@ var contenders = []contender{
 			return d.Allowed, err
 		}, nil
 	}},
-	{"redissup", func(c *redis.Client, p policy, clk limiter.Clock) (incFunc, error) {
+	{"redissup", func(c *redis.Client, p policy, clk interface{ Now() time.Time }) (incFunc, error) {
 		l, err := redissup.New(c, append(clockOpts(clk), limiter.WithHardLimitFactor(hardLimitFactor), limiter.WithBatching(0))...)
 		if err != nil {
 			return nil, err
 		}
 		return func(ctx context.Context, k string) (bool, error) {
 			d, err := l.Inc(ctx, k, p.rate, 1)
-			return d.Allowed && d.Outcome == limiter.Allowed, err
+			return d.Allowed && !d.Suppressed, err
 		}, nil
 	}},
-	{"redis_rate", func(c *redis.Client, p policy, _ limiter.Clock) (incFunc, error) {
+	{"redis_rate", func(c *redis.Client, p policy, _ interface{ Now() time.Time }) (incFunc, error) {
 		l := redis_rate.NewLimiter(c)
 		return func(ctx context.Context, k string) (bool, error) {
 			r, err := l.Allow(ctx, k, p.limit)
@@ -76,11 +76,11 @@ var contenders = []contender{
 	}},
 }
 
-func clockOpts(clk limiter.Clock) []limiter.Option {
+func clockOpts(clk interface{ Now() time.Time }) []limiter.Option {
 	if clk == nil {
 		return nil // Redis TIME, as in production
 	}
-	return []limiter.Option{limiter.WithClock(clk)}
+	return []limiter.Option{limiter.WithClock(clk.Now)}
 }
 
 // A workload is the keys the calls rotate over and the policy they run at.

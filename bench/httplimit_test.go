@@ -71,7 +71,7 @@ func ceilSeconds(d time.Duration) int64 { return int64(math.Ceil(d.Seconds())) }
 // t equal to the limiter's decision, one item per limit in order.
 func TestRateLimitHeadersParse(t *testing.T) {
 	clk := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	abs, err := local.NewAbsolute(limiter.WithClock(clk), limiter.WithWindow(10*time.Second))
+	abs, err := local.NewAbsolute(limiter.WithClock(clk.Now), limiter.WithWindow(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -194,7 +194,7 @@ func (c *Cleaner) now() any {
 	if c.o.clock == nil {
 		return ""
 	}
-	return settings.ClampMs(c.o.clock.Now().UnixMilli())
+	return settings.ClampMs(c.o.clock().UnixMilli())
 }
 
 // unknown reports a key the cleaner does not read, or deletes it when

@@ -229,14 +229,14 @@ func TestWithClock(t *testing.T) {
 	write(t, c, key.Absolute, h, at.UnixMilli(), 60_000, 600, 1)
 	c.Persist(ctx, h)
 	opts := []cleanup.Option{cleanup.WithPrefix(prefix), cleanup.WithWindow(time.Minute, 0)}
-	r, err := newCleaner(t, c, append(opts, cleanup.WithClock(fixed(at.Add(10*time.Second))))...).Run(ctx)
+	r, err := newCleaner(t, c, append(opts, cleanup.WithClock(fixed(at.Add(10*time.Second)).Now))...).Run(ctx)
 	if err != nil || r.Live != 1 || r.TTLSet != 1 {
 		t.Fatalf("Run at 10 s = %v, %v; want the key live, given a TTL", r, err)
 	}
 	if ttl := c.PTTL(ctx, h).Val(); ttl < 110*time.Second || ttl > 110600*time.Millisecond {
 		t.Errorf("PTTL %v, want 50.6 s + 60 s", ttl)
 	}
-	r, err = newCleaner(t, c, append(opts, cleanup.WithClock(fixed(at.Add(time.Minute+600*time.Millisecond))))...).Run(ctx)
+	r, err = newCleaner(t, c, append(opts, cleanup.WithClock(fixed(at.Add(time.Minute+600*time.Millisecond)).Now))...).Run(ctx)
 	if err != nil || r.Deleted != 1 {
 		t.Fatalf("Run at W + B = %v, %v; want the key deleted", r, err)
 	}
@@ -286,7 +286,7 @@ func TestRing(t *testing.T) {
 	ring := redistest.Ring(t)
 	prefix := redistest.Prefix(t)
 	now := redisNow(t, ring)
-	old := newLimiter(t, key.Absolute, ring, limiter.WithPrefix(prefix), limiter.WithClock(fixed(now.Add(-time.Hour))))
+	old := newLimiter(t, key.Absolute, ring, limiter.WithPrefix(prefix), limiter.WithClock(fixed(now.Add(-time.Hour)).Now))
 	live := newLimiter(t, key.Suppressed, ring, limiter.WithPrefix(prefix))
 	var keys []string
 	for i := 0; i < 40; i++ {

@@ -69,7 +69,7 @@ func TestObserver(t *testing.T) {
 	// 6 keys written at t0 with a 1-minute window, dead two minutes later,
 	// and 4 live ones.
 	t0 := redisNow(t, c).Add(-2 * time.Minute)
-	old := newLimiter(t, key.Absolute, c, limiter.WithPrefix(prefix), limiter.WithClock(fixed(t0)))
+	old := newLimiter(t, key.Absolute, c, limiter.WithPrefix(prefix), limiter.WithClock(fixed(t0).Now))
 	keys := make([]string, 6)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("old%d", i)

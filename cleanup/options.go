@@ -68,8 +68,8 @@ type options struct {
 	lease     time.Duration
 	threshold int
 	dryRun    bool
-	clock     limiter.Clock // nil: Redis TIME
-	all       window        // for every key not otherwise known; span 0: none
+	clock     func() time.Time // nil: Redis TIME
+	all       window           // for every key not otherwise known; span 0: none
 	limits    map[string]window
 	fn        WindowFunc
 	unknown   func(redisKey string) bool
@@ -253,17 +253,17 @@ func WithTrimThreshold(n int) Option {
 // that takes several steps reports its first step only.)
 func WithDryRun() Option { return func(o *options) { o.dryRun = true } }
 
-// WithClock makes the cleaner judge buckets by clk instead of Redis TIME,
-// for keys written by limiters given limiter.WithClock (tests and
-// simulations); the TTLs it gives then carry the same 60 s of slack as the
-// providers' writes. Default: Redis TIME.
-func WithClock(clk limiter.Clock) Option {
+// WithClock makes the cleaner judge buckets by the time now returns
+// instead of Redis TIME, for keys written by limiters given
+// limiter.WithClock (tests and simulations); the TTLs it gives then carry
+// the same 60 s of slack as the providers' writes. Default: Redis TIME.
+func WithClock(now func() time.Time) Option {
 	return func(o *options) {
-		if clk == nil {
+		if now == nil {
 			o.fail("nil clock")
 			return
 		}
-		o.clock = clk
+		o.clock = now
 	}
 }
 

@@ -28,7 +28,7 @@ func TestProbeKeyIsKnown(t *testing.T) {
 			client := c(t)
 			prefix := redistest.Prefix(t)
 			at := time.UnixMilli(1_000_000_000_000)
-			cfg, err := window.NewConfig(limiter.WithPrefix(prefix), limiter.WithWindow(time.Minute), limiter.WithClock(fixed(at)))
+			cfg, err := window.NewConfig(limiter.WithPrefix(prefix), limiter.WithWindow(time.Minute), limiter.WithClock(fixed(at).Now))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -40,12 +40,12 @@ func TestProbeKeyIsKnown(t *testing.T) {
 				t.Fatalf("EXISTS %s = %d, %v; want the probe's hash", probe, n, err)
 			}
 			opts := []cleanup.Option{cleanup.WithPrefix(prefix)}
-			r, err := newCleaner(t, client, append(opts, cleanup.WithDryRun(), cleanup.WithClock(fixed(at.Add(time.Second))))...).Run(ctx)
+			r, err := newCleaner(t, client, append(opts, cleanup.WithDryRun(), cleanup.WithClock(fixed(at.Add(time.Second)).Now))...).Run(ctx)
 			if err != nil || r.Scanned != 1 || r.Live != 1 || r.Skipped[cleanup.Foreign] != 0 || r.Deleted != 0 {
 				t.Fatalf("dry run while the probe's unit is live = %+v, %v; want it live, not Foreign", r, err)
 			}
 			// W + B after the unit: expired, deleted like any limiter hash.
-			r, err = newCleaner(t, client, append(opts, cleanup.WithClock(fixed(at.Add(time.Minute+600*time.Millisecond))))...).Run(ctx)
+			r, err = newCleaner(t, client, append(opts, cleanup.WithClock(fixed(at.Add(time.Minute+600*time.Millisecond)).Now))...).Run(ctx)
 			if err != nil || r.Deleted != 1 || r.Skipped[cleanup.Foreign] != 0 {
 				t.Fatalf("Run once the probe's unit expired = %+v, %v; want it deleted", r, err)
 			}

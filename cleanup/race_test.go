@@ -42,7 +42,7 @@ func TestRace(t *testing.T) {
 	span := (w + b).Milliseconds()
 	rate := limiter.Every(capa, w)
 	clk := &stepClock{now: time.UnixMilli(1_800_000_000_000)}
-	opts := []limiter.Option{limiter.WithWindow(w), limiter.WithBucket(b), limiter.WithPrefix(prefix), limiter.WithClock(clk)}
+	opts := []limiter.Option{limiter.WithWindow(w), limiter.WithBucket(b), limiter.WithPrefix(prefix), limiter.WithClock(clk.Now)}
 	ls := map[string]limiter.Limiter{}
 	for _, s := range strategies {
 		o := opts
@@ -53,7 +53,7 @@ func TestRace(t *testing.T) {
 	}
 
 	var passes, deleted, trimmed atomic.Int64
-	cl := newCleaner(t, c, cleanup.WithPrefix(prefix), cleanup.WithWindow(w, b), cleanup.WithClock(clk),
+	cl := newCleaner(t, c, cleanup.WithPrefix(prefix), cleanup.WithWindow(w, b), cleanup.WithClock(clk.Now),
 		cleanup.WithRate(math.Inf(1)), cleanup.WithPeriod(0), cleanup.WithTrimThreshold(0),
 		cleanup.WithReports(func(r cleanup.Report, err error) {
 			if err != nil {

@@ -89,7 +89,7 @@ func seedKeys(t testing.TB, c redis.UniversalClient, prefix string, now time.Tim
 		incAll(t, l, byStrategy(s.live, st))
 		incAll(t, l, byStrategy(s.noTTL, st))
 		// Dead: the newest bucket opened an hour ago.
-		old := newLimiter(t, st, c, win, limiter.WithPrefix(prefix), limiter.WithClock(fixed(now.Add(-time.Hour))))
+		old := newLimiter(t, st, c, win, limiter.WithPrefix(prefix), limiter.WithClock(fixed(now.Add(-time.Hour)).Now))
 		incAll(t, old, byStrategy(s.dead, st))
 		// Another prefix: dead ones and live ones without a TTL.
 		var od, ol []string
@@ -97,7 +97,7 @@ func seedKeys(t testing.TB, c redis.UniversalClient, prefix string, now time.Tim
 			od = append(od, fmt.Sprintf("%s-dead:%d", st, i))
 			ol = append(ol, fmt.Sprintf("%s-live:%d", st, i))
 		}
-		incAll(t, newLimiter(t, st, c, win, limiter.WithPrefix(other), limiter.WithClock(fixed(now.Add(-time.Hour)))), od)
+		incAll(t, newLimiter(t, st, c, win, limiter.WithPrefix(other), limiter.WithClock(fixed(now.Add(-time.Hour)).Now)), od)
 		incAll(t, newLimiter(t, st, c, win, limiter.WithPrefix(other)), ol)
 		for _, k := range append(od, ol...) {
 			s.other = append(s.other, hashName(t, other, k, st))
@@ -111,7 +111,7 @@ func seedKeys(t testing.TB, c redis.UniversalClient, prefix string, now time.Tim
 			back time.Duration
 		}{{byStrategy(s.trim, st), 550 * time.Second}, {byStrategy(s.keep, st), 320 * time.Second}} {
 			clk := &stepClock{now: now.Add(-set.back)}
-			l := newLimiter(t, st, c, win, limiter.WithPrefix(prefix), limiter.WithClock(clk))
+			l := newLimiter(t, st, c, win, limiter.WithPrefix(prefix), limiter.WithClock(clk.Now))
 			for i := 0; i < 100; i++ {
 				incAll(t, l, set.keys)
 				clk.Advance(seedB)
@@ -291,7 +291,7 @@ func runSeeded(t *testing.T, c redis.UniversalClient, nodes int) {
 			if bu != au || bd != ad {
 				t.Errorf("%q: usage at %d was %d/%d, now %d/%d", k.redis, at, bu, bd, au, ad)
 			}
-			g := newLimiter(t, k.strategy, c, limiter.WithWindow(seedW), limiter.WithPrefix(prefix), limiter.WithClock(fixed(time.UnixMilli(at))))
+			g := newLimiter(t, k.strategy, c, limiter.WithWindow(seedW), limiter.WithPrefix(prefix), limiter.WithClock(fixed(time.UnixMilli(at)).Now))
 			u, err := g.Get(ctx, k.user)
 			if err != nil || u.Used != au || u.Declined != ad {
 				t.Errorf("%q: Get at %d = %+v, %v; want used %d, declined %d", k.redis, at, u, err, au, ad)

@@ -32,7 +32,7 @@ func TestTrimKeepsSets(t *testing.T) {
 		t.Run(strategy, func(t *testing.T) {
 			prefix := redistest.Prefix(t)
 			clk := &stepClock{now: time.UnixMilli(1_767_268_800_000)}
-			l := newLimiter(t, strategy, c, limiter.WithPrefix(prefix), limiter.WithClock(clk)).(limiter.SetLimiter)
+			l := newLimiter(t, strategy, c, limiter.WithPrefix(prefix), limiter.WithClock(clk.Now)).(limiter.SetLimiter)
 			for i := 0; i < 10; i++ { // ten buckets of "second", 100 ms apart
 				if d, err := l.IncSet(ctx, "u", set, 1); err != nil || !d.Allowed {
 					t.Fatalf("IncSet #%d = %+v, %v; want admitted", i, d, err)
@@ -48,7 +48,7 @@ func TestTrimKeepsSets(t *testing.T) {
 				t.Fatalf("GetSet before the pass = %+v, want 4 and 10 used", before)
 			}
 			r, err := newCleaner(t, c, cleanup.WithPrefix(prefix), cleanup.WithRate(math.Inf(1)),
-				cleanup.WithSet(set), cleanup.WithClock(clk), cleanup.WithTrimThreshold(0)).Run(ctx)
+				cleanup.WithSet(set), cleanup.WithClock(clk.Now), cleanup.WithTrimThreshold(0)).Run(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}

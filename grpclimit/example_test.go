@@ -65,7 +65,7 @@ func printCall(err error, hdr metadata.MD) {
 // x-forwarded-for. The third call of 198.51.100.4 is refused with the
 // exact wait; another client has its own count.
 func Example() {
-	l, err := local.NewAbsolute(limiter.WithWindow(time.Minute), limiter.WithClock(stoppedClock{}))
+	l, err := local.NewAbsolute(limiter.WithWindow(time.Minute), limiter.WithClock(stoppedClock{}.Now))
 	if err != nil {
 		panic(err)
 	}

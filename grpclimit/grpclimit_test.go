@@ -109,9 +109,9 @@ func (r *recorder) count() int {
 	return r.calls
 }
 
-func newLocal(t *testing.T, clk limiter.Clock, window time.Duration) *local.Absolute {
+func newLocal(t *testing.T, clk interface{ Now() time.Time }, window time.Duration) *local.Absolute {
 	t.Helper()
-	l, err := local.NewAbsolute(limiter.WithWindow(window), limiter.WithClock(clk))
+	l, err := local.NewAbsolute(limiter.WithWindow(window), limiter.WithClock(clk.Now))
 	if err != nil {
 		t.Fatalf("local.NewAbsolute: %v", err)
 	}

@@ -26,7 +26,7 @@ func TestRedisMini(t *testing.T) {
 	clk.Drive(mr)
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { client.Close() })
-	l, err := redisabs.New(client, limiter.WithWindow(10*time.Second), limiter.WithClock(clk))
+	l, err := redisabs.New(client, limiter.WithWindow(10*time.Second), limiter.WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}

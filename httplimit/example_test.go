@@ -180,7 +180,7 @@ func ExampleWithSkipMethods() {
 func ExampleNewSet() {
 	ctx := context.Background()
 	// A stopped clock keeps the output exact; leave WithClock out in code.
-	l, err := local.NewAbsolute(limiter.WithClock(stoppedClock{}))
+	l, err := local.NewAbsolute(limiter.WithClock(stoppedClock{}.Now))
 	if err != nil {
 		panic(err)
 	}
@@ -215,7 +215,7 @@ func ExampleNewSet() {
 	//     "per-second";r=0;t=2, "per-hour";r=98;t=3636
 }
 
-// stoppedClock is a limiter.Clock that always reads the same instant.
+// stoppedClock always reads the same instant; limiter.WithClock takes its Now.
 type stoppedClock struct{}
 
 func (stoppedClock) Now() time.Time { return time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC) }

@@ -56,14 +56,14 @@ func TestRedisOverHTTP(t *testing.T) {
 func TestRedisSetOverHTTP(t *testing.T) {
 	srv := redistest.Real(t)
 	clk := conformance.NewClock()
-	runSetOverHTTP(t, newRedisAbs(t, srv.Client(t), limiter.WithClock(clk)), clk.Advance)
+	runSetOverHTTP(t, newRedisAbs(t, srv.Client(t), limiter.WithClock(clk.Now)), clk.Advance)
 }
 
 // TestRedisSetOverHTTPMini: the same on miniredis.
 func TestRedisSetOverHTTPMini(t *testing.T) {
 	_, c := redistest.Mini(t)
 	clk := conformance.NewClock()
-	runSetOverHTTP(t, newRedisAbs(t, c, limiter.WithClock(clk)), clk.Advance)
+	runSetOverHTTP(t, newRedisAbs(t, c, limiter.WithClock(clk.Now)), clk.Advance)
 }
 
 // TestRedisDownFailError: under FailError, with Redis stopped or paused, for

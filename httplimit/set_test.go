@@ -117,7 +117,7 @@ func runSetOverHTTP(t *testing.T, p setProvider, advance func(time.Duration)) {
 
 func TestSetOverHTTPLocal(t *testing.T) {
 	clk := conformance.NewClock()
-	l, err := local.NewAbsolute(limiter.WithClock(clk))
+	l, err := local.NewAbsolute(limiter.WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestSetTiers(t *testing.T) {
 		limiter.Limit{Name: "daily", Rate: limiter.PerDay(100), Window: 24 * time.Hour})
 	pro := mustSet(t, limiter.Limit{Name: "burst", Rate: limiter.PerSecond(10), Window: time.Second},
 		limiter.Limit{Name: "daily", Rate: limiter.PerDay(10_000), Window: 24 * time.Hour})
-	l, err := local.NewAbsolute(limiter.WithClock(conformance.NewClock()))
+	l, err := local.NewAbsolute(limiter.WithClock(conformance.NewClock().Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestSetTiers(t *testing.T) {
 func TestSetDenyResult(t *testing.T) {
 	set := mustSet(t, limiter.Limit{Name: "a", Rate: limiter.PerSecond(1), Window: time.Second},
 		limiter.Limit{Name: "b", Rate: limiter.PerMinute(10), Window: time.Minute})
-	l, err := local.NewAbsolute(limiter.WithClock(conformance.NewClock()))
+	l, err := local.NewAbsolute(limiter.WithClock(conformance.NewClock().Now))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func TestWindowFromProvider(t *testing.T) {
 	for _, p := range windowedProviders() {
 		t.Run(p.name, func(t *testing.T) {
 			clk := conformance.NewClock()
-			l, err := p.new(t, limiter.WithWindow(time.Minute), limiter.WithClock(clk))
+			l, err := p.new(t, limiter.WithWindow(time.Minute), limiter.WithClock(clk.Now))
 			if err != nil {
 				t.Fatalf("new: %v", err)
 			}

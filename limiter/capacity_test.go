@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -75,13 +76,13 @@ func TestHardCapacity(t *testing.T) {
 		{limiter.PerSecond(1), time.Second, 2.9999, 2},
 	}
 	for _, tt := range tests {
-		got, err := limiter.HardCapacity(tt.rate, tt.window, tt.factor)
+		got, err := window.HardCapacity(tt.rate, tt.window, tt.factor)
 		if err != nil || got != tt.want {
 			t.Errorf("HardCapacity(%v, %v, %v) = %d, %v; want %d", tt.rate, tt.window, tt.factor, got, err, tt.want)
 		}
 	}
 	for _, f := range []float64{0.99, math.NaN(), math.Inf(1), -1} {
-		if _, err := limiter.HardCapacity(limiter.PerSecond(1), time.Second, f); !errors.Is(err, limiter.ErrInvalidConfig) {
+		if _, err := window.HardCapacity(limiter.PerSecond(1), time.Second, f); !errors.Is(err, limiter.ErrInvalidConfig) {
 			t.Errorf("HardCapacity factor %v error = %v, want ErrInvalidConfig", f, err)
 		}
 	}
@@ -96,20 +97,12 @@ func TestRateString(t *testing.T) {
 	}
 }
 
-func TestOutcomeString(t *testing.T) {
-	for o, want := range map[limiter.Outcome]string{limiter.Allowed: "allowed", limiter.Rejected: "rejected", limiter.Suppressed: "suppressed", 0: "Outcome(0)", 7: "Outcome(7)"} {
-		if got := o.String(); got != want {
-			t.Errorf("Outcome(%d).String() = %q, want %q", int(o), got, want)
-		}
-	}
-}
-
-// TestEnumStrings: the names String gives FailurePolicy values, whose
-// table follows the constants' order.
+// TestEnumStrings: the names policyName gives FailurePolicy values (the
+// logged "policy"), whose table follows the constants' order.
 func TestEnumStrings(t *testing.T) {
 	for p, want := range map[limiter.FailurePolicy]string{limiter.FallbackLocal: "FallbackLocal", limiter.FailOpen: "FailOpen", limiter.FailClosed: "FailClosed", limiter.FailError: "FailError", -1: "FailurePolicy(-1)", 4: "FailurePolicy(4)"} {
-		if got := p.String(); got != want {
-			t.Errorf("FailurePolicy(%d).String() = %q, want %q", int(p), got, want)
+		if got := limiter.PolicyName(p); got != want {
+			t.Errorf("policyName(FailurePolicy(%d)) = %q, want %q", int(p), got, want)
 		}
 	}
 }
@@ -138,7 +131,7 @@ func TestCapacityFastPathMatchesHardCapacity(t *testing.T) {
 	check := func(p float64, w time.Duration) {
 		r := limiter.PerSecond(p)
 		c, err := limiter.Capacity(r, w)
-		hc, herr := limiter.HardCapacity(r, w, 1)
+		hc, herr := window.HardCapacity(r, w, 1)
 		if c != hc || (err == nil) != (herr == nil) || err != nil && err.Error() != herr.Error() {
 			t.Fatalf("rate %v window %v: Capacity = %d, %v; HardCapacity(…, 1) = %d, %v", p, w, c, err, hc, herr)
 		}
@@ -180,7 +173,7 @@ func TestHardCapacityFastPathMatchesDefinition(t *testing.T) {
 				if i >= 13 && rng.IntN(20) != 0 { // random rates: a sample of the pairs
 					continue
 				}
-				got, err := limiter.HardCapacity(limiter.PerSecond(p), w, f)
+				got, err := window.HardCapacity(limiter.PerSecond(p), w, f)
 				valid := p > 0 && !math.IsInf(p, 0) && w > 0 && f >= 1 && !math.IsInf(f, 0)
 				want := math.Floor(p*w.Seconds()*f + 1e-9)
 				if f == 1 {

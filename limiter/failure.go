@@ -29,9 +29,9 @@ const (
 	// FailOpen admits every request (Allowed, Degraded). A request that can
 	// never fit (n > C) is still refused with Never set.
 	FailOpen
-	// FailClosed refuses every request (Rejected for absolute, Suppressed
-	// with factor 1 for suppressed; Degraded), with RetryAfter set to the
-	// probe interval as a hint.
+	// FailClosed refuses every request (Degraded; for the suppressed
+	// strategy Suppressed, with factor 1), with RetryAfter set to the probe
+	// interval as a hint.
 	FailClosed
 	// FailError returns the error: Redis's own error (wrapped with the
 	// package and operation) from the call that found Redis unavailable,
@@ -39,9 +39,10 @@ const (
 	FailError
 )
 
-// String returns the policy's name as written in Go ("FallbackLocal", …),
-// or "FailurePolicy(n)" for a value that is none of them.
-func (p FailurePolicy) String() string {
+// policyName returns the policy's name as written in Go ("FallbackLocal",
+// …), or "FailurePolicy(n)" for a value that is none of them: the
+// "policy" of a logged state change, and WithFailurePolicy's error.
+func policyName(p FailurePolicy) string {
 	return enumName(p, "FailurePolicy", "FallbackLocal", "FailOpen", "FailClosed", "FailError")
 }
 
@@ -102,7 +103,7 @@ func WithFailurePolicy(p FailurePolicy) Option {
 	return func(c *config) {
 		c.Record(settings.OptFailurePolicy)
 		if p < FallbackLocal || p > FailError {
-			c.Fail(fmt.Errorf("%w: unknown failure policy %v", ErrInvalidConfig, p))
+			c.Fail(fmt.Errorf("%w: unknown failure policy %s", ErrInvalidConfig, policyName(p)))
 			return
 		}
 		c.Policy = p

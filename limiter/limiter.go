@@ -6,30 +6,9 @@ import (
 	"time"
 )
 
-// Outcome classifies a Decision.
-type Outcome int
-
-// The zero Outcome is none of these, so the zero Decision that comes with an
-// error never reads as Allowed.
-const (
-	// Allowed: the request fits (absolute), or is at or below the soft
-	// target (suppressed).
-	Allowed Outcome = iota + 1
-	// Rejected: the absolute strategy refused the request.
-	Rejected
-	// Suppressed: the suppressed strategy is above its soft target. The
-	// request may still be admitted: read Decision.Allowed.
-	Suppressed
-)
-
-// String returns "allowed", "rejected" or "suppressed".
-func (o Outcome) String() string {
-	return enumName(o, "Outcome", "", "allowed", "rejected", "suppressed")
-}
-
 // enumName returns names[v], the name of v in the constants of its type
-// typ, or "typ(v)" for a value without a name. Outcome and
-// FailurePolicy name their values with it.
+// typ, or "typ(v)" for a value without a name. FailurePolicy names its
+// values with it.
 func enumName[T ~int](v T, typ string, names ...string) string {
 	if v >= 0 && int(v) < len(names) && names[v] != "" {
 		return names[v]
@@ -41,10 +20,14 @@ func enumName[T ~int](v T, typ string, names ...string) string {
 // Allowed false, never an error. Every provider fills it identically for the
 // same trace of calls and times.
 type Decision struct {
-	// Outcome classifies the decision.
-	Outcome Outcome
 	// Allowed reports whether the caller may proceed.
 	Allowed bool
+	// Suppressed reports that the suppressed strategy was above its soft
+	// target for this call (for a set, some limit was): the draw against
+	// SuppressionFactor decided it, or the hard capacity refused it. The
+	// request may still be admitted: read Allowed. Always false for the
+	// absolute strategy, whose refusals have Allowed and Suppressed false.
+	Suppressed bool
 	// Limit is the capacity C of the window (the soft capacity for the
 	// suppressed strategy). 0 from IsAllowed on a key with no stored state.
 	Limit int64

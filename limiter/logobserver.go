@@ -32,11 +32,11 @@ func (o logObserver) ObserveDecision(ctx context.Context, e DecisionEvent) {
 	}
 	attrs := []slog.Attr{
 		slog.String("provider", e.Provider), slog.String("strategy", e.Strategy), slog.String("op", e.Op),
-		slog.String("outcome", e.Decision.Outcome.String()), slog.Bool("allowed", e.Decision.Allowed),
-		slog.Bool("degraded", e.Decision.Degraded), slog.Bool("shed", e.Decision.Shed), slog.String("source", e.Source()),
+		slog.String("outcome", outcomeName(&e.Decision)), slog.Bool("allowed", e.Decision.Allowed),
+		slog.Bool("degraded", e.Decision.Degraded), slog.Bool("shed", e.Decision.Shed), slog.String("source", e.Source),
 		slog.Int64("cost", e.Cost),
 	}
-	if p := e.Policy(); p != "" {
+	if p := e.Policy; p != "" {
 		attrs = append(attrs, slog.String("policy", p))
 	}
 	if e.Backend {
@@ -75,7 +75,7 @@ func (o logObserver) ObserveEvent(ctx context.Context, e Event) {
 func logStateChange(ctx context.Context, l *slog.Logger, sc StateChange) {
 	if sc.Degraded {
 		l.WarnContext(ctx, "sluice: Redis unavailable, answering by the failure policy",
-			"provider", sc.Provider, "policy", sc.Policy.String(), "cause", sc.Cause)
+			"provider", sc.Provider, "policy", policyName(sc.Policy), "cause", sc.Cause)
 		return
 	}
 	if sc.Cause != nil {
@@ -86,4 +86,16 @@ func logStateChange(ctx context.Context, l *slog.Logger, sc StateChange) {
 	l.InfoContext(ctx, "sluice: Redis answers again",
 		"provider", sc.Provider, "degraded_for", sc.Duration,
 		"reconciled", sc.Reconciled, "unreconciled", sc.Unreconciled, "unreconciled_units", sc.UnreconciledUnits)
+}
+
+// outcomeName is the "outcome" of a logged decision: "suppressed" (above
+// the soft target), else "allowed" or "rejected".
+func outcomeName(d *Decision) string {
+	switch {
+	case d.Suppressed:
+		return "suppressed"
+	case d.Allowed:
+		return "allowed"
+	}
+	return "rejected"
 }

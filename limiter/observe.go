@@ -26,9 +26,9 @@ type Observer interface {
 	ObserveEvent(ctx context.Context, e Event)
 }
 
-// DecisionEvent describes one decision: an Inc, IsAllowed, IncSet or
-// IsAllowedSet that returned a nil error (calls that return an error are
-// not decisions; a failed Redis call is reported by a "backend_error" Event).
+// DecisionEvent describes one decision: an Inc, IsAllowed or IncSet that
+// returned a nil error (calls that return an error are not decisions; a
+// failed Redis call is reported by a "backend_error" Event).
 //
 // Key is the caller's key. It is here for the observer that needs it (a
 // sampled log, a bounded top-k); a metric attribute made of it would have
@@ -36,14 +36,14 @@ type Observer interface {
 type DecisionEvent struct {
 	// Provider is "local", "redisabs", "redissup" or "hybrid" (both
 	// hybrid strategies); Strategy "absolute" or "suppressed"; Op "inc",
-	// "is_allowed", "inc_set" or "is_allowed_set". These values, like
+	// "is_allowed" or "inc_set". These values, like
 	// ErrorClass's and Source's, are few and fixed: fit for a metric
 	// attribute.
 	Provider string
 	Strategy string
 	Op       string
 	Key      string
-	Cost     int64 // n as the caller gave it; 0 for IsAllowed and IsAllowedSet
+	Cost     int64 // n as the caller gave it; 0 for IsAllowed
 	// Decision is the decision returned (for a set, the set's).
 	Decision Decision
 	// Limits is, for a set call, each limit's part of the decision, in
@@ -58,6 +58,25 @@ type DecisionEvent struct {
 	// open, and for those a provider answered from memory (a hybrid
 	// lease, a remembered refusal). Source sorts all of these.
 	Backend bool
+	// Source says who answered the decision: "local" (a local provider,
+	// in process), "redis" (Redis, in a script call of this decision),
+	// "memory" (the provider answered from what it remembers of Redis's
+	// earlier answers, without a Redis call: a refusal hot-key relief
+	// remembers, a hybrid's lease or cached refusal; exact within the
+	// staleness bounds of docs/algorithms.md, Staleness), "policy" (Redis
+	// could not be asked and the failure policy answered:
+	// Decision.Degraded) or "shed" (the call's budget ran out while Redis
+	// was not known to be down, and it was refused unasked:
+	// Decision.Shed).
+	Source string
+	// Policy is the name of the limit that decided a set call: the first
+	// limit (in the set's order) that refused it or, for an admitted call
+	// (or a refusal that names no limit, as a degraded answer may), the
+	// limit with the fewest units remaining (the first such), whose Limit
+	// and Remaining the set's Decision carries. "" for a call on a single
+	// limit, which has no name. Limit names are few and chosen by the
+	// program, so it is fit for a metric attribute.
+	Policy string
 	// Start and Duration are when the Redis call started and how long it
 	// took, whether it succeeded or failed (then the failure policy
 	// answered, Decision.Degraded is set and ErrorClass says why). Zero
@@ -75,52 +94,6 @@ type DecisionEvent struct {
 	// breaker stays closed) or "canceled" (the caller's context was
 	// cancelled or passed its own deadline: returned, not Redis's fault).
 	ErrorClass string
-}
-
-// Policy returns the name of the limit that decided a set call: the first
-// limit (in the set's order) that refused it, or, for an admitted call,
-// (or a refusal that names no limit, as a degraded answer may) the limit
-// with the fewest units remaining, whose Limit and Remaining the set's
-// Decision carries. "" for a call on a single limit, which has no
-// name. Limit names are few and chosen by the program, so the result is
-// fit for a metric attribute.
-func (e *DecisionEvent) Policy() string {
-	if len(e.Limits) == 0 {
-		return ""
-	}
-	best := 0
-	for i := range e.Limits {
-		if e.Limits[i].Refused {
-			return e.Limits[i].Name
-		}
-		if e.Limits[i].Remaining < e.Limits[best].Remaining {
-			best = i
-		}
-	}
-	return e.Limits[best].Name
-}
-
-// Source says who answered the decision: "local" (a local provider, in
-// process), "redis" (Redis, in a script call of this decision), "memory"
-// (the provider answered from what it remembers of Redis's earlier
-// answers, without a Redis call: a refusal hot-key relief remembers, a
-// hybrid's lease or cached refusal; exact within the staleness bounds of
-// docs/algorithms.md, Staleness), "policy" (Redis could not be asked and
-// the failure policy answered: Decision.Degraded) or "shed" (the call's
-// budget ran out while Redis was not known to be down, and it was refused
-// unasked: Decision.Shed).
-func (e *DecisionEvent) Source() string {
-	switch {
-	case e.Provider == "local":
-		return "local"
-	case e.Decision.Degraded:
-		return "policy"
-	case e.Decision.Shed:
-		return "shed"
-	case !e.Backend:
-		return "memory"
-	}
-	return "redis"
 }
 
 // Event is a backend event. Kind says what it reports, and which fields

@@ -37,31 +37,6 @@ func TestMultiObserver(t *testing.T) {
 	}
 }
 
-func TestPolicy(t *testing.T) {
-	ls := []limiter.LimitDecision{{Name: "second", Remaining: 3}, {Name: "minute", Remaining: 1}, {Name: "day", Remaining: 1}}
-	for _, c := range []struct {
-		name    string
-		e       limiter.DecisionEvent
-		want    string
-		refused []int
-	}{
-		{"single limit", limiter.DecisionEvent{}, "", nil},
-		{"admitted: fewest remaining, first of equals", limiter.DecisionEvent{Decision: limiter.Decision{Allowed: true}}, "minute", nil},
-		{"refused: first refusing limit", limiter.DecisionEvent{}, "day", []int{2}},
-		{"refused by two", limiter.DecisionEvent{}, "second", []int{2, 0}},
-	} {
-		if c.name != "single limit" {
-			c.e.Limits = append([]limiter.LimitDecision(nil), ls...)
-			for _, i := range c.refused {
-				c.e.Limits[i].Refused = true
-			}
-		}
-		if got := c.e.Policy(); got != c.want {
-			t.Errorf("%s: Policy() = %q, want %q", c.name, got, c.want)
-		}
-	}
-}
-
 // TestLogObserver: state changes as WithLogger logs them, failed calls at
 // Warn, cleanup runs at Info (Warn on error), decisions at Debug only.
 func TestLogObserver(t *testing.T) {
@@ -70,7 +45,7 @@ func TestLogObserver(t *testing.T) {
 		o := limiter.NewLogObserver(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: level})))
 		ctx := context.Background()
 		o.ObserveDecision(ctx, limiter.DecisionEvent{Provider: "redisabs", Strategy: "absolute", Op: "inc", Key: "secret-key", Cost: 2,
-			Decision: limiter.Decision{Outcome: limiter.Rejected}, Backend: true, Duration: time.Millisecond})
+			Decision: limiter.Decision{}, Backend: true, Duration: time.Millisecond})
 		o.ObserveEvent(ctx, limiter.Event{Kind: window.EventBackendError, Provider: "redisabs", Op: "inc",
 			ErrorClass: window.ErrorTimeout, Err: errors.New("deadline"), Duration: 250 * time.Millisecond})
 		o.ObserveEvent(ctx, limiter.Event{Kind: window.EventStateChange, Provider: "redisabs",

@@ -20,10 +20,6 @@ type Option func(*config)
 // with the defaults documented on each option.
 type config = settings.Config[Observer, FailurePolicy, StateChange]
 
-// Clock tells time to a provider. The local providers read it on every
-// call; Redis providers use Redis TIME unless WithClock is given.
-type Clock interface{ Now() time.Time }
-
 // WithWindow sets the sliding window length W. Default 1 minute. It must be
 // a whole number of milliseconds between 1 ms and 31 days. Redis providers
 // record W and B in each key's state: a limiter with another window (or
@@ -79,7 +75,8 @@ func WithSuppressionCache(d time.Duration) Option {
 	}
 }
 
-// WithClock sets the time source. Default: the wall clock, read once at
+// WithClock sets the time source: now returns the current time, and must
+// be safe for concurrent use. Default: the wall clock, read once at
 // start and advanced by the monotonic clock (it never steps backwards when
 // the system clock is set; see docs/algorithms.md, Time). The local
 // providers read it for every decision. Redis providers
@@ -92,14 +89,14 @@ func WithSuppressionCache(d time.Duration) Option {
 // (SetTime, FastForward) must give the limiter the same clock, or a
 // refusal it remembers answers for up to a second of wall time after
 // miniredis' window has moved past it (docs/testing-your-code.md).
-func WithClock(clk Clock) Option {
+func WithClock(now func() time.Time) Option {
 	return func(c *config) {
 		c.Record(settings.OptClock)
-		if clk == nil {
+		if now == nil {
 			c.Fail(fmt.Errorf("%w: nil clock", ErrInvalidConfig))
 			return
 		}
-		c.Clock = clk
+		c.Clock = now
 		c.ClockSet = true
 	}
 }

@@ -62,7 +62,7 @@ var stringUnits = [...]rateUnit{
 // longer than a time.Duration can hold (about 292 years), or a rate that is
 // not a finite number > 0 events per second (such as "1e308/ms") is an
 // error wrapping ErrInvalidRate that quotes the input and names the bad
-// part. The rate's Period is the PERIOD read (10 s for "3/10s"), and
+// part. The rate's period is the PERIOD read (10 s for "3/10s"), and
 // ParseRate(r.String()) == r for every r that ParseRate returns.
 func ParseRate(s string) (Rate, error) {
 	count, period, ok := strings.Cut(s, "/")

@@ -12,7 +12,7 @@ import (
 // Rate is a target rate: a count of events per period. Build one with
 // PerSecond, PerMinute, PerHour, PerDay or Every (or ParseRate). It
 // decides as its events per second; the period it was built with is the
-// default window of a Limit that gives none (DefaultWindow), and String
+// default window of a Limit that gives none (see Limit.Window), and String
 // writes it. Two Rates are equal when built with the same count and
 // period: PerMinute(60) decides as PerSecond(1) but is not equal to it.
 // The zero Rate is invalid: passing it to Inc returns ErrInvalidRate. A
@@ -53,21 +53,15 @@ func Every(n float64, d time.Duration) Rate {
 // PerSecondValue returns the rate in events per second.
 func (r Rate) PerSecondValue() float64 { return r.perSecond }
 
-// Period returns the period r was built with: 1 s for PerSecond, 1 min,
-// 1 h and 24 h for PerMinute, PerHour and PerDay, d for Every(n, d) and the
-// PERIOD of ParseRate's input (10 s for "3/10s"). It is 0 for the zero Rate
-// and for an Every with a period ≤ 0.
-func (r Rate) Period() time.Duration { return r.period }
-
-// DefaultWindow returns the window a rate is given when none is (a Limit
-// with Window 0, a sluice command without --window): the rate's Period, so
+// defaultWindow returns the window a rate is given when none is (a Limit
+// with Window 0, a sluice command without --window): the rate's period, so
 // that "100/day" admits 100 per day and Every(3, 10*time.Second) 3 per
 // 10 s. A rate of less than one unit per period takes the shortest whole
 // multiple of its period that holds one unit (PerSecond(0.5): 2 s; the
 // capacity rule is Capacity's). An invalid rate is its ErrInvalidRate; a
 // window outside 1 ms to 31 days (Every(1, 40*24*time.Hour), or 1e-9 per
 // day) is ErrInvalidConfig naming the period: give the window then.
-func DefaultWindow(r Rate) (time.Duration, error) {
+func defaultWindow(r Rate) (time.Duration, error) {
 	if err := r.validate(); err != nil {
 		return 0, err
 	}
@@ -122,7 +116,7 @@ func (r Rate) validate() error {
 }
 
 // epsilon absorbs binary rounding in rate × window (0.7 × 10 must give 7).
-const epsilon = 1e-9
+const epsilon = settings.CapacityEpsilon
 
 // Capacity returns C = floor(rate × window in seconds + 1e-9), the number of
 // units a window of the given length admits. It is the one function every
@@ -132,49 +126,21 @@ func Capacity(r Rate, window time.Duration) (int64, error) {
 	// The fast path, small enough to inline into every Inc: for x ≥ 0,
 	// int64 truncation is floor, and every invalid input (NaN, ±Inf, a
 	// rate ≤ 0, a window ≤ 0, C < 1 or C > 2^50) fails the one test and
-	// takes HardCapacity's path, which names the error.
+	// takes the path below, which names the error.
 	if v := r.perSecond*window.Seconds() + epsilon; v >= 1 && v < float64(settings.MaxCapacity)+1 && window > 0 {
 		return int64(v), nil
 	}
-	return HardCapacity(r, window, 1)
+	return capacityError(r, window)
 }
 
-// HardCapacity returns H = floor(rate × window in seconds × factor + 1e-9),
-// the ceiling of the suppressed strategy. With factor 1 it equals Capacity.
-func HardCapacity(r Rate, window time.Duration, factor float64) (int64, error) {
-	// The fast path, as Capacity's: every invalid input (a NaN or
-	// infinite factor or one below 1, a bad rate or window, H out of
-	// range) fails one of its tests and takes the path below, which names
-	// the error. The arithmetic is the path's own, so both give the same H.
-	if x := r.perSecond * window.Seconds(); factor >= 1 && window > 0 && !r.hasBadPeriod {
-		if factor != 1 {
-			x *= factor
-		}
-		if v := x + epsilon; v >= 1 && v < float64(settings.MaxCapacity)+1 {
-			return int64(v), nil
-		}
-	}
+// capacityError is Capacity's slow path: the error that names what is
+// wrong (the rate first).
+func capacityError(r Rate, window time.Duration) (int64, error) {
 	if err := r.validate(); err != nil {
 		return 0, err
 	}
-	if window <= 0 {
-		return 0, fmt.Errorf("%w: window %v", ErrInvalidConfig, window)
-	}
-	if math.IsNaN(factor) || math.IsInf(factor, 0) || factor < 1 {
-		return 0, fmt.Errorf("%w: hard limit factor %v", ErrInvalidConfig, factor)
-	}
-	x := r.perSecond * window.Seconds()
-	if factor != 1 {
-		x *= factor
-	}
-	c := math.Floor(x + epsilon)
-	switch {
-	case c < 1:
-		return 0, fmt.Errorf("%w: %v over %v is %.6g units", ErrCapacityTooSmall, r, window, x)
-	case c > float64(settings.MaxCapacity) && factor != 1:
-		return 0, fmt.Errorf("%w: %v over %v with hard limit factor %v is %.6g units, more than 2^50", ErrInvalidRate, r, window, factor, x)
-	case c > float64(settings.MaxCapacity):
-		return 0, fmt.Errorf("%w: %v over %v is %.6g units, more than 2^50", ErrInvalidRate, r, window, x)
-	}
-	return int64(c), nil
+	return settings.HardCapacity(r.perSecond, r, window, 1, capacityErrors)
 }
+
+// capacityErrors are the sentinels a capacity error wraps.
+var capacityErrors = settings.CapacityErrors{InvalidRate: ErrInvalidRate, InvalidConfig: ErrInvalidConfig, TooSmall: ErrCapacityTooSmall}

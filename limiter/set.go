@@ -29,7 +29,7 @@ type Limit struct {
 	// Capacity(Rate, Window).
 	Rate Rate
 	// Window is the sliding window, 1 ms to 31 days, in whole ms. 0 means
-	// DefaultWindow(Rate): the rate's period (1 s for PerSecond, 24 h for
+	// the rate's default window: its period (1 s for PerSecond, 24 h for
 	// PerDay(100), 10 s for Every(3, 10*time.Second) or "3/10s"), or the
 	// shortest multiple of it that holds one unit (2 s for PerSecond(0.5)),
 	// the rule of the sluice command's --window. A rate whose default would
@@ -79,7 +79,7 @@ func NewSet(limits ...Limit) (*Set, error) {
 			}
 		}
 		if l.Window == 0 {
-			w, err := DefaultWindow(l.Rate)
+			w, err := defaultWindow(l.Rate)
 			if err != nil {
 				return nil, fmt.Errorf("limit %q: window 0 (the rate's default): %w", l.Name, err)
 			}
@@ -156,7 +156,7 @@ type LimitDecision struct {
 }
 
 // SetDecision is the answer to a call on a Set. The embedded Decision is
-// the set's: Allowed, Outcome, Never (the cost exceeds some limit's
+// the set's: Allowed, Suppressed, Never (the cost exceeds some limit's
 // capacity), Degraded, SuppressionFactor (the largest of the limits'
 // factors, the one the draw was compared with) and RetryAfter (the
 // earliest time at which every limit has room for the call, with no new
@@ -181,14 +181,11 @@ type SetDecision struct {
 type SetLimiter interface {
 	// IncSet asks to consume n units of key in every limit of set: they
 	// are recorded in every limit when every limit has room (all or
-	// nothing). n = 0 is a peek that decides for one unit and records
-	// nothing.
+	// nothing). n = 0 is a peek: it reports whether one more unit would
+	// be admitted by every limit now and records nothing (the suppressed
+	// strategy still draws its number). The set carries the rates, so,
+	// unlike IsAllowed, a peek needs no stored capacity.
 	IncSet(ctx context.Context, key string, set *Set, n int64) (SetDecision, error)
-	// IsAllowedSet reports whether one more unit of key would be admitted
-	// by every limit of set now, recording nothing: IncSet with n = 0. The
-	// set carries the rates, so, unlike IsAllowed, no stored capacity is
-	// needed.
-	IsAllowedSet(ctx context.Context, key string, set *Set) (SetDecision, error)
 	// GetSet returns key's usage in each limit of set, in the set's order.
 	GetSet(ctx context.Context, key string, set *Set) ([]Usage, error)
 	// ResetSet forgets key's state in every limit of set.

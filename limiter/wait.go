@@ -37,14 +37,6 @@ func Wait(ctx context.Context, l Limiter, key string, rate Rate, n int64) (Decis
 	return waitWith(ctx, l, key, rate, n, time.Now, sleepCtx)
 }
 
-// WaitSet is Wait for a set of limits: it blocks until l admits n units of
-// key in every limit of set, sleeping each refusal's RetryAfter (the time
-// until every limit has room, at least 1 ms), and returns as Wait does;
-// ErrNeverFits when n exceeds a limit's capacity.
-func WaitSet(ctx context.Context, l SetLimiter, key string, set *Set, n int64) (SetDecision, error) {
-	return waitSetWith(ctx, l, key, set, n, time.Now, sleepCtx)
-}
-
 // waitWith is Wait with its clock and sleep injected, for tests. now is
 // compared only with ctx's deadline; sleep returns ctx.Err() if ctx is done
 // before d has passed, nil after d.
@@ -55,17 +47,6 @@ func waitWith(ctx context.Context, l Limiter, key string, rate Rate, n int64,
 		return d, &d, err
 	}, func(d *Decision) error {
 		return fmt.Errorf("%w: %d units of %q at %v (limit %d)", ErrNeverFits, n, key, rate, d.Limit)
-	}, now, sleep)
-}
-
-// waitSetWith is WaitSet with its clock and sleep injected.
-func waitSetWith(ctx context.Context, l SetLimiter, key string, set *Set, n int64,
-	now func() time.Time, sleep func(context.Context, time.Duration) error) (SetDecision, error) {
-	return waitLoop(ctx, key, func(ctx context.Context) (SetDecision, *Decision, error) {
-		d, err := l.IncSet(ctx, key, set, n)
-		return d, &d.Decision, err
-	}, func(*Decision) error {
-		return fmt.Errorf("%w: %d units of %q in the set %v", ErrNeverFits, n, key, set)
 	}, now, sleep)
 }
 

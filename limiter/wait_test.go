@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-go/sluice/limiter/local"
 )
 
-// fakeClock is a limiter.Clock that moves only when told.
+// fakeClock is a clock that moves only when told (limiter.WithClock takes its Now).
 type fakeClock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -79,10 +79,10 @@ func (s *scripted) Inc(context.Context, string, limiter.Rate, int64) (limiter.De
 }
 
 func refused(retry time.Duration) answer {
-	return answer{d: limiter.Decision{Outcome: limiter.Rejected, Limit: 2, RetryAfter: retry}}
+	return answer{d: limiter.Decision{Limit: 2, RetryAfter: retry}}
 }
 
-var admitted = answer{d: limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: 2, Remaining: 1}}
+var admitted = answer{d: limiter.Decision{Allowed: true, Limit: 2, Remaining: 1}}
 
 // recording passes calls to a Limiter and records Inc's decisions.
 type recording struct {
@@ -107,9 +107,9 @@ func (r *recording) retryAfters() []time.Duration {
 	return out
 }
 
-func newLocal(t *testing.T, clk limiter.Clock) *local.Absolute {
+func newLocal(t *testing.T, clk interface{ Now() time.Time }) *local.Absolute {
 	t.Helper()
-	l, err := local.NewAbsolute(limiter.WithWindow(time.Second), limiter.WithBucket(2*time.Millisecond), limiter.WithClock(clk))
+	l, err := local.NewAbsolute(limiter.WithWindow(time.Second), limiter.WithBucket(2*time.Millisecond), limiter.WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,15 +219,15 @@ func TestWaitScripted(t *testing.T) {
 			[]time.Duration{1500 * time.Millisecond, 3 * time.Millisecond}, nil},
 		{"suppressed refusal with no RetryAfter sleeps 1 ms",
 			[]answer{
-				{d: limiter.Decision{Outcome: limiter.Suppressed, Limit: 2, SuppressionFactor: 0.5}},
-				{d: limiter.Decision{Outcome: limiter.Suppressed, Limit: 2, SuppressionFactor: 0.5}},
-				{d: limiter.Decision{Outcome: limiter.Suppressed, Allowed: true, Limit: 2, SuppressionFactor: 0.5}},
+				{d: limiter.Decision{Suppressed: true, Limit: 2, SuppressionFactor: 0.5}},
+				{d: limiter.Decision{Suppressed: true, Limit: 2, SuppressionFactor: 0.5}},
+				{d: limiter.Decision{Suppressed: true, Allowed: true, Limit: 2, SuppressionFactor: 0.5}},
 			},
 			[]time.Duration{time.Millisecond, time.Millisecond}, nil},
 		{"sub-millisecond RetryAfter sleeps 1 ms", []answer{refused(300 * time.Microsecond), admitted},
 			[]time.Duration{time.Millisecond}, nil},
-		{"never", []answer{{d: limiter.Decision{Outcome: limiter.Rejected, Limit: 2, Never: true}}}, nil, limiter.ErrNeverFits},
-		{"never after a retry", []answer{refused(time.Second), {d: limiter.Decision{Outcome: limiter.Rejected, Limit: 1, Never: true}}},
+		{"never", []answer{{d: limiter.Decision{Limit: 2, Never: true}}}, nil, limiter.ErrNeverFits},
+		{"never after a retry", []answer{refused(time.Second), {d: limiter.Decision{Limit: 1, Never: true}}},
 			[]time.Duration{time.Second}, limiter.ErrNeverFits},
 		{"Inc error", []answer{{err: errBackend}}, nil, errBackend},
 		{"Inc error after a retry", []answer{refused(time.Second), {err: errBackend}}, []time.Duration{time.Second}, errBackend},
@@ -326,7 +326,7 @@ func TestWaitContext(t *testing.T) {
 		_, s := newFakes(t)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
-		l := &scripted{answers: []answer{{d: limiter.Decision{Outcome: limiter.Rejected, Limit: 2, Never: true}}}}
+		l := &scripted{answers: []answer{{d: limiter.Decision{Limit: 2, Never: true}}}}
 		if _, err := s.wait(ctx, l, "k", limiter.PerSecond(2), 3); !errors.Is(err, limiter.ErrNeverFits) {
 			t.Errorf("Wait error = %v, want ErrNeverFits", err)
 		}
@@ -380,41 +380,4 @@ func TestWaitRealSleep(t *testing.T) {
 			t.Errorf("Wait returned after %v, want at once", el)
 		}
 	})
-}
-
-// TestWaitSet waits on a set of two limits on the local limiter: it sleeps
-// the set's RetryAfter (the later of the two limits' retries) once, then
-// is admitted; a cost over one limit's capacity returns ErrNeverFits at
-// once; a cancelled context stops it.
-func TestWaitSet(t *testing.T) {
-	ctx := context.Background()
-	set, err := limiter.NewSet(
-		limiter.Limit{Name: "short", Rate: limiter.PerSecond(2), Window: time.Second, Bucket: 2 * time.Millisecond},
-		limiter.Limit{Name: "long", Rate: limiter.Every(2, 3*time.Second), Window: 3 * time.Second, Bucket: 6 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk, s := newFakes(t)
-	l := newLocal(t, clk)
-	if d, err := l.IncSet(ctx, "k", set, 2); err != nil || !d.Allowed {
-		t.Fatalf("IncSet(k, 2) = %+v, %v; want admitted", d, err)
-	}
-	clk.Advance(100 * time.Millisecond)
-	// short frees its 2 units 902 ms after they came, long only 3,006 ms
-	// after: one sleep of 2,906 ms.
-	d, err := limiter.WaitSetWith(ctx, l, "k", set, 1, clk.Now, s.sleep)
-	if err != nil || !d.Allowed {
-		t.Fatalf("WaitSet(k, 1) = %+v, %v; want admitted", d, err)
-	}
-	if len(s.slept) != 1 || s.slept[0] != 2906*time.Millisecond {
-		t.Errorf("slept %v, want [2.906s]", s.slept)
-	}
-	if d, err := limiter.WaitSetWith(ctx, l, "k", set, 3, clk.Now, s.sleep); !errors.Is(err, limiter.ErrNeverFits) || !d.Never || len(s.slept) != 1 {
-		t.Errorf("WaitSet(k, 3) = %+v, %v, slept %v; want Never and ErrNeverFits at once", d, err, s.slept)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	s.hook = func(int) { cancel() }
-	if _, err := limiter.WaitSetWith(cctx, l, "k", set, 2, clk.Now, s.sleep); !errors.Is(err, context.Canceled) {
-		t.Errorf("WaitSet with a context cancelled during its sleep error = %v, want context.Canceled", err)
-	}
 }

@@ -155,7 +155,7 @@ type Observer struct {
 
 	// decisionOpts caches the attribute set of each combination of a
 	// decision's attributes without a limit name or key.
-	decisionOpts [numProviders][2][4][2][numSources][]metric.AddOption
+	decisionOpts [numProviders][2][len(outcomes)][2][numSources][]metric.AddOption
 	// opts caches other attribute sets (sets' limit names, durations,
 	// errors): optKey → []metric.AddOption (or []metric.RecordOption).
 	opts sync.Map
@@ -249,7 +249,6 @@ func New(opts ...Option) (*Observer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sluiceotel: %w", err)
 	}
-	outcomes := [4]limiter.Outcome{0, limiter.Allowed, limiter.Rejected, limiter.Suppressed}
 	strategies := [2]string{"absolute", "suppressed"}
 	for p := range providers {
 		for s := range strategies {
@@ -257,7 +256,7 @@ func New(opts ...Option) (*Observer, error) {
 				for a := 0; a < 2; a++ {
 					for src := range sources {
 						set := attribute.NewSet(AttrProvider.String(providers[p]), AttrStrategy.String(strategies[s]),
-							AttrOutcome.String(outcomeName(outcomes[oc])), AttrAllowed.Bool(a == 1),
+							AttrOutcome.String(outcomes[oc]), AttrAllowed.Bool(a == 1),
 							AttrDegraded.Bool(sources[src] == "policy"), AttrSource.String(sources[src]))
 						obs.decisionOpts[p][s][oc][a][src] = []metric.AddOption{metric.WithAttributeSet(set)}
 					}
@@ -271,12 +270,20 @@ func New(opts ...Option) (*Observer, error) {
 // Close unregisters the gauge's callback. The counters stay usable.
 func (o *Observer) Close() error { return o.reg.Unregister() }
 
-func outcomeName(oc limiter.Outcome) string {
-	switch oc {
-	case limiter.Allowed, limiter.Rejected, limiter.Suppressed:
-		return oc.String()
+// outcomes are the values of AttrOutcome, in decisionOpts' order:
+// "suppressed" when the suppressed strategy was above its soft target
+// (Decision.Suppressed), else "allowed" or "rejected".
+var outcomes = [...]string{"allowed", "rejected", "suppressed"}
+
+// outcomeIndex is d's index in outcomes.
+func outcomeIndex(d *limiter.Decision) int {
+	switch {
+	case d.Suppressed:
+		return 2
+	case d.Allowed:
+		return 0
 	}
-	return "unknown"
+	return 1
 }
 
 // sources are the values of AttrSource, in decisionOpts' order.
@@ -315,19 +322,16 @@ func (o *Observer) ObserveDecision(ctx context.Context, e limiter.DecisionEvent)
 
 // decisionAttrs returns the attributes of a decision.
 func (o *Observer) decisionAttrs(e *limiter.DecisionEvent) []metric.AddOption {
-	p, s, oc := providerIndex(e.Provider), 0, int(e.Decision.Outcome)
+	p, s, oc := providerIndex(e.Provider), 0, outcomeIndex(&e.Decision)
 	if e.Strategy == "suppressed" {
 		s = 1
 	}
-	if oc < 0 || oc > 3 {
-		oc = 0
-	}
-	policy, src := e.Policy(), sourceIndex(e.Source())
+	policy, src := e.Policy, sourceIndex(e.Source)
 	if p >= 0 && policy == "" && o.maxKeys == 0 {
 		return o.decisionOpts[p][s][oc][b2i(e.Decision.Allowed)][src]
 	}
 	attrs := []attribute.KeyValue{AttrProvider.String(e.Provider), AttrStrategy.String(e.Strategy),
-		AttrOutcome.String(outcomeName(e.Decision.Outcome)), AttrAllowed.Bool(e.Decision.Allowed),
+		AttrOutcome.String(outcomes[oc]), AttrAllowed.Bool(e.Decision.Allowed),
 		AttrDegraded.Bool(e.Decision.Degraded), AttrSource.String(sources[src])}
 	if policy != "" {
 		attrs = append(attrs, AttrLimit.String(policy))
@@ -400,14 +404,14 @@ func (o *Observer) span(ctx context.Context, e *limiter.DecisionEvent) {
 	_, sp := o.tracer.Start(ctx, "sluice."+e.Op,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(e.Start),
 		trace.WithAttributes(AttrDBSystem.String("redis"), AttrProvider.String(e.Provider),
-			AttrOperation.String(e.Op), AttrOutcome.String(outcomeName(e.Decision.Outcome)),
+			AttrOperation.String(e.Op), AttrOutcome.String(outcomes[outcomeIndex(&e.Decision)]),
 			AttrAllowed.Bool(e.Decision.Allowed), AttrDegraded.Bool(e.Decision.Degraded),
-			AttrSource.String(e.Source())))
+			AttrSource.String(e.Source)))
 	if e.ErrorClass != "" {
 		sp.SetAttributes(AttrErrorType.String(e.ErrorClass))
 		sp.SetStatus(codes.Error, e.ErrorClass)
 	}
-	if p := e.Policy(); p != "" {
+	if p := e.Policy; p != "" {
 		sp.SetAttributes(AttrLimit.String(p))
 	}
 	sp.End(trace.WithTimestamp(e.Start.Add(e.Duration)))

@@ -30,7 +30,7 @@ func testCleanup(t *testing.T, c client, masters int) {
 	ctx := context.Background()
 	prefix := redistest.Prefix(t)
 	clk := &fixedClock{t: time.Now()}
-	opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithWindow(time.Minute), limiter.WithClock(clk)}
+	opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithWindow(time.Minute), limiter.WithClock(clk.Now)}
 	abs, err := redisabs.New(c, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func testCleanup(t *testing.T, c client, masters int) {
 	}
 
 	// Now: every key is live.
-	cl := newCleaner(t, c, cleanup.WithPrefix(prefix), cleanup.WithClock(clk))
+	cl := newCleaner(t, c, cleanup.WithPrefix(prefix), cleanup.WithClock(clk.Now))
 	r, err := cl.Run(ctx)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -66,7 +66,7 @@ func testCleanup(t *testing.T, c client, masters int) {
 	// The lease: a second cleaner is refused while the first
 	// runs its background loop.
 	cl.Start()
-	other := newCleaner(t, c, cleanup.WithPrefix(prefix), cleanup.WithClock(clk))
+	other := newCleaner(t, c, cleanup.WithPrefix(prefix), cleanup.WithClock(clk.Now))
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		_, err := other.Run(ctx)

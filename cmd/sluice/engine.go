@@ -263,7 +263,7 @@ func newEngine(opts Options, out io.Writer) (*engine, error) {
 		e.provs = append(e.provs, p)
 		for i := range opts.Instances {
 			src := &lockedRand{rng: rand.New(rand.NewPCG(opts.Seed, uint64(pi*1000+i)))}
-			lopts := append(opts.limiterOptionsFor(t), limiter.WithClock(&e.clock))
+			lopts := append(opts.limiterOptionsFor(t), limiter.WithClock(e.clock.Now))
 			if t.Strategy == Suppressed {
 				lopts = append(lopts, limiter.WithRandom(src.Float64))
 			}
@@ -285,7 +285,7 @@ func newEngine(opts Options, out io.Writer) (*engine, error) {
 			if err != nil {
 				return nil, fmt.Errorf("key %q: %w", k.Name, err)
 			}
-			h, err := limiter.HardCapacity(k.Rate, opts.Window, opts.HardLimitFactor)
+			h, err := window.HardCapacity(k.Rate, opts.Window, opts.HardLimitFactor)
 			if err != nil {
 				return nil, fmt.Errorf("key %q: %w", k.Name, err)
 			}
@@ -510,7 +510,7 @@ func (e *engine) count(p *provider, kt *keyTrack, r result) {
 			c.errors.Add(1)
 		case r.d.Allowed:
 			c.allowed.Add(1)
-		case r.d.Outcome == limiter.Suppressed:
+		case r.d.Suppressed:
 			c.suppressed.Add(1)
 		default:
 			c.rejected.Add(1)

@@ -211,7 +211,7 @@ func TestReportMatchesEvents(t *testing.T) {
 					a := check.Admission{At: time.UnixMilli(e.Ms), Units: e.N}
 					fleet = append(fleet, a)
 					inst[e.Instance] = append(inst[e.Instance], a)
-				case e.Decision.Outcome == limiter.Suppressed:
+				case e.Decision.Suppressed:
 					want.Suppressed++
 				default:
 					want.Rejected++

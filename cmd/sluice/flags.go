@@ -165,7 +165,7 @@ func loadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if _, err := win.NewConfig(cfgOpts...); err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
-	if _, err := limiter.HardCapacity(rate, *window, *hard); err != nil {
+	if _, err := win.HardCapacity(rate, *window, *hard); err != nil {
 		return usageError(fs, stderr, "--rate %s over --window %v with --hard-limit %v: %v", *rateFlag, *window, *hard, err)
 	}
 	if *cost > capacity {
@@ -392,7 +392,7 @@ func writePolicies(w io.Writer, o *Options) {
 		c, _ := limiter.Capacity(k.Rate, o.Window)
 		capacity := fmt.Sprintf("capacity %d per window", c)
 		if suppressed {
-			h, _ := limiter.HardCapacity(k.Rate, o.Window, o.HardLimitFactor)
+			h, _ := win.HardCapacity(k.Rate, o.Window, o.HardLimitFactor)
 			capacity += fmt.Sprintf(" (hard %d)", h)
 		}
 		g.add(strings.Join(names, ", "), k.Tier, k.Rate.String(), capacity,

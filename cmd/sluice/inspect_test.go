@@ -234,7 +234,7 @@ func TestInspectFactorAge(t *testing.T) {
 			prefix := redistest.Prefix(t)
 			// The limiter's clock is a year behind Redis TIME.
 			clk := fixedClock(inspectStart.Add(-365 * 24 * time.Hour))
-			l, err := redissup.New(c, limiter.WithWindow(time.Second), limiter.WithPrefix(prefix), limiter.WithClock(clk),
+			l, err := redissup.New(c, limiter.WithWindow(time.Second), limiter.WithPrefix(prefix), limiter.WithClock(clk.Now),
 				limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(tc.cache), limiter.WithRandom(func() float64 { return 0.99 }))
 			if err != nil {
 				t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
 
 	win "github.com/sluice-go/sluice/internal/window"
@@ -17,8 +18,8 @@ const rateHelp = "the rate of every key: `N/UNIT`, N per UNIT (5/s, 100/min, 3/1
 
 // limitFlags reads the --rate and --window of a command the one way every
 // command reads them (docs/cli.md, Rates): the rate is limiter.ParseRate's,
-// and the window is --window when it was given, else
-// limiter.DefaultWindow's, the rule a set's Limit with Window 0 follows:
+// and the window is --window when it was given, else the default window
+// of a set's Limit with Window 0 (limiter.Limit.Window):
 // the rate's period (1s for 5/s, 10s for 3/10s), so that N/UNIT admits N
 // per UNIT, or for a count below one unit per period the shortest multiple
 // of the period that holds one unit (0.5/s: 2s); note then says so, for
@@ -41,11 +42,11 @@ func limitFlags(fs *flag.FlagSet, stderr io.Writer, rateFlag string, window time
 		}
 		return rate, window, c, "", exitOK
 	}
-	w, err = limiter.DefaultWindow(rate)
+	w, err = defaultWindow(rate)
 	if err != nil {
 		return rate, 0, 0, "", usageError(fs, stderr, "--rate %s: %v; give --window", rateFlag, err)
 	}
-	if p := rate.Period(); w != p {
+	if p := flagPeriod(rateFlag); w != p {
 		note = fmt.Sprintf("%v, the shortest multiple of %v that holds one unit", w, p)
 	}
 	c, err := limiter.Capacity(rate, w)
@@ -53,6 +54,29 @@ func limitFlags(fs *flag.FlagSet, stderr io.Writer, rateFlag string, window time
 		return rate, 0, 0, "", capacityError(fs, stderr, rateFlag, rate, w, err)
 	}
 	return rate, w, c, note, exitOK
+}
+
+// defaultWindow returns the window a set's Limit with Window 0 and rate
+// gets (limiter.NewSet applies the one rule), or the rule's own error.
+func defaultWindow(rate limiter.Rate) (time.Duration, error) {
+	set, err := limiter.NewSet(limiter.Limit{Name: "rate", Rate: rate})
+	if err != nil {
+		// NewSet names the limit and its window 0 around the rule's error;
+		// a valid name and a default window leave nothing else to fail.
+		return 0, errors.Unwrap(err)
+	}
+	return set.At(0).Window, nil
+}
+
+// flagPeriod returns the PERIOD of a --rate that limiter.ParseRate read: the
+// period of one unit per PERIOD, a whole number of milliseconds.
+func flagPeriod(rateFlag string) time.Duration {
+	_, period, _ := strings.Cut(rateFlag, "/")
+	one, err := limiter.ParseRate("1/" + period)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(math.Round(1e3/one.PerSecondValue())) * time.Millisecond
 }
 
 // capacityError reports a --rate that the window cannot hold: when the

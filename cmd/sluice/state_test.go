@@ -60,7 +60,7 @@ func TestCleanupKeepsSpentDayQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithClock(fixedClock(now.Add(-time.Hour))))
+	old, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithClock(fixedClock(now.Add(-time.Hour)).Now))
 	if err != nil {
 		t.Fatal(err)
 	}

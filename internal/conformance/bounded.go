@@ -84,7 +84,7 @@ func fillBounded(t *testing.T, s Strategy, f RedisFactory) (*boundedKey, *redis.
 	t.Cleanup(func() { c.Close() })
 	n := int64(settings.MaxBuckets)
 	bk := &boundedKey{clk: NewClock(), c: n + 1, h: 2 * (n + 1), keys: []string{"k"}}
-	opts := []limiter.Option{limiter.WithClock(bk.clk)}
+	opts := []limiter.Option{limiter.WithClock(bk.clk.Now)}
 	if s == AbsoluteStrategy {
 		bk.w, bk.b = time.Duration(n)*time.Millisecond, time.Millisecond
 	} else {

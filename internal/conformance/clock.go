@@ -72,7 +72,7 @@ func (c *Clock) OnAdvance(f func(now time.Time, d time.Duration)) {
 
 // Factory builds a fresh, empty provider of the strategy under test that
 // reads time from clk (the Redis providers either follow clk through a
-// backend hook or receive limiter.WithClock(clk)). opts come from the suite
+// backend hook or receive limiter.WithClock(clk.Now)). opts come from the suite
 // and must all be passed on. The provider is closed by the suite.
 type Factory func(t *testing.T, clk *Clock, opts ...limiter.Option) limiter.Limiter
 

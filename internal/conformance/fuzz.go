@@ -28,7 +28,7 @@ func RunFuzzOps(t *testing.T, s Strategy, data []byte, a, b Factory) {
 		data = data[:3*400]
 	}
 	clk := NewClock()
-	opts := []limiter.Option{limiter.WithWindow(time.Second), limiter.WithBucket(100 * time.Millisecond), limiter.WithClock(clk)}
+	opts := []limiter.Option{limiter.WithWindow(time.Second), limiter.WithBucket(100 * time.Millisecond), limiter.WithClock(clk.Now)}
 	if s == SuppressedStrategy {
 		opts = append(opts, limiter.WithHardLimitFactor(1.5), limiter.WithSuppressionCache(50*time.Millisecond))
 	}

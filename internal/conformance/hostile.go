@@ -41,7 +41,7 @@ type pair struct {
 }
 
 func newPair(t *testing.T, s Strategy, clk *Clock, a, b Factory, opts ...limiter.Option) *pair {
-	opts = append(opts, limiter.WithClock(clk))
+	opts = append(opts, limiter.WithClock(clk.Now))
 	mk := func(f Factory) limiter.Limiter {
 		o := append([]limiter.Option(nil), opts...)
 		if s == SuppressedStrategy {

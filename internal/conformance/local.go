@@ -11,7 +11,7 @@ import (
 // reference the other providers' decisions are compared with.
 func LocalAbsolute(t *testing.T, clk *Clock, opts ...limiter.Option) limiter.Limiter {
 	t.Helper()
-	l, err := local.NewAbsolute(append(opts, limiter.WithClock(clk))...)
+	l, err := local.NewAbsolute(append(opts, limiter.WithClock(clk.Now))...)
 	if err != nil {
 		t.Fatalf("local.NewAbsolute: %v", err)
 	}

@@ -26,17 +26,17 @@ type part struct {
 	limitOverride int64 // 0: the set's capacity of that limit
 }
 
-// setWant is an expected set decision: the set's outcome, allowed, never,
+// setWant is an expected set decision: the set's suppressed, allowed, never,
 // factor and RetryAfter, the index of the binding limit (whose Limit,
 // Remaining and ResetAfter the set reports) and every limit's part.
 type setWant struct {
-	outcome   limiter.Outcome
-	allowed   bool
-	never     bool
-	factorPPM int64
-	retry     time.Duration
-	binding   int
-	parts     []part
+	suppressed bool
+	allowed    bool
+	never      bool
+	factorPPM  int64
+	retry      time.Duration
+	binding    int
+	parts      []part
 }
 
 // build turns w into the SetDecision a provider must return for set.
@@ -52,7 +52,7 @@ func (w setWant) build(set *limiter.Set) limiter.SetDecision {
 			SuppressionFactor: float64(p.factorPPM) / 1e6}
 	}
 	b := d.Limits[w.binding]
-	d.Decision = limiter.Decision{Outcome: w.outcome, Allowed: w.allowed, Limit: b.Limit, Remaining: b.Remaining,
+	d.Decision = limiter.Decision{Allowed: w.allowed, Suppressed: w.suppressed, Limit: b.Limit, Remaining: b.Remaining,
 		RetryAfter: w.retry, ResetAfter: b.ResetAfter, Never: w.never, SuppressionFactor: float64(w.factorPPM) / 1e6}
 	return d
 }
@@ -132,57 +132,57 @@ func absoluteSetTables() []setTable {
 		{name: "one limit refusing", set: mustSet(
 			lim("per-second", limiter.PerSecond(5), time.Second, ms(100)),
 			lim("per-minute", limiter.PerMinute(20), time.Minute, time.Second)), steps: []setStep{
-			sinc(3, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(2, ms(1100)), ok(17, ms(61000))}}),
-			sinc(3, setWant{outcome: limiter.Rejected, retry: ms(1100), parts: []part{no(2, ms(1100), ms(1100)), ok(17, ms(61000))}}),
+			sinc(3, setWant{allowed: true, parts: []part{ok(2, ms(1100)), ok(17, ms(61000))}}),
+			sinc(3, setWant{retry: ms(1100), parts: []part{no(2, ms(1100), ms(1100)), ok(17, ms(61000))}}),
 			sget(limiter.Usage{Used: 3, Limit: 5}, limiter.Usage{Used: 3, Limit: 20}),
-			safter(ms(1100), sinc(3, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(2, ms(1100)), ok(14, ms(61000))}})),
+			safter(ms(1100), sinc(3, setWant{allowed: true, parts: []part{ok(2, ms(1100)), ok(14, ms(61000))}})),
 			sget(limiter.Usage{Used: 3, Limit: 5}, limiter.Usage{Used: 6, Limit: 20}),
 		}},
 		{name: "two refusing with different retry times", set: ab, steps: []setStep{
-			sinc(4, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(1, ms(1100)), ok(4, ms(2100))}}),
-			safter(ms(500), sinc(1, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(0, ms(1100)), ok(3, ms(2100))}})),
-			safter(ms(100), sinc(4, setWant{outcome: limiter.Rejected, retry: ms(1500),
+			sinc(4, setWant{allowed: true, parts: []part{ok(1, ms(1100)), ok(4, ms(2100))}}),
+			safter(ms(500), sinc(1, setWant{allowed: true, parts: []part{ok(0, ms(1100)), ok(3, ms(2100))}})),
+			safter(ms(100), sinc(4, setWant{retry: ms(1500),
 				parts: []part{no(0, ms(500), ms(1000)), no(3, ms(1500), ms(2000))}})),
 			// One ms early, b still refuses; on time, both have room.
-			safter(ms(1499), sinc(4, setWant{outcome: limiter.Rejected, retry: ms(1), binding: 1,
+			safter(ms(1499), sinc(4, setWant{retry: ms(1), binding: 1,
 				parts: []part{ok(5, 0), no(3, ms(1), ms(501))}})),
-			safter(ms(1), sinc(4, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(1, ms(1100)), ok(3, ms(2100))}})),
+			safter(ms(1), sinc(4, setWant{allowed: true, parts: []part{ok(1, ms(1100)), ok(3, ms(2100))}})),
 			sget(limiter.Usage{Used: 4, Limit: 5}, limiter.Usage{Used: 5, Limit: 8}),
 		}},
 		// Each limit applies the rule of the single tables of that name
 		// with its own W + B: a step back of 1100 ms kills a's key
 		// (newest exactly W + B ahead) and keeps b's (2100 ms).
 		{name: "clock jumps a year ahead and back", set: ab, steps: []setStep{
-			sinc(5, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(0, ms(1100)), ok(3, ms(2100))}}),
-			safter(year, sinc(4, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(1, ms(1100)), ok(4, ms(2100))}})),
-			safter(-year, sinc(1, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(4, ms(1100)), ok(7, ms(2100))}})),
+			sinc(5, setWant{allowed: true, parts: []part{ok(0, ms(1100)), ok(3, ms(2100))}}),
+			safter(year, sinc(4, setWant{allowed: true, parts: []part{ok(1, ms(1100)), ok(4, ms(2100))}})),
+			safter(-year, sinc(1, setWant{allowed: true, parts: []part{ok(4, ms(1100)), ok(7, ms(2100))}})),
 			sget(limiter.Usage{Used: 1, Limit: 5}, limiter.Usage{Used: 1, Limit: 8}),
 			safter(-ms(1100), sget(limiter.Usage{}, limiter.Usage{Used: 1, Limit: 8})),
-			sinc(5, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(0, ms(1100)), ok(2, ms(3200))}}),
+			sinc(5, setWant{allowed: true, parts: []part{ok(0, ms(1100)), ok(2, ms(3200))}}),
 			sget(limiter.Usage{Used: 5, Limit: 5}, limiter.Usage{Used: 6, Limit: 8}),
 		}},
 		{name: "n = 0 is a peek", set: ab, steps: []setStep{
-			sinc(0, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(5, 0), ok(8, 0)}}),
+			sinc(0, setWant{allowed: true, parts: []part{ok(5, 0), ok(8, 0)}}),
 			sget(limiter.Usage{}, limiter.Usage{}),
-			sinc(5, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(0, ms(1100)), ok(3, ms(2100))}}),
-			sinc(0, setWant{outcome: limiter.Rejected, retry: ms(1100), parts: []part{no(0, ms(1100), ms(1100)), ok(3, ms(2100))}}),
-			{op: opIsAllowed, want: setWant{outcome: limiter.Rejected, retry: ms(1100), parts: []part{no(0, ms(1100), ms(1100)), ok(3, ms(2100))}}},
+			sinc(5, setWant{allowed: true, parts: []part{ok(0, ms(1100)), ok(3, ms(2100))}}),
+			sinc(0, setWant{retry: ms(1100), parts: []part{no(0, ms(1100), ms(1100)), ok(3, ms(2100))}}),
+			{op: opIsAllowed, want: setWant{retry: ms(1100), parts: []part{no(0, ms(1100), ms(1100)), ok(3, ms(2100))}}},
 			sget(limiter.Usage{Used: 5, Limit: 5}, limiter.Usage{Used: 5, Limit: 8}),
 		}},
 		{name: "n over one capacity", set: ab, steps: []setStep{
-			sinc(6, setWant{outcome: limiter.Rejected, never: true, parts: []part{{remaining: 5, refused: true, never: true}, ok(8, 0)}}),
-			sinc(9, setWant{outcome: limiter.Rejected, never: true, parts: []part{{remaining: 5, refused: true, never: true}, {remaining: 8, refused: true, never: true}}}),
-			sinc(math.MaxInt64, setWant{outcome: limiter.Rejected, never: true, parts: []part{{remaining: 5, refused: true, never: true}, {remaining: 8, refused: true, never: true}}}),
+			sinc(6, setWant{never: true, parts: []part{{remaining: 5, refused: true, never: true}, ok(8, 0)}}),
+			sinc(9, setWant{never: true, parts: []part{{remaining: 5, refused: true, never: true}, {remaining: 8, refused: true, never: true}}}),
+			sinc(math.MaxInt64, setWant{never: true, parts: []part{{remaining: 5, refused: true, never: true}, {remaining: 8, refused: true, never: true}}}),
 			sget(limiter.Usage{}, limiter.Usage{}),
-			sinc(5, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(0, ms(1100)), ok(3, ms(2100))}}),
+			sinc(5, setWant{allowed: true, parts: []part{ok(0, ms(1100)), ok(3, ms(2100))}}),
 		}},
 		{name: "windows 1000 times apart", set: mustSet(
 			lim("burst", limiter.Every(2, ms(100)), ms(100), ms(10)),
 			lim("long", limiter.Every(5, 100*time.Second), 100*time.Second, time.Second)), steps: []setStep{
-			sinc(2, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(0, ms(110)), ok(3, ms(101000))}}),
-			sinc(1, setWant{outcome: limiter.Rejected, retry: ms(110), parts: []part{no(0, ms(110), ms(110)), ok(3, ms(101000))}}),
-			safter(ms(110), sinc(2, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(0, ms(110)), ok(1, ms(100890))}})),
-			safter(ms(110), sinc(2, setWant{outcome: limiter.Rejected, retry: ms(100780), binding: 1,
+			sinc(2, setWant{allowed: true, parts: []part{ok(0, ms(110)), ok(3, ms(101000))}}),
+			sinc(1, setWant{retry: ms(110), parts: []part{no(0, ms(110), ms(110)), ok(3, ms(101000))}}),
+			safter(ms(110), sinc(2, setWant{allowed: true, parts: []part{ok(0, ms(110)), ok(1, ms(100890))}})),
+			safter(ms(110), sinc(2, setWant{retry: ms(100780), binding: 1,
 				parts: []part{ok(2, 0), no(1, ms(100780), ms(100780))}})),
 			sget(limiter.Usage{}, limiter.Usage{Used: 4, Limit: 5}),
 		}},
@@ -198,29 +198,29 @@ func suppressedSetTables() []setTable {
 	jopts := []limiter.Option{limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(0), limiter.WithRandom(jseq.Float64)}
 	set := mustSet(lim("a", limiter.PerSecond(4), time.Second, ms(100)), lim("b", limiter.PerSecond(6), time.Second, ms(100)))
 	return []setTable{{name: "factors combine by their maximum", opts: opts, set: set, steps: []setStep{
-		sinc(4, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(0, ms(1100)), ok(2, ms(1100))}}),
+		sinc(4, setWant{allowed: true, parts: []part{ok(0, ms(1100)), ok(2, ms(1100))}}),
 		// a is above S with f = 1 − 4/4 = 0: suppressed, admitted.
-		sinc(2, setWant{outcome: limiter.Suppressed, allowed: true, parts: []part{ok(0, ms(1100)), ok(0, ms(1100))}}),
+		sinc(2, setWant{suppressed: true, allowed: true, parts: []part{ok(0, ms(1100)), ok(0, ms(1100))}}),
 		// a: f = 1 − 4/6; b: f = 1 − 6/6 = 0. The draw 0.2 is below a's
 		// factor: refused by a alone, recorded as declined in both.
-		sinc(2, setWant{outcome: limiter.Suppressed, factorPPM: 333333, retry: ms(1100), parts: []part{
+		sinc(2, setWant{suppressed: true, factorPPM: 333333, retry: ms(1100), parts: []part{
 			{remaining: 0, retry: ms(1100), reset: ms(1100), refused: true, factorPPM: 333333},
 			{remaining: 0, retry: ms(1100), reset: ms(1100)}}}),
 		// a: 6 + 6 > H = 8, factor 1; b: f = 1 − 6/8.
-		sinc(6, setWant{outcome: limiter.Suppressed, factorPPM: 1e6, retry: ms(1100), parts: []part{
+		sinc(6, setWant{suppressed: true, factorPPM: 1e6, retry: ms(1100), parts: []part{
 			{remaining: 0, retry: ms(1100), reset: ms(1100), refused: true, factorPPM: 1e6},
 			{remaining: 0, retry: ms(1100), reset: ms(1100), factorPPM: 250000}}}),
 		// 9 > H of a: never; recorded as H + 1 = 9 in a and 9 in b.
-		sinc(9, setWant{outcome: limiter.Suppressed, never: true, factorPPM: 1e6, parts: []part{
+		sinc(9, setWant{suppressed: true, never: true, factorPPM: 1e6, parts: []part{
 			{remaining: 0, reset: ms(1100), refused: true, never: true, factorPPM: 1e6},
 			{remaining: 0, retry: ms(1100), reset: ms(1100), refused: true, factorPPM: 1e6}}}),
 		sget(limiter.Usage{Used: 6, Declined: 17, Limit: 4}, limiter.Usage{Used: 6, Declined: 17, Limit: 6}),
 	}, check: wantDraws(seq, 5)}, {
 		// As in the absolute set table of that name.
 		name: "clock jumps a year ahead and back", opts: jopts, set: set, steps: []setStep{
-			sinc(4, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(0, ms(1100)), ok(2, ms(1100))}}),
-			safter(year, sinc(3, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(1, ms(1100)), ok(3, ms(1100))}})),
-			safter(-year, sinc(1, setWant{outcome: limiter.Allowed, allowed: true, parts: []part{ok(3, ms(1100)), ok(5, ms(1100))}})),
+			sinc(4, setWant{allowed: true, parts: []part{ok(0, ms(1100)), ok(2, ms(1100))}}),
+			safter(year, sinc(3, setWant{allowed: true, parts: []part{ok(1, ms(1100)), ok(3, ms(1100))}})),
+			safter(-year, sinc(1, setWant{allowed: true, parts: []part{ok(3, ms(1100)), ok(5, ms(1100))}})),
 			sget(limiter.Usage{Used: 1, Limit: 4}, limiter.Usage{Used: 1, Limit: 6}),
 		}, check: wantDraws(jseq, 3)}}
 }
@@ -253,7 +253,7 @@ func RunSets(t *testing.T, s Strategy, f Factory) {
 					if st.op == opInc {
 						got, err = sl.IncSet(ctx, "k", tc.set, st.n)
 					} else {
-						got, err = sl.IsAllowedSet(ctx, "k", tc.set)
+						got, err = sl.IncSet(ctx, "k", tc.set, 0)
 					}
 					if err != nil {
 						t.Fatalf("step %d at +%v: IncSet(k, %d) error: %v", i, at, st.n, err)
@@ -337,11 +337,10 @@ func runSetErrors(t *testing.T, f Factory) {
 		t.Errorf("IncSet(empty key) error = %v, want key.ErrInvalid", err)
 	}
 	// Each call's errors name it.
-	if _, err := sl.IsAllowedSet(ctx, "", set); !errors.Is(err, key.ErrInvalid) || !strings.Contains(err.Error(), "is allowed set:") {
-		t.Errorf("IsAllowedSet(empty key) error = %v, want key.ErrInvalid naming the call", err)
-	}
-	if _, err := sl.IncSet(ctx, "", set, 1); err == nil || !strings.Contains(err.Error(), "inc set:") {
-		t.Errorf("IncSet(empty key) error = %v, want one naming the call", err)
+	for _, n := range []int64{0, 1} {
+		if _, err := sl.IncSet(ctx, "", set, n); !errors.Is(err, key.ErrInvalid) || !strings.Contains(err.Error(), "inc set:") {
+			t.Errorf("IncSet(empty key, %d) error = %v, want key.ErrInvalid naming the call", n, err)
+		}
 	}
 	if _, err := sl.GetSet(ctx, "", set); !errors.Is(err, key.ErrInvalid) {
 		t.Errorf("GetSet(empty key) error = %v, want key.ErrInvalid", err)
@@ -369,7 +368,7 @@ func traceSets(s Strategy) []*limiter.Set {
 }
 
 // RunSetTrace feeds a and b the same random trace of set calls (IncSet
-// with costs from 0 to beyond a capacity, IsAllowedSet, GetSet, ResetSet,
+// with costs from 0 (a peek) to beyond a capacity, GetSet, ResetSet,
 // and single-limit Incs on the same keys) on one fake clock and fails at
 // the first difference. It returns how many set calls were admitted and
 // refused.
@@ -437,13 +436,13 @@ func RunSetTrace(t *testing.T, s Strategy, steps int, seed uint64, a, b Factory)
 				refused++
 			}
 		case x < 83:
-			da, ea := sa.IsAllowedSet(ctx, k, set)
-			db, eb := sb.IsAllowedSet(ctx, k, set)
+			da, ea := sa.IncSet(ctx, k, set, 0)
+			db, eb := sb.IncSet(ctx, k, set, 0)
 			if bothConflict(ea, eb) {
 				continue
 			}
 			if ea != nil || eb != nil || !SameSet(da, db) {
-				t.Fatalf("step %d at +%v: IsAllowedSet(%q, %v) differs:\n\ta: %s, %v\n\tb: %s, %v", i, at, k, set, FormatSet(da), ea, FormatSet(db), eb)
+				t.Fatalf("step %d at +%v: IncSet(%q, %v, 0) differs:\n\ta: %s, %v\n\tb: %s, %v", i, at, k, set, FormatSet(da), ea, FormatSet(db), eb)
 			}
 		case x < 93:
 			ua, ea := sa.GetSet(ctx, k, set)

@@ -151,25 +151,25 @@ func Same(a, b limiter.Decision) bool { return a == b }
 
 // Format prints a decision on one line for failure messages.
 func Format(d limiter.Decision) string {
-	return fmt.Sprintf("{%v allowed=%v limit=%d remaining=%d retry=%v reset=%v factor=%.6f never=%v degraded=%v}",
-		d.Outcome, d.Allowed, d.Limit, d.Remaining, d.RetryAfter, d.ResetAfter, d.SuppressionFactor, d.Never, d.Degraded)
+	return fmt.Sprintf("{suppressed=%v allowed=%v limit=%d remaining=%d retry=%v reset=%v factor=%.6f never=%v degraded=%v}",
+		d.Suppressed, d.Allowed, d.Limit, d.Remaining, d.RetryAfter, d.ResetAfter, d.SuppressionFactor, d.Never, d.Degraded)
 }
 
 // Decision builders for tables.
 func allowed(limit, remaining int64, reset time.Duration) limiter.Decision {
-	return limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: reset}
+	return limiter.Decision{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: reset}
 }
 
 func rejected(limit, remaining int64, retry, reset time.Duration) limiter.Decision {
-	return limiter.Decision{Outcome: limiter.Rejected, Limit: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+	return limiter.Decision{Limit: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
 
 func never(limit, remaining int64, reset time.Duration) limiter.Decision {
-	return limiter.Decision{Outcome: limiter.Rejected, Limit: limit, Remaining: remaining, ResetAfter: reset, Never: true}
+	return limiter.Decision{Limit: limit, Remaining: remaining, ResetAfter: reset, Never: true}
 }
 
 // unknown is IsAllowed's answer for a key with no state.
-var unknown = limiter.Decision{Outcome: limiter.Allowed, Allowed: true}
+var unknown = limiter.Decision{Allowed: true}
 
 // RunErrors checks that bad input returns the documented sentinel errors,
 // never a panic, and that a closed limiter returns ErrClosed.

@@ -17,7 +17,7 @@ func sAllowed(limit, remaining int64, reset time.Duration) limiter.Decision {
 
 // supp is a Suppressed decision; factor is in parts per million.
 func supp(ok bool, limit, remaining int64, retry, reset time.Duration, factorPPM int64) limiter.Decision {
-	return limiter.Decision{Outcome: limiter.Suppressed, Allowed: ok, Limit: limit, Remaining: remaining,
+	return limiter.Decision{Suppressed: true, Allowed: ok, Limit: limit, Remaining: remaining,
 		RetryAfter: retry, ResetAfter: reset, SuppressionFactor: float64(factorPPM) / 1e6}
 }
 
@@ -55,7 +55,7 @@ func suppressedTables() []table {
 			inc("k", ten, 6, supp(false, 10, 0, ms(1100), ms(1100), 1e6)),
 			get("k", limiter.Usage{Used: 10, Declined: 6, Limit: 10}),
 			// A request over H is recorded as H + 1 = 16 units, whatever its n.
-			inc("k", ten, math.MaxInt64, limiter.Decision{Outcome: limiter.Suppressed, Limit: 10, ResetAfter: ms(1100), SuppressionFactor: 1, Never: true}),
+			inc("k", ten, math.MaxInt64, limiter.Decision{Suppressed: true, Limit: 10, ResetAfter: ms(1100), SuppressionFactor: 1, Never: true}),
 			get("k", limiter.Usage{Used: 10, Declined: 22, Limit: 10}),
 			// observed 32 over 1 s: f = 1 − 10/32 = 0.6875, computed, not cached, no draw.
 			isAllowed("k", supp(false, 10, 0, ms(1100), ms(1100), 687500)),
@@ -264,7 +264,7 @@ func runAdmission(t *testing.T, f Factory, peeks int) {
 			if err != nil {
 				t.Fatalf("peek: %v", err)
 			}
-			if d.SuppressionFactor != wantF || d.Outcome != limiter.Suppressed {
+			if d.SuppressionFactor != wantF || !d.Suppressed {
 				t.Fatalf("peek = %s, want suppressed with factor %v", Format(d), wantF)
 			}
 			if d.Allowed {

@@ -95,9 +95,9 @@ func RunTrace(t *testing.T, s Strategy, steps int, seed uint64, a, b Factory) Tr
 			switch {
 			case da.Never:
 				st.Never++
-			case da.Outcome == limiter.Allowed:
+			case da.Allowed && !da.Suppressed:
 				st.Allowed++
-			case da.Outcome == limiter.Rejected:
+			case !da.Allowed && !da.Suppressed:
 				st.Rejected++
 			case da.Allowed:
 				st.SuppressedAdmitted++

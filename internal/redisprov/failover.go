@@ -151,7 +151,7 @@ type Guard struct {
 	opts     []limiter.Option
 	pkg      string
 	strategy string
-	refused  limiter.Outcome
+	sup      bool // the suppressed strategy: the guard's refusals are Suppressed, factor 1
 	client   Client
 	probe    func(ctx context.Context, client redis.Scripter) error
 	// own is the probe's own client for a *redis.Client (dial.go); nil:
@@ -241,10 +241,7 @@ func (g *Guard) initCore(pkg, strategy string, client Client, cfg *window.Config
 	// not (WithPrefix, WithTimeout, a hybrid's own) from refusing it.
 	g.opts = append(opts[:len(opts):len(opts)], limiter.WithObserver(nil), window.ForFallback)
 	g.probe, g.recon = probe, recon
-	g.refused = limiter.Rejected
-	if strategy == key.Suppressed {
-		g.refused = limiter.Suppressed
-	}
+	g.sup = strategy == key.Suppressed
 	g.stopCtx, g.stop = context.WithCancel(context.Background())
 	g.pending = make(map[string]*Pending)
 	g.rearm()
@@ -333,7 +330,7 @@ func NewCall(b *Base, op, k string, rate limiter.Rate, n int64, peek bool, facto
 	}
 	hard := c
 	if factor != 1 {
-		if hard, err = limiter.HardCapacity(rate, b.Cfg.Window, factor); err != nil {
+		if hard, err = window.HardCapacity(rate, b.Cfg.Window, factor); err != nil {
 			return nil, b.Errorf(op, err)
 		}
 	}

@@ -25,14 +25,14 @@ func (g *Guard) refuse(a *ask, c *Call, admit, shed bool) (limiter.SetDecision, 
 		return g.refuseSet(a, admit, shed)
 	}
 	never := !c.Peek && c.N > c.Hard
-	d := limiter.Decision{Outcome: g.refused, Limit: c.C, Never: never}
+	d := limiter.Decision{Suppressed: g.sup, Limit: c.C, Never: never}
 	switch {
 	case admit && !never:
-		d = limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: c.C, Remaining: max(c.C-c.N, 0)}
+		d = limiter.Decision{Allowed: true, Limit: c.C, Remaining: max(c.C-c.N, 0)}
 	case !never:
 		d.RetryAfter = g.cfg.ProbeInterval
 	}
-	if !d.Allowed && d.Outcome == limiter.Suppressed {
+	if !d.Allowed && d.Suppressed {
 		d.SuppressionFactor = 1
 	}
 	d.Degraded, d.Shed = !shed, shed
@@ -42,7 +42,7 @@ func (g *Guard) refuse(a *ask, c *Call, admit, shed bool) (limiter.SetDecision, 
 // refuseSet is refuse for a set.
 func (g *Guard) refuseSet(a *ask, admit, shed bool) (limiter.SetDecision, error) {
 	var lb [window.MaxSet]window.Limit
-	ls, err := window.SetLimits(a.set, hardFactor(g.cfg, g.refused == limiter.Suppressed), &lb)
+	ls, err := window.SetLimits(a.set, hardFactor(g.cfg, g.sup), &lb)
 	if err != nil {
 		return limiter.SetDecision{}, fmt.Errorf("%s: %s: %w", g.pkg, a.op, err)
 	}
@@ -62,8 +62,9 @@ func (g *Guard) refuseSet(a *ask, admit, shed bool) (limiter.SetDecision, error)
 		case open:
 			r.Remaining = max(l.Soft-n, 0)
 		case r.Never || !admit:
-			r.Outcome, r.Refused = int(g.refused)-1, true
-			if g.refused == limiter.Suppressed {
+			r.Outcome, r.Refused = window.OutcomeRejected, true
+			if g.sup {
+				r.Outcome = window.OutcomeSuppressed
 				r.FactorPPM = window.PPM
 			}
 			if !never {

@@ -57,8 +57,8 @@ func (g *Guard) graceDecide(ctx context.Context, a *ask, d limiter.SetDecision) 
 	if err != nil || fd.Allowed {
 		return d
 	}
-	d.Allowed, d.Outcome, d.Remaining, d.RetryAfter = false, g.refused, 0, fd.RetryAfter
-	if g.refused == limiter.Suppressed {
+	d.Allowed, d.Suppressed, d.Remaining, d.RetryAfter = false, g.sup, 0, fd.RetryAfter
+	if g.sup {
 		d.SuppressionFactor = 1
 	}
 	for i := range d.Limits {

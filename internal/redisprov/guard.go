@@ -81,7 +81,7 @@ func reconciler(b *Base, sup bool) Reconciler {
 				if !sup {
 					return one.EvalSha(ctx, pipe, hs, NowArg(cfg), b.W, b.B, soft, n, b.TTL, 0, 0, 0, 0, WriteBack)
 				}
-				hard, _ := limiter.HardCapacity(p.Rate, cfg.Window, cfg.HardLimitFactor)
+				hard, _ := window.HardCapacity(p.Rate, cfg.Window, cfg.HardLimitFactor)
 				return one.EvalSha(ctx, pipe, hs, NowArg(cfg), b.W, b.B, soft, hard, n, b.Cache, 0, b.TTL, 0, 0, 0, 0, 0, WriteBack)
 			}
 			hs, err := b.CheckSet("inc set", p.Key, p.Set, 0)

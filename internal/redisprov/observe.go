@@ -48,8 +48,6 @@ func opName(op string) string {
 		return window.OpIsAllowed
 	case "inc set":
 		return window.OpIncSet
-	case "is allowed set":
-		return window.OpIsAllowedSet
 	case "get":
 		return window.OpGet
 	case "reset":
@@ -125,7 +123,8 @@ func (g *Guard) report(ctx context.Context, op, k string, n int64, t *timing, d 
 		return
 	}
 	e := limiter.DecisionEvent{Provider: g.pkg, Strategy: g.strategyName(), Op: opName(op), Key: k, Cost: n,
-		Decision: d, Limits: limits, Backend: t.asked, ErrorClass: class}
+		Decision: d, Limits: limits, Backend: t.asked, ErrorClass: class,
+		Source: window.DecisionSource(g.pkg, &d, t.asked), Policy: window.DecisionPolicy(limits)}
 	if t.asked {
 		e.Start, e.Duration = t.start, t.took
 	}
@@ -156,5 +155,5 @@ func (g *Guard) Observe(ctx context.Context, op, k string, n int64, d limiter.De
 
 func (g *Guard) observeLocal(ctx context.Context, op, k string, n int64, d limiter.Decision) {
 	g.cfg.Observer.ObserveDecision(ctx, limiter.DecisionEvent{Provider: g.pkg, Strategy: g.strategyName(), Op: opName(op),
-		Key: k, Cost: n, Decision: d})
+		Key: k, Cost: n, Decision: d, Source: window.DecisionSource(g.pkg, &d, false)})
 }

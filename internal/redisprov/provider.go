@@ -28,8 +28,8 @@ type SetBackend interface {
 	// ValidateSet checks a set call as the provider does before asking
 	// Redis (n = 0 for GetSet and ResetSet).
 	ValidateSet(op, k string, set *limiter.Set, n int64) error
-	// DecideSet is the Redis call of an IncSet (n = 0: IsAllowedSet).
-	// op names the call in its errors ("inc set", "is allowed set").
+	// DecideSet is the Redis call of an IncSet (n = 0: a peek).
+	// op names the call in its errors ("inc set").
 	DecideSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error)
 	// UsageSet is the Redis call of a GetSet.
 	UsageSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error)
@@ -46,7 +46,7 @@ type SetBackend interface {
 var ErrRemembered = errors.New("answered from memory")
 
 // ask is one decision call on the Guard's path: an Inc or an IsAllowed
-// of be (sbe nil), or an IncSet or an IsAllowedSet of sbe (set may be
+// of be (sbe nil), or an IncSet of sbe (set may be
 // nil: ValidateSet refuses it). The path is written once (decide); what
 // the two kinds do differently is in the few places that test sbe. A
 // single limit's decision travels as the Decision of a SetDecision
@@ -91,7 +91,7 @@ func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limit
 	return d.Decision, nil
 }
 
-// DecideSet runs an IncSet (n = 0: IsAllowedSet) under the policy, as
+// DecideSet runs an IncSet (n = 0: a peek) under the policy, as
 // Decide runs an Inc. The local fallback decides sets with its own
 // IncSet (on the set scaled by WithFallbackInstances); what it admits is
 // written back to every limit of the set when Redis answers again, as for

@@ -129,7 +129,7 @@ func (p *Provider) inc(ctx context.Context, k string, rate limiter.Rate, n int64
 	}
 	hard := soft
 	if p.sup {
-		if hard, err = limiter.HardCapacity(rate, b.Cfg.Window, b.Cfg.HardLimitFactor); err != nil {
+		if hard, err = window.HardCapacity(rate, b.Cfg.Window, b.Cfg.HardLimitFactor); err != nil {
 			return limiter.Decision{}, b.Errorf("inc", err)
 		}
 	}

@@ -31,11 +31,6 @@ func (p *Provider) IncSet(ctx context.Context, k string, set *limiter.Set, n int
 	return p.g.DecideSet(ctx, SetsOf(&p.b), "inc set", k, set, n)
 }
 
-// IsAllowedSet runs an IncSet of n = 0 that records nothing.
-func (p *Provider) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
-	return p.g.DecideSet(ctx, SetsOf(&p.b), "is allowed set", k, set, 0)
-}
-
 // GetSet runs a GetSet: an unavailable Redis is an error under every
 // policy.
 func (p *Provider) GetSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
@@ -72,7 +67,7 @@ func (s *Sets) ValidateSet(op, k string, set *limiter.Set, n int64) error {
 	return err
 }
 
-// DecideSet is the Redis call of an IncSet (n = 0: IsAllowedSet): one
+// DecideSet is the Redis call of an IncSet (n = 0: a peek): one
 // abs_set.lua or sup_set.lua call over one hash per limit, after the
 // call's draw.
 func (s *Sets) DecideSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {

@@ -778,7 +778,7 @@ func RunLeaseStaleness(t *testing.T) {
 						t.Fatalf("A.Inc = %+v, %v; want allowed", d, err)
 					}
 					ev := obs.last(k)
-					leased = ev.Source() == window.SourceMemory
+					leased = ev.Source == window.SourceMemory
 					time.Sleep(2 * time.Millisecond)
 				}
 				if !leased {
@@ -793,7 +793,7 @@ func RunLeaseStaleness(t *testing.T) {
 					if d, err := a.Inc(ctx, k, rate, 1); err != nil || !d.Allowed {
 						t.Fatalf("A.Inc after the Reset = %+v, %v; want allowed", d, err)
 					}
-					if ev := obs.last(k); ev.Source() == window.SourceMemory {
+					if ev := obs.last(k); ev.Source == window.SourceMemory {
 						last = time.Now()
 					} else {
 						break // asked Redis: the lease is gone

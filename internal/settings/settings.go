@@ -49,20 +49,15 @@ const (
 	MaxTimeout = time.Hour
 )
 
-// wallClock is the default clock: the wall clock at process start advanced
-// by the monotonic clock, which costs one clock read instead of two and
-// never steps back when the system clock is set.
-type wallClock struct{}
-
 var (
 	startWall   = time.Now()
 	startWallNs = startWall.UnixNano()
 )
 
-func (wallClock) Now() time.Time { return startWall.Add(time.Since(startWall)) }
-
-// WallClock is the default clock.
-var WallClock interface{ Now() time.Time } = wallClock{}
+// WallNow is the default clock: the wall clock at process start advanced
+// by the monotonic clock, which costs one clock read instead of two and
+// never steps back when the system clock is set.
+func WallNow() time.Time { return startWall.Add(time.Since(startWall)) }
 
 // Config is the resolved configuration, over the observer type Obs, the
 // failure policy Pol and the state change SC of package limiter. The zero
@@ -72,8 +67,8 @@ type Config[Obs any, Pol ~int, SC any] struct {
 	Bucket           time.Duration // 0 until resolved: W/100, at least 1 ms
 	HardLimitFactor  float64
 	SuppressionCache time.Duration
-	Clock            interface{ Now() time.Time } // limiter.Clock
-	ClockSet         bool                         // WithClock was given (Redis providers then stop using TIME)
+	Clock            func() time.Time // limiter.WithClock's
+	ClockSet         bool             // WithClock was given (Redis providers then stop using TIME)
 	Random           func() float64
 	RandomSet        bool // WithRandom was given (else Random is math/rand/v2's Float64)
 	Prefix           string
@@ -168,7 +163,7 @@ func Apply[Obs any, Pol ~int, SC any, O ~func(*Config[Obs, Pol, SC])](opts ...O)
 		Window:            DefaultWindow,
 		HardLimitFactor:   DefaultHardLimitFactor,
 		SuppressionCache:  DefaultSuppressionCache,
-		Clock:             WallClock,
+		Clock:             WallNow,
 		Random:            rand.Float64,
 		Prefix:            DefaultPrefix,
 		Timeout:           DefaultTimeout,
@@ -287,10 +282,10 @@ const MaxClockMs = int64(1) << 52
 // NowMs reads the clock in whole milliseconds (Unix epoch), clamped to
 // ±MaxClockMs.
 func (c *Config[Obs, Pol, SC]) NowMs() int64 {
-	if !c.ClockSet { // the default clock, without the interface call
+	if !c.ClockSet { // the default clock, without the indirect call
 		return WallMs()
 	}
-	return ClampMs(c.Clock.Now().UnixMilli())
+	return ClampMs(c.Clock().UnixMilli())
 }
 
 // ClampMs clamps a time in ms to ±MaxClockMs.

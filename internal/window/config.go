@@ -178,14 +178,13 @@ const (
 	StrategyAbsolute   = "absolute"
 	StrategySuppressed = "suppressed"
 
-	OpInc          = "inc"
-	OpIsAllowed    = "is_allowed"
-	OpIncSet       = "inc_set"
-	OpIsAllowedSet = "is_allowed_set"
-	OpGet          = "get"
-	OpReset        = "reset"
-	OpGetSet       = "get_set"
-	OpResetSet     = "reset_set"
+	OpInc       = "inc"
+	OpIsAllowed = "is_allowed"
+	OpIncSet    = "inc_set"
+	OpGet       = "get"
+	OpReset     = "reset"
+	OpGetSet    = "get_set"
+	OpResetSet  = "reset_set"
 
 	ErrorTimeout     = "timeout"
 	ErrorConnection  = "connection"
@@ -203,3 +202,38 @@ const (
 	EventStateChange  = "state_change"
 	EventCleanup      = "cleanup"
 )
+
+// DecisionSource returns limiter.DecisionEvent.Source for a decision d of
+// provider, backend telling whether Redis was called for it.
+func DecisionSource(provider string, d *limiter.Decision, backend bool) string {
+	switch {
+	case provider == ProviderLocal:
+		return SourceLocal
+	case d.Degraded:
+		return SourcePolicy
+	case d.Shed:
+		return SourceShed
+	case !backend:
+		return SourceMemory
+	}
+	return SourceRedis
+}
+
+// DecisionPolicy returns limiter.DecisionEvent.Policy for a set call's
+// limits: the first that refused, else the first with the fewest units
+// remaining; "" for no limits (a single-limit call).
+func DecisionPolicy(limits []limiter.LimitDecision) string {
+	if len(limits) == 0 {
+		return ""
+	}
+	best := 0
+	for i := range limits {
+		if limits[i].Refused {
+			return limits[i].Name
+		}
+		if limits[i].Remaining < limits[best].Remaining {
+			best = i
+		}
+	}
+	return limits[best].Name
+}

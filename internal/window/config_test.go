@@ -38,7 +38,7 @@ func TestOptionsSetLimitersOwnValues(t *testing.T) {
 	obs := &nopObserver{1}
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	c, err := window.NewConfig(limiter.WithFailurePolicy(limiter.FailClosed),
-		limiter.WithObserver(obs), limiter.WithClock(fixedClock(at)))
+		limiter.WithObserver(obs), limiter.WithClock(fixedClock(at).Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,9 +73,6 @@ func TestOptionsSetLimitersOwnValues(t *testing.T) {
 	}
 	if err := window.CheckCost(-1); !errors.Is(err, limiter.ErrInvalidCost) {
 		t.Errorf("CheckCost(-1) = %v, want limiter.ErrInvalidCost", err)
-	}
-	if p := limiter.FailurePolicy(7); p.String() != "FailurePolicy(7)" || limiter.FailError.String() != "FailError" {
-		t.Errorf("String: %q, %q", p, limiter.FailError)
 	}
 }
 
@@ -173,6 +170,51 @@ func TestOneDefinitionPerSentinel(t *testing.T) {
 
 func selName(sel *ast.SelectorExpr) string { return sel.X.(*ast.Ident).Name + "." + sel.Sel.Name }
 
+func TestDecisionPolicy(t *testing.T) {
+	ls := []limiter.LimitDecision{{Name: "second", Remaining: 3}, {Name: "minute", Remaining: 1}, {Name: "day", Remaining: 1}}
+	for _, c := range []struct {
+		name    string
+		limits  bool
+		want    string
+		refused []int
+	}{
+		{"single limit", false, "", nil},
+		{"admitted: fewest remaining, first of equals", true, "minute", nil},
+		{"refused: first refusing limit", true, "day", []int{2}},
+		{"refused by two", true, "second", []int{2, 0}},
+	} {
+		var limits []limiter.LimitDecision
+		if c.limits {
+			limits = append(limits, ls...)
+			for _, i := range c.refused {
+				limits[i].Refused = true
+			}
+		}
+		if got := window.DecisionPolicy(limits); got != c.want {
+			t.Errorf("%s: DecisionPolicy = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestDecisionSource(t *testing.T) {
+	for _, c := range []struct {
+		provider string
+		d        limiter.Decision
+		backend  bool
+		want     string
+	}{
+		{window.ProviderLocal, limiter.Decision{Allowed: true}, false, window.SourceLocal},
+		{window.ProviderRedisAbs, limiter.Decision{Allowed: true}, true, window.SourceRedis},
+		{window.ProviderHybrid, limiter.Decision{Allowed: true}, false, window.SourceMemory},
+		{window.ProviderRedisSup, limiter.Decision{Allowed: true, Degraded: true}, true, window.SourcePolicy},
+		{window.ProviderRedisAbs, limiter.Decision{Shed: true}, true, window.SourceShed},
+	} {
+		if got := window.DecisionSource(c.provider, &c.d, c.backend); got != c.want {
+			t.Errorf("DecisionSource(%s, %+v, %v) = %q, want %q", c.provider, c.d, c.backend, got, c.want)
+		}
+	}
+}
+
 // TestConfigForRefusesUnread: ConfigFor refuses the options the provider
 // does not read with ErrInvalidConfig, naming each once, the provider and
 // the strategy, before it checks any value; ForFallback lets the local
@@ -221,7 +263,7 @@ func TestOptionsRecordTheirNames(t *testing.T) {
 	for name, o := range map[string]limiter.Option{
 		"WithWindow":            limiter.WithWindow(time.Second),
 		"WithBucket":            limiter.WithBucket(time.Second),
-		"WithClock":             limiter.WithClock(fixedClock(time.Now())),
+		"WithClock":             limiter.WithClock(time.Now),
 		"WithObserver":          limiter.WithObserver(nil),
 		"WithHardLimitFactor":   limiter.WithHardLimitFactor(2),
 		"WithSuppressionCache":  limiter.WithSuppressionCache(0),

@@ -190,7 +190,7 @@ func TestKeymapConcurrent(t *testing.T) {
 
 // TestCapacityMatchesLimiter: the provider's capacity fast path (the
 // window's seconds computed once) gives limiter.Capacity's and
-// limiter.HardCapacity's very numbers, and fails exactly where they fail.
+// HardCapacity's very numbers, and fails exactly where they fail.
 func TestCapacityMatchesLimiter(t *testing.T) {
 	rates := []limiter.Rate{
 		limiter.PerSecond(1), limiter.PerSecond(0.7), limiter.PerSecond(10), limiter.PerSecond(1e7),
@@ -214,10 +214,10 @@ func TestCapacityMatchesLimiter(t *testing.T) {
 				if ok != (wantErr == nil) || ok && c != wantC {
 					t.Errorf("capacityOf(%v over %v) = %d, %v; limiter.Capacity = %d, %v", r, w, c, ok, wantC, wantErr)
 				}
-				wantH, wantHErr := limiter.HardCapacity(r, w, f)
+				wantH, wantHErr := HardCapacity(r, w, f)
 				h, err := s.hardCapacity(r)
 				if (err == nil) != (wantHErr == nil) || h != wantH {
-					t.Errorf("hardCapacity(%v over %v, factor %v) = %d, %v; limiter.HardCapacity = %d, %v", r, w, f, h, err, wantH, wantHErr)
+					t.Errorf("hardCapacity(%v over %v, factor %v) = %d, %v; HardCapacity = %d, %v", r, w, f, h, err, wantH, wantHErr)
 				}
 				// The suppressed Inc's preamble: both capacities from one
 				// product, limiter's numbers, and the first error.

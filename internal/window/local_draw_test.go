@@ -16,7 +16,7 @@ import (
 // match the sum of their factors within five standard deviations.
 func TestDefaultSourceDrawsWhenNeeded(t *testing.T) {
 	clk := newClock()
-	s, err := NewLocalSuppressed(limiter.WithClock(clk), limiter.WithWindow(time.Second), limiter.WithHardLimitFactor(4),
+	s, err := NewLocalSuppressed(limiter.WithClock(clk.Now), limiter.WithWindow(time.Second), limiter.WithHardLimitFactor(4),
 		limiter.WithSuppressionCache(0))
 	if err != nil {
 		t.Fatal(err)

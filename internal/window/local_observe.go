@@ -26,5 +26,7 @@ func (s *store) observe(ctx context.Context, op, k string, n int64, d limiter.De
 		Cost:     n,
 		Decision: d,
 		Limits:   limits,
+		Source:   SourceLocal,
+		Policy:   DecisionPolicy(limits),
 	})
 }

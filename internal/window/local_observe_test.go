@@ -41,7 +41,7 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 	ctx := context.Background()
 	rec := &recorder{}
 	clk := newClock()
-	opts := []limiter.Option{limiter.WithObserver(rec), limiter.WithClock(clk), limiter.WithWindow(time.Second)}
+	opts := []limiter.Option{limiter.WithObserver(rec), limiter.WithClock(clk.Now), limiter.WithWindow(time.Second)}
 	a, err := NewLocalAbsolute(opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -61,14 +61,14 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 	}
 	two := limiter.PerSecond(2)
 	type call struct {
-		name     string
-		do       func() (limiter.Decision, error)
-		strategy string
-		op       string
-		cost     int64
-		outcome  limiter.Outcome
-		allowed  bool
-		policy   string
+		name       string
+		do         func() (limiter.Decision, error)
+		strategy   string
+		op         string
+		cost       int64
+		suppressed bool
+		allowed    bool
+		policy     string
 	}
 	inc := func(l limiter.Limiter, n int64) func() (limiter.Decision, error) {
 		return func() (limiter.Decision, error) { return l.Inc(ctx, "k", two, n) }
@@ -77,23 +77,23 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 		return func() (limiter.Decision, error) { d, err := a.IncSet(ctx, "k", set, n); return d.Decision, err }
 	}
 	calls := []call{
-		{"abs 1", inc(a, 1), StrategyAbsolute, OpInc, 1, limiter.Allowed, true, ""},
-		{"abs 2", inc(a, 1), StrategyAbsolute, OpInc, 1, limiter.Allowed, true, ""},
-		{"abs full", inc(a, 1), StrategyAbsolute, OpInc, 1, limiter.Rejected, false, ""},
+		{"abs 1", inc(a, 1), StrategyAbsolute, OpInc, 1, false, true, ""},
+		{"abs 2", inc(a, 1), StrategyAbsolute, OpInc, 1, false, true, ""},
+		{"abs full", inc(a, 1), StrategyAbsolute, OpInc, 1, false, false, ""},
 		{"abs peek unknown", func() (limiter.Decision, error) { return a.IsAllowed(ctx, "other") },
-			StrategyAbsolute, OpIsAllowed, 0, limiter.Allowed, true, ""},
-		{"sup 2", inc(s, 2), StrategySuppressed, OpInc, 2, limiter.Allowed, true, ""},
-		{"sup above soft", inc(s, 1), StrategySuppressed, OpInc, 1, limiter.Suppressed, true, ""},
-		{"sup above hard", inc(s, 2), StrategySuppressed, OpInc, 2, limiter.Suppressed, false, ""},
-		{"set 1", incSet(1), StrategyAbsolute, OpIncSet, 1, limiter.Allowed, true, "per-second"},
-		{"set refused", incSet(1), StrategyAbsolute, OpIncSet, 1, limiter.Rejected, false, "per-second"},
-		{"set peek", func() (limiter.Decision, error) { d, err := a.IsAllowedSet(ctx, "k", set); return d.Decision, err },
-			StrategyAbsolute, OpIsAllowedSet, 0, limiter.Rejected, false, "per-second"},
+			StrategyAbsolute, OpIsAllowed, 0, false, true, ""},
+		{"sup 2", inc(s, 2), StrategySuppressed, OpInc, 2, false, true, ""},
+		{"sup above soft", inc(s, 1), StrategySuppressed, OpInc, 1, true, true, ""},
+		{"sup above hard", inc(s, 2), StrategySuppressed, OpInc, 2, true, false, ""},
+		{"set 1", incSet(1), StrategyAbsolute, OpIncSet, 1, false, true, "per-second"},
+		{"set refused", incSet(1), StrategyAbsolute, OpIncSet, 1, false, false, "per-second"},
+		{"set peek", func() (limiter.Decision, error) { d, err := a.IncSet(ctx, "k", set, 0); return d.Decision, err },
+			StrategyAbsolute, OpIncSet, 0, false, false, "per-second"},
 	}
 	for i, c := range calls {
 		d, err := c.do()
-		if err != nil || d.Outcome != c.outcome || d.Allowed != c.allowed {
-			t.Fatalf("%s = %+v, %v, want outcome %v allowed %v", c.name, d, err, c.outcome, c.allowed)
+		if err != nil || d.Suppressed != c.suppressed || d.Allowed != c.allowed {
+			t.Fatalf("%s = %+v, %v, want suppressed %v allowed %v", c.name, d, err, c.suppressed, c.allowed)
 		}
 		if len(rec.decisions) != i+1 {
 			t.Fatalf("after %s: %d decision events, want %d", c.name, len(rec.decisions), i+1)
@@ -103,8 +103,8 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 			e.Cost != c.cost || !reflect.DeepEqual(e.Decision, d) || e.Backend || e.Duration != 0 || e.ErrorClass != "" {
 			t.Errorf("%s: event %+v, want local %s %s cost %d with decision %+v and no backend", c.name, e, c.strategy, c.op, c.cost, d)
 		}
-		if p := e.Policy(); p != c.policy {
-			t.Errorf("%s: Policy() = %q, want %q", c.name, p, c.policy)
+		if p := e.Policy; p != c.policy {
+			t.Errorf("%s: Policy = %q, want %q", c.name, p, c.policy)
 		}
 	}
 	if _, err := a.Inc(ctx, "k", two, -1); err == nil {

@@ -169,11 +169,7 @@ func (s *store) incSet(ctx context.Context, op, k string, set *limiter.Set, n in
 	}
 	d := SetDecision(set, rs)
 	if s.obs != nil {
-		obsOp := OpIncSet
-		if op == "is allowed set" {
-			obsOp = OpIsAllowedSet
-		}
-		s.observe(ctx, obsOp, k, n, d.Decision, d.Limits)
+		s.observe(ctx, OpIncSet, k, n, d.Decision, d.Limits)
 	}
 	return d, nil
 }
@@ -285,12 +281,6 @@ func (a *LocalAbsolute) incSet(ctx context.Context, op, k string, set *limiter.S
 	})
 }
 
-// IsAllowedSet reports whether one more unit of key would be admitted by
-// every limit of set now: IncSet with n = 0.
-func (a *LocalAbsolute) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
-	return a.incSet(ctx, "is allowed set", k, set, 0)
-}
-
 // GetSet returns key's usage in each limit of set, in the set's order.
 func (a *LocalAbsolute) GetSet(_ context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
 	return a.s.getSet(k, set)
@@ -317,12 +307,6 @@ func (l *LocalSuppressed) incSet(ctx context.Context, op, k string, set *limiter
 			IncSuppressedSet(states, ls, now, n, s.cfg.CacheMs, draw, rs)
 		}
 	})
-}
-
-// IsAllowedSet reports whether one more unit of key would be admitted by
-// every limit of set now: IncSet with n = 0 (which draws a number).
-func (l *LocalSuppressed) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
-	return l.incSet(ctx, "is allowed set", k, set, 0)
 }
 
 // GetSet returns key's accepted and declined units in each limit of set.

@@ -143,7 +143,7 @@ func (s *store) incError(k string, rate limiter.Rate, n int64) (now, c int64, er
 }
 
 // supArgs is incArgs for the suppressed strategy: the soft and hard
-// capacities, multiplied in limiter.HardCapacity's order.
+// capacities, multiplied in HardCapacity's order.
 func (s *store) supArgs(k string, rate limiter.Rate, n int64) (now, soft, hard int64, err error) {
 	x := rate.PerSecondValue() * s.windowSec
 	soft, ok := capacityOf(x)
@@ -170,7 +170,7 @@ func (s *store) supError(k string, rate limiter.Rate, n int64) (now, soft, hard 
 }
 
 // hardX is rate × W in seconds × WithHardLimitFactor, multiplied in
-// limiter.HardCapacity's order, for capacityOf.
+// HardCapacity's order, for capacityOf.
 func (s *store) hardX(rate limiter.Rate) float64 {
 	x := rate.PerSecondValue() * s.windowSec
 	if f := s.hardF; f != 1 {
@@ -179,13 +179,13 @@ func (s *store) hardX(rate limiter.Rate) float64 {
 	return x
 }
 
-// hardCapacity is limiter.HardCapacity(rate, W, WithHardLimitFactor): the
-// fast path, else limiter's error.
+// hardCapacity is HardCapacity(rate, W, WithHardLimitFactor): the
+// fast path, else HardCapacity's error.
 func (s *store) hardCapacity(rate limiter.Rate) (int64, error) {
 	if h, ok := capacityOf(s.hardX(rate)); ok {
 		return h, nil
 	}
-	h, err := limiter.HardCapacity(rate, s.cfg.Window, s.cfg.HardLimitFactor)
+	h, err := HardCapacity(rate, s.cfg.Window, s.cfg.HardLimitFactor)
 	if err != nil {
 		return 0, fmt.Errorf("local: inc: %w", err)
 	}
@@ -193,7 +193,7 @@ func (s *store) hardCapacity(rate limiter.Rate) (int64, error) {
 }
 
 // capacityEpsilon is limiter's: it absorbs binary rounding in rate × window.
-const capacityEpsilon = 1e-9
+const capacityEpsilon = settings.CapacityEpsilon
 
 // capacityOf is the fast path of limiter.Capacity and HardCapacity on x =
 // rate × window seconds (× factor): floor(x + 1e-9), ok false when that is
@@ -230,12 +230,12 @@ func (s *store) drawPPM() int64 {
 //go:noinline
 func (s *store) drawSet() int64 { return DrawPPM(s.cfg.Rand()) }
 
-// now reads the clock in ms; the default clock without an interface call.
+// now reads the clock in ms; the default clock without an indirect call.
 func (s *store) now() int64 {
 	if !s.clockSet {
 		return settings.WallMs()
 	}
-	return settings.ClampMs(s.cfg.Clock.Now().UnixMilli())
+	return settings.ClampMs(s.cfg.Clock().UnixMilli())
 }
 
 func checkCost(n int64) error {

@@ -30,7 +30,7 @@ func newClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 
 
 func TestSweepDropsIdleKeys(t *testing.T) {
 	clk := newClock()
-	a, err := NewLocalAbsolute(limiter.WithClock(clk), limiter.WithWindow(time.Second))
+	a, err := NewLocalAbsolute(limiter.WithClock(clk.Now), limiter.WithWindow(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestRemovedEntryIsNotReused(t *testing.T) {
 // The sweep runs while callers hammer the same shards; -race checks it.
 func TestSweepConcurrentWithCalls(t *testing.T) {
 	clk := newClock()
-	a, err := NewLocalAbsolute(limiter.WithClock(clk), limiter.WithWindow(10*time.Millisecond))
+	a, err := NewLocalAbsolute(limiter.WithClock(clk.Now), limiter.WithWindow(10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func TestSweepLoopDropsIdleKeys(t *testing.T) {
 	clk := newClock()
 	ctx := context.Background()
-	a, err := NewLocalAbsolute(limiter.WithClock(clk), limiter.WithWindow(time.Second), sweepEvery(time.Millisecond))
+	a, err := NewLocalAbsolute(limiter.WithClock(clk.Now), limiter.WithWindow(time.Second), sweepEvery(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

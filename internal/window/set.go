@@ -187,7 +187,7 @@ func SetLimits(set *limiter.Set, factor float64, buf *[MaxSet]Limit) ([]Limit, e
 		c, _ := limiter.Capacity(l.Rate, l.Window) // NewSet checked it
 		ls[i] = Limit{P: Params{W: l.Window.Milliseconds(), B: l.Bucket.Milliseconds()}, Soft: c, Hard: c}
 		if factor != 1 {
-			h, err := limiter.HardCapacity(l.Rate, l.Window, factor)
+			h, err := HardCapacity(l.Rate, l.Window, factor)
 			if err != nil {
 				return nil, fmt.Errorf("limit %q: %w", l.Name, err)
 			}

@@ -197,7 +197,7 @@ func (s *State) resetAfter(now, span int64) int64 {
 // Result is a decision in integer milliseconds, before it becomes a
 // limiter.Decision.
 type Result struct {
-	Outcome    int // 0 allowed, 1 rejected, 2 suppressed (limiter.Outcome minus one)
+	Outcome    int // OutcomeAllowed, OutcomeRejected or OutcomeSuppressed
 	Allowed    bool
 	Limit      int64
 	Remaining  int64
@@ -215,7 +215,8 @@ func (r *Result) admit(limit, remaining, reset int64, never bool) {
 	r.Allowed, r.Limit, r.Remaining, r.ResetAfter, r.Never = true, limit, remaining, reset, never
 }
 
-// Outcome values as the scripts return them; limiter.Outcome is one more.
+// Outcome values as the scripts return them; a limiter.Decision has
+// Suppressed set for OutcomeSuppressed.
 const (
 	OutcomeAllowed    = 0
 	OutcomeRejected   = 1
@@ -462,8 +463,8 @@ func (r *Result) Decision() limiter.Decision {
 		f = float64(r.FactorPPM) / PPM
 	}
 	return limiter.Decision{
-		Outcome:           limiter.Outcome(r.Outcome + 1),
 		Allowed:           r.Allowed,
+		Suppressed:        r.Outcome == OutcomeSuppressed,
 		Limit:             r.Limit,
 		Remaining:         r.Remaining,
 		RetryAfter:        msDuration(r.RetryAfter),

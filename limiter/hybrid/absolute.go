@@ -102,7 +102,7 @@ func (l *Absolute) local(e *entry, q request, now int64, refusals bool) (d limit
 		e.hits++
 		e.idle = 0
 		e.lastUse = now
-		return limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: c,
+		return limiter.Decision{Allowed: true, Limit: c,
 			Remaining: c - e.acc + e.left, ResetAfter: msDur(e.resetAt - now)}, true
 	}
 	if r, ok := e.ref.Answer(c, c, n, now, 0); ok && refusals && !fromFuture(now, e.ref.ResetAt(), span) {
@@ -128,7 +128,7 @@ func (l *Absolute) peek(e *entry, now int64) (limiter.Decision, bool) {
 	if e.left < 1 {
 		return limiter.Decision{}, false
 	}
-	return limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: e.soft,
+	return limiter.Decision{Allowed: true, Limit: e.soft,
 		Remaining: e.soft - e.acc + e.left, ResetAfter: msDur(e.resetAt - now)}, true
 }
 
@@ -228,7 +228,7 @@ func (l *Absolute) fetchLease(ctx context.Context, e *entry, q request, a ask) (
 		e.used += n
 		e.idle = 0
 		e.lastUse = send
-		d := limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: c,
+		d := limiter.Decision{Allowed: true, Limit: c,
 			Remaining: c - e.acc + e.left, ResetAfter: msDur(g.reset)}
 		e.mu.Unlock()
 		return d, nil

@@ -56,7 +56,7 @@ func TestForwardDatedLease(t *testing.T) {
 		// No per-call timeout: the test counts exact leases and decisions,
 		// and a call shed on a loaded machine would differ.
 		common := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0),
-			limiter.WithClock(clk), limiter.WithWindow(time.Minute)}
+			limiter.WithClock(clk.Now), limiter.WithWindow(time.Minute)}
 		a := newAbsolute(t, c, append(append(common, hybrid.WithSyncInterval(time.Hour)), opts...)...)
 		r, err := redisabs.New(c, common...)
 		if err != nil {
@@ -218,7 +218,7 @@ func TestSuppressedForwardDatedLease(t *testing.T) {
 		// No per-call timeout: the test counts exact leases and decisions,
 		// and a call shed on a loaded machine would differ.
 		common := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0),
-			limiter.WithClock(clk), limiter.WithWindow(time.Minute)}
+			limiter.WithClock(clk.Now), limiter.WithWindow(time.Minute)}
 		s := newSuppressed(t, c, append(append(common, hybrid.WithSyncInterval(time.Hour)), opts...)...)
 		r, err := redissup.New(c, common...)
 		if err != nil {

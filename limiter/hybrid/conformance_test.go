@@ -44,7 +44,7 @@ func onMini(opts ...limiter.Option) conformance.Factory {
 		t.Helper()
 		mr, c := redistest.Mini(t)
 		clk.Drive(mr)
-		return newAbsolute(t, c, append(append([]limiter.Option{limiter.WithClock(clk)}, opts...), more...)...)
+		return newAbsolute(t, c, append(append([]limiter.Option{limiter.WithClock(clk.Now)}, opts...), more...)...)
 	}
 }
 
@@ -53,14 +53,14 @@ func onMini(opts ...limiter.Option) conformance.Factory {
 func onReal(opts ...limiter.Option) conformance.Factory {
 	return func(t *testing.T, clk *conformance.Clock, more ...limiter.Option) limiter.Limiter {
 		t.Helper()
-		return newAbsolute(t, realClient(t), append(append([]limiter.Option{limiter.WithClock(clk)}, opts...), more...)...)
+		return newAbsolute(t, realClient(t), append(append([]limiter.Option{limiter.WithClock(clk.Now)}, opts...), more...)...)
 	}
 }
 
 func onCluster(opts ...limiter.Option) conformance.Factory {
 	return func(t *testing.T, clk *conformance.Clock, more ...limiter.Option) limiter.Limiter {
 		t.Helper()
-		return newAbsolute(t, redistest.Cluster(t), append(append([]limiter.Option{limiter.WithClock(clk)}, opts...), more...)...)
+		return newAbsolute(t, redistest.Cluster(t), append(append([]limiter.Option{limiter.WithClock(clk.Now)}, opts...), more...)...)
 	}
 }
 

@@ -34,9 +34,8 @@
 // docs/algorithms.md (Hybrid leases) has the protocol, the proof of the
 // guarantee, and where and by how much it under-admits.
 //
-// Sets of limits (limiter.SetLimiter) are not leased: IncSet,
-// IsAllowedSet, GetSet and ResetSet ask Redis on every call, as redisabs
-// (or redissup) does, under the same failure policy. A set's limits have
-// hashes of their own, apart from the key's single limit and its lease, so
-// set decisions are exact (docs/algorithms.md, Hybrid sets).
+// Sets of limits (limiter.SetLimiter) are not leased: IncSet, GetSet and
+// ResetSet ask Redis on every call, as redisabs (or redissup) does, under
+// the same failure policy. A set's limits have hashes of their own, apart
+// from the key's single limit and its lease, so set decisions are exact (docs/algorithms.md, Hybrid sets).
 package hybrid

@@ -46,7 +46,7 @@ func TestDeclinedSaturates(t *testing.T) {
 			} else {
 				c = realClient(t)
 			}
-			opts := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithClock(clk),
+			opts := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithClock(clk.Now),
 				limiter.WithWindow(time.Second), limiter.WithHardLimitFactor(1)}
 			l := newDefaultSuppressed(t, c, opts...)
 			const units = int64(1) << 50

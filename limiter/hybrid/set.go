@@ -35,13 +35,6 @@ func (l *table[E]) IncSet(ctx context.Context, k string, set *limiter.Set, n int
 	return l.g.DecideSet(ctx, redisprov.SetsOf(&l.b), "inc set", k, set, n)
 }
 
-// IsAllowedSet reports whether one more unit of key would be admitted by
-// every limit of set now: IncSet with n = 0, which writes nothing (and,
-// suppressed, draws a number).
-func (l *table[E]) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
-	return l.g.DecideSet(ctx, redisprov.SetsOf(&l.b), "is allowed set", k, set, 0)
-}
-
 // GetSet returns key's usage in each limit of set, in the set's order
 // (suppressed: accepted as Used, and declined), with each limit's stored
 // capacity (soft, suppressed). Redis failures are errors, as for Get.

@@ -31,7 +31,7 @@ var setBackends = []struct {
 func localFactory(s conformance.Strategy) conformance.Factory {
 	return func(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
 		t.Helper()
-		opts = append(opts, limiter.WithClock(clk))
+		opts = append(opts, limiter.WithClock(clk.Now))
 		var l limiter.Limiter
 		var err error
 		if s == conformance.SuppressedStrategy {

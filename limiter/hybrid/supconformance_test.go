@@ -35,21 +35,21 @@ func supOnMini(opts ...limiter.Option) conformance.Factory {
 		t.Helper()
 		mr, c := redistest.Mini(t)
 		clk.Drive(mr)
-		return newSuppressed(t, c, append(append([]limiter.Option{limiter.WithClock(clk)}, opts...), more...)...)
+		return newSuppressed(t, c, append(append([]limiter.Option{limiter.WithClock(clk.Now)}, opts...), more...)...)
 	}
 }
 
 func supOnReal(opts ...limiter.Option) conformance.Factory {
 	return func(t *testing.T, clk *conformance.Clock, more ...limiter.Option) limiter.Limiter {
 		t.Helper()
-		return newSuppressed(t, realClient(t), append(append([]limiter.Option{limiter.WithClock(clk)}, opts...), more...)...)
+		return newSuppressed(t, realClient(t), append(append([]limiter.Option{limiter.WithClock(clk.Now)}, opts...), more...)...)
 	}
 }
 
 func supOnCluster(opts ...limiter.Option) conformance.Factory {
 	return func(t *testing.T, clk *conformance.Clock, more ...limiter.Option) limiter.Limiter {
 		t.Helper()
-		return newSuppressed(t, redistest.Cluster(t), append(append([]limiter.Option{limiter.WithClock(clk)}, opts...), more...)...)
+		return newSuppressed(t, redistest.Cluster(t), append(append([]limiter.Option{limiter.WithClock(clk.Now)}, opts...), more...)...)
 	}
 }
 

@@ -35,7 +35,7 @@ func TestSuppressedDiffers(t *testing.T) {
 		draw = 0.5
 		// No per-call timeout: every decision is compared with redissup's,
 		// and a call shed on a loaded machine would differ.
-		opts := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0), limiter.WithClock(clk),
+		opts := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithTimeout(0), limiter.WithClock(clk.Now),
 			limiter.WithWindow(time.Second), limiter.WithBucket(100 * time.Millisecond), limiter.WithHardLimitFactor(2),
 			limiter.WithSuppressionCache(0), limiter.WithRandom(func() float64 { return draw })}
 		hyb := append(opts[:len(opts):len(opts)], hybrid.WithSyncInterval(time.Hour), hybrid.WithLeaseAhead(0))

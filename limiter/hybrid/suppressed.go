@@ -130,10 +130,10 @@ func (l *Suppressed) local(e *supEntry, q request, now int64, refusals bool) (d 
 			r = l.draw()
 		}
 		if acc+n <= soft {
-			d.Outcome, d.Allowed = limiter.Allowed, true
+			d.Allowed = true
 		} else {
 			f := e.cachedFactor(now, cfg)
-			d.Outcome, d.SuppressionFactor, d.Allowed = limiter.Suppressed, ppmFactor(f), r >= f
+			d.Suppressed, d.SuppressionFactor, d.Allowed = true, ppmFactor(f), r >= f
 		}
 		if d.Allowed {
 			e.left -= n
@@ -167,7 +167,7 @@ func (l *Suppressed) capacities(op string, rate limiter.Rate) (soft, hard int64,
 	if err != nil {
 		return 0, 0, l.errorf(op, err)
 	}
-	hard, err = limiter.HardCapacity(rate, l.b.Cfg.Window, l.b.Cfg.HardLimitFactor)
+	hard, err = window.HardCapacity(rate, l.b.Cfg.Window, l.b.Cfg.HardLimitFactor)
 	if err != nil {
 		return 0, 0, l.errorf(op, err)
 	}
@@ -220,10 +220,10 @@ func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision,
 // of a lease still open, as sup_allowed.lua would.
 func (l *Suppressed) peek(e *supEntry, now int64) (limiter.Decision, bool) {
 	acc := e.acc - e.left
-	d := limiter.Decision{Outcome: limiter.Allowed, Allowed: true, Limit: e.soft,
+	d := limiter.Decision{Allowed: true, Limit: e.soft,
 		Remaining: max(0, e.soft-acc), ResetAfter: msDur(e.resetAt - now)}
 	if acc+1 > e.soft {
-		d.Outcome, d.Allowed, d.SuppressionFactor = limiter.Suppressed, false, 1
+		d.Suppressed, d.Allowed, d.SuppressionFactor = true, false, 1
 		if acc+1 <= e.hard {
 			d.SuppressionFactor = ppmFactor(e.peekFactor(now, &l.b.Cfg))
 		}

@@ -31,7 +31,7 @@ func TestTwoWindows(t *testing.T) {
 			}, supOnMini, supOnReal},
 	} {
 		pair := func(c hybrid.Client, t *testing.T, clk *conformance.Clock, o1, o2 []limiter.Option) (limiter.Limiter, limiter.Limiter) {
-			p := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithClock(clk)}
+			p := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithClock(clk.Now)}
 			return st.new(t, c, append(o1, p...)...), st.new(t, c, append(o2, p...)...)
 		}
 		miniPair := func(t *testing.T, clk *conformance.Clock, o1, o2 []limiter.Option) (limiter.Limiter, limiter.Limiter) {

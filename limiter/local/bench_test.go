@@ -28,7 +28,7 @@ var benchCtx = context.Background()
 func full(b *testing.B) *local.Absolute {
 	b.Helper()
 	clk := conformance.NewClock()
-	a, err := local.NewAbsolute(limiter.WithClock(clk), limiter.WithWindow(time.Second))
+	a, err := local.NewAbsolute(limiter.WithClock(clk.Now), limiter.WithWindow(time.Second))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func BenchmarkGet(b *testing.B) {
 // soft capacity.
 func BenchmarkSuppressedOverload(b *testing.B) {
 	clk := conformance.NewClock()
-	s, err := local.NewSuppressed(limiter.WithClock(clk), limiter.WithWindow(time.Second), limiter.WithHardLimitFactor(4))
+	s, err := local.NewSuppressed(limiter.WithClock(clk.Now), limiter.WithWindow(time.Second), limiter.WithHardLimitFactor(4))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func BenchmarkSuppressedOverload(b *testing.B) {
 	suppressed := 0
 	for i := 0; i < b.N; i++ {
 		d, _ := s.Inc(benchCtx, keys[i%n], rate, 1)
-		if d.Outcome == limiter.Suppressed {
+		if d.Suppressed {
 			suppressed++
 		}
 	}

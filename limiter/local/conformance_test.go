@@ -11,7 +11,7 @@ import (
 
 func absolute(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
 	t.Helper()
-	l, err := local.NewAbsolute(append(opts, limiter.WithClock(clk))...)
+	l, err := local.NewAbsolute(append(opts, limiter.WithClock(clk.Now))...)
 	if err != nil {
 		t.Fatalf("NewAbsolute: %v", err)
 	}
@@ -20,7 +20,7 @@ func absolute(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limi
 
 func suppressed(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
 	t.Helper()
-	l, err := local.NewSuppressed(append(opts, limiter.WithClock(clk))...)
+	l, err := local.NewSuppressed(append(opts, limiter.WithClock(clk.Now))...)
 	if err != nil {
 		t.Fatalf("NewSuppressed: %v", err)
 	}

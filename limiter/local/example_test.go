@@ -21,7 +21,7 @@ func Example() {
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)}
 	// WithClock is for tests and examples; the default is the wall clock.
-	l, err := local.NewAbsolute(limiter.WithWindow(time.Minute), limiter.WithClock(clk))
+	l, err := local.NewAbsolute(limiter.WithWindow(time.Minute), limiter.WithClock(clk.Now))
 	if err != nil {
 		panic(err)
 	}
@@ -53,7 +53,7 @@ func Example() {
 func ExampleAbsolute_IncSet() {
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)}
-	l, err := local.NewAbsolute(limiter.WithClock(clk))
+	l, err := local.NewAbsolute(limiter.WithClock(clk.Now))
 	if err != nil {
 		panic(err)
 	}

@@ -61,12 +61,6 @@ func (a *Absolute) IncSet(ctx context.Context, k string, set *limiter.Set, n int
 	return a.w.IncSet(ctx, k, set, n)
 }
 
-// IsAllowedSet reports whether one more unit of key would be admitted by
-// every limit of set now: IncSet with n = 0.
-func (a *Absolute) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
-	return a.w.IsAllowedSet(ctx, k, set)
-}
-
 // GetSet returns key's usage in each limit of set, in the set's order.
 func (a *Absolute) GetSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
 	return a.w.GetSet(ctx, k, set)
@@ -139,12 +133,6 @@ func (l *Suppressed) Reset(ctx context.Context, k string) error { return l.w.Res
 // arguments draws exactly one number.
 func (l *Suppressed) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	return l.w.IncSet(ctx, k, set, n)
-}
-
-// IsAllowedSet reports whether one more unit of key would be admitted by
-// every limit of set now: IncSet with n = 0 (which draws a number).
-func (l *Suppressed) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
-	return l.w.IsAllowedSet(ctx, k, set)
 }
 
 // GetSet returns key's accepted and declined units in each limit of set.

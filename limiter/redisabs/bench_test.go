@@ -111,7 +111,7 @@ func BenchmarkFullWindow(b *testing.B) {
 		b.Run(fmt.Sprintf("W/B=%d", buckets), func(b *testing.B) {
 			clk := conformance.NewClock()
 			bucket := time.Millisecond
-			l := newLimiter(b, redistest.Real(b).Client(b), limiter.WithClock(clk),
+			l := newLimiter(b, redistest.Real(b).Client(b), limiter.WithClock(clk.Now),
 				limiter.WithWindow(time.Duration(buckets)*bucket), limiter.WithBucket(bucket))
 			rate := limiter.PerSecond(1e9)
 			for i := 0; i < buckets; i++ {
@@ -164,7 +164,7 @@ func TestMemoryPerKey(t *testing.T) {
 			// No timeout: on a loaded machine a call past it would be
 			// shed and write nothing, and a confirming probe would write
 			// a key of its own.
-			opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithClock(clk), limiter.WithTimeout(0)}
+			opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithClock(clk.Now), limiter.WithTimeout(0)}
 			// The keys are written by a limiter of their own client with
 			// batching on (pipelines of up to 128 calls): the same script
 			// calls, writing the same hashes, for less CPU than one round

@@ -44,7 +44,7 @@ func TestTraceHashTable(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		// No per-call timeout: the trace compares every decision with the
 		// local provider's, and a call shed on a loaded machine would differ.
-		return newLimiter(t, c, append([]limiter.Option{limiter.WithTimeout(0), limiter.WithClock(clk)}, opts...)...)
+		return newLimiter(t, c, append([]limiter.Option{limiter.WithTimeout(0), limiter.WithClock(clk.Now)}, opts...)...)
 	}
 	st := conformance.RunTrace(t, conformance.AbsoluteStrategy, traceSteps, 5, localAbsolute, onHashTable)
 	checkTraceStats(t, st, traceSteps)

@@ -45,7 +45,7 @@ func onMini(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limite
 func withClock(client func(t testing.TB) redisabs.Client) conformance.Factory {
 	return func(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
 		t.Helper()
-		return newLimiter(t, client(t), append([]limiter.Option{limiter.WithClock(clk)}, opts...)...)
+		return newLimiter(t, client(t), append([]limiter.Option{limiter.WithClock(clk.Now)}, opts...)...)
 	}
 }
 

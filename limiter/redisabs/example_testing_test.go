@@ -13,7 +13,7 @@ import (
 	"github.com/sluice-go/sluice/limiter/redisabs"
 )
 
-// testClock is a clock a test moves by hand: a limiter.Clock.
+// testClock is a clock a test moves by hand; limiter.WithClock takes its Now.
 type testClock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -52,7 +52,7 @@ func Example_testingWithMiniredis() {
 	}
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 	defer client.Close()
-	l, err := redisabs.New(client, limiter.WithWindow(time.Minute), limiter.WithClock(clk))
+	l, err := redisabs.New(client, limiter.WithWindow(time.Minute), limiter.WithClock(clk.Now))
 	if err != nil {
 		panic(err)
 	}

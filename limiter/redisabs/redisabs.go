@@ -111,12 +111,6 @@ func (l *Limiter) IncSet(ctx context.Context, k string, set *limiter.Set, n int6
 	return l.p.IncSet(ctx, k, set, n)
 }
 
-// IsAllowedSet reports whether one more unit of key would be admitted by
-// every limit of set now: IncSet with n = 0, which writes nothing.
-func (l *Limiter) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
-	return l.p.IsAllowedSet(ctx, k, set)
-}
-
 // GetSet returns key's usage in the live window of each limit of set, in
 // the set's order, as Get reads one key. Redis failures are errors, as
 // for Get.

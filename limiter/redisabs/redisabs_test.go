@@ -447,7 +447,7 @@ func TestDeadBucketsAreDeleted(t *testing.T) {
 	clk := conformance.NewClock()
 	prefix := redistest.Prefix(t)
 	w, b := 500*time.Millisecond, time.Millisecond
-	l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b), limiter.WithClock(clk))
+	l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b), limiter.WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,7 +517,7 @@ func TestListpack(t *testing.T) {
 			prefix := redistest.Prefix(t)
 			b := 10 * time.Millisecond
 			w := time.Duration(tc.buckets) * b
-			l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b), limiter.WithClock(clk))
+			l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b), limiter.WithClock(clk.Now))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -757,7 +757,7 @@ func TestTTLUnderWithClockHasSlack(t *testing.T) {
 	c := redistest.Real(t).Client(t)
 	prefix := redistest.Prefix(t)
 	l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b),
-		limiter.WithClock(conformance.NewClock()))
+		limiter.WithClock(conformance.NewClock().Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -778,7 +778,7 @@ func miniLimiter(t *testing.T) (*redisabs.Limiter, *redis.Client, *conformance.C
 	_, c, clk := miniAt(t)
 	prefix := redistest.Prefix(t)
 	l, err := redisabs.New(c, limiter.WithPrefix(prefix), limiter.WithWindow(time.Second),
-		limiter.WithBucket(100*time.Millisecond), limiter.WithClock(clk))
+		limiter.WithBucket(100*time.Millisecond), limiter.WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -866,7 +866,7 @@ func TestSteadyTrafficFollowsLinks(t *testing.T) {
 	clk := conformance.NewClock()
 	opts := []limiter.Option{limiter.WithWindow(time.Second), limiter.WithBucket(10 * time.Millisecond)}
 	prefix := redistest.Prefix(t)
-	lr, err := redisabs.New(c, append(opts, limiter.WithPrefix(prefix), limiter.WithClock(clk))...)
+	lr, err := redisabs.New(c, append(opts, limiter.WithPrefix(prefix), limiter.WithClock(clk.Now))...)
 	if err != nil {
 		t.Fatal(err)
 	}

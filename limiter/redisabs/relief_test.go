@@ -38,7 +38,7 @@ func TestReliefTrace(t *testing.T) {
 	t.Parallel() // deterministic: see TestMain
 	conformance.RunReliefSpared(t, conformance.AbsoluteStrategy,
 		func(t *testing.T, c *redis.Client, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
-			return newLimiter(t, c, append([]limiter.Option{limiter.WithClock(clk)}, opts...)...)
+			return newLimiter(t, c, append([]limiter.Option{limiter.WithClock(clk.Now)}, opts...)...)
 		})
 }
 
@@ -51,8 +51,8 @@ func TestReliefResetElsewhere(t *testing.T) {
 	clk := conformance.NewClock()
 	c := realClient(t)
 	prefix := limiter.WithPrefix(redistest.Prefix(t))
-	a := newLimiter(t, c, limiter.WithClock(clk), prefix)
-	b := newLimiter(t, c, limiter.WithClock(clk), prefix)
+	a := newLimiter(t, c, limiter.WithClock(clk.Now), prefix)
+	b := newLimiter(t, c, limiter.WithClock(clk.Now), prefix)
 	rate := limiter.PerSecond(2) // C = 120 per minute
 	if d := mustInc(t, a, "k", rate, 120); !d.Allowed {
 		t.Fatalf("Inc(k, 120) = %s, want allowed", conformance.Format(d))
@@ -97,7 +97,7 @@ func TestReliefLeavesAnOpenBreakerToThePolicy(t *testing.T) {
 	c := redis.NewClient(srv.Options())
 	t.Cleanup(func() { c.Close() })
 	clk := conformance.NewClock()
-	l := newLimiter(t, c, limiter.WithClock(clk), limiter.WithFailurePolicy(limiter.FailOpen), limiter.WithTimeout(time.Second))
+	l := newLimiter(t, c, limiter.WithClock(clk.Now), limiter.WithFailurePolicy(limiter.FailOpen), limiter.WithTimeout(time.Second))
 	defer l.Close(ctx)
 	rate := limiter.PerSecond(1) // C = 60 per minute
 	if d := mustInc(t, l, "k", rate, 60); !d.Allowed {

@@ -117,7 +117,7 @@ func BenchmarkFullWindow(b *testing.B) {
 			clk := conformance.NewClock()
 			bucket := time.Millisecond
 			w := time.Duration(buckets) * bucket
-			l := newLimiter(b, rc, limiter.WithClock(clk), limiter.WithPrefix(redistest.Prefix(b)),
+			l := newLimiter(b, rc, limiter.WithClock(clk.Now), limiter.WithPrefix(redistest.Prefix(b)),
 				limiter.WithWindow(w), limiter.WithBucket(bucket), limiter.WithHardLimitFactor(1.5))
 			rate := limiter.Every(float64(buckets)/2, w) // S = W/B / 2: offered 2×
 			for i := 0; i < 2*buckets; i++ {
@@ -238,7 +238,7 @@ func BenchmarkSetVsSingle(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			clk := conformance.NewClock()
 			prefix := redistest.Prefix(b)
-			l := newLimiter(b, rc, limiter.WithClock(clk), limiter.WithPrefix(prefix),
+			l := newLimiter(b, rc, limiter.WithClock(clk.Now), limiter.WithPrefix(prefix),
 				limiter.WithWindow(time.Second), limiter.WithBucket(10*time.Millisecond), limiter.WithHardLimitFactor(1.5))
 			rate, set := limiter.PerSecond(c.rate), mk(c.rate)
 			// Fill the windows: two seconds of calls every 0.5 ms, twice

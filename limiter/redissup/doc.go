@@ -14,8 +14,8 @@
 //
 // Each call is one Lua script on the server that owns the key, with the
 // decisions package local's suppressed limiter makes for the same random
-// draw (limiter.WithRandom). The ceiling is limiter.HardCapacity
-// (WithHardLimitFactor, default 1). Refused units are recorded too: they
+// draw (limiter.WithRandom). The ceiling is H = floor(rate × W × F), F
+// being WithHardLimitFactor's (default 1). Refused units are recorded too: they
 // drive the suppression factor. Round trips, failover, the failure policy
 // and go-redis' retries are as in package redisabs. Call Ping at start-up.
 // docs/algorithms.md has the strategy and its formulas, docs/operations.md

@@ -46,7 +46,7 @@ func Example() {
 			// local limiter answers, with d.Degraded set.
 			panic(err)
 		}
-		fmt.Printf("Inc(%2d): %-10v admitted=%-5v factor=%.3f remaining=%d\n", n, d.Outcome, d.Allowed, d.SuppressionFactor, d.Remaining)
+		fmt.Printf("Inc(%2d): suppressed=%-5v admitted=%-5v factor=%.3f remaining=%d\n", n, d.Suppressed, d.Allowed, d.SuppressionFactor, d.Remaining)
 	}
 	u, err := l.Get(ctx, "user:42")
 	if err != nil {
@@ -54,12 +54,12 @@ func Example() {
 	}
 	fmt.Printf("accepted %d, declined %d, soft limit %d\n", u.Used, u.Declined, u.Limit)
 	// Output:
-	// Inc(10): allowed    admitted=true  factor=0.000 remaining=0
-	// Inc(10): suppressed admitted=true  factor=0.000 remaining=0
-	// Inc( 5): suppressed admitted=true  factor=0.500 remaining=0
-	// Inc( 5): suppressed admitted=false factor=0.600 remaining=0
-	// Inc( 1): suppressed admitted=false factor=0.667 remaining=0
-	// Inc(20): suppressed admitted=false factor=1.000 remaining=0
+	// Inc(10): suppressed=false admitted=true  factor=0.000 remaining=0
+	// Inc(10): suppressed=true  admitted=true  factor=0.000 remaining=0
+	// Inc( 5): suppressed=true  admitted=true  factor=0.500 remaining=0
+	// Inc( 5): suppressed=true  admitted=false factor=0.600 remaining=0
+	// Inc( 1): suppressed=true  admitted=false factor=0.667 remaining=0
+	// Inc(20): suppressed=true  admitted=false factor=1.000 remaining=0
 	// accepted 25, declined 26, soft limit 10
 }
 

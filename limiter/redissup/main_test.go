@@ -68,7 +68,7 @@ func realClient(t testing.TB) *redis.Client {
 func clockFactory(connect func(testing.TB) redissup.Client) conformance.Factory {
 	return func(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
 		t.Helper()
-		return newLimiter(t, connect(t), with(opts, limiter.WithClock(clk), limiter.WithPrefix(redistest.Prefix(t)))...)
+		return newLimiter(t, connect(t), with(opts, limiter.WithClock(clk.Now), limiter.WithPrefix(redistest.Prefix(t)))...)
 	}
 }
 
@@ -92,7 +92,7 @@ var providers = []struct {
 // localFactory builds the reference: the local suppressed limiter on clk.
 func localFactory(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
 	t.Helper()
-	l, err := local.NewSuppressed(with(opts, limiter.WithClock(clk))...)
+	l, err := local.NewSuppressed(with(opts, limiter.WithClock(clk.Now))...)
 	if err != nil {
 		t.Fatalf("local.NewSuppressed: %v", err)
 	}
@@ -101,5 +101,5 @@ func localFactory(t *testing.T, clk *conformance.Clock, opts ...limiter.Option) 
 
 // localFactoryE is localFactory for code without a *testing.T (examples).
 func localFactoryE(clk *conformance.Clock, opts ...limiter.Option) (limiter.Limiter, error) {
-	return local.NewSuppressed(with(opts, limiter.WithClock(clk))...)
+	return local.NewSuppressed(with(opts, limiter.WithClock(clk.Now))...)
 }

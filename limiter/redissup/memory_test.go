@@ -50,7 +50,7 @@ func TestMemoryPerKey(t *testing.T) {
 			// No timeout: on a loaded machine a call past it would be
 			// shed and write nothing, and a confirming probe would write
 			// a key of its own.
-			opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithClock(clk), limiter.WithTimeout(0),
+			opts := []limiter.Option{limiter.WithPrefix(prefix), limiter.WithClock(clk.Now), limiter.WithTimeout(0),
 				limiter.WithHardLimitFactor(tc.factor), limiter.WithRandom(conformance.NewRand(1))}
 			// The keys are written by a limiter of their own client with
 			// batching on (the default 128 calls a pipeline): the same
@@ -157,7 +157,7 @@ func TestListpack(t *testing.T) {
 			b := 10 * time.Millisecond
 			w := time.Duration(buckets) * b
 			l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b),
-				limiter.WithClock(clk), limiter.WithHardLimitFactor(1.5), limiter.WithRandom(conformance.NewRand(2)))
+				limiter.WithClock(clk.Now), limiter.WithHardLimitFactor(1.5), limiter.WithRandom(conformance.NewRand(2)))
 			rate := limiter.Every(2, w) // S = 2, H = 3: nearly every call refused
 			// Two windows of one call per bucket.
 			for i := int64(0); i < 2*buckets; i++ {

@@ -54,7 +54,7 @@ func offer(l limiter.Limiter, clk *conformance.Clock, mult float64, d time.Durat
 			if err != nil {
 				return run, err
 			}
-			if i >= warm && dec.Outcome == limiter.Suppressed && dec.SuppressionFactor < 1 {
+			if i >= warm && dec.Suppressed && dec.SuppressionFactor < 1 {
 				run.factorSum += dec.SuppressionFactor
 				run.decisions++
 			}

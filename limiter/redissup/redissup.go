@@ -104,12 +104,6 @@ func (l *Limiter) IncSet(ctx context.Context, k string, set *limiter.Set, n int6
 	return l.p.IncSet(ctx, k, set, n)
 }
 
-// IsAllowedSet is IncSet with n = 0: it writes nothing, and draws a
-// number.
-func (l *Limiter) IsAllowedSet(ctx context.Context, k string, set *limiter.Set) (limiter.SetDecision, error) {
-	return l.p.IsAllowedSet(ctx, k, set)
-}
-
 // GetSet returns key's usage in each limit of set, in the set's order, as
 // Get reads one key.
 func (l *Limiter) GetSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {

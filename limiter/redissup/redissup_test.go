@@ -208,7 +208,7 @@ func TestHashLayout(t *testing.T) {
 	// is computed and cached with its time.
 	clk.Advance(100 * time.Millisecond)
 	t1 := t0 + 100
-	if d := mustInc(t, l, "k", rate, 2); !d.Allowed || d.Outcome != limiter.Suppressed {
+	if d := mustInc(t, l, "k", rate, 2); !d.Allowed || !d.Suppressed {
 		t.Fatalf("Inc(k, 2) = %s, want suppressed and admitted", conformance.Format(d))
 	}
 	check("Inc 2", map[string]string{"m": meta(12, 0, t0, t1, 2, 0), "k": "10 15 0 " + ms(t1), ms(t0): closed(10, 100)}, w+b)
@@ -255,7 +255,7 @@ func TestDeadKeyStartsAfresh(t *testing.T) {
 	c := realClient(t)
 	clk := conformance.NewClock()
 	prefix := redistest.Prefix(t)
-	l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithWindow(time.Second), limiter.WithClock(clk),
+	l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithWindow(time.Second), limiter.WithClock(clk.Now),
 		limiter.WithHardLimitFactor(2), limiter.WithSuppressionCache(time.Hour), limiter.WithRandom(conformance.NewSeq(0.5).Float64))
 	h := hashOf(t, prefix, "k")
 	rate := limiter.PerSecond(10)
@@ -269,7 +269,7 @@ func TestDeadKeyStartsAfresh(t *testing.T) {
 		t.Fatalf("k = %q, want the cached factor 523810", k)
 	}
 	clk.Advance(time.Second + 10*time.Millisecond) // W + B (B = W/100)
-	if d, err := l.IsAllowed(ctx, "k"); err != nil || d != (limiter.Decision{Outcome: limiter.Allowed, Allowed: true}) {
+	if d, err := l.IsAllowed(ctx, "k"); err != nil || d != (limiter.Decision{Allowed: true}) {
 		t.Fatalf("IsAllowed on a dead key = %s, %v; want an unknown key", conformance.Format(d), err)
 	}
 	if u := mustGet(t, l, "k"); u != (limiter.Usage{}) {
@@ -293,7 +293,7 @@ func TestReadOnlyCallsWriteNothing(t *testing.T) {
 	c := realClient(t)
 	clk := conformance.NewClock()
 	prefix := redistest.Prefix(t)
-	l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithWindow(time.Second), limiter.WithClock(clk),
+	l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithWindow(time.Second), limiter.WithClock(clk.Now),
 		limiter.WithHardLimitFactor(1.5), limiter.WithRandom(conformance.NewSeq(0.5).Float64))
 	h := hashOf(t, prefix, "k")
 	rate := limiter.PerSecond(10)
@@ -434,7 +434,7 @@ func TestTTLWithClock(t *testing.T) {
 	c := realClient(t)
 	prefix := redistest.Prefix(t)
 	l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithWindow(w), limiter.WithBucket(b),
-		limiter.WithClock(conformance.NewClock()))
+		limiter.WithClock(conformance.NewClock().Now))
 	mustInc(t, l, "k", limiter.PerSecond(50), 1)
 	if ttl := c.PTTL(ctx, hashOf(t, prefix, "k")).Val(); ttl <= w+b || ttl > w+b+time.Minute {
 		t.Fatalf("PTTL = %v, want in (%v, %v]", ttl, w+b, w+b+time.Minute)
@@ -457,7 +457,7 @@ func TestMemory(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := conformance.NewClock()
 			prefix := redistest.Prefix(t)
-			l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithClock(clk),
+			l := newLimiter(t, c, limiter.WithPrefix(prefix), limiter.WithClock(clk.Now),
 				limiter.WithHardLimitFactor(tc.factor), limiter.WithRandom(conformance.NewRand(1)))
 			for i := 0; i < tc.calls; i++ {
 				mustInc(t, l, "user:12345", limiter.PerMinute(10), 1)
@@ -568,7 +568,7 @@ func TestManyBuckets(t *testing.T) {
 	ref := localFactory(t, clk, with(opts, limiter.WithRandom(conformance.NewRand(9)))...)
 	defer ref.Close(ctx)
 	prefix := redistest.Prefix(t)
-	got := newLimiter(t, c, with(opts, limiter.WithRandom(conformance.NewRand(9)), limiter.WithClock(clk), limiter.WithPrefix(prefix))...)
+	got := newLimiter(t, c, with(opts, limiter.WithRandom(conformance.NewRand(9)), limiter.WithClock(clk.Now), limiter.WithPrefix(prefix))...)
 	rate := limiter.PerSecond(1000) // S = 500, H = 1000
 	compare := func(i int, n int64) {
 		t.Helper()
@@ -619,7 +619,7 @@ func TestEarlierLayoutIsAbsent(t *testing.T) {
 	now := strconv.FormatInt(clk.Now().UnixMilli(), 10)
 	mr.HSet(h, now, "9", "d"+now, "2", "u", "9", "x", "2", "o", now, "n", now, "nc", "0", "nd", "0", "c", "10", "hc", "15",
 		"f", "0", "ft", "0")
-	if d, err := l.IsAllowed(ctx, "k"); err != nil || d != (limiter.Decision{Outcome: limiter.Allowed, Allowed: true}) {
+	if d, err := l.IsAllowed(ctx, "k"); err != nil || d != (limiter.Decision{Allowed: true}) {
 		t.Fatalf("IsAllowed on an earlier-layout hash = %s, %v; want an unknown key", conformance.Format(d), err)
 	}
 	if u := mustGet(t, l, "k"); u != (limiter.Usage{}) {
@@ -645,7 +645,7 @@ func TestSteadyTrafficFollowsLinks(t *testing.T) {
 	opts := []limiter.Option{limiter.WithWindow(time.Second), limiter.WithBucket(10 * time.Millisecond),
 		limiter.WithHardLimitFactor(1.5), limiter.WithRandom(conformance.NewSeq(0.5).Float64)}
 	prefix := redistest.Prefix(t)
-	lr := newLimiter(t, c, with(opts, limiter.WithPrefix(prefix), limiter.WithClock(clk))...)
+	lr := newLimiter(t, c, with(opts, limiter.WithPrefix(prefix), limiter.WithClock(clk.Now))...)
 	ll := localFactory(t, clk, opts...)
 	defer ll.Close(ctx)
 	rate := limiter.PerSecond(1000) // below the soft capacity: every call writes
@@ -681,7 +681,7 @@ func TestOverloadedRetryAfterReadsNoHash(t *testing.T) {
 		limiter.WithHardLimitFactor(1.5)}
 	prefix := redistest.Prefix(t)
 	// One identically seeded random source per provider: the same draws.
-	lr := newLimiter(t, c, with(opts, limiter.WithPrefix(prefix), limiter.WithClock(clk),
+	lr := newLimiter(t, c, with(opts, limiter.WithPrefix(prefix), limiter.WithClock(clk.Now),
 		limiter.WithRandom(conformance.NewRand(11)))...)
 	ll := localFactory(t, clk, with(opts, limiter.WithRandom(conformance.NewRand(11)))...)
 	defer ll.Close(ctx)

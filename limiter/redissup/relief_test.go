@@ -39,6 +39,6 @@ func TestReliefTrace(t *testing.T) {
 	conformance.RunReliefSpared(t, conformance.SuppressedStrategy,
 		func(t *testing.T, c *redis.Client, clk *conformance.Clock, opts ...limiter.Option) limiter.Limiter {
 			return newLimiter(t, c, with(append([]limiter.Option{limiter.WithHotKeyRelief(true)}, opts...),
-				limiter.WithClock(clk), limiter.WithPrefix(redistest.Prefix(t)))...)
+				limiter.WithClock(clk.Now), limiter.WithPrefix(redistest.Prefix(t)))...)
 		})
 }

@@ -73,7 +73,7 @@ func miniClockFactory(t *testing.T, clk *conformance.Clock, opts ...limiter.Opti
 	t.Helper()
 	mr, c := redistest.Mini(t)
 	clk.Drive(mr)
-	return newLimiter(t, c, with(opts, limiter.WithClock(clk), limiter.WithPrefix(redistest.Prefix(t)))...)
+	return newLimiter(t, c, with(opts, limiter.WithClock(clk.Now), limiter.WithPrefix(redistest.Prefix(t)))...)
 }
 
 // setRegimes counts the IncSet decisions of a trace by the set's factor.
@@ -87,7 +87,7 @@ type setRegimes struct {
 // (and a fourth tier of lower rates), so that the limits sit below,
 // between and beyond their soft and hard
 // capacities (F = 1.5) in turn, with factors cached 100 ms, dead buckets
-// expired by links and scans, peeks, IsAllowedSet, GetSet and ResetSet. It
+// expired by links and scans, peeks (IncSet with n = 0), GetSet and ResetSet. It
 // fails at the first difference.
 func overloadSetTrace(t *testing.T, f conformance.Factory, steps int, seed uint64) setRegimes {
 	t.Helper()
@@ -166,10 +166,10 @@ func overloadSetTrace(t *testing.T, f conformance.Factory, steps int, seed uint6
 				r.beyondHard++
 			}
 		case x < 900:
-			a, ea := sr.IsAllowedSet(ctx, k, set)
-			b, eb := sg.IsAllowedSet(ctx, k, set)
+			a, ea := sr.IncSet(ctx, k, set, 0)
+			b, eb := sg.IncSet(ctx, k, set, 0)
 			if ea != nil || eb != nil || !conformance.SameSet(a, b) {
-				t.Fatalf("step %d at +%v: IsAllowedSet(%q, %v) =\n\t%s, %v\nwant\t%s, %v", i, at, k, set, conformance.FormatSet(b), eb, conformance.FormatSet(a), ea)
+				t.Fatalf("step %d at +%v: IncSet(%q, %v, 0) =\n\t%s, %v\nwant\t%s, %v", i, at, k, set, conformance.FormatSet(b), eb, conformance.FormatSet(a), ea)
 			}
 		case x < 998:
 			a, ea := sr.GetSet(ctx, k, set)
@@ -250,8 +250,8 @@ func TestSetCluster(t *testing.T) {
 		if err != nil || !d.Allowed {
 			t.Fatalf("IncSet(%q, 2) = %s, %v; want admitted", k, conformance.FormatSet(d), err)
 		}
-		if d, err := l.IsAllowedSet(ctx, k, set); err != nil || !d.Allowed || d.Remaining != 8 {
-			t.Errorf("IsAllowedSet(%q) = %s, %v; want admitted with 8 remaining", k, conformance.FormatSet(d), err)
+		if d, err := l.IncSet(ctx, k, set, 0); err != nil || !d.Allowed || d.Remaining != 8 {
+			t.Errorf("IncSet(%q, 0) = %s, %v; want admitted with 8 remaining", k, conformance.FormatSet(d), err)
 		}
 		us, err := l.GetSet(ctx, k, set)
 		if err != nil {
@@ -315,8 +315,8 @@ func TestSetErrors(t *testing.T) {
 		{"IncSet empty key", func() error { _, err := l.IncSet(ctx, "", set, 1); return err }, key.ErrInvalid, "redissup: inc set: "},
 		{"IncSet long key", func() error { _, err := l.IncSet(ctx, strings.Repeat("k", 513), set, 1); return err }, key.ErrInvalid, "redissup: inc set: "},
 		{"IncSet hard capacity", func() error { _, err := l.IncSet(ctx, "k", huge, 1); return err }, limiter.ErrInvalidRate, `redissup: inc set: limit "huge": `},
-		{"IsAllowedSet nil set", func() error { _, err := l.IsAllowedSet(ctx, "k", nil); return err }, limiter.ErrInvalidConfig, "redissup: is allowed set: "},
-		{"IsAllowedSet empty key", func() error { _, err := l.IsAllowedSet(ctx, "", set); return err }, key.ErrInvalid, "redissup: is allowed set: "},
+		{"IncSet peek nil set", func() error { _, err := l.IncSet(ctx, "k", nil, 0); return err }, limiter.ErrInvalidConfig, "redissup: inc set: "},
+		{"IncSet peek empty key", func() error { _, err := l.IncSet(ctx, "", set, 0); return err }, key.ErrInvalid, "redissup: inc set: "},
 		{"GetSet nil set", func() error { _, err := l.GetSet(ctx, "k", nil); return err }, limiter.ErrInvalidConfig, "redissup: get set: "},
 		{"GetSet empty key", func() error { _, err := l.GetSet(ctx, "", set); return err }, key.ErrInvalid, "redissup: get set: "},
 		{"ResetSet nil set", func() error { return l.ResetSet(ctx, "k", nil) }, limiter.ErrInvalidConfig, "redissup: reset set: "},

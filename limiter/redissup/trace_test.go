@@ -92,7 +92,7 @@ func suppressedTrace(t *testing.T, f conformance.Factory, w time.Duration, steps
 			switch {
 			case a.Never:
 				r.never++
-			case a.Outcome == limiter.Allowed:
+			case !a.Suppressed:
 				r.belowSoft++
 			case a.SuppressionFactor < 1:
 				r.between++

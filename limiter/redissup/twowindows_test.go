@@ -22,7 +22,7 @@ func TestTwoWindows(t *testing.T) {
 	}
 	realPair := func(t *testing.T, clk *conformance.Clock, o1, o2 []limiter.Option) (limiter.Limiter, limiter.Limiter) {
 		c := realClient(t)
-		p := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithClock(clk)}
+		p := []limiter.Option{limiter.WithPrefix(redistest.Prefix(t)), limiter.WithClock(clk.Now)}
 		return newLimiter(t, c, with(o1, p...)...), newLimiter(t, c, with(o2, p...)...)
 	}
 	// Each pair has its own server or prefix: the two run in parallel.
