@@ -24,12 +24,9 @@ func RunSetFailurePolicies(t *testing.T, s Strategy, newLimiter func(t *testing.
 	set := mustSet(
 		limiter.Limit{Name: "second", Rate: limiter.PerSecond(3), Window: time.Second},
 		limiter.Limit{Name: "minute", Rate: limiter.PerMinute(100), Window: time.Minute})
-	for _, pp := range []struct {
-		name string
-		p    limiter.FailurePolicy
-	}{{"FallbackLocal", limiter.FallbackLocal}, {"FailOpen", limiter.FailOpen}, {"FailClosed", limiter.FailClosed}, {"FailError", limiter.FailError}} {
-		p := pp.p
-		t.Run(pp.name, func(t *testing.T) {
+	for _, pp := range redistest.Policies {
+		p := pp.P
+		t.Run(pp.Name, func(t *testing.T) {
 			mr, c := redistest.Mini(t)
 			l := newLimiter(t, c, limiter.WithFailurePolicy(p), limiter.WithTimeout(time.Second))
 			defer closeLimiter(t, l)

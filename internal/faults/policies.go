@@ -40,12 +40,9 @@ func RunPolicies(t *testing.T, pkg string, newLimiter NewLimiter) {
 func runPolicies(t *testing.T, pkg string, newLimiter NewLimiter) {
 	ctx := context.Background()
 	rate := limiter.PerMinute(10) // C = 10
-	for _, pp := range []struct {
-		name string
-		p    limiter.FailurePolicy
-	}{{"FallbackLocal", limiter.FallbackLocal}, {"FailOpen", limiter.FailOpen}, {"FailClosed", limiter.FailClosed}, {"FailError", limiter.FailError}} {
-		p := pp.p
-		t.Run(pp.name, func(t *testing.T) {
+	for _, pp := range redistest.Policies {
+		p := pp.P
+		t.Run(pp.Name, func(t *testing.T) {
 			mr, c := redistest.Mini(t)
 			rec := &recorder{ch: make(chan limiter.StateChange, 16)}
 			l := newLimiter(t, c, limiter.WithPrefix(redistest.Prefix(t)), limiter.WithFailurePolicy(p),

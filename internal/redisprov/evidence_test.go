@@ -80,12 +80,9 @@ func idle(t *testing.T, g *Guard) {
 // and the confirming probe keeps the breaker closed.
 func TestLocalWaitIsShed(t *testing.T) {
 	_, client := redistest.Mini(t)
-	for _, pp := range []struct {
-		name string
-		p    limiter.FailurePolicy
-	}{{"FallbackLocal", limiter.FallbackLocal}, {"FailOpen", limiter.FailOpen}, {"FailClosed", limiter.FailClosed}, {"FailError", limiter.FailError}} {
-		p := pp.p
-		t.Run(pp.name, func(t *testing.T) {
+	for _, pp := range redistest.Policies {
+		p := pp.P
+		t.Run(pp.Name, func(t *testing.T) {
 			// A probe interval of 1 s gives the probe (which dials, and
 			// loads the script into miniredis's Lua under the race
 			// detector) a deadline that a healthy Redis always meets.
