@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/internal/settings"
 	"github.com/sluice-go/sluice/key"
-	"github.com/sluice-go/sluice/scripts"
 )
 
 // span returns the W + B and the B in ms the caller gives for k, and
@@ -170,7 +169,7 @@ func (c *Cleaner) batches(ctx context.Context, node Client, k string, args []any
 }
 
 func (c *Cleaner) run(ctx context.Context, node Client, k string, args []any) ([]int64, error) {
-	res, err := scripts.Clean.Run(ctx, node, []string{k}, args...).Int64Slice()
+	res, err := cleanScript.Run(ctx, node, []string{k}, args...).Int64Slice()
 	if err == nil && len(res) != 8 {
 		err = fmt.Errorf("clean.lua replied %v", res)
 	}

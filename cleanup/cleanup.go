@@ -15,7 +15,6 @@ import (
 	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
-	"github.com/sluice-go/sluice/scripts"
 	"golang.org/x/time/rate"
 )
 
@@ -168,7 +167,7 @@ func (c *Cleaner) Ping(ctx context.Context) error {
 	}
 	err := c.client.Scan(ctx, 0, key.Pattern(c.o.prefix), 1).Err()
 	if err == nil {
-		err = scripts.Clean.Load(ctx, c.client).Err()
+		err = cleanScript.Load(ctx, c.client).Err()
 	}
 	if err != nil {
 		return redisprov.PingError("cleanup", c.client, err)

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/sluice-go/sluice/scripts"
 )
 
 // lease is the lock that lets one cleaner at a time walk a prefix: a string
@@ -76,7 +74,7 @@ func (l *lease) lost() bool {
 // renewLocked renews the lease if this cleaner holds it in Redis, and
 // records the result; sent is when the attempt to hold it began.
 func (l *lease) renewLocked(ctx context.Context, sent time.Time) (bool, error) {
-	n, err := scripts.LeaseRenew.Run(ctx, l.client, []string{l.key}, l.token, l.ttl.Milliseconds()).Int64()
+	n, err := renewScript.Run(ctx, l.client, []string{l.key}, l.token, l.ttl.Milliseconds()).Int64()
 	if err != nil {
 		return l.lost(), fmt.Errorf("cleanup: renewing lease %s: %w", l.key, err)
 	}
@@ -111,7 +109,7 @@ func (l *lease) release(ctx context.Context) error {
 	l.held = false
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	if err := scripts.LeaseRelease.Run(ctx, l.client, []string{l.key}, l.token).Err(); err != nil {
+	if err := releaseScript.Run(ctx, l.client, []string{l.key}, l.token).Err(); err != nil {
 		return fmt.Errorf("cleanup: releasing lease %s: %w", l.key, err)
 	}
 	return nil

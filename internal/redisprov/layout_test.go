@@ -16,15 +16,20 @@ import (
 	"github.com/sluice-go/sluice/scripts"
 )
 
-// luaSources reads every script of package scripts by file name, as it is
-// sent to Redis: each line "-- include <file>" replaced by that file's
-// text (package scripts, source).
+// luaSources reads every script of packages scripts and cleanup by file
+// name, as it is sent to Redis: each line "-- include <file>" replaced by
+// that file's text (package scripts, source).
 func luaSources(t *testing.T) map[string]string {
 	t.Helper()
 	files, err := filepath.Glob("../../scripts/*.lua")
 	if err != nil || len(files) < 8 {
 		t.Fatalf("found %d scripts (%v), want the scripts of package scripts", len(files), err)
 	}
+	cleanup, err := filepath.Glob("../../cleanup/*.lua")
+	if err != nil || len(cleanup) == 0 {
+		t.Fatalf("found %d scripts (%v), want the scripts of package cleanup", len(cleanup), err)
+	}
+	files = append(files, cleanup...)
 	read := func(f string) string {
 		b, err := os.ReadFile(f)
 		if err != nil {
