@@ -1,20 +1,14 @@
--- abs_get.lua: a key's usage under the absolute strategy, read-only. The
--- Redis twin of the local provider's Get: the units held by live buckets
--- and the stored capacity, both 0 for a key with no live bucket.
+-- abs_get.lua: a key's usage under the absolute strategy, read-only: the
+-- units held by live buckets and the stored capacity, both 0 for a key
+-- with no live bucket.
 --
--- KEYS[1]  the key's hash, <prefix>:{<escaped key>}:abs:h (see abs_inc.lua)
+-- KEYS[i]  the hash of limit i: the key's single hash (abs_inc.lua), or a
+--          set's limits' hashes (abs_set.lua)
 -- ARGV[1]  now in ms, or an empty string to read Redis TIME
--- ARGV[2]  W, the window in ms
--- ARGV[3]  B, the bucket in ms
+-- ARGV[2i], ARGV[2i + 1]  W and B of limit i, in ms
 --
--- Reply: {used, limit}
---
--- It reads the hashes of a set's limits too (abs_set.lua): KEYS[i] is
--- limit i's hash, ARGV[2i] and ARGV[2i + 1] its W and B, and the reply
--- {used_1, limit_1, used_2, limit_2, ...}. A set's "m" carries a sixth
--- value, its TTL span, which a read ignores. A hash's record "v" (see
--- abs_inc.lua) that names another window or layout is an error reply, as
--- in abs_inc.lua.
+-- Reply: {used_1, limit_1, used_2, limit_2, ...}; a record "v" of another
+-- window or layout is an error reply, as in abs_inc.lua.
 local now
 if ARGV[1] == '' then
   local t = redis.call('TIME')
@@ -25,15 +19,14 @@ end
 local P = 4294967296
 
 -- usage returns the units held by the live buckets of hash h and its
--- stored capacity.
+-- stored capacity, or nil and an error.
 local function usage(h, w, b)
   local sp = w + b
   local mr = redis.call('HMGET', h, 'm', 'v')
   local mv, vs = mr[1], mr[2]
   local cs, us, os, ns, ncs
   if mv then
-    -- a sixth value changes no count: a single hash's z (abs_inc.lua) or
-    -- a set's limit's TTL span t (abs_set.lua)
+    -- a sixth value, a single hash's z or a set's t, changes no count
     cs, us, os, ns, ncs = string.match(mv, '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) ?%-?%d*$')
   end
   local rec = 'a2 ' .. w .. ' ' .. b
@@ -46,20 +39,14 @@ local function usage(h, w, b)
   end
   if not ns or now - ns >= sp or ns - now >= sp then return 0, 0 end
   local used = us + 0
-  -- a count no write makes (2^53 or more), written by another client: an
-  -- error naming the hash (as abs_inc.lua), never a negative usage
+  -- 2^53 or more (inexact in a double): another client's count
   if used >= 9007199254740992 or ncs + 0 >= 9007199254740992 then
     return nil, 'SLUICESTATE ' .. h .. ' m ' .. mv
   end
   if now - os >= sp then
-    -- Dead buckets are still stored: sum the live ones in one pass (W/B +
-    -- 1 at most: docs/algorithms.md, Bounded work). The newest bucket (in
-    -- "m") is live. A closed bucket's value is count * 2^32 + link, or
-    -- -count (see abs_inc.lua; a plain count has no link).
-    -- more fields than any record holds (another client's): an error
-    -- naming the hash, not a read that holds Redis for every key
+    -- Dead buckets are still stored: sum the live ones in one pass.
     local nf = redis.call('HLEN', h)
-    if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
+    if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end -- another client's hash
     local all = redis.call('HGETALL', h)
     used = ncs + 0
     for i = 1, #all, 2 do
@@ -80,7 +67,6 @@ end
 
 local out = {}
 for i = 1, #KEYS do
-  -- a bucket is live while now - start < W + B
   local used, c = usage(KEYS[i], ARGV[2 * i], ARGV[2 * i + 1])
   if not used then return redis.error_reply(c) end
   out[2 * i - 1], out[2 * i] = used, c

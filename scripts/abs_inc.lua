@@ -1,19 +1,17 @@
--- abs_inc.lua: one decision of the absolute strategy (docs/algorithms.md,
--- Absolute strategy), the Redis twin of internal/window's
--- State.IncAbsolute (ARGV[4] > 0) and State.IsAllowedAbsolute (ARGV[4] = 0).
--- The hash, its record "v" ("a2 <W> <B>") and the error replies
--- SLUICEWINDOW and SLUICELAYOUT: docs/data-model.md. How the scripts are
--- written for cost: docs/benchmarks.md, Instructions per call.
+-- abs_inc.lua: one decision of the absolute strategy, the Redis twin of
+-- internal/window's State.IncAbsolute (ARGV[4] > 0) and
+-- State.IsAllowedAbsolute (ARGV[4] = 0). The fields, the record "v" and
+-- the error replies: docs/data-model.md.
 --
 -- KEYS[1]  the key's hash, <prefix>:{<escaped key>}:abs:h
 -- ARGV[1]  now in ms, or an empty string to read Redis TIME
 -- ARGV[2]  W, the window in ms
 -- ARGV[3]  B, the bucket in ms
--- ARGV[4]  C, the capacity; 0 answers IsAllowed with the capacity the key's
---          latest Inc stored (ARGV[5] must then be 0)
--- ARGV[5]  n, the cost; 0 is a peek for one unit that writes nothing
--- ARGV[6]  the PEXPIRE in ms, W + B (internal/redisprov.TTLMs), set by a write
---          that opens a bucket, and by every write under the caller's clock
+-- ARGV[4]  C, the capacity (a plain decimal, stored as sent); 0 answers
+--          IsAllowed with the capacity the key's latest Inc stored
+-- ARGV[5]  n, the cost (0 with C = 0); 0 is a peek for one unit, no write
+-- ARGV[6]  the PEXPIRE in ms, W + B, set by a write that opens a bucket,
+--          and by every write under the caller's clock
 -- ARGV[7]  optional, the hybrid's lease (docs/algorithms.md, Hybrid
 --          leases): the most units to reserve; an admission then records g,
 --          n <= g <= ARGV[7], at most a quarter of the room beyond n
@@ -21,10 +19,8 @@
 -- ARGV[9]  and its unused units, given back first ('0': no release)
 -- ARGV[10] optional, with ARGV[7]: D, the most ms a lease's bucket may
 --          start after now (a forward-dated lease)
--- ARGV[11] optional, the mode: 'writeback' is the failover's write-back
---          (internal/redisprov): n units a local fallback admitted, recorded
---          whatever the key holds (ARGV[7] to ARGV[10] are then 0)
--- ARGV[4] and ARGV[5] are stored as sent: plain decimals.
+-- ARGV[11] optional, 'writeback': n units a local fallback admitted,
+--          recorded whatever the key holds (ARGV[7] to ARGV[10] are 0)
 --
 -- Reply (internal/redisprov.Decision reads every form):
 --   an integer r >= 0: admitted with fewer than 2^21 units remaining:
@@ -38,17 +34,13 @@
 --   with ARGV[7] or a write-back: {g, start of the bucket written, now,
 --     remaining, reset}.
 --
--- Sections, in the order a call runs them (bench/floor/sections.sh cuts
--- at each "-- == N." line): 1. arguments, 2. the release of a lease,
--- 3. decode, 4. expire, 5. decide, 6. write, 7. reply.
+-- bench/floor/sections.sh cuts the script at each "-- == N." line.
 -- == 1. Arguments =======================================================
 if redis.replicate_commands then redis.replicate_commands() end
--- globals as locals
 local ARGV, redis, string = ARGV, redis, string
 
 local h = KEYS[1]
 local w, b, c = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
--- n: a cost of one, nearly every call, is not parsed
 local n = 1
 if ARGV[5] ~= '1' then n = ARGV[5] + 0 end
 local sp = w + b -- a bucket is live while now - start < W + B
@@ -63,13 +55,11 @@ end
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
 
 local P = 4294967296 -- 2^32: a closed bucket's value is count * P + link
--- "m": five decimals, or six when a closed bucket may hold no unit (z, the
--- newest such bucket's start; see the header)
+-- "m": five decimals, or six with z, the newest closed bucket with no unit
 local M5 = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$'
 local M6 = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%-?%d+)$'
 
 -- == 2. The release of a lease ==========================================
--- A lease's release (ARGV[8], ARGV[9]): give back the unused units.
 if ARGV[9] and ARGV[9] ~= '0' then
   local rel = ARGV[9] + 0
   local rv = redis.call('HGET', h, 'm')
@@ -122,11 +112,8 @@ end
 -- == 3. Decode: the meta field and the record ===========================
 local mr = redis.call('HMGET', h, 'm', 'v')
 local mv, vs = mr[1], mr[2]
--- rec: the record this call writes, "a<layout> <W> <B>" (see the header)
-local rec = 'a2 ' .. ARGV[2] .. ' ' .. ARGV[3]
--- cs, us, os, ns, ncs: the meta values as stored (strings)
--- zs: z as stored, nil when "m" has five values
-local cs, us, os, ns, ncs, zs
+local rec = 'a2 ' .. ARGV[2] .. ' ' .. ARGV[3] -- the record this call writes
+local cs, us, os, ns, ncs, zs -- the values as stored; zs nil without z
 if mv then
   cs, us, os, ns, ncs = string.match(mv, M5)
   if not cs then cs, us, os, ns, ncs, zs = string.match(mv, M6) end
@@ -146,14 +133,12 @@ local used, oldest, newest, ncount = 0, 0, 0, 0
 if ns then
   newest = ns + 0
   if now - newest >= sp or newest - now >= sp then
-    -- every bucket is dead, or the newest was written W + B or more ahead
-    -- of now, by a clock that has since stepped back: absent
+    -- dead, or written W + B or more ahead by a clock that stepped back
     stale = true
   else
     live = true
     used, oldest, ncount = us + 0, os + 0, ncs + 0
-    -- a count no write makes (2^53 or more: inexact in a double), written
-    -- by another client: an error naming the hash, never a decision
+    -- 2^53 or more (inexact in a double): another client's count
     if used >= 9007199254740992 or ncount >= 9007199254740992 then
       return redis.error_reply('SLUICESTATE ' .. h .. ' m ' .. mv)
     end
@@ -167,17 +152,14 @@ if c == 0 then
   if not live then return {0, 0, 0} end
   c = cs + 0
 end
-local moved = cs ~= ARGV[4] -- the capacity to store differs from the stored one
+local moved = cs ~= ARGV[4] -- the capacity changed
 
 -- == 4. Expire: the buckets that died ===================================
--- Expire along the links: drop the buckets that died since the last write,
--- oldest first, one HGET each. dead (the fields to delete) is set once the
--- oldest start has moved, by the links or by a scan below. A missing or
--- broken link, or more than LINKS dead buckets, leaves the call to scan.
+-- Drop the buckets that died, oldest first along the links, up to LINKS;
+-- a missing or broken link, or more, leaves them to the scan. dead: the
+-- fields to delete, set once the oldest start has moved.
 local LINKS = 8
--- ofield: the oldest bucket's start as a string, nil once the links moved
--- it (formatted only where a command needs it)
-local dead, ofield = nil, os
+local dead, ofield = nil, os -- ofield: the oldest start as a string, when known
 if live and not fresh then
   dead = {}
   fresh = true
@@ -193,7 +175,7 @@ if live and not fresh then
     oldest = oldest + link
     ofield = nil
   end
-  -- the links must end at the newest bucket with the newest count left
+  -- the links must end at the newest bucket with its count left
   if fresh and (oldest > newest or oldest == newest and used ~= ncount) then fresh = false end
 end
 
@@ -202,18 +184,15 @@ local cost = n
 if cost < 1 then cost = 1 end
 local never = cost > c
 
--- A refusal's RetryAfter, when the links left the totals exact: the
--- oldest bucket alone often frees enough for cost to fit (one HGET of the
--- field that follows "m"), and then the call needs no scan. A refusal with
--- cost <= c means used > 0: the key is live. rdone false leaves it to the
--- walk of the buckets at the end.
+-- A refusal's RetryAfter, the totals exact: the oldest bucket alone often
+-- frees enough (one HGET), and then no scan is needed. rdone false leaves
+-- it to the walk at the end.
 local retry, rdone = 0, true
 if live and fresh and not never and used + cost > c then
   local first = ncount
   if oldest ~= newest and used + cost == c + 1 and (not zs or oldest > zs + 0) then
     -- The oldest bucket is closed and holds a unit (no z at or after it),
-    -- and one unit is all the call lacks: its death is the answer, without
-    -- reading it. The usual refusal of a saturated key.
+    -- and the call lacks one unit: its death is the answer, unread.
     first = 1
   elseif oldest ~= newest then
     if not ofield then ofield = fmt('%d', oldest) end
@@ -234,13 +213,7 @@ if live and fresh and not never and used + cost > c then
   end
 end
 
--- scan reads every stored bucket (abs_scan.lua's scanBuckets): it keeps
--- the live ones, oldest first, in the parallel arrays starts and counts (k
--- of them, the newest, from "m", last), sums them in used, notes the dead
--- ones in dead and sets oldest. The newest bucket is live whenever scan
--- runs. The closure is made only for a call that needs it: links missing,
--- broken or too many, or a refusal whose oldest bucket does not free
--- enough.
+-- scan: abs_scan.lua's scanBuckets, made only for a call that needs it.
 local scan, starts, counts, k
 if live and (not fresh or not rdone) then
   -- include abs_scan.lua
@@ -254,17 +227,14 @@ if live and (not fresh or not rdone) then
 end
 
 local allowed = (not never) and used + cost <= c
--- The write-back of units a local fallback admitted while Redis could not
--- be asked (the mode ARGV[11] 'writeback'): they were admitted, so they are recorded
--- whatever the key holds. Checked on a refusal only.
+-- The write-back is recorded whatever the key holds; read on a refusal only.
 if not allowed and ARGV[11] == 'writeback' then allowed = true end
 
 -- == 6. Write: the lease, the bucket, the meta ==========================
--- A lease reserves g units where a call would record n.
 local lease = ARGV[7]
 local ns5 = ARGV[5]
--- at: the instant the write files its units under (now, or now + the
--- lease's offset); starts stay increasing and B apart.
+-- at: now, or later for a forward-dated lease; starts stay increasing and
+-- B apart.
 local at = now
 if lease and allowed and n > 0 then
   local room = c - used - n
@@ -279,12 +249,9 @@ if lease and allowed and n > 0 then
   end
 end
 
--- Writes: only for n > 0, never for a peek or IsAllowed.
 if n > 0 then
   local wrote, opened = false, false
-  -- zt: z as the write stores it, kept while its bucket may still be
-  -- stored (nil: none)
-  local zt
+  local zt -- z as the write stores it, kept while its bucket may be stored
   if zs and oldest <= zs + 0 then zt = ' ' .. zs end
   if stale then
     redis.call('DEL', h)
@@ -306,14 +273,12 @@ if n > 0 then
       redis.call('HSET', h, 'm', ARGV[4] .. ' ' .. ns5 .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ns5, 'v', rec)
       newest, live, opened, vs = at, true, true, rec
     elseif at - newest < b then
-      -- Join the newest bucket.
       local mm = fmt('%s %d %d %s %d', ARGV[4], used, oldest, ns, ncount + n)
       if zt then mm = mm .. zt end
       redis.call('HSET', h, 'm', mm)
     else
-      -- Open a bucket: the newest one becomes an ordinary field, its value
-      -- the count with the link to now.
-      -- (a count of 0, left by a lease's release, is a plain 0)
+      -- Open a bucket: the newest becomes a field, count * P + link (a
+      -- count of 0, left by a lease's release, is a plain 0).
       local closed = -ncount
       if ncount > 0 and ncount < 2097152 and at - newest < P then closed = ncount * P + (at - newest) end
       if ncount == 0 then zt = ' ' .. ns end -- it is the newest closed bucket with no unit
@@ -324,7 +289,7 @@ if n > 0 then
     end
     wrote = true
   elseif live and (dead or moved) then
-    -- the latest rate wins, even on a refusal; the new totals after expiry
+    -- the latest capacity wins, even on a refusal
     local mm = fmt('%s %d %d %s %d', ARGV[4], used, oldest, ns, ncount)
     if zt then mm = mm .. zt end
     redis.call('HSET', h, 'm', mm)
@@ -332,8 +297,7 @@ if n > 0 then
   end
   -- a live hash written before the record gets it with its first write
   if wrote and live and vs ~= rec then redis.call('HSET', h, 'v', rec) end
-  -- The key dies with its newest bucket: W + B after that bucket's start
-  -- (later than now for a forward-dated lease's bucket).
+  -- The key dies W + B after its newest bucket opened (perhaps after now).
   if opened or wrote and live and ARGV[1] ~= '' then
     if newest > now then
       redis.call('PEXPIRE', h, fmt('%d', ARGV[6] + newest - now))
@@ -359,8 +323,7 @@ end
 local remaining = c - used
 if remaining < 0 then remaining = 0 end
 if not never and (not rdone or not fresh) then
-  -- Walk the live buckets oldest first until enough has expired for cost
-  -- to fit (the oldest alone did not, above, or the call scanned).
+  -- Walk the live buckets oldest first until cost fits.
   if not starts then scan() end
   if starts then
     local freed = 0
@@ -377,7 +340,7 @@ if not never and (not rdone or not fresh) then
   end
 end
 if remaining == 0 and not never and ARGV[4] ~= '0' and retry < 67108864 and reset < 67108864 then
-  -- a refusal of a saturated key, one integer
+  -- a refusal of a saturated key
   return -(retry * 67108864 + reset) - 1
 end
 local nv = 0

@@ -1,25 +1,17 @@
--- abs_scan.lua: the function abs_inc.lua and abs_set.lua share, written
--- once. A script's line "-- include abs_scan.lua" stands for this text
--- (scripts.go sends the script with the text in its place), so it defines
--- one local function and reads no KEYS or ARGV.
---
+-- abs_scan.lua: scanBuckets, shared by the scripts that include it (a line
+-- "-- include abs_scan.lua" stands for this text).
 -- Included by: abs_inc.lua, abs_set.lua
-
+--
 -- scanBuckets reads every stored bucket of hash h in one HGETALL and
--- returns the live ones oldest first in parallel arrays ({starts, counts,
--- k}: k of them, the newest, from "m", last), their sum, the fields of the
--- dead ones and the oldest live start. A compact (listpack) hash returns
--- its fields in the order they were written, which is ascending start
--- order, so the sort runs only for a hash Redis has converted to a hash
--- table. A closed bucket's value is count * 2^32 + link, or -count (a
--- plain count has no link). It captures none of a script's locals:
--- everything is an argument.
+-- returns the live ones oldest first as {starts, counts, k} (the newest,
+-- from "m", last), their sum, the dead ones' fields and the oldest live
+-- start. A listpack hash returns its fields in the order written,
+-- ascending, so only a hash Redis converted to a hash table is sorted.
+-- Everything is an argument: it captures no local of the script.
 local function scanBuckets(h, now, sp, newest, ncount)
   local P = 4294967296
-  -- more fields than any record holds (another client's): an error
-  -- naming the hash, not a read that holds Redis for every key
   local nf = redis.call('HLEN', h)
-  if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
+  if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end -- another client's hash
   local all = redis.call('HGETALL', h)
   local starts, counts, k = {}, {}, 0
   local used, gone, oldest = ncount, {}, newest

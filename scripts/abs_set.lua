@@ -1,12 +1,9 @@
--- abs_set.lua: one decision of the absolute strategy on a set of limits
--- (docs/algorithms.md, Sets of limits), the Redis twin of internal/window's
--- IncAbsoluteSet: admitted only if every limit has room, then recorded in
--- every limit; a refusal records nothing. Each hash is handled as
--- abs_inc.lua handles its one hash (expiry along the links, record "v",
--- SLUICEWINDOW and SLUICELAYOUT before anything is written), with a sixth
--- value in "m", "<c> <u> <o> <n> <nc> <t>": t, the span its TTL counts
--- from the newest bucket (docs/data-model.md, Expiry); under Redis TIME a
--- join sets no PEXPIRE unless its W + B is longer than t.
+-- abs_set.lua: one decision of the absolute strategy on a set of limits,
+-- the Redis twin of internal/window's IncAbsoluteSet: admitted only if
+-- every limit has room, then recorded in every limit; a refusal records
+-- nothing. Each hash is handled as abs_inc.lua handles its one, with a
+-- sixth value in "m", "<c> <u> <o> <n> <nc> <t>": t, the span its TTL
+-- counts from the newest bucket (docs/data-model.md, Expiry).
 --
 -- KEYS[i]  the hash of limit i, <prefix>:{<escaped key>}:abs:h:<name>, for
 --          i = 1..k (k <= 8)
@@ -19,19 +16,14 @@
 --          write-back (internal/redisprov): n units a local fallback
 --          admitted, recorded in every limit whatever it holds
 --
--- Reply: one string of decimals, each followed by a space (limiter/redisabs
--- reads both forms):
+-- Reply: one string of decimals, each followed by a space:
 --   an admission with fewer than 2^21 units remaining in every limit: k
 --     values, per limit remaining * 2^32 + reset_after_ms;
 --   any other decision: 1 + 4k values, allowed (0/1), then per limit:
 --     refused (0/1), remaining, retry_after_ms (0: never), reset_after_ms.
 if redis.replicate_commands then redis.replicate_commands() end
-
 -- include abs_scan.lua
-
--- globals as locals (after abs_scan.lua's scanBuckets, which so captures
--- none)
-local ARGV, redis, string = ARGV, redis, string
+local ARGV, redis, string = ARGV, redis, string -- after scanBuckets, which so captures none
 local now
 if ARGV[1] == '' then
   local t = redis.call('TIME')
@@ -44,8 +36,7 @@ local n = ARGV[2] + 0
 local cost = n
 if cost < 1 then cost = 1 end
 local nk = #KEYS
--- Under the caller's clock t is never read (every write sets its TTL):
--- the meta pattern then leaves it uncaptured.
+-- Under the caller's clock t is never read, so the pattern leaves it uncaptured.
 local clock = ARGV[1] ~= ''
 local META = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$'
 if clock then META = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) %d+$' end
@@ -53,29 +44,23 @@ local fmt = string.format
 local P = 4294967296 -- 2^32: a closed bucket's value is count * P + link
 local LINKS = 8
 
--- The limits' state, in one flat table of NV values per limit (limit i's
--- from S[NV (i - 1) + 1]) rather than a table per limit.
+-- The limits' state: NV values per limit in one flat table (limit i's from
+-- S[NV (i - 1) + 1]), presized for three limits and a refusal's reply.
+-- STATE: 0 absent, 1 live, 2 stale (a write deletes the hash); OF, NS: the
+-- oldest and newest starts as strings; MOVED: the capacity changed; TS:
+-- the stored t; REC: the record to write, false when "v" holds it.
 local NV = 13
 local SP, BK, CAP, USED, OLDEST, NEWEST, NCOUNT, STATE, OF, NS, MOVED, TS, REC = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
--- STATE: 0 absent, 1 live, 2 stale (no live bucket, or "m" unreadable: a
--- write deletes the hash); OF: the oldest start as a string; NS: the
--- newest start as stored; MOVED: the capacity to store differs from the
--- stored one; TS: the stored span t (see the TTL rule below); REC: the
--- record the limit's writes store, false when "v" already holds it.
--- Presized for three limits and a refusal's reply values; a larger set
--- grows it.
 local S = {false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false}
--- Rare per-limit state, made only when needed: dead[i] the fields of the
--- dead buckets found (a write deletes them), scanned[i] = {starts, counts,
--- k} after a scan (see abs_scan.lua's scanBuckets).
+-- Made only when needed: dead[i] the fields of the dead buckets, scanned[i]
+-- = {starts, counts, k} after a scan.
 local dead, scanned = nil, nil
 
--- Read every limit (one HGET of "m" each) and expire it at now, as
--- abs_inc.lua does; the call is admitted when every limit has room.
+-- Read and expire every limit as abs_inc.lua does; admitted when all have room.
 local allowed = true
 for i = 1, nk do
   local a = 4 * i - 1 -- ARGV[a ..]: W, B, C, TTL
@@ -141,27 +126,18 @@ for i = 1, nk do
   S[o + USED], S[o + OLDEST], S[o + NEWEST], S[o + NCOUNT] = used, oldest, newest, ncount
   if cost > c or used + cost > c then allowed = false end
 end
--- The write-back (the mode ARGV[3 + 4k] 'writeback') records its units whatever the limits
--- hold; checked on a refusal only.
+-- The write-back records its units whatever the limits hold.
 if not allowed and ARGV[3 + 4 * nk] == 'writeback' then allowed = true end
 
--- Record the call in every limit (or, on a refusal, store a limit's
--- expiry and capacity) as abs_inc.lua's writes do.
---
--- The TTL: under Redis TIME a live hash expires at n + t, its newest
--- bucket's start plus the span t stored in "m": the largest W + B of the
--- writes since the hash was created. A write keeps that true. When it
--- opens a bucket (n = now) it sets PEXPIRE t; when it keeps the newest
--- bucket (a join, or a refusal that stores the capacity or deletes dead
--- buckets) it sets nothing if its W + B is at most t, the TTL set before
--- already ending when the bucket dies under its window (nearly every
--- call: one limit name has one window), and otherwise PEXPIRE W + B -
--- (now - n) and t = W + B. So two sets that give one limit name different
--- windows never shorten the life of what the longer one still counts,
--- and with one window the hash dies exactly W + B after its newest bucket
--- opened, as a single hash does. Under the caller's clock every write sets
--- PEXPIRE (that clock may stand still while Redis counts the TTL in real
--- time) and stores t = 0, so the next write under TIME sets it anew.
+-- Record the call in every limit (a refusal stores only expiry and
+-- capacity), as abs_inc.lua's writes do. The TTL: under Redis TIME a live
+-- hash expires at n + t, t the largest W + B of its writes. An open sets
+-- PEXPIRE t; a write that keeps the newest bucket sets none when its W + B
+-- is at most t (nearly every call), else PEXPIRE W + B - (now - n) and
+-- t = W + B: two sets giving one limit name different windows never
+-- shorten what the longer one counts. Under the caller's clock (which may
+-- stand still while Redis counts TTLs in real time) every write sets
+-- PEXPIRE and stores t = 0, so the next write under TIME sets it anew.
 if n > 0 then
   for i = 1, nk do
     local o = NV * (i - 1)
@@ -171,8 +147,8 @@ if n > 0 then
       local a = 4 * i - 1
       local h = KEYS[i]
       local wrote = false
-      -- keep: the t to store; tl: the PEXPIRE of an open (t); tj: the
-      -- PEXPIRE of a write that keeps the newest bucket, false for none
+      -- keep: the t to store; tl: the PEXPIRE of an open; tj: of a write
+      -- that keeps the newest bucket, false for none
       local keep, tl, tj = ARGV[a + 3], ARGV[a + 3], false
       if clock then
         keep, tj = '0', tl
@@ -202,8 +178,7 @@ if n > 0 then
             'v', 'a2 ' .. ARGV[a] .. ' ' .. ARGV[a + 1])
           S[o + NEWEST], S[o + STATE], S[o + REC], tj = now, 1, false, tl
         elseif now - newest < S[o + BK] then
-          -- a join: one concatenation (numbers below 10^14 print as
-          -- integers)
+          -- a join: one concatenation (numbers below 10^14 print as integers)
           local nc = S[o + NCOUNT] + n
           if used < 1e14 then
             redis.call('HSET', h, 'm', ARGV[a + 2] .. ' ' .. used .. ' ' .. S[o + OF] .. ' ' .. S[o + NS] .. ' ' .. nc .. ' ' .. keep)
@@ -231,13 +206,10 @@ if n > 0 then
   end
 end
 
--- The reply is one string of decimals, each followed by a space. The
--- values go to S after the limits' state, and unpack hands them to
--- string.format without a table.
+-- The reply goes to S after the limits' state; unpack hands it to
+-- string.format without a table. An admission with fewer than 2^21 units
+-- remaining everywhere: remaining * 2^32 + reset ms per limit.
 local r = NV * nk
--- An admission with fewer than 2^21 units remaining in every limit: per
--- limit, remaining * 2^32 + reset ms (both fit a double exactly): nothing
--- else to compute.
 if allowed then
   for i = 1, nk do
     local o = NV * (i - 1)
@@ -253,9 +225,8 @@ if allowed then
   r = NV * nk
 end
 
--- Otherwise: allowed, then per limit: refused, remaining, retry ms, reset
--- ms. A refused limit's retry is abs_inc.lua's walk: the oldest bucket
--- alone often frees enough (one HGET), else the live buckets oldest first.
+-- Otherwise allowed, then per limit refused, remaining, retry, reset; a
+-- refused limit's retry as abs_inc.lua's.
 S[r + 1] = allowed and 1 or 0
 for i = 1, nk do
   local o = NV * (i - 1)

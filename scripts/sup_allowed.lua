@@ -1,20 +1,17 @@
--- sup_allowed.lua: IsAllowed of the suppressed strategy. Read-only: it
--- computes what internal/window's State.IsAllowedSuppressed computes and
--- writes nothing, not even the cleanup of expired buckets or the factor
--- cache.
+-- sup_allowed.lua: IsAllowed of the suppressed strategy, read-only: what
+-- internal/window's State.IsAllowedSuppressed computes, writing nothing.
 --
--- KEYS[1]  <prefix>:{<key>}:sup:h, the key's hash (fields: see sup_inc.lua)
+-- KEYS[1]  <prefix>:{<key>}:sup:h, the key's hash (sup_inc.lua)
 -- ARGV[1]  now in ms; an empty string reads Redis TIME
 -- ARGV[2]  W, the window in ms
 -- ARGV[3]  the suppression cache period in ms; 0 = no cache
 -- ARGV[4]  B, the bucket in ms
 --
--- Reply: for one more unit at the capacities stored by the key's latest
---         Inc, {limit, remaining, reset after ms} when it is admitted
---         without suppression (a key with no live bucket: all 0), else
---         {outcome, allowed, limit, remaining, retry after ms, reset after
---         ms, factor ppm, never}, all integers (see sup_inc.lua).
-
+-- Reply: for one more unit at the capacities the key's latest Inc stored,
+--         {limit, remaining, reset after ms} when admitted without
+--         suppression (all 0 without a live bucket), else {outcome,
+--         allowed, limit, remaining, retry after ms, reset after ms,
+--         factor ppm, never} (see sup_inc.lua).
 local PPM = 1000000
 local h = KEYS[1]
 local now = tonumber(ARGV[1])
@@ -23,7 +20,7 @@ if ARGV[1] == '' then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local w = tonumber(ARGV[2])
-local sp = w + tonumber(ARGV[4]) -- a bucket is live while now - start < W + B
+local sp = w + tonumber(ARGV[4])
 local cache = tonumber(ARGV[3])
 
 local function num(v)
@@ -33,15 +30,13 @@ end
 
 local function fmt(v) return string.format('%d', v) end
 
--- "m" = "<u> <x> <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft>" and, on a
--- single hash, perhaps the RetryAfter cursor after them (sup_inc.lua).
+-- "m" and "k" as in sup_inc.lua; a single hash's "k" may end in the cursor.
 local mk = redis.call('HMGET', h, 'm', 'k', 'v')
 local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts
 if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
 if mk[2] then cs, hcs, fs, fts = string.match(mk[2], '^(%d+) (%d+) (%d+) (%-?%d+)[ %d]*$') end
 if mk[3] and mk[3] ~= 's2 ' .. ARGV[2] .. ' ' .. ARGV[4] then
-  -- another record (see sup_inc.lua): another layout is an error, another
-  -- window one while the hash is live under its own window
+  -- another record: as sup_inc.lua
   local rw, rb = string.match(mk[3], '^s2 (%d+) (%d+)$')
   if not rw then return redis.error_reply('SLUICELAYOUT ' .. mk[3]) end
   if ns and cs and now - ns < rw + rb then
@@ -55,21 +50,16 @@ if newest == nil or cs == nil or now - newest >= sp or newest - now >= sp then
 end
 local ncount, ndec = ncs + 0, nds + 0
 local used, declined, oldest = us + 0, xs + 0, os + 0
--- a count no write makes (2^53 or more), written by another client: an
--- error naming the hash (as sup_inc.lua), never a decision
+-- 2^53 or more (inexact in a double): another client's count
 if used >= 9007199254740992 or ncount >= 9007199254740992 or declined >= 9007199254740992 then
   return redis.error_reply('SLUICESTATE ' .. h .. ' m ' .. mk[1])
 end
 local fppm, fat = fs + 0, fts + 0
 local soft, hard = cs + 0, hcs + 0
 local P = 4294967296
--- After a scan (k set), the live buckets oldest first, in parallel arrays:
--- starts, offered units and declined units.
-local k, bs, bo, bd
+local k, bs, bo, bd -- after a scan: the live buckets, oldest first
 
--- offered reads a closed bucket's offered units from its value, offered *
--- 2^32 + link or -offered (see sup_inc.lua; a plain count is an earlier
--- layout's).
+-- offered reads a closed bucket's offered units from its value.
 local function offered(v)
   v = v + 0
   if v >= P then return (v - v % P) / P end
@@ -77,11 +67,8 @@ local function offered(v)
   return v
 end
 
--- scan reads the whole hash (sup_scan.lua's scanBuckets) and sets k, bs,
--- bo, bd to its live buckets (the dead ones a write has not deleted yet
--- are skipped), oldest first, the newest (in meta fields) last; it
--- returns the sums of their offered and declined units. scanBuckets is
--- made only by a call that scans.
+-- scan: sup_scan.lua's scanBuckets, setting k, bs, bo, bd (it skips the
+-- dead buckets no write has deleted yet).
 local function scan()
   -- include sup_scan.lua
   local su, sd, _
@@ -90,7 +77,6 @@ local function scan()
 end
 
 if now - oldest >= sp then
-  -- Expired buckets are still stored: leave them, count only live ones.
   used, declined = scan()
   oldest = bs[1]
 end

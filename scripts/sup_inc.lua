@@ -1,38 +1,29 @@
--- sup_inc.lua: one Inc of the suppressed strategy (docs/algorithms.md,
--- Suppressed strategy), the Redis twin of internal/window's
--- State.IncSuppressed. The hash (meta fields "m" and "k", the RetryAfter
--- cursor at the end of "k"), its record "v" ("s2 <W> <B>") and the error
--- replies SLUICEWINDOW and SLUICELAYOUT: docs/data-model.md. How the
--- scripts are written for cost: docs/benchmarks.md, Instructions per call.
+-- sup_inc.lua: one Inc of the suppressed strategy, the Redis twin of
+-- internal/window's State.IncSuppressed. The fields, the record "v" and
+-- the error replies: docs/data-model.md.
 --
 -- KEYS[1]  <prefix>:{<key>}:sup:h, the key's hash
 -- ARGV[1]  now in ms; an empty string reads Redis TIME
 -- ARGV[2]  W, the window in ms
 -- ARGV[3]  B, the bucket in ms
--- ARGV[4]  S, the soft capacity
--- ARGV[5]  H, the hard capacity (H >= S)
--- ARGV[6]  n, the cost; 0 is a peek for one unit that writes nothing; at
---          most H + 1 (window.RecordedCost)
--- ARGV[7]  the suppression cache period in ms; 0 computes the factor on
---          every call
+-- ARGV[4]  S, the soft capacity (a plain decimal, stored as sent)
+-- ARGV[5]  H, the hard capacity, H >= S (a plain decimal, stored as sent)
+-- ARGV[6]  n, the cost, at most H + 1; 0 is a peek for one unit, no write
+-- ARGV[7]  the factor's cache period in ms; 0 computes it on every call
 -- ARGV[8]  the call's random draw in ppm, in [0, 999999]
 -- ARGV[9]  the PEXPIRE in ms, W + B, set by a write that opens a bucket,
 --          and by every write under the caller's clock
--- ARGV[10] optional, the hybrid's call (docs/algorithms.md, Hybrid leases):
---          the most units to reserve, n included, 0 for none; the call
---          (n = 0: a renewal) records e more accepted units, e at most
---          ARGV[10] - n and a quarter of the room left below H
+-- ARGV[10] optional, the hybrid's lease (docs/algorithms.md, Hybrid
+--          leases): the most units to reserve, n included, 0 for none; the
+--          call records e more, e <= ARGV[10] - n and a quarter of the room
+--          left below H (n = 0: a renewal)
 -- ARGV[11] with ARGV[12]: the start (ms) of the bucket an earlier lease
 -- ARGV[12] used and its unused units, given back first (0: no release)
--- ARGV[13] units the instance declined from memory since its last call,
---          recorded as offered and declined (at least one)
+-- ARGV[13] units declined from memory since the last call, recorded as
+--          offered and declined (at least one)
 -- ARGV[14] optional, D: the most ms a lease's bucket may start after now
---          (a forward-dated lease)
--- ARGV[15] optional, the mode: 'writeback' is the failover's write-back
---          (internal/redisprov): n units a local fallback admitted, recorded
---          as accepted whatever the key holds (ARGV[10] to ARGV[14] are
---          then 0 and ignored: no lease, no hybrid reply)
--- ARGV[4] and ARGV[5] are stored as sent: plain decimals.
+-- ARGV[15] optional, 'writeback': n units a local fallback admitted,
+--          recorded as accepted whatever the key holds (ARGV[10..14] 0)
 --
 -- Reply (internal/redisprov.Decision reads every form):
 --   an integer r >= 0: admitted at or below S with fewer than 2^21
@@ -50,14 +41,9 @@
 --     S), ms until the oldest live bucket dies, when the factor was
 --     computed (0: none).
 --
--- Sections, in the order a call runs them (bench/floor/sections.sh cuts
--- at each "-- == N." line): 1. arguments, 2. the hybrid's arguments and
--- lease release, 3. decode, 4. expire, 5. decide, 6. RetryAfter from the
--- cursor, 7. the slow paths (scan, factor, RetryAfter walk), 8. write,
--- 9. reply.
+-- bench/floor/sections.sh cuts the script at each "-- == N." line.
 -- == 1. Arguments =======================================================
 if redis.replicate_commands then redis.replicate_commands() end
--- globals as locals
 local ARGV, redis, string = ARGV, redis, string
 
 local PPM = 1000000
@@ -71,34 +57,28 @@ if ARGV[1] == '' then
 else
   now = ARGV[1] + 0
 end
--- A cost of 1 (nearly every call) is known without parsing it.
 local n = 1
 if ARGV[6] ~= '1' then n = ARGV[6] + 0 end
 local w, b, soft = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
 local sp = w + b -- a bucket is live while now - start < W + B
--- H, the cache period and the draw, parsed only by a call that may need
--- them (below): an admission below the soft capacity does not.
-local hard, cache, draw, wb
+local hard, cache, draw, wb -- parsed only where a decision needs them
 local ttl = ARGV[9]
 local write = n > 0
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
 
 -- == 2. The hybrid's arguments and the release of a lease ===============
--- The hybrid provider's arguments (ARGV[10] to ARGV[13], see the header):
--- the release of an earlier lease happens first, before the hash is read,
--- so that the call decides on what is left. hext (set before the record
--- below) is the lease beyond n.
+-- A lease's release comes before the hash is read: the call decides on
+-- what is left.
 local hyb = ARGV[10] ~= nil and ARGV[15] ~= 'writeback'
-local hwant, hpush, hext = 0, 0, 0
+local hwant, hpush, hext = 0, 0, 0 -- hext: the lease beyond n (section 8)
 if hyb then
   hwant, hpush = ARGV[10] + 0, ARGV[13] + 0
   hard, cache, draw, wb = ARGV[5] + 0, ARGV[7] + 0, ARGV[8] + 0, false
   if hwant > 0 or hpush > 0 then write = true end
   local rel, HP = ARGV[12] + 0, 4294967296
   local mk0 = rel > 0 and redis.call('HMGET', h, 'm', 'k')
-  local u0, x0s, o0, n0, nc0, nd0, k0
+  local u0, x0s, o0, n0, nc0, nd0, k0 -- k0: "k" without its cursor
   if mk0 and mk0[1] then u0, x0s, o0, n0, nc0, nd0 = string.match(mk0[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
-  -- k0: "k" without its cursor, when it holds one
   if mk0 and mk0[2] then k0 = string.match(mk0[2], '^(%d+ %d+ %d+ %-?%d+) ') end
   local rs = ARGV[11] + 0
   if u0 and now - (n0 + 0) < sp and n0 - now < sp and now - rs < sp and rs >= o0 + 0 then
@@ -127,7 +107,7 @@ if hyb then
     end
     if back > 0 then
       local mv0 = fmt('%d %s %s %s %d %s', u0 - back, x0s, o0, n0, nc0, nd0)
-      -- the RetryAfter cursor's counts changed: "k" loses it
+      -- the cursor's counts changed: "k" loses it
       local kx = {}
       if field then kx[1], kx[2] = ARGV[11], field end
       if k0 then kx[#kx + 1], kx[#kx + 2] = 'k', k0 end
@@ -137,21 +117,14 @@ if hyb then
 end
 
 -- == 3. Decode: the meta fields and the record ==========================
--- The meta fields, as stored (strings): "m" = "<u> <x> <o> <n> <nc> <nd>",
--- "k" = "<c> <hc> <f> <ft>". A hash without both (an earlier layout, or
--- damaged) is absent.
+-- "m" = "<u> <x> <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft>" and perhaps
+-- the RetryAfter cursor kt; a hash without both is absent.
 local mk = redis.call('HMGET', h, 'm', 'k', 'v')
--- vs: the record "v" as stored; vrec: the one this call writes,
--- "s<layout> <W> <B>" (see the header)
-local vs, vrec = mk[3], 's2 ' .. ARGV[2] .. ' ' .. ARGV[3]
--- kt: the rest of "k", the RetryAfter cursor (" <rd> <rb> <ra> <rl>") or
--- an empty string: one pattern reads both forms.
+local vs, vrec = mk[3], 's2 ' .. ARGV[2] .. ' ' .. ARGV[3] -- the record as stored, as written
 local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts, kt
 if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
 if mk[2] then
-  -- A key with no declined unit usually holds "k" as its first write made
-  -- it, "<S> <H> 0 0" (no factor cached, no cursor): compared whole, it
-  -- needs no pattern (ARGV[4] and ARGV[5] are plain decimals: the header).
+  -- "k" as a key's first write stores it is compared whole, without a pattern
   if xs == '0' and mk[2] == ARGV[4] .. ' ' .. ARGV[5] .. ' 0 0' then
     cs, hcs, fs, fts, kt = ARGV[4], ARGV[5], '0', '0', ''
   else
@@ -162,8 +135,7 @@ local used, declined, oldest, newest, ncount, ndec = 0, 0, nil, nil, 0, 0
 local live = false
 if ns and cs then
   newest = ns + 0
-  -- dead once the newest bucket is W + B old, or when it starts W + B or
-  -- more ahead of now (a clock that stepped back: abs_inc.lua)
+  -- dead W + B after the newest bucket, or W + B before it (a clock that stepped back)
   live = now - newest < sp and newest - now < sp
 end
 if vs and vs ~= vrec then
@@ -178,28 +150,20 @@ if vs and vs ~= vrec then
 end
 if live then
   used, oldest, ncount = us + 0, os + 0, ncs + 0
-  -- no declined unit (every key below its soft capacity): nothing to parse
   if xs ~= '0' then declined = xs + 0 end
   if nds ~= '0' then ndec = nds + 0 end
-  -- a count no write makes (2^53 or more: inexact in a double), written
-  -- by another client: an error naming the hash, never a decision
+  -- 2^53 or more (inexact in a double): another client's count
   if used >= 9007199254740992 or ncount >= 9007199254740992 or declined >= 9007199254740992 then
     return redis.error_reply('SLUICESTATE ' .. h .. ' m ' .. mk[1])
   end
 end
 local ostart = oldest -- "o" as stored, which the links below may move
--- the capacities to store differ from the stored ones
-local moved = cs ~= ARGV[4] or hcs ~= ARGV[5]
+local moved = cs ~= ARGV[4] or hcs ~= ARGV[5] -- the capacities changed
 local P = 4294967296 -- 2^32: a closed bucket's value is offered * P + link
 local expired = false -- dead buckets were found: "o" (and "x") must be rewritten
--- After a scan (k set), the live buckets oldest first, in parallel arrays:
--- starts, offered units and declined units.
-local k, bs, bo, bd
+local k, bs, bo, bd -- after a scan: the live buckets, oldest first
 
--- A key without a live bucket is absent: its capacities and cached factor
--- are forgotten.
--- A write replaces the hash whole: what it holds is dead, damaged or of an
--- earlier layout, whose bucket fields must not be read as this one's.
+-- No live bucket: the key is absent, and a write replaces the hash whole.
 if not live then
   if write then redis.call('DEL', h) end
   vs = false -- a write stores the record anew
@@ -208,18 +172,14 @@ if not live then
 end
 
 -- == 4. Expire: the buckets that died ===================================
--- Expire along the links: drop the buckets that died since the last write,
--- oldest first, one HMGET (offered and declined) each, for up to 8 of them.
--- A missing or broken link, or more dead buckets, leaves the call to scan
--- below (linked false).
+-- Drop the buckets that died, oldest first along the links, up to 8; a
+-- missing or broken link, or more, leaves them to the scan (linked false).
 local linked, gone = true, nil -- gone: the fields of dead buckets
--- deadAcc: the accepted units of the dead buckets the links walked past
--- (to move the RetryAfter cursor's rb along); x0: "x" as stored.
+-- deadAcc: the accepted units walked past (the cursor's rb moves by them)
 local deadAcc, x0 = 0, declined
 if live and now - oldest >= sp then
   expired, gone = true, {}
-  -- f: the oldest start as a string, formatted only for a further step
-  local f, walked = os, 0
+  local f, walked = os, 0 -- f: the oldest start as a string, when known
   while now - oldest >= sp do
     if walked >= 8 then linked = false break end
     walked = walked + 1
@@ -250,11 +210,8 @@ end
 local cost = n
 if cost < 1 then cost = 1 end
 
--- The hybrid's declines (ARGV[13]) count as observed for this call's
--- factor, as if recorded before it (they add to used and declined alike,
--- so the accepted units are unchanged); the record below adds them to the
--- bucket. Like a refusal's units, at most MAXD - declined of them and at
--- least one are recorded, so that the totals stay exact integers.
+-- The hybrid's declines count as observed for this call's factor, as if
+-- recorded before it (accepted is unchanged), capped as a refusal's are.
 if hyb then
   if hpush > 0 and declined + hpush > MAXD then
     hpush = MAXD - declined
@@ -263,12 +220,9 @@ if hyb then
   used, declined = used + hpush, declined + hpush
 end
 
--- Decide without a helper where the call allows it: with the links
--- followed (the totals are exact), below the soft capacity, above the hard
--- one, or between them with the factor cached. decided false leaves the
--- decision to the helpers below.
--- never (cost > H) is false where H is not parsed: there cost <= forecast
--- <= S <= H (the accepted units, used - declined, are never negative).
+-- Decided here when the totals are exact (linked) and the call is below S,
+-- above H or between with the factor cached; else in section 7. never is
+-- false where H is not parsed: there cost <= forecast <= S <= H.
 local forecast = used - declined + cost
 local outcome, allowed, f, computed = 0, true, 0, false
 local decided, never = false, false
@@ -280,7 +234,7 @@ if linked then
   if forecast <= soft then
     decided = true
   elseif forecast > hard then
-    -- refused, but for the write-back (wb, see below)
+    -- refused, but for the write-back
     outcome, allowed, f, decided = 2, wb, PPM, true
   elseif live and cache > 0 then
     local fat = fts + 0 -- ft 0: none cached
@@ -292,13 +246,9 @@ if linked then
 end
 
 -- == 6. RetryAfter from the cursor ======================================
--- The RetryAfter cursor, the rest of "k" (kt; docs/data-model.md), parsed
--- only by a refusal's RetryAfter, a call the helpers must decide, or a
--- write that expires buckets (which moves its rb along); only a key with
--- declined units ("x" > 0) can hold one. It is used only if the links
--- expired the dead buckets and while rs = o + rd is live. rstate: true
--- when rcs, rcb, rca, rcl hold it (rcb less the dead buckets' accepted
--- units); rraw: kt when it was parsed and held four decimals.
+-- The RetryAfter cursor kt, parsed only where it may be used, trusted only
+-- after expiry along the links and while rs = o + rd is live. rstate: rcs,
+-- rcb (less deadAcc), rca, rcl hold it; rraw: kt when it parsed.
 local rstate, rraw, rcs, rcb, rca, rcl = false, nil, 0, 0, 0, 0
 if x0 > 0 and kt ~= '' and linked and live and (write and expired or not decided or not allowed and not never) then
   local a, b2, c, d = string.match(kt, '^ (%d+) (%d+) (%d+) (%d+)$')
@@ -311,11 +261,10 @@ if x0 > 0 and kt ~= '' and linked and live and (write and expired or not decided
   end
 end
 
--- RetryAfter (before the record: a refusal records only declined units,
--- so the accepted units it reads are those after the call too): from the
--- cursor alone when its bucket is known and holds the answer, which is the
--- usual refusal of an overloaded key; else by retryAfter below. pS, pB,
--- pA, pL: the cursor a RetryAfter ended on (pS nil: none).
+-- RetryAfter from the cursor alone when its bucket holds the answer (an
+-- overloaded key's usual refusal), else retryAfter below. A refusal records
+-- no accepted unit, so this holds after the record too. pS..pL: the cursor
+-- a RetryAfter ended on.
 local retry, rdone = 0, true
 local pS, pB, pA, pL
 if decided and not allowed and not never then
@@ -336,14 +285,10 @@ if decided and not allowed and not never then
 end
 
 -- == 7. The slow paths: scan, factor, RetryAfter walk ===================
--- The helpers below are made only for a call that must scan (a missing or
--- broken link), compute the factor, or walk buckets for its RetryAfter.
+-- The helpers are made only by a call that needs them.
 if not decided or not rdone then
   local scan, factor, retryAfter
-  -- scan reads the whole hash (sup_scan.lua's scanBuckets) and sets k,
-  -- bs, bo, bd to its live buckets, oldest first; the newest, kept in meta
-  -- fields, is the last. It returns the fields of the dead buckets and the
-  -- sums of the live buckets' offered and declined units.
+  -- scan: sup_scan.lua's scanBuckets, setting k, bs, bo, bd
   -- include sup_scan.lua
   scan = function()
     local dead, su, sd
@@ -351,11 +296,9 @@ if not decided or not rdone then
     return dead, su, sd
   end
 
-  -- factor returns the suppression factor in ppm and whether it was
-  -- computed (rather than read from the cache): 1 - S*R / max(observed*R,
-  -- recent*W) with R = min(W, 1000), recent the units offered in the last
-  -- R ms, in doubles in the same order as window.State.Factor, rounded to
-  -- the nearest ppm and clamped to [0, PPM].
+  -- factor returns the factor in ppm and whether it was computed (not
+  -- cached): window.State.Factor's 1 - S*R / max(observed*R, recent*W),
+  -- R = min(W, 1 s), in the same order of doubles, rounded, clamped.
   factor = function()
     if live and cache > 0 then
       local fppm, fat = fs + 0, fts + 0
@@ -367,11 +310,9 @@ if not decided or not rdone then
       if now - oldest < r then
         recent = used
       elseif now - newest < r then
-        -- Without a scan, and when at most 8 buckets can start at or
-        -- before now - R, recent is the total less those buckets' offered
-        -- units, read along the links from the oldest, one HGET each
-        -- (hpush, in used but in no bucket yet, is taken out too). A
-        -- missing or broken link leaves it to the scan.
+        -- Without a scan: the total less the offered units of the (at
+        -- most 8) buckets before now - R, along the links (hpush is in no
+        -- bucket yet). A missing or broken link leaves it to the scan.
         local walked = false
         if not k and now - r - oldest < 8 * b then
           local s, old = oldest, 0
@@ -406,14 +347,10 @@ if not decided or not rdone then
   end
 
   -- retryAfter returns when enough accepted units will have expired for
-  -- cost to fit: the start + W + B of the first live bucket, oldest
-  -- first, at which the accepted units of it and the older ones reach
-  -- target = min(held + cost - cap, held) (window.State.RetryAfter's walk:
-  -- held - freed + cost <= cap or freed >= held). On a key without a scan
-  -- it starts from the cursor (in "k") when the answer is not before it, else
-  -- from the oldest bucket, and steps forward along the links, one HMGET
-  -- per bucket it does not know, for up to 8 buckets; then it scans. It
-  -- leaves the cursor it ends on in pS..pL.
+  -- cost to fit: target = min(held + cost - cap, held), as
+  -- window.State.RetryAfter. Without a scan it walks up to 8 buckets along
+  -- the links from the cursor (unless past the answer) or the oldest, then
+  -- scans. It leaves the cursor it ends on in pS..pL.
   retryAfter = function(held, cap)
     if not live then return 0 end
     local target = math.min(held + cost - cap, held)
@@ -458,9 +395,7 @@ if not decided or not rdone then
     return 0
   end
 
-  -- Expire by a scan where the links could not: a bucket is live while
-  -- now - start < W + B. The cursor cannot follow a scan: a refusal below
-  -- sets a new one.
+  -- Expire by a scan where the links could not (a refusal sets a new cursor).
   if not linked then
     gone, used, declined = scan()
     if hyb then used, declined = used + hpush, declined + hpush end
@@ -484,9 +419,7 @@ if not decided or not rdone then
   if not rdone then retry = retryAfter(used - declined, soft) end
 end
 -- == 8. Write: dead fields, the lease, the bucket, the meta =============
--- The write-back (wb, the mode ARGV[15]) is admitted by the decisions
--- above S, which alone read it. Its units were admitted, so they are
--- accepted whatever the key holds.
+-- The write-back (wb) is read only by the decisions above S.
 if write and gone then
   if #gone == 1 then
     redis.call('HDEL', h, gone[1]) -- the usual case, without unpack
@@ -497,10 +430,8 @@ if write and gone then
   end
 end
 
--- The hybrid's lease (ARGV[10]): the call reserves hext accepted units
--- beside its n, at most ARGV[10] - n and a quarter of the room left below
--- H (rounded up), whether n was admitted or not (a refusal by the draw
--- leaves room for the instance's next decisions, which draw in memory).
+-- The lease hext: at most ARGV[10] - n and a quarter of the room below H,
+-- even for a refused n (the instance's next draws are in memory).
 if hyb and hwant > n and not never then
   local room = hard - (used - declined)
   if allowed then room = room - n end
@@ -511,9 +442,8 @@ end
 -- at (no field of that name can exist: every start is <= newest < at).
 if write then
   local pn, pacc = newest, ncount - ndec -- the newest bucket before the call
-  -- rec: the units recorded; a refusal records them all as declined, at
-  -- most MAXD - declined of them and at least one, so that the totals stay
-  -- exact integers (window.MaxDeclined).
+  -- rec: the units recorded; a refusal's are all declined, at most
+  -- MAXD - declined and at least one (window.MaxDeclined).
   local rec, dec = n, 0
   if not allowed then
     local room = MAXD - declined
@@ -525,9 +455,8 @@ if write then
     rec, dec = rec + hext + hpush, dec + hpush
     used, declined = used - hpush, declined - hpush
   end
-  -- at: the instant the write files its units under: now, or now + the
-  -- offset of a forward-dated lease (ARGV[14]); starts stay increasing
-  -- and B apart.
+  -- at: now, or later for a forward-dated lease (ARGV[14]); starts stay
+  -- increasing and B apart.
   local at = now
   if hext > 0 and ARGV[14] and ARGV[14] ~= '0' then
     local a = used - declined + rec - dec
@@ -548,16 +477,13 @@ if write then
   used = used + rec
   declined = declined + dec
   local writef = computed and cache > 0
-  -- args: the HSET, made only when the call writes more than "m".
-  local args
+  local args -- the HSET, made only when the call writes more than "m"
   if joins then
     ncount, ndec = ncount + rec, ndec + dec
   else
     args = {}
     if live then
-      -- The newest bucket so far becomes ordinary fields: its offered
-      -- units with the link to the new bucket, its declined units as
-      -- read.
+      -- the newest bucket becomes fields: offered * P + link, declined
       local closed = -ncount
       if ncount < 2097152 and start - newest < P then closed = ncount * P + (start - newest) end
       args[1], args[2] = ns, fmt('%d', closed)
@@ -571,11 +497,9 @@ if write then
   -- o and n, an admission x and nd)
   local mv
   if not joins and not expired and live and dec == 0 then
-    -- an open with nothing declined and nothing expired: x and o as read
     mv = fmt('%d %s %s %d %d 0', used, xs, os, newest, ncount)
   elseif live and not joins and dec == 0 and declined == x0 then
-    -- an open that expired buckets with nothing declined in them (every
-    -- key below its soft capacity): x as read
+    -- an open that expired buckets with nothing declined in them: x as read
     mv = fmt('%d %s %d %d %d 0', used, xs, oldest, newest, ncount)
   elseif not joins or expired then
     mv = fmt('%d %d %d %d %d %d', used, declined, oldest, newest, ncount, ndec)
@@ -584,13 +508,11 @@ if write then
   else
     mv = fmt('%d %d %s %s %d %d', used, declined, os, ns, ncount, ndec)
   end
-  -- nt: the cursor to store after "k"'s four values (kt: unchanged)
-  local nt = kt
+  local nt = kt -- the cursor to store after "k"'s four values
   if dec > 0 or expired then
     -- The cursor a RetryAfter ended on, or the stored one with rb moved
-    -- past the buckets that died, against the new oldest start. Its
-    -- bucket's ra and rl are 0 while it is the newest (it may still
-    -- grow) and set when this call closes it.
+    -- past the dead buckets, against the new oldest start; ra and rl are 0
+    -- while its bucket is the newest (it may grow).
     local rs, rb, ra, rl = pS, pB, pA, pL
     if not rs and expired and rstate then rs, rb, ra, rl = rcs, rcb, rca, rcl end
     if rs then
@@ -599,21 +521,18 @@ if write then
       elseif rs == pn then
         ra, rl = pacc, newest - pn
       end
-      -- Unchanged (the same numbers as read, against the same oldest
-      -- start): nothing to write, and nothing to format.
+      -- unchanged: nothing to format
       if not (rstate and not expired and rs == rcs and rb == rcb and ra == rca and rl == rcl) then
         nt = fmt(' %d %d %d %d', rs - oldest, rb, ra, rl)
       end
     elseif rraw or expired then
-      -- Its bucket died, or the oldest start it counts from moved without
-      -- it (a scan, or a cursor left unread): dropped.
+      -- its bucket died, or the start it counts from moved: dropped
       nt = ''
     end
   end
   if moved or writef or nt ~= kt then
-    -- "k": the latest capacities, the factor cached (0 0: none), and the
-    -- cursor, left out where it would make "k" longer than a listpack
-    -- value (64 bytes: capacities or counts of many digits).
+    -- "k": the capacities, the factor cached (0 0: none), and the cursor
+    -- unless "k" would pass a listpack value's 64 bytes
     local kf, kft = fs, fts
     if writef then
       kf, kft = fmt('%d', f), fmt('%d', now)
@@ -626,24 +545,20 @@ if write then
     args[#args + 1], args[#args + 2] = 'k', kv
   end
   if vs ~= vrec then
-    -- the record: on a new hash after "m" and "k", on a live hash written
-    -- before the record with its first write
+    -- the record: on a new hash, or on a live hash written before it
     args = args or {}
     args[#args + 1], args[#args + 2] = 'v', vrec
   end
   if args and #args == 2 then
-    -- an open on a key with nothing declined: the closed bucket, without
-    -- unpack
+    -- the closed bucket of an open with nothing declined, without unpack
     redis.call('HSET', h, 'm', mv, args[1], args[2])
   elseif args then
-    -- "m" first: on a new key it leads the listpack, where the HMGET of
-    -- every call finds it soonest.
+    -- "m" first: on a new key it leads the listpack, found soonest
     redis.call('HSET', h, 'm', mv, unpack(args))
   else
     redis.call('HSET', h, 'm', mv) -- the common call: one field
   end
-  -- The key dies with its newest bucket: W + B after that bucket opened
-  -- (later than now for a forward-dated lease's bucket).
+  -- The key dies W + B after its newest bucket opened (perhaps after now).
   if not joins or ARGV[1] ~= '' then
     if newest > now then
       redis.call('PEXPIRE', h, fmt('%d', ttl + newest - now))
@@ -661,13 +576,8 @@ if live then reset = newest + sp - now end
 local remaining = soft - accepted
 if remaining < 0 then remaining = 0 end
 if hyb then
-  -- The hybrid's reply (see the header): the units observed in the last
-  -- R = min(W, 1 s) are all of them when the oldest live bucket is that
-  -- recent, else read from the hash, and only at or above the soft
-  -- capacity: below it no decision made from this reply needs the factor
-  -- (the instance decides in memory with at most the accepted units of
-  -- the reply, its lease included), so a key below S is spared the read of
-  -- every field.
+  -- recent: the units observed in the last R = min(W, 1 s), read from the
+  -- hash only at or above S (below it the instance needs no factor).
   local r, recent, first = math.min(w, 1000), 0, 0
   if live then
     first = oldest + sp - now
@@ -675,8 +585,7 @@ if hyb then
       recent = used
     elseif now - newest < r and accepted >= soft then
       recent = ncount
-      -- more fields than any record holds (another client's): an error
-      -- naming the hash, not a read that holds Redis for every key
+      -- HLEN first: another client's padded hash fails, never holds Redis
       local nf = redis.call('HLEN', h)
       if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
       local all = redis.call('HGETALL', h)
@@ -695,7 +604,7 @@ if hyb then
   end
   local g = hext
   if allowed and write then g = g + n end
-  -- when the factor was computed (script clock; 0: no factor was needed)
+  -- when the factor was computed (0: none)
   local ft = 0
   if computed then ft = now elseif outcome == 2 and f < PPM and fts then ft = fts + 0 end
   return {outcome, allowed and 1 or 0, soft, remaining, retry, reset, f, never and 1 or 0,
@@ -706,7 +615,7 @@ if outcome == 0 then
   return {soft, remaining, reset}
 end
 if remaining == 0 and not never and retry < 65536 and reset < 65536 then
-  -- the suppressed decision of an overloaded key, one integer
+  -- the suppressed decision of an overloaded key
   local a = 0
   if allowed then a = 1 end
   return -(((f * 2 + a) * 65536 + retry) * 65536 + reset) - 1

@@ -1,29 +1,19 @@
--- sup_scan.lua: the function sup_inc.lua, sup_set.lua and sup_allowed.lua
--- share, written once. A script's line "-- include sup_scan.lua" stands
--- for this text (scripts.go sends the script with the text in its place),
--- so it defines one local function and reads no KEYS or ARGV.
---
+-- sup_scan.lua: scanBuckets, shared by the scripts that include it (a line
+-- "-- include sup_scan.lua" stands for this text).
 -- Included by: sup_inc.lua, sup_set.lua, sup_allowed.lua
-
--- scanBuckets reads the whole hash h in one HGETALL (at most 2 (W/B + 1)
--- bucket fields: docs/algorithms.md, Bounded work) and returns the fields
+--
+-- scanBuckets reads the whole hash h in one HGETALL and returns the fields
 -- of its dead buckets, the sums of the live buckets' offered and declined
--- units, and the live buckets oldest first in parallel arrays: k, then
--- starts, offered and declined. The newest bucket, kept in the meta fields
--- (start newest, counts ncount and ndec), is the last. A closed bucket's
--- value is offered * 2^32 + link or -offered (a plain count is an earlier
--- layout's); "d<start>" holds its declined units. A compact (listpack)
--- hash returns its fields in the order they were written: ascending
--- starts, each "d<start>" right after its bucket. Only a hash Redis has
--- converted to a hash table needs the sort and the lookups by start.
--- Numbers are parsed once and no table is made per bucket. It captures
--- none of a script's locals: everything is an argument.
+-- units, and the live buckets oldest first: k, then starts, offered and
+-- declined in parallel arrays, the newest (from "m") last. A listpack hash
+-- returns its fields in the order written, each "d<start>" after its
+-- bucket: only a hash Redis converted to a hash table needs the sort and
+-- the lookups by start. Everything is an argument: it captures no local
+-- of the script.
 local function scanBuckets(h, now, sp, newest, ncount, ndec)
   local P, byte = 4294967296, string.byte
-  -- more fields than any record holds (another client's): an error
-  -- naming the hash, not a read that holds Redis for every key
   local nf = redis.call('HLEN', h)
-  if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end
+  if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end -- another client's hash
   local all = redis.call('HGETALL', h)
   local dead, su, sd = {}, ncount, ndec
   local sorted, prev, lost = true, -1 / 0, nil

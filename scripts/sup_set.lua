@@ -1,9 +1,7 @@
 -- sup_set.lua: one call of the suppressed strategy on a set of limits of
--- one key, decided as one (docs/algorithms.md, Sets of limits), the Redis
--- twin of internal/window's IncSuppressedSet. Each limit is one hash
--- handled as sup_inc.lua handles its one hash (expiry along the links,
--- record "v", SLUICEWINDOW and SLUICELAYOUT before anything is written);
--- the set's factor is the largest, and the call is admitted when
+-- one key, decided as one: the Redis twin of internal/window's
+-- IncSuppressedSet. Each limit's hash is handled as sup_inc.lua handles
+-- its one; the set's factor is the largest, and the call is admitted when
 -- draw >= it. A write records the offer in every limit (declined in every
 -- limit when refused) and sets each TTL by abs_set.lua's rule, its span t
 -- a fifth value of "k", "<c> <hc> <f> <ft> <t>" (docs/data-model.md).
@@ -16,9 +14,8 @@
 --   S), n (the cost to record in this limit, H + 1 when n > H:
 --   window.RecordedCost; 0 in every limit for a peek) and the PEXPIRE of
 --   a write in ms (W + B)
--- ARGV[4 + 6k]  optional, the mode: 'writeback' is the failover's
---          write-back (internal/redisprov): units a local fallback
---          admitted, recorded as accepted in every limit whatever it holds
+-- ARGV[4 + 6k]  optional, 'writeback': units a local fallback admitted,
+--          recorded as accepted in every limit whatever it holds
 --
 -- Reply: {allowed, then six integers per limit: outcome, refused,
 --         remaining, retry after ms, reset after ms, factor ppm}. outcome
@@ -28,16 +25,10 @@
 --         is above its soft capacity.
 if redis.replicate_commands then redis.replicate_commands() end
 
--- The functions below capture none of the script's locals (they are
--- declared after them). They read the clock and the cache
--- period from a limit's state, and declare the constants they use.
+-- The functions capture none of the script's locals (declared after
+-- them): a limit's state L carries what they read.
 
--- scan reads L's whole hash (sup_scan.lua's scanBuckets) and sets L.k,
--- L.bs, L.bo, L.bd to its live buckets, oldest first, in parallel arrays
--- (starts, offered, declined); the newest, kept in meta fields, is the
--- last. It returns the fields of the dead buckets and the sums of the live
--- buckets' offered and declined units. scanBuckets is made only by a
--- call that scans.
+-- scan: sup_scan.lua's scanBuckets on L, setting L.k, L.bs, L.bo, L.bd.
 local function scan(L)
   -- include sup_scan.lua
   local NOW, H, SP, NEWEST, NCOUNT, NDEC, K, BS, BO, BD = 1, 3, 6, 20, 21, 22, 26, 27, 28, 29
@@ -55,10 +46,7 @@ local function load(i, write, now, cache)
   local h = KEYS[i]
   local w, b, sarg, harg = ARGV[a] + 0, ARGV[a + 1] + 0, ARGV[a + 2], ARGV[a + 3]
   local sp = w + b
-  -- The meta fields as stored (strings), as in sup_inc.lua: "m" = "<u> <x>
-  -- <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft> <t>", t the span the
-  -- hash's TTL counts from its newest bucket (see record); a hash without
-  -- both reads as absent.
+  -- "m" and "k" as in sup_inc.lua; "k" ends in t; a hash without both is absent.
   local mk = redis.call('HMGET', h, 'm', 'k', 'v')
   local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts, ts
   if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
@@ -72,28 +60,23 @@ local function load(i, write, now, cache)
   local live = false
   if ns and cs then
     newest = ns + 0
-    live = now - newest < sp and newest - now < sp -- as in sup_inc.lua
+    live = now - newest < sp and newest - now < sp
   end
-  -- vrec: the record "v" to write (see sup_inc.lua), false when stored
-  local vrec = 's2 ' .. ARGV[a] .. ' ' .. ARGV[a + 1]
+  local vrec = 's2 ' .. ARGV[a] .. ' ' .. ARGV[a + 1] -- the record to write, false when stored
   if mk[3] == vrec then
     vrec = false
   elseif mk[3] then
-    -- another record: another layout is an error, another window one
-    -- while the hash is live under its own window, absent after
+    -- another record: as sup_inc.lua
     local rw, rb = string.match(mk[3], '^s2 (%d+) (%d+)$')
     if not rw then return nil, 'SLUICELAYOUT ' .. mk[3] end
     if ns and cs and now - ns < rw + rb then return nil, 'SLUICEWINDOW ' .. mk[3] .. ' ' .. vrec end
     live = false
   end
   if live then used, declined, oldest, ncount, ndec = us + 0, xs + 0, os + 0, ncs + 0, nds + 0 end
-  -- the capacities to store differ from the stored ones
-  local moved = cs ~= sarg or hcs ~= harg
+  local moved = cs ~= sarg or hcs ~= harg -- the capacities changed
   local expired = false -- dead buckets were found: "o" (and "x") must be rewritten
 
-  -- A hash without a live bucket is absent: its capacities and cached
-  -- factor are forgotten. A write replaces it whole: what it holds is
-  -- dead, damaged or of an earlier layout.
+  -- No live bucket: the hash is absent, and a write replaces it whole.
   if not live then
     if write then redis.call('DEL', h) end
     vrec = 's2 ' .. ARGV[a] .. ' ' .. ARGV[a + 1] -- a write stores the record anew
@@ -101,10 +84,7 @@ local function load(i, write, now, cache)
     ncount, ndec = 0, 0
   end
 
-  -- Expire along the links: drop the buckets that died since the last
-  -- write, oldest first, one HMGET (offered and declined) each, for up to
-  -- 8 of them. A missing or broken link, or more dead buckets, leaves the
-  -- hash to scan below (linked false).
+  -- Expire along the links, up to 8, as sup_inc.lua; else scan below.
   local linked, gone = true, nil -- gone: the fields of dead buckets
   if live and now - oldest >= sp then
     expired, gone = true, {}
@@ -131,19 +111,16 @@ local function load(i, write, now, cache)
       linked = false
     end
   end
-  -- A limit's state L: one array, built by one positional constructor
-  -- (false or 0 until set), so that it is sized once. Each function names
-  -- the positions it uses in local
-  -- constants: 1 now, 2 cache, 3 h, 4 w, 5 b, 6 sp, 7 sarg, 8 harg, 9 soft,
-  -- 10 hard, 11 n, 12 ttl, 13 ns, 14 nds, 15 fs, 16 fts, 17 used,
-  -- 18 declined, 19 oldest, 20 newest, 21 ncount, 22 ndec, 23 moved,
-  -- 24 live, 25 expired, 26 k, 27 bs, 28 bo, 29 bd, 30 cost, 31 never,
-  -- 32 outcome, 33 f, 34 computed, 35 ts, 36 vrec.
+  -- L: one array from one positional constructor, sized once; each
+  -- function names the positions it uses: 1 now, 2 cache, 3 h, 4 w, 5 b,
+  -- 6 sp, 7 sarg, 8 harg, 9 soft, 10 hard, 11 n, 12 ttl, 13 ns, 14 nds,
+  -- 15 fs, 16 fts, 17 used, 18 declined, 19 oldest, 20 newest, 21 ncount,
+  -- 22 ndec, 23 moved, 24 live, 25 expired, 26 k, 27 bs, 28 bo, 29 bd,
+  -- 30 cost, 31 never, 32 outcome, 33 f, 34 computed, 35 ts, 36 vrec.
   local L = {now, cache, h, w, b, sp, sarg, harg, sarg + 0, harg + 0, ARGV[a + 4] + 0, ARGV[a + 5], ns,
     nds, fs, fts, used, declined, oldest or 0, newest or 0, ncount, ndec, moved, live, expired, false,
     false, false, false, 0, false, 0, 0, false, ts or '0', vrec}
 
-  -- Expire by a scan where the links could not.
   if not linked then
     gone, L[USED], L[DECLINED] = scan(L)
     L[OLDEST] = L[BS][1]
@@ -156,11 +133,8 @@ local function load(i, write, now, cache)
   return L
 end
 
--- factor returns L's suppression factor in ppm and whether it was computed
--- (rather than read from the cache): 1 - S*R / max(observed*R, recent*W)
--- with R = min(W, 1000), recent the units offered in the last R ms, in
--- doubles in the same order as window.State.Factor, rounded to the nearest
--- ppm and clamped to [0, PPM].
+-- factor returns L's factor in ppm and whether it was computed, as
+-- sup_inc.lua's factor.
 local function factor(L)
   local NOW, CACHE, W, SOFT, FS, FTS = 1, 2, 4, 9, 15, 16
   local USED, OLDEST, NEWEST, LIVE, K, BS, BO = 17, 19, 20, 24, 26, 27, 28
@@ -192,13 +166,8 @@ local function factor(L)
 end
 
 -- retryAfter walks L's buckets oldest first until the accepted units still
--- live after a bucket expires, plus the cost, fit in cap. Without a scan
--- it follows the links from the oldest bucket, one HMGET (offered and
--- declined) per bucket, for up to 8 buckets (the newest's counts are in
--- L): under overload the answer is rarely the oldest bucket but usually
--- among the first few, where the whole hash holds up to 2 (W/B + 1)
--- fields. A missing or broken link, or 8 buckets without the answer,
--- leaves it to the scan, as sup_inc.lua's cursor walk does.
+-- live, plus the cost, fit in cap: along the links, up to 8 buckets, then
+-- by a scan.
 local function retryAfter(L, held, cap)
   local NOW, H, SP, OLDEST, NEWEST, NCOUNT = 1, 3, 6, 19, 20, 21
   local NDEC, LIVE, K, BS, BO, BD, COST = 22, 24, 26, 27, 28, 29, 30
@@ -218,7 +187,7 @@ local function retryAfter(L, held, cap)
         off = (off - link) / P
       elseif off < 0 then
         off = -off
-      end -- else an earlier layout's plain count, or a lease's 0: no link
+      end -- else a plain count, or a lease's 0: no link
       local acc = off - (tonumber(v[2]) or 0)
       if acc ~= 0 then
         freed = freed + acc
@@ -250,8 +219,7 @@ local function retryAfter(L, held, cap)
 end
 
 -- record writes L's offer of L.n units, declined when refused, and its
--- PEXPIRE: join the newest bucket when now - newest < B, else open one at
--- now (no field of that name can exist: every start is <= newest < now).
+-- PEXPIRE, as sup_inc.lua's write and abs_set.lua's TTL rule.
 local function record(L, allowed)
   local NOW, CACHE, H, B, SARG, HARG, N, TTL, NS, NDS, FS, FTS, USED = 1, 2, 3, 5, 7, 8, 11, 12, 13, 14, 15, 16, 17
   local DECLINED, OLDEST, NEWEST, NCOUNT, NDEC, MOVED = 18, 19, 20, 21, 22, 23
@@ -281,13 +249,8 @@ local function record(L, allowed)
   local declined = L[DECLINED] + dec
   L[USED], L[DECLINED] = used, declined
   local writef = L[COMPUTED] and cache > 0
-  -- The TTL, as abs_set.lua's: under Redis TIME the hash expires at n +
-  -- t, t in "k" the largest W + B of the writes since the hash was
-  -- created. An open sets PEXPIRE t; a join sets none when its W + B is at
-  -- most t (nearly every call), else PEXPIRE W + B - (now - n) and t =
-  -- W + B. Under the caller's clock every write sets PEXPIRE W + B + the
-  -- minute and stores t = 0. keep: the t to store; tl: the PEXPIRE of an
-  -- open; tj: of a join, false for none.
+  -- keep: the t to store; tl: the PEXPIRE of an open; tj: of a join,
+  -- false for none (abs_set.lua's rule).
   local TS = 35
   local keep, tl, tj = L[TTL], L[TTL], false
   if ARGV[1] ~= '' then
@@ -301,16 +264,13 @@ local function record(L, allowed)
     end
   end
   if not joins then tj = tl end
-  -- args: the HSET, made only when the call writes more than "m".
-  local args
+  local args -- the HSET, made only when the call writes more than "m"
   if joins then
     L[NCOUNT], L[NDEC] = ncount + rec, ndec + dec
   else
     args = {}
     if live then
-      -- The newest bucket so far becomes ordinary fields: its offered
-      -- units with the link to the new bucket, its declined units as
-      -- read.
+      -- the newest bucket becomes fields: offered * P + link, declined
       local closed = -ncount
       if ncount < 2097152 and start - newest < P then closed = ncount * P + (start - newest) end
       args[1], args[2] = L[NS], fmt('%d', closed)
@@ -333,8 +293,7 @@ local function record(L, allowed)
     args[#args + 1], args[#args + 2] = 'k', L[SARG] .. ' ' .. L[HARG] .. ' ' .. kf .. ' ' .. kft .. ' ' .. keep
   end
   if L[36] then
-    -- the record: on a new hash after "m" and "k", on a live hash written
-    -- before the record with its first write
+    -- the record: on a new hash, or on a live hash written before it
     args = args or {}
     args[#args + 1], args[#args + 2] = 'v', L[36]
   end

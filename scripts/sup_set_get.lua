@@ -1,17 +1,13 @@
--- sup_set_get.lua: the usage of a suppressed key in each limit of a set
--- (sup_get.lua's reading, once per hash, at one instant). Read-only.
+-- sup_set_get.lua: the usage of a suppressed key in each limit of a set,
+-- read-only, as sup_get.lua reads one hash.
 --
--- KEYS[i]  <prefix>:{<key>}:sup:h:<name>, the hash of limit i (fields: see
---          sup_inc.lua; a set's "k" ends in its TTL span t, see
---          sup_set.lua), 1 <= i <= 8
+-- KEYS[i]  <prefix>:{<key>}:sup:h:<name>, the hash of limit i (sup_set.lua),
+--          1 <= i <= 8
 -- ARGV[1]  now in ms; an empty string reads Redis TIME
--- then two values per limit i, from ARGV[2 + 2 (i - 1)]:
---   W      the window in ms
---   B      the bucket in ms
+-- ARGV[2i], ARGV[2i + 1]  W and B of limit i, in ms
 --
 -- Reply: {accepted, declined, soft capacity} per limit, flat, over the
 --        live buckets; 0, 0, 0 for a hash with no live bucket.
-
 local nk = #KEYS
 if nk < 1 or nk > 8 or #ARGV ~= 1 + 2 * nk then
   return redis.error_reply('ERR sup_set_get.lua: ' .. nk .. ' keys and ' .. #ARGV .. ' arguments')
