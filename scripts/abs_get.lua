@@ -9,13 +9,7 @@
 --
 -- Reply: {used_1, limit_1, used_2, limit_2, ...}; a record "v" of another
 -- window or layout is an error reply, as in abs_inc.lua.
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = t[1] * 1000 + math.floor(t[2] / 1000)
-else
-  now = ARGV[1] + 0
-end
+-- include now.lua
 local P = 4294967296
 
 -- usage returns the units held by the live buckets of hash h and its
@@ -53,11 +47,7 @@ local function usage(h, w, b)
       local st = tonumber(all[i])
       if st and now - st < sp then
         local v = all[i + 1] + 0
-        if v >= P then
-          v = (v - v % P) / P
-        elseif v < 0 then
-          v = -v
-        end
+        if v >= P then v = (v - v % P) / P elseif v < 0 then v = -v end
         used = used + v
       end
     end

@@ -44,21 +44,13 @@ local w, b, c = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
 local n = 1
 if ARGV[5] ~= '1' then n = ARGV[5] + 0 end
 local sp = w + b -- a bucket is live while now - start < W + B
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  local usec = t[2] + 0 -- whole ms without a call of math.floor
-  now = t[1] * 1000 + (usec - usec % 1000) / 1000
-else
-  now = ARGV[1] + 0
-end
+-- include now.lua
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
 
 local P = 4294967296 -- 2^32: a closed bucket's value is count * P + link
 -- "m": five decimals, or six with z, the newest closed bucket with no unit
 local M5 = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+)$'
 local M6 = '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%-?%d+)$'
-
 -- == 2. The release of a lease ==========================================
 if ARGV[9] and ARGV[9] ~= '0' then
   local rel = ARGV[9] + 0
@@ -108,7 +100,6 @@ if ARGV[9] and ARGV[9] ~= '0' then
     end
   end
 end
-
 -- == 3. Decode: the meta field and the record ===========================
 local mr = redis.call('HMGET', h, 'm', 'v')
 local mv, vs = mr[1], mr[2]
@@ -153,7 +144,6 @@ if c == 0 then
   c = cs + 0
 end
 local moved = cs ~= ARGV[4] -- the capacity changed
-
 -- == 4. Expire: the buckets that died ===================================
 -- Drop the buckets that died, oldest first along the links, up to LINKS;
 -- a missing or broken link, or more, leaves them to the scan. dead: the
@@ -178,7 +168,6 @@ if live and not fresh then
   -- the links must end at the newest bucket with its count left
   if fresh and (oldest > newest or oldest == newest and used ~= ncount) then fresh = false end
 end
-
 -- == 5. Decide, with the RetryAfter and the scan it may need ============
 local cost = n
 if cost < 1 then cost = 1 end
@@ -198,13 +187,7 @@ if live and fresh and not never and used + cost > c then
     if not ofield then ofield = fmt('%d', oldest) end
     local v = redis.call('HGET', h, ofield)
     v = v and v + 0 or 0
-    if v >= P then
-      first = (v - v % P) / P
-    elseif v < 0 then
-      first = -v
-    else
-      first = v
-    end
+    if v >= P then first = (v - v % P) / P elseif v < 0 then first = -v else first = v end
   end
   if first > 0 and (used - first + cost <= c or first >= used) then
     retry = oldest + sp - now
@@ -229,7 +212,6 @@ end
 local allowed = (not never) and used + cost <= c
 -- The write-back is recorded whatever the key holds; read on a refusal only.
 if not allowed and ARGV[11] == 'writeback' then allowed = true end
-
 -- == 6. Write: the lease, the bucket, the meta ==========================
 local lease = ARGV[7]
 local ns5 = ARGV[5]
@@ -306,7 +288,6 @@ if n > 0 then
     end
   end
 end
-
 -- == 7. Reply ===========================================================
 local reset = 0
 if live then reset = newest + sp - now end

@@ -24,11 +24,7 @@ local function scanBuckets(h, now, sp, newest, ncount)
         gone[#gone + 1] = f
       else
         local v = all[j + 1] + 0
-        if v >= P then
-          v = (v - v % P) / P
-        elseif v < 0 then
-          v = -v
-        end
+        if v >= P then v = (v - v % P) / P elseif v < 0 then v = -v end
         k = k + 1
         starts[k], counts[k] = st, v
         used = used + v

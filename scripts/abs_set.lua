@@ -24,14 +24,7 @@
 if redis.replicate_commands then redis.replicate_commands() end
 -- include abs_scan.lua
 local ARGV, redis, string = ARGV, redis, string -- after scanBuckets, which so captures none
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  local usec = t[2] + 0 -- whole ms without a call of math.floor
-  now = t[1] * 1000 + (usec - usec % 1000) / 1000
-else
-  now = ARGV[1] + 0
-end
+-- include now.lua
 local n = ARGV[2] + 0
 local cost = n
 if cost < 1 then cost = 1 end
@@ -243,13 +236,7 @@ for i = 1, nk do
           local h = KEYS[i]
           local v = redis.call('HGET', h, S[o + OF])
           v = v and v + 0 or 0
-          if v >= P then
-            first = (v - v % P) / P
-          elseif v < 0 then
-            first = -v
-          else
-            first = v
-          end
+          if v >= P then first = (v - v % P) / P elseif v < 0 then first = -v else first = v end
         end
         if first > 0 and (used - first + cost <= c or first >= used) then
           rt = oldest + sp - now

@@ -14,19 +14,10 @@
 --         factor ppm, never} (see sup_inc.lua).
 local PPM = 1000000
 local h = KEYS[1]
-local now = tonumber(ARGV[1])
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+-- include now.lua
 local w = tonumber(ARGV[2])
 local sp = w + tonumber(ARGV[4])
 local cache = tonumber(ARGV[3])
-
-local function num(v)
-  if v then return tonumber(v) end
-  return nil
-end
 
 local function fmt(v) return string.format('%d', v) end
 
@@ -44,7 +35,7 @@ if mk[3] and mk[3] ~= 's2 ' .. ARGV[2] .. ' ' .. ARGV[4] then
   end
   return {0, 0, 0}
 end
-local newest = num(ns)
+local newest = tonumber(ns)
 if newest == nil or cs == nil or now - newest >= sp or newest - now >= sp then
   return {0, 0, 0}
 end
@@ -106,7 +97,7 @@ local function retryAfter(held, cost, cap)
     local acc = ncount - ndec
     if oldest ~= newest then
       local v = redis.call('HMGET', h, fmt(oldest), 'd' .. fmt(oldest))
-      acc = (v[1] and offered(v[1]) or 0) - (num(v[2]) or 0)
+      acc = (v[1] and offered(v[1]) or 0) - (tonumber(v[2]) or 0)
     end
     if acc ~= 0 and (held - acc + cost <= cap or acc >= held) then
       return oldest + sp - now

@@ -8,11 +8,7 @@
 -- Reply: {accepted, declined, soft capacity} over the live buckets;
 --        {0, 0, 0} for a key with no live bucket.
 local h = KEYS[1]
-local now = tonumber(ARGV[1])
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+-- include now.lua
 -- include sup_usage.lua
 
 -- "k" may end in the RetryAfter cursor

@@ -49,14 +49,7 @@ local ARGV, redis, string = ARGV, redis, string
 local PPM = 1000000
 local MAXD = 4503599627370496 -- 2^52: window.MaxDeclined
 local h = KEYS[1]
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  local usec = t[2] + 0 -- whole ms without a call of math.floor
-  now = t[1] * 1000 + (usec - usec % 1000) / 1000
-else
-  now = ARGV[1] + 0
-end
+-- include now.lua
 local n = 1
 if ARGV[6] ~= '1' then n = ARGV[6] + 0 end
 local w, b, soft = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
@@ -65,7 +58,6 @@ local hard, cache, draw, wb -- parsed only where a decision needs them
 local ttl = ARGV[9]
 local write = n > 0
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
-
 -- == 2. The hybrid's arguments and the release of a lease ===============
 -- A lease's release comes before the hash is read: the call decides on
 -- what is left.
@@ -115,7 +107,6 @@ if hyb then
     end
   end
 end
-
 -- == 3. Decode: the meta fields and the record ==========================
 -- "m" = "<u> <x> <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft>" and perhaps
 -- the RetryAfter cursor kt; a hash without both is absent.
@@ -170,7 +161,6 @@ if not live then
   used, declined, oldest, newest, moved = 0, 0, nil, nil, true
   ncount, ndec, kt = 0, 0, ''
 end
-
 -- == 4. Expire: the buckets that died ===================================
 -- Drop the buckets that died, oldest first along the links, up to 8; a
 -- missing or broken link, or more, leaves them to the scan (linked false).
@@ -205,7 +195,6 @@ if live and now - oldest >= sp then
     linked = false
   end
 end
-
 -- == 5. Decide ==========================================================
 local cost = n
 if cost < 1 then cost = 1 end
@@ -244,7 +233,6 @@ if linked then
     end
   end
 end
-
 -- == 6. RetryAfter from the cursor ======================================
 -- The RetryAfter cursor kt, parsed only where it may be used, trusted only
 -- after expiry along the links and while rs = o + rd is live. rstate: rcs,
@@ -283,7 +271,6 @@ if decided and not allowed and not never then
     end
   end
 end
-
 -- == 7. The slow paths: scan, factor, RetryAfter walk ===================
 -- The helpers are made only by a call that needs them.
 if not decided or not rdone then
@@ -568,7 +555,6 @@ if write then
   end
   live = true
 end
-
 -- == 9. Reply ===========================================================
 local accepted = used - declined
 local reset = 0

@@ -27,11 +27,7 @@ local function scanBuckets(h, now, sp, newest, ncount, ndec)
         dead[#dead + 1] = f
       else
         local v = all[i + 1] + 0
-        if v >= P then
-          v = (v - v % P) / P
-        elseif v < 0 then
-          v = -v
-        end -- else an earlier layout's plain count
+        if v >= P then v = (v - v % P) / P elseif v < 0 then v = -v end -- else a plain count
         k = k + 1
         bs[k], bo[k], bd[k] = st, v, 0
         su = su + v

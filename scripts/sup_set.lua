@@ -315,13 +315,7 @@ local nk = #KEYS
 if nk < 1 or nk > 8 or #ARGV ~= 3 + 6 * nk and #ARGV ~= 4 + 6 * nk then
   return redis.error_reply('ERR sup_set.lua: ' .. nk .. ' keys and ' .. #ARGV .. ' arguments')
 end
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = t[1] * 1000 + math.floor(t[2] / 1000)
-else
-  now = ARGV[1] + 0
-end
+-- include now.lua
 local cache, draw = ARGV[2] + 0, ARGV[3] + 0
 
 -- Read every limit and decide: the set's factor is the largest.

@@ -12,11 +12,7 @@ local nk = #KEYS
 if nk < 1 or nk > 8 or #ARGV ~= 1 + 2 * nk then
   return redis.error_reply('ERR sup_set_get.lua: ' .. nk .. ' keys and ' .. #ARGV .. ' arguments')
 end
-local now = tonumber(ARGV[1])
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+-- include now.lua
 -- include sup_usage.lua
 
 -- "k" = "<c> <hc> <f> <ft> <t>"

@@ -42,11 +42,7 @@ local function usage(h, now, w, b, kpat)
       if c >= 48 and c <= 57 or c == 45 then
         if now - f < sp then
           local v = all[i + 1] + 0
-          if v >= P then
-            v = (v - v % P) / P
-          elseif v < 0 then
-            v = -v
-          end
+          if v >= P then v = (v - v % P) / P elseif v < 0 then v = -v end
           used = used + v
         end
       elseif c == 100 and now - string.sub(f, 2) < sp then

@@ -1,0 +1,12 @@
+-- now.lua: the clock, shared by the scripts that include it (a line
+-- "-- include now.lua" stands for this text): now in ms, from ARGV[1], or
+-- from Redis TIME when ARGV[1] is empty.
+-- Included by: abs_inc.lua, abs_set.lua, abs_get.lua, sup_inc.lua, sup_set.lua, sup_allowed.lua, sup_get.lua, sup_set_get.lua
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  local usec = t[2] + 0 -- whole ms without a call of math.floor
+  now = t[1] * 1000 + (usec - usec % 1000) / 1000
+else
+  now = ARGV[1] + 0
+end
