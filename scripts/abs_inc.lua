@@ -1,12 +1,11 @@
 -- abs_inc.lua: one decision of the absolute strategy, the Redis twin of
 -- internal/window's State.IncAbsolute (ARGV[4] > 0) and
--- State.IsAllowedAbsolute (ARGV[4] = 0). The fields, the record "v" and
--- the error replies: docs/data-model.md.
+-- State.IsAllowedAbsolute (ARGV[4] = 0) (fields, record "v" and error
+-- replies: docs/data-model.md; "-- == N." lines: bench/floor/sections.sh).
 --
 -- KEYS[1]  the key's hash, <prefix>:{<escaped key>}:abs:h
 -- ARGV[1]  now in ms, or an empty string to read Redis TIME
--- ARGV[2]  W, the window in ms
--- ARGV[3]  B, the bucket in ms
+-- ARGV[2]  W, ARGV[3] B: the window and the bucket in ms
 -- ARGV[4]  C, the capacity (a plain decimal, stored as sent); 0 answers
 --          IsAllowed with the capacity the key's latest Inc stored
 -- ARGV[5]  n, the cost (0 with C = 0); 0 is a peek for one unit, no write
@@ -23,18 +22,15 @@
 --          recorded whatever the key holds (ARGV[7] to ARGV[10] are 0)
 --
 -- Reply (internal/redisprov.Decision reads every form):
---   an integer r >= 0: admitted with fewer than 2^21 units remaining:
+--   r >= 0: admitted with fewer than 2^21 units remaining:
 --     remaining = floor(r / 2^32), reset_after_ms = r mod 2^32;
 --   {limit, remaining, reset_after_ms}: any other admission;
---   an integer r < 0: refused, nothing remaining, not never, retry and
---     reset below 2^26 ms: v = -r - 1, reset = v mod 2^26,
---     retry = floor(v / 2^26);
+--   r < 0: refused, nothing remaining, not never, retry and reset below
+--     2^26 ms: v = -r - 1, reset = v mod 2^26, retry = floor(v / 2^26);
 --   {outcome (1), allowed (0), limit, remaining, retry_after_ms,
 --     reset_after_ms, factor_ppm (0), never}: any other refusal;
 --   with ARGV[7] or a write-back: {g, start of the bucket written, now,
 --     remaining, reset}.
---
--- bench/floor/sections.sh cuts the script at each "-- == N." line.
 -- == 1. Arguments =======================================================
 if redis.replicate_commands then redis.replicate_commands() end
 local ARGV, redis, string = ARGV, redis, string
@@ -146,8 +142,7 @@ end
 local moved = cs ~= ARGV[4] -- the capacity changed
 -- == 4. Expire: the buckets that died ===================================
 -- Drop the buckets that died, oldest first along the links, up to LINKS;
--- a missing or broken link, or more, leaves them to the scan. dead: the
--- fields to delete, set once the oldest start has moved.
+-- a missing or broken link, or more, leaves them to the scan.
 local LINKS = 8
 local dead, ofield = nil, os -- ofield: the oldest start as a string, when known
 if live and not fresh then
@@ -173,9 +168,8 @@ local cost = n
 if cost < 1 then cost = 1 end
 local never = cost > c
 
--- A refusal's RetryAfter, the totals exact: the oldest bucket alone often
--- frees enough (one HGET), and then no scan is needed. rdone false leaves
--- it to the walk at the end.
+-- A refusal's RetryAfter: the oldest bucket alone often frees enough (one
+-- HGET, no scan); rdone false leaves it to the walk at the end.
 local retry, rdone = 0, true
 if live and fresh and not never and used + cost > c then
   local first = ncount

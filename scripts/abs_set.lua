@@ -1,9 +1,8 @@
 -- abs_set.lua: one decision of the absolute strategy on a set of limits,
 -- the Redis twin of internal/window's IncAbsoluteSet: admitted only if
--- every limit has room, then recorded in every limit; a refusal records
--- nothing. Each hash is handled as abs_inc.lua handles its one, with a
--- sixth value in "m", "<c> <u> <o> <n> <nc> <t>": t, the span its TTL
--- counts from the newest bucket (docs/data-model.md, Expiry).
+-- every limit has room, then recorded in every limit. Each hash is handled
+-- as abs_inc.lua handles its one, with a sixth value in "m", t, the span
+-- its TTL counts from the newest bucket (docs/data-model.md).
 --
 -- KEYS[i]  the hash of limit i, <prefix>:{<escaped key>}:abs:h:<name>, for
 --          i = 1..k (k <= 8)
@@ -123,14 +122,8 @@ end
 if not allowed and ARGV[3 + 4 * nk] == 'writeback' then allowed = true end
 
 -- Record the call in every limit (a refusal stores only expiry and
--- capacity), as abs_inc.lua's writes do. The TTL: under Redis TIME a live
--- hash expires at n + t, t the largest W + B of its writes. An open sets
--- PEXPIRE t; a write that keeps the newest bucket sets none when its W + B
--- is at most t (nearly every call), else PEXPIRE W + B - (now - n) and
--- t = W + B: two sets giving one limit name different windows never
--- shorten what the longer one counts. Under the caller's clock (which may
--- stand still while Redis counts TTLs in real time) every write sets
--- PEXPIRE and stores t = 0, so the next write under TIME sets it anew.
+-- capacity), as abs_inc.lua's writes do, each TTL by the rule of
+-- docs/data-model.md, A set's hashes.
 if n > 0 then
   for i = 1, nk do
     local o = NV * (i - 1)
@@ -200,8 +193,7 @@ if n > 0 then
 end
 
 -- The reply goes to S after the limits' state; unpack hands it to
--- string.format without a table. An admission with fewer than 2^21 units
--- remaining everywhere: remaining * 2^32 + reset ms per limit.
+-- string.format without a table.
 local r = NV * nk
 if allowed then
   for i = 1, nk do

@@ -1,13 +1,12 @@
 -- sup_inc.lua: one Inc of the suppressed strategy, the Redis twin of
--- internal/window's State.IncSuppressed. The fields, the record "v" and
--- the error replies: docs/data-model.md.
+-- internal/window's State.IncSuppressed (fields, record "v" and error
+-- replies: docs/data-model.md; "-- == N." lines: bench/floor/sections.sh).
 --
 -- KEYS[1]  <prefix>:{<key>}:sup:h, the key's hash
 -- ARGV[1]  now in ms; an empty string reads Redis TIME
--- ARGV[2]  W, the window in ms
--- ARGV[3]  B, the bucket in ms
--- ARGV[4]  S, the soft capacity (a plain decimal, stored as sent)
--- ARGV[5]  H, the hard capacity, H >= S (a plain decimal, stored as sent)
+-- ARGV[2]  W, ARGV[3] B: the window and the bucket in ms
+-- ARGV[4]  S, ARGV[5] H (H >= S): the soft and hard capacities, plain
+--          decimals stored as sent
 -- ARGV[6]  n, the cost, at most H + 1; 0 is a peek for one unit, no write
 -- ARGV[7]  the factor's cache period in ms; 0 computes it on every call
 -- ARGV[8]  the call's random draw in ppm, in [0, 999999]
@@ -26,22 +25,18 @@
 --          recorded as accepted whatever the key holds (ARGV[10..14] 0)
 --
 -- Reply (internal/redisprov.Decision reads every form):
---   an integer r >= 0: admitted at or below S with fewer than 2^21
---     remaining: remaining = floor(r / 2^32), reset = r mod 2^32;
+--   r >= 0: admitted at or below S, fewer than 2^21 remaining:
+--     remaining = floor(r / 2^32), reset = r mod 2^32;
 --   {limit, remaining, reset after ms}: such an admission, more remaining;
---   an integer r < 0: suppressed (outcome 2), nothing remaining, not never,
---     retry and reset below 2^16 ms: v = -r - 1, reset = v mod 2^16,
---     retry = floor(v / 2^16) mod 2^16, allowed = floor(v / 2^32) mod 2,
---     factor ppm = floor(v / 2^33);
---   otherwise {outcome, allowed, limit, remaining, retry after ms,
---     reset after ms, factor ppm, never}; limit is S.
---   With ARGV[10]: always the eight values, then g (the accepted units the
---     call recorded), the start of the bucket written, now, accepted,
---     observed, observed in the last min(W, 1 s) (0 when accepted is below
---     S), ms until the oldest live bucket dies, when the factor was
---     computed (0: none).
---
--- bench/floor/sections.sh cuts the script at each "-- == N." line.
+--   r < 0: suppressed, nothing remaining, not never, retry and reset below
+--     2^16 ms: v = -r - 1, reset = v mod 2^16, retry = floor(v / 2^16) mod
+--     2^16, allowed = floor(v / 2^32) mod 2, factor ppm = floor(v / 2^33);
+--   otherwise {outcome, allowed, limit (S), remaining, retry after ms,
+--     reset after ms, factor ppm, never}.
+--   With ARGV[10]: the eight values, then g (accepted units recorded), the
+--     start of the bucket written, now, accepted, observed, observed in the
+--     last min(W, 1 s) (0 below S), ms until the oldest live bucket dies,
+--     when the factor was computed (0: none).
 -- == 1. Arguments =======================================================
 if redis.replicate_commands then redis.replicate_commands() end
 local ARGV, redis, string = ARGV, redis, string
@@ -59,8 +54,6 @@ local ttl = ARGV[9]
 local write = n > 0
 local fmt = string.format -- fmt('%d', x): tostring prints large numbers in exponent notation
 -- == 2. The hybrid's arguments and the release of a lease ===============
--- A lease's release comes before the hash is read: the call decides on
--- what is left.
 local hyb = ARGV[10] ~= nil and ARGV[15] ~= 'writeback'
 local hwant, hpush, hext = 0, 0, 0 -- hext: the lease beyond n (section 8)
 if hyb then
@@ -109,13 +102,12 @@ if hyb then
 end
 -- == 3. Decode: the meta fields and the record ==========================
 -- "m" = "<u> <x> <o> <n> <nc> <nd>", "k" = "<c> <hc> <f> <ft>" and perhaps
--- the RetryAfter cursor kt; a hash without both is absent.
+-- the RetryAfter cursor kt; a hash without both is absent (docs/data-model.md).
 local mk = redis.call('HMGET', h, 'm', 'k', 'v')
 local vs, vrec = mk[3], 's2 ' .. ARGV[2] .. ' ' .. ARGV[3] -- the record as stored, as written
 local us, xs, os, ns, ncs, nds, cs, hcs, fs, fts, kt
 if mk[1] then us, xs, os, ns, ncs, nds = string.match(mk[1], '^(%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+)$') end
 if mk[2] then
-  -- "k" as a key's first write stores it is compared whole, without a pattern
   if xs == '0' and mk[2] == ARGV[4] .. ' ' .. ARGV[5] .. ' 0 0' then
     cs, hcs, fs, fts, kt = ARGV[4], ARGV[5], '0', '0', ''
   else
@@ -162,11 +154,9 @@ if not live then
   ncount, ndec, kt = 0, 0, ''
 end
 -- == 4. Expire: the buckets that died ===================================
--- Drop the buckets that died, oldest first along the links, up to 8; a
--- missing or broken link, or more, leaves them to the scan (linked false).
+-- Along the links, up to 8 buckets; else the scan (linked false).
 local linked, gone = true, nil -- gone: the fields of dead buckets
--- deadAcc: the accepted units walked past (the cursor's rb moves by them)
-local deadAcc, x0 = 0, declined
+local deadAcc, x0 = 0, declined -- deadAcc: accepted units walked past
 if live and now - oldest >= sp then
   expired, gone = true, {}
   local f, walked = os, 0 -- f: the oldest start as a string, when known
@@ -209,9 +199,9 @@ if hyb then
   used, declined = used + hpush, declined + hpush
 end
 
--- Decided here when the totals are exact (linked) and the call is below S,
--- above H or between with the factor cached; else in section 7. never is
--- false where H is not parsed: there cost <= forecast <= S <= H.
+-- Decided here when the totals are exact and the call is below S, above H
+-- or has the factor cached; else in section 7. never is false where H is
+-- not parsed: there cost <= forecast <= S <= H.
 local forecast = used - declined + cost
 local outcome, allowed, f, computed = 0, true, 0, false
 local decided, never = false, false
@@ -223,7 +213,6 @@ if linked then
   if forecast <= soft then
     decided = true
   elseif forecast > hard then
-    -- refused, but for the write-back
     outcome, allowed, f, decided = 2, wb, PPM, true
   elseif live and cache > 0 then
     local fat = fts + 0 -- ft 0: none cached
@@ -249,10 +238,8 @@ if x0 > 0 and kt ~= '' and linked and live and (write and expired or not decided
   end
 end
 
--- RetryAfter from the cursor alone when its bucket holds the answer (an
--- overloaded key's usual refusal), else retryAfter below. A refusal records
--- no accepted unit, so this holds after the record too. pS..pL: the cursor
--- a RetryAfter ended on.
+-- RetryAfter from the cursor alone when its bucket holds the answer, else
+-- by retryAfter. pS..pL: the cursor a RetryAfter ended on.
 local retry, rdone = 0, true
 local pS, pB, pA, pL
 if decided and not allowed and not never then
@@ -272,7 +259,6 @@ if decided and not allowed and not never then
   end
 end
 -- == 7. The slow paths: scan, factor, RetryAfter walk ===================
--- The helpers are made only by a call that needs them.
 if not decided or not rdone then
   local scan, factor, retryAfter
   -- scan: sup_scan.lua's scanBuckets, setting k, bs, bo, bd
@@ -284,8 +270,7 @@ if not decided or not rdone then
   end
 
   -- factor returns the factor in ppm and whether it was computed (not
-  -- cached): window.State.Factor's 1 - S*R / max(observed*R, recent*W),
-  -- R = min(W, 1 s), in the same order of doubles, rounded, clamped.
+  -- cached), as window.State.Factor, in the same order of doubles.
   factor = function()
     if live and cache > 0 then
       local fppm, fat = fs + 0, fts + 0
@@ -297,9 +282,7 @@ if not decided or not rdone then
       if now - oldest < r then
         recent = used
       elseif now - newest < r then
-        -- Without a scan: the total less the offered units of the (at
-        -- most 8) buckets before now - R, along the links (hpush is in no
-        -- bucket yet). A missing or broken link leaves it to the scan.
+        -- without a scan: the total less the buckets before now - R
         local walked = false
         if not k and now - r - oldest < 8 * b then
           local s, old = oldest, 0
@@ -333,11 +316,8 @@ if not decided or not rdone then
     return math.min(math.max(ppm, 0), PPM), true
   end
 
-  -- retryAfter returns when enough accepted units will have expired for
-  -- cost to fit: target = min(held + cost - cap, held), as
-  -- window.State.RetryAfter. Without a scan it walks up to 8 buckets along
-  -- the links from the cursor (unless past the answer) or the oldest, then
-  -- scans. It leaves the cursor it ends on in pS..pL.
+  -- retryAfter, as window.State.RetryAfter: up to 8 buckets along the
+  -- links from the cursor or the oldest, then a scan; its end in pS..pL.
   retryAfter = function(held, cap)
     if not live then return 0 end
     local target = math.min(held + cost - cap, held)
@@ -406,7 +386,6 @@ if not decided or not rdone then
   if not rdone then retry = retryAfter(used - declined, soft) end
 end
 -- == 8. Write: dead fields, the lease, the bucket, the meta =============
--- The write-back (wb) is read only by the decisions above S.
 if write and gone then
   if #gone == 1 then
     redis.call('HDEL', h, gone[1]) -- the usual case, without unpack
@@ -417,8 +396,7 @@ if write and gone then
   end
 end
 
--- The lease hext: at most ARGV[10] - n and a quarter of the room below H,
--- even for a refused n (the instance's next draws are in memory).
+-- The lease hext (the header's e), even for a refused n.
 if hyb and hwant > n and not never then
   local room = hard - (used - declined)
   if allowed then room = room - n end
@@ -429,8 +407,7 @@ end
 -- at (no field of that name can exist: every start is <= newest < at).
 if write then
   local pn, pacc = newest, ncount - ndec -- the newest bucket before the call
-  -- rec: the units recorded; a refusal's are all declined, at most
-  -- MAXD - declined and at least one (window.MaxDeclined).
+  -- rec: the units recorded, a refusal's all declined and capped (MAXD)
   local rec, dec = n, 0
   if not allowed then
     local room = MAXD - declined
@@ -442,8 +419,7 @@ if write then
     rec, dec = rec + hext + hpush, dec + hpush
     used, declined = used - hpush, declined - hpush
   end
-  -- at: now, or later for a forward-dated lease (ARGV[14]); starts stay
-  -- increasing and B apart.
+  -- at: now, or later for a forward-dated lease (ARGV[14])
   local at = now
   if hext > 0 and ARGV[14] and ARGV[14] ~= '0' then
     local a = used - declined + rec - dec
@@ -480,8 +456,7 @@ if write then
     end
     newest, ncount, ndec = start, rec, dec
   end
-  -- "m": the stored strings where the values did not change (a join keeps
-  -- o and n, an admission x and nd)
+  -- "m": the stored strings where the values did not change
   local mv
   if not joins and not expired and live and dec == 0 then
     mv = fmt('%d %s %s %d %d 0', used, xs, os, newest, ncount)
@@ -497,9 +472,8 @@ if write then
   end
   local nt = kt -- the cursor to store after "k"'s four values
   if dec > 0 or expired then
-    -- The cursor a RetryAfter ended on, or the stored one with rb moved
-    -- past the dead buckets, against the new oldest start; ra and rl are 0
-    -- while its bucket is the newest (it may grow).
+    -- The cursor a RetryAfter ended on, or the stored one moved past the
+    -- dead buckets; ra and rl are 0 while its bucket is the newest.
     local rs, rb, ra, rl = pS, pB, pA, pL
     if not rs and expired and rstate then rs, rb, ra, rl = rcs, rcb, rca, rcl end
     if rs then
@@ -537,7 +511,6 @@ if write then
     args[#args + 1], args[#args + 2] = 'v', vrec
   end
   if args and #args == 2 then
-    -- the closed bucket of an open with nothing declined, without unpack
     redis.call('HSET', h, 'm', mv, args[1], args[2])
   elseif args then
     -- "m" first: on a new key it leads the listpack, found soonest
@@ -562,8 +535,8 @@ if live then reset = newest + sp - now end
 local remaining = soft - accepted
 if remaining < 0 then remaining = 0 end
 if hyb then
-  -- recent: the units observed in the last R = min(W, 1 s), read from the
-  -- hash only at or above S (below it the instance needs no factor).
+  -- recent: the units observed in the last min(W, 1 s), read only at or
+  -- above S (below it the instance needs no factor)
   local r, recent, first = math.min(w, 1000), 0, 0
   if live then
     first = oldest + sp - now
@@ -590,7 +563,6 @@ if hyb then
   end
   local g = hext
   if allowed and write then g = g + n end
-  -- when the factor was computed (0: none)
   local ft = 0
   if computed then ft = now elseif outcome == 2 and f < PPM and fts then ft = fts + 0 end
   return {outcome, allowed and 1 or 0, soft, remaining, retry, reset, f, never and 1 or 0,

@@ -1,10 +1,9 @@
 -- sup_set.lua: one call of the suppressed strategy on a set of limits of
 -- one key, decided as one: the Redis twin of internal/window's
 -- IncSuppressedSet. Each limit's hash is handled as sup_inc.lua handles
--- its one; the set's factor is the largest, and the call is admitted when
--- draw >= it. A write records the offer in every limit (declined in every
--- limit when refused) and sets each TTL by abs_set.lua's rule, its span t
--- a fifth value of "k", "<c> <hc> <f> <ft> <t>" (docs/data-model.md).
+-- its one; the call is admitted when draw >= the largest factor. A write
+-- records the offer in every limit and sets each TTL by abs_set.lua's
+-- rule, its span t a fifth value of "k" (docs/data-model.md).
 --
 -- KEYS[i]  <prefix>:{<key>}:sup:h:<name>, the hash of limit i, 1 <= i <= 8
 -- ARGV[1]  now in ms; an empty string reads Redis TIME
@@ -17,12 +16,10 @@
 -- ARGV[4 + 6k]  optional, 'writeback': units a local fallback admitted,
 --          recorded as accepted in every limit whatever it holds
 --
--- Reply: {allowed, then six integers per limit: outcome, refused,
---         remaining, retry after ms, reset after ms, factor ppm}. outcome
---         is 0 within the soft capacity, 2 (suppressed) above it; refused
---         is 1 when the draw is below the limit's own factor; retry after
---         is set only when the set refused the call, n <= H and the limit
---         is above its soft capacity.
+-- Reply: {allowed, then six integers per limit: outcome (0 within S, 2
+--         above), refused (the draw is below the limit's own factor),
+--         remaining, retry after ms (only when the set refused the call,
+--         n <= H and the limit is above S), reset after ms, factor ppm}.
 if redis.replicate_commands then redis.replicate_commands() end
 
 -- The functions capture none of the script's locals (declared after
@@ -165,9 +162,8 @@ local function factor(L)
   return math.min(math.max(ppm, 0), PPM), true
 end
 
--- retryAfter walks L's buckets oldest first until the accepted units still
--- live, plus the cost, fit in cap: along the links, up to 8 buckets, then
--- by a scan.
+-- retryAfter, as sup_inc.lua's: along the links, up to 8 buckets, then by
+-- a scan.
 local function retryAfter(L, held, cap)
   local NOW, H, SP, OLDEST, NEWEST, NCOUNT = 1, 3, 6, 19, 20, 21
   local NDEC, LIVE, K, BS, BO, BD, COST = 22, 24, 26, 27, 28, 29, 30
@@ -218,8 +214,8 @@ local function retryAfter(L, held, cap)
   return 0
 end
 
--- record writes L's offer of L.n units, declined when refused, and its
--- PEXPIRE, as sup_inc.lua's write and abs_set.lua's TTL rule.
+-- record writes L's offer of L.n units, declined when refused, as
+-- sup_inc.lua's write, and its TTL by abs_set.lua's rule.
 local function record(L, allowed)
   local NOW, CACHE, H, B, SARG, HARG, N, TTL, NS, NDS, FS, FTS, USED = 1, 2, 3, 5, 7, 8, 11, 12, 13, 14, 15, 16, 17
   local DECLINED, OLDEST, NEWEST, NCOUNT, NDEC, MOVED = 18, 19, 20, 21, 22, 23
