@@ -48,8 +48,7 @@ local S = {false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false}
--- Made only when needed: dead[i] the fields of the dead buckets, scanned[i]
--- = {starts, counts, k} after a scan.
+-- made when needed: dead[i], the dead buckets' fields; scanned[i], a scan's
 local dead, scanned = nil, nil
 
 -- Read and expire every limit as abs_inc.lua does; admitted when all have room.
@@ -118,7 +117,6 @@ for i = 1, nk do
   S[o + USED], S[o + OLDEST], S[o + NEWEST], S[o + NCOUNT] = used, oldest, newest, ncount
   if cost > c or used + cost > c then allowed = false end
 end
--- The write-back records its units whatever the limits hold.
 if not allowed and ARGV[3 + 4 * nk] == 'writeback' then allowed = true end
 
 -- Record the call in every limit (a refusal stores only expiry and
@@ -133,8 +131,7 @@ if n > 0 then
       local a = 4 * i - 1
       local h = KEYS[i]
       local wrote = false
-      -- keep: the t to store; tl: the PEXPIRE of an open; tj: of a write
-      -- that keeps the newest bucket, false for none
+      -- keep: the t to store; tl, tj: the PEXPIRE of an open, of a join
       local keep, tl, tj = ARGV[a + 3], ARGV[a + 3], false
       if clock then
         keep, tj = '0', tl
@@ -192,8 +189,7 @@ if n > 0 then
   end
 end
 
--- The reply goes to S after the limits' state; unpack hands it to
--- string.format without a table.
+-- The reply goes to S after the limits' state, for unpack to format.
 local r = NV * nk
 if allowed then
   for i = 1, nk do
@@ -210,8 +206,7 @@ if allowed then
   r = NV * nk
 end
 
--- Otherwise allowed, then per limit refused, remaining, retry, reset; a
--- refused limit's retry as abs_inc.lua's.
+-- Otherwise: a refused limit's retry as abs_inc.lua's.
 S[r + 1] = allowed and 1 or 0
 for i = 1, nk do
   local o = NV * (i - 1)

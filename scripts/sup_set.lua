@@ -34,8 +34,7 @@ local function scan(L)
   return dead, su, sd
 end
 
--- load reads limit i's hash and expires its dead buckets (deleting them
--- when the call writes), and returns its state L.
+-- load reads and expires limit i's hash, and returns its state L.
 local function load(i, write, now, cache)
   local USED, DECLINED, OLDEST, BS = 17, 18, 19, 27
   local P, fmt = 4294967296, string.format
@@ -130,8 +129,7 @@ local function load(i, write, now, cache)
   return L
 end
 
--- factor returns L's factor in ppm and whether it was computed, as
--- sup_inc.lua's factor.
+-- factor and retryAfter: as sup_inc.lua's, on L.
 local function factor(L)
   local NOW, CACHE, W, SOFT, FS, FTS = 1, 2, 4, 9, 15, 16
   local USED, OLDEST, NEWEST, LIVE, K, BS, BO = 17, 19, 20, 24, 26, 27, 28
@@ -162,8 +160,6 @@ local function factor(L)
   return math.min(math.max(ppm, 0), PPM), true
 end
 
--- retryAfter, as sup_inc.lua's: along the links, up to 8 buckets, then by
--- a scan.
 local function retryAfter(L, held, cap)
   local NOW, H, SP, OLDEST, NEWEST, NCOUNT = 1, 3, 6, 19, 20, 21
   local NDEC, LIVE, K, BS, BO, BD, COST = 22, 24, 26, 27, 28, 29, 30
@@ -214,8 +210,7 @@ local function retryAfter(L, held, cap)
   return 0
 end
 
--- record writes L's offer of L.n units, declined when refused, as
--- sup_inc.lua's write, and its TTL by abs_set.lua's rule.
+-- record writes L's offer as sup_inc.lua's write does.
 local function record(L, allowed)
   local NOW, CACHE, H, B, SARG, HARG, N, TTL, NS, NDS, FS, FTS, USED = 1, 2, 3, 5, 7, 8, 11, 12, 13, 14, 15, 16, 17
   local DECLINED, OLDEST, NEWEST, NCOUNT, NDEC, MOVED = 18, 19, 20, 21, 22, 23
@@ -245,8 +240,7 @@ local function record(L, allowed)
   local declined = L[DECLINED] + dec
   L[USED], L[DECLINED] = used, declined
   local writef = L[COMPUTED] and cache > 0
-  -- keep: the t to store; tl: the PEXPIRE of an open; tj: of a join,
-  -- false for none (abs_set.lua's rule).
+  -- keep: the t to store; tl, tj: the PEXPIRE of an open, of a join (abs_set.lua)
   local TS = 35
   local keep, tl, tj = L[TTL], L[TTL], false
   if ARGV[1] ~= '' then
