@@ -1,7 +1,5 @@
--- abs_scan.lua: scanBuckets, shared by the scripts that include it (a line
--- "-- include abs_scan.lua" stands for this text).
+-- abs_scan.lua: scanBuckets, written once for the scripts that include it.
 -- Included by: abs_inc.lua, abs_set.lua
---
 -- scanBuckets reads every stored bucket of hash h in one HGETALL and
 -- returns the live ones oldest first as {starts, counts, k} (the newest,
 -- from "m", last), their sum, the dead ones' fields and the oldest live

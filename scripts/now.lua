@@ -1,6 +1,4 @@
--- now.lua: the clock, shared by the scripts that include it (a line
--- "-- include now.lua" stands for this text): now in ms, from ARGV[1], or
--- from Redis TIME when ARGV[1] is empty.
+-- now.lua: now in ms, ARGV[1], or Redis TIME when ARGV[1] is empty.
 -- Included by: abs_inc.lua, abs_set.lua, abs_get.lua, sup_inc.lua, sup_set.lua, sup_allowed.lua, sup_get.lua, sup_set_get.lua
 local now
 if ARGV[1] == '' then

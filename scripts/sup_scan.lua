@@ -1,7 +1,5 @@
--- sup_scan.lua: scanBuckets, shared by the scripts that include it (a line
--- "-- include sup_scan.lua" stands for this text).
+-- sup_scan.lua: scanBuckets, written once for the scripts that include it.
 -- Included by: sup_inc.lua, sup_set.lua, sup_allowed.lua
---
 -- scanBuckets reads the whole hash h in one HGETALL and returns the fields
 -- of its dead buckets, the sums of the live buckets' offered and declined
 -- units, and the live buckets oldest first: k, then starts, offered and

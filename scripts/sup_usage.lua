@@ -1,7 +1,5 @@
--- sup_usage.lua: usage, shared by the scripts that include it (a line
--- "-- include sup_usage.lua" stands for this text).
+-- sup_usage.lua: usage, written once for the scripts that include it.
 -- Included by: sup_get.lua, sup_set_get.lua
---
 -- usage returns the accepted and declined units and the soft capacity of
 -- hash h (0, 0, 0 without a live bucket), or nil and an error. kpat reads
 -- the soft capacity from "k".
