@@ -12,8 +12,7 @@
 -- include now.lua
 local P = 4294967296
 
--- usage returns the units held by the live buckets of hash h and its
--- stored capacity, or nil and an error.
+-- usage returns hash h's live units and stored capacity, or nil and an error.
 local function usage(h, w, b)
   local sp = w + b
   local mr = redis.call('HMGET', h, 'm', 'v')
@@ -38,7 +37,6 @@ local function usage(h, w, b)
     return nil, 'SLUICESTATE ' .. h .. ' m ' .. mv
   end
   if now - os >= sp then
-    -- Dead buckets are still stored: sum the live ones in one pass.
     local nf = redis.call('HLEN', h)
     if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end -- another client's hash
     local all = redis.call('HGETALL', h)

@@ -204,7 +204,6 @@ if live and (not fresh or not rdone) then
 end
 
 local allowed = (not never) and used + cost <= c
--- The write-back is recorded whatever the key holds; read on a refusal only.
 if not allowed and ARGV[11] == 'writeback' then allowed = true end
 -- == 6. Write: the lease, the bucket, the meta ==========================
 local lease = ARGV[7]
@@ -298,7 +297,6 @@ end
 local remaining = c - used
 if remaining < 0 then remaining = 0 end
 if not never and (not rdone or not fresh) then
-  -- Walk the live buckets oldest first until cost fits.
   if not starts then scan() end
   if starts then
     local freed = 0

@@ -51,7 +51,6 @@ local S = {false, false, false, false, false, false, false, false, false, false,
 -- made when needed: dead[i], the dead buckets' fields; scanned[i], a scan's
 local dead, scanned = nil, nil
 
--- Read and expire every limit as abs_inc.lua does; admitted when all have room.
 local allowed = true
 for i = 1, nk do
   local a = 4 * i - 1 -- ARGV[a ..]: W, B, C, TTL
@@ -89,7 +88,6 @@ for i = 1, nk do
   S[o + SP], S[o + BK], S[o + CAP], S[o + STATE], S[o + OF], S[o + NS], S[o + MOVED], S[o + TS], S[o + REC] = sp, b, c,
     state, os, ns, cs ~= ARGV[a + 2], ts, rec
   if state == 1 and now - oldest >= sp then
-    -- Expire along the links (at most LINKS HGETs), else scan.
     local gone, ofield, fresh = {}, os, true
     while now - oldest >= sp do
       if #gone >= LINKS then fresh = false break end
@@ -206,7 +204,6 @@ if allowed then
   r = NV * nk
 end
 
--- Otherwise: a refused limit's retry as abs_inc.lua's.
 S[r + 1] = allowed and 1 or 0
 for i = 1, nk do
   local o = NV * (i - 1)

@@ -50,7 +50,6 @@ local soft, hard = cs + 0, hcs + 0
 local P = 4294967296
 local k, bs, bo, bd -- after a scan: the live buckets, oldest first
 
--- offered reads a closed bucket's offered units from its value.
 local function offered(v)
   v = v + 0
   if v >= P then return (v - v % P) / P end
@@ -58,8 +57,7 @@ local function offered(v)
   return v
 end
 
--- scan: sup_scan.lua's scanBuckets, setting k, bs, bo, bd (it skips the
--- dead buckets no write has deleted yet).
+-- scan: sup_scan.lua's scanBuckets, setting k, bs, bo, bd
 local function scan()
   -- include sup_scan.lua
   local su, sd, _

@@ -337,7 +337,6 @@ end
 local allowed = draw >= setf
 if not allowed and ARGV[4 + 6 * nk] == 'writeback' then allowed = true end
 
--- Record in every limit and answer.
 local reply = {allowed and 1 or 0}
 for i = 1, nk do
   local L = ls[i]

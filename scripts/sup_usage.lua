@@ -28,8 +28,7 @@ local function usage(h, now, w, b, kpat)
     return nil, 'SLUICESTATE ' .. h .. ' m ' .. mk[1]
   end
   if now - os >= sp then
-    -- Dead buckets are still stored: sum the live ones in one pass,
-    -- from the newest (nc, nd in "m"), which is live.
+    -- dead buckets are still stored: sum the live ones, the newest included
     used, declined = ncs + 0, nds + 0
     local nf = redis.call('HLEN', h)
     if nf > 4096 then error({err = 'SLUICEFIELDS ' .. h .. ' ' .. nf}) end -- another client's hash
