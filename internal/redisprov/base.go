@@ -14,19 +14,19 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// Base is what both Redis providers hold: the client, the resolved
+// Base is what every Redis provider holds: the client, the resolved
 // configuration, the closed flag, and the package and strategy names that
 // prefix errors and Redis keys. Use it by pointer; it must not be copied.
 type Base struct {
 	Client Client
 	Cfg    window.Config
 	// W, B, TTL and Cache are Cfg.WindowMs, Cfg.BucketMs, TTLMs(&Cfg) and
-	// Cfg.CacheMs boxed once, for the argument list of every script call
-	// (boxing an int64 of 256 or more allocates).
+	// Cfg.CacheMs boxed once for the arguments of every script call.
 	W, B, TTL, Cache any
 	batch            *Batcher // nil: every call alone
-	pkg              string   // "redisabs", "redissup": the prefix of every error
+	pkg              string   // "redisabs", "redissup", "hybrid": the prefix of every error
 	strat            string   // key.Absolute or key.Suppressed
+	sup              bool     // strat is key.Suppressed
 	closed           atomic.Bool
 }
 
@@ -45,7 +45,7 @@ func (b *Base) Init(pkg, strategy string, client Client, opts []limiter.Option) 
 	if err != nil {
 		return fmt.Errorf("%s: %w", pkg, err)
 	}
-	b.Client, b.Cfg, b.pkg, b.strat = client, cfg, pkg, strategy
+	b.Client, b.Cfg, b.pkg, b.strat, b.sup = client, cfg, pkg, strategy, strategy == key.Suppressed
 	b.W, b.B, b.TTL, b.Cache = cfg.WindowMs, cfg.BucketMs, TTLMs(&cfg), cfg.CacheMs
 	b.batch = NewBatcher(client, cfg.Batch)
 	return nil
@@ -114,10 +114,6 @@ func (b *Base) Valid(op, k string) error {
 	}
 	return nil
 }
-
-// Strategy returns the strategy's part of the Redis keys: key.Absolute
-// or key.Suppressed.
-func (b *Base) Strategy() string { return b.strat }
 
 // Close makes later calls return ErrClosed. The client belongs to the
 // caller and stays open.

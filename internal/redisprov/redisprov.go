@@ -12,8 +12,8 @@ import (
 )
 
 // Strategy is the strategy of a Provider: Absolute or Suppressed. The
-// Provider dispatches on it with plain branches, not an interface, so the
-// buffers of a call stay on the stack.
+// code branches on its sup, not on an interface, so that the buffers of a
+// call stay on the stack.
 type Strategy struct {
 	pkg string // the face's package: the prefix of every error
 	key string // key.Absolute or key.Suppressed: the Redis key's part
@@ -29,12 +29,10 @@ var (
 // Provider is a Redis limiter of one strategy. It is safe for concurrent
 // use once Init has returned; use it by pointer, it must not be copied.
 type Provider struct {
-	b Base
-	g Guard
-	// relief remembers refusals (hot-key relief), nil when it is off.
-	relief *Memory
+	b      Base
+	g      Guard
+	relief *Memory // hot-key relief's refusals; nil when it is off
 	peeks  Peeks
-	sup    bool
 }
 
 // Init resolves opts and sets p up for strategy s over client. It starts
@@ -44,7 +42,6 @@ func (p *Provider) Init(s Strategy, client Client, opts []limiter.Option) error 
 	if err := p.b.Init(s.pkg, s.key, client, opts); err != nil {
 		return err
 	}
-	p.sup = s.sup
 	cfg := &p.b.Cfg
 	s.InitGuard(&p.g, s.pkg, client, &p.b, opts)
 	p.g.ByNode(NodeProbe(cfg))
@@ -77,10 +74,9 @@ func drawPPM(cfg *window.Config, sup bool) int64 {
 	return 0
 }
 
-// Decider returns p's Guard and p as its Backend: the face calls the
-// Guard's Decide itself, so that its Inc and IsAllowed are one call deep
-// (inlined at the user's call site, as Provider.Inc could not be in
-// them: two wrappers are too dear for the compiler's inlining budget).
+// Decider returns p's Guard and p as its Backend: the face calls
+// Guard.Decide itself, so that its Inc and IsAllowed are one call deep
+// and inline at the caller.
 func (p *Provider) Decider() (*Guard, Backend) { return &p.g, (*backend)(p) }
 
 // Get runs a Get: an unavailable Redis is an error under every policy.
@@ -93,8 +89,7 @@ func (p *Provider) Get(ctx context.Context, k string) (limiter.Usage, error) {
 func (p *Provider) Reset(ctx context.Context, k string) error {
 	err := p.g.Reset(ctx, &p.b, k)
 	if p.relief != nil {
-		// Forgotten whether or not the UNLINK worked (a timed-out one
-		// may have): forgetting costs one Redis call, never a decision.
+		// Even when the UNLINK failed: a timed-out one may have worked.
 		p.relief.Forget(k)
 	}
 	return err
@@ -128,17 +123,16 @@ func (p *Provider) inc(ctx context.Context, k string, rate limiter.Rate, n int64
 		return limiter.Decision{}, b.Errorf("inc", err)
 	}
 	hard := soft
-	if p.sup {
+	if b.sup {
 		if hard, err = window.HardCapacity(rate, b.Cfg.Window, b.Cfg.HardLimitFactor); err != nil {
 			return limiter.Decision{}, b.Errorf("inc", err)
 		}
 	}
-	draw := drawPPM(&b.Cfg, p.sup)
-	// A suppressed peek is never answered from memory: the declines
-	// memory made wait for a call that writes.
-	if p.relief != nil && (n > 0 || !p.sup) {
-		// Before the key's hash name is built: a remembered refusal
-		// allocates nothing.
+	draw := drawPPM(&b.Cfg, b.sup)
+	// Asked before the hash name is built, so that a remembered refusal
+	// allocates nothing. A suppressed peek is never answered from memory:
+	// the declines memory made wait for a call that writes.
+	if p.relief != nil && (n > 0 || !b.sup) {
 		if r, ok := p.relief.Answer(k, soft, hard, n, b.Cfg.NowMs(), draw); ok {
 			return r.Decision(), ErrRemembered
 		}
@@ -147,15 +141,15 @@ func (p *Provider) inc(ctx context.Context, k string, rate limiter.Rate, n int64
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	if p.relief == nil || n == 0 || !p.sup && n > soft {
-		r, err := p.run(ctx, "inc", h, soft, hard, n, draw, 0)
+	if p.relief == nil || n == 0 || !b.sup && n > soft {
+		r, err := p.run(ctx, h, soft, hard, n, draw, 0)
 		if err != nil {
 			return limiter.Decision{}, err
 		}
 		return r.Decision(), nil
 	}
 	r, remembered, err := p.relief.Decide(ctx, k, soft, hard, n, draw, b.Cfg.NowMs, func(ctx context.Context, decl int64) (window.Result, error) {
-		return p.run(ctx, "inc", h, soft, hard, n, draw, decl)
+		return p.run(ctx, h, soft, hard, n, draw, decl)
 	})
 	switch {
 	case err != nil:
@@ -166,30 +160,38 @@ func (p *Provider) inc(ctx context.Context, k string, rate limiter.Rate, n int64
 	return r.Decision(), nil
 }
 
-// run is one call of the strategy's decision script, its reply read.
-func (p *Provider) run(ctx context.Context, op, h string, soft, hard, n, draw, decl int64) (window.Result, error) {
+// run is one call of the strategy's decision script on hash h, its reply
+// read. decl > 0 reports units declined from memory with the call, through
+// sup_inc.lua's arguments of the hybrid, whose reply begins with the
+// decision.
+func (p *Provider) run(ctx context.Context, h string, soft, hard, n, draw, decl int64) (window.Result, error) {
 	b := &p.b
-	if p.sup {
-		return p.decide(ctx, op, scripts.SupInc, h, soft, decl > 0, supArgs(b, soft, hard, n, draw, decl)...)
+	if !b.sup {
+		// A request over the capacity is refused whatever its size: the
+		// script sees C + 1, so its numbers stay exact in a double.
+		return p.decide(ctx, "inc", scripts.AbsInc, h, soft, false, NowArg(&b.Cfg), b.W, b.B, soft, min(n, soft+1), b.TTL)
 	}
-	// A request over the capacity is refused whatever its size: the
-	// script sees C + 1, so its numbers stay exact in a double.
-	return p.decide(ctx, op, scripts.AbsInc, h, soft, false, NowArg(&b.Cfg), b.W, b.B, soft, min(n, soft+1), b.TTL)
+	if decl > 0 {
+		return p.decide(ctx, "inc", scripts.SupInc, h, soft, true, NowArg(&b.Cfg), b.W, b.B, soft, hard,
+			window.RecordedCost(n, hard), b.Cache, draw, b.TTL, 0, 0, 0, decl)
+	}
+	return p.decide(ctx, "inc", scripts.SupInc, h, soft, false, NowArg(&b.Cfg), b.W, b.B, soft, hard,
+		window.RecordedCost(n, hard), b.Cache, draw, b.TTL)
 }
 
 // decide runs a decision script on hash h with args and reads its reply
 // for capacity c (0: the stored one). long: the reply may carry more than
-// the decision (sup_inc.lua with the hybrid's arguments).
+// the decision, which it begins with.
 func (p *Provider) decide(ctx context.Context, op string, script *redis.Script, h string, c int64, long bool, args ...any) (window.Result, error) {
 	v, err := p.b.Run(ctx, script, []string{h}, args...)
 	if err != nil {
 		return window.Result{}, p.b.Errorf(op, err)
 	}
-	if arr, ok := v.([]any); ok && long && len(arr) > decisionLen {
-		v = arr[:decisionLen]
+	if arr, ok := v.([]any); ok && long && len(arr) > 8 {
+		v = arr[:8]
 	}
 	refused := int64(window.OutcomeRejected)
-	if p.sup {
+	if p.b.sup {
 		refused = window.OutcomeSuppressed
 	}
 	r, err := Decision(v, c, window.OutcomeAllowed, refused)
@@ -199,65 +201,62 @@ func (p *Provider) decide(ctx context.Context, op string, script *redis.Script, 
 	return r, nil
 }
 
-// isAllowed is IsAllowed's call to Redis.
+// isAllowed is IsAllowed's call to Redis: sup_allowed.lua, or abs_inc.lua
+// with c = 0, which asks for the stored capacity and writes nothing. With
+// relief on, concurrent peeks of a key share round trips (Peeks).
 func (p *Provider) isAllowed(ctx context.Context, k string) (limiter.Decision, error) {
-	h, err := p.b.Check("is allowed", k)
+	b := &p.b
+	h, err := b.Check("is allowed", k)
 	if err != nil {
 		return limiter.Decision{}, err
+	}
+	peek := func(ctx context.Context) (limiter.Decision, error) {
+		var r window.Result
+		var err error
+		if b.sup {
+			r, err = p.decide(ctx, "is allowed", scripts.SupAllowed, h, 0, false, NowArg(&b.Cfg), b.W, b.Cache, b.B)
+		} else {
+			r, err = p.decide(ctx, "is allowed", scripts.AbsInc, h, 0, false, NowArg(&b.Cfg), b.W, b.B, 0, 0, b.TTL)
+		}
+		return r.Decision(), err
 	}
 	if p.relief == nil {
-		return p.peek(ctx, h)
+		return peek(ctx)
 	}
-	return p.peeks.Do(ctx, k, func(ctx context.Context) (limiter.Decision, error) { return p.peek(ctx, h) })
-}
-
-// peek is isAllowed's script call: sup_allowed.lua, or abs_inc.lua with
-// c = 0, which asks for the stored capacity and writes nothing.
-func (p *Provider) peek(ctx context.Context, h string) (limiter.Decision, error) {
-	b := &p.b
-	var r window.Result
-	var err error
-	if p.sup {
-		r, err = p.decide(ctx, "is allowed", scripts.SupAllowed, h, 0, false, NowArg(&b.Cfg), b.W, b.Cache, b.B)
-	} else {
-		r, err = p.decide(ctx, "is allowed", scripts.AbsInc, h, 0, false, NowArg(&b.Cfg), b.W, b.B, 0, 0, b.TTL)
-	}
-	if err != nil {
-		return limiter.Decision{}, err
-	}
-	return r.Decision(), nil
+	return p.peeks.Do(ctx, k, peek)
 }
 
 // get is Get's call to Redis.
 func (p *Provider) get(ctx context.Context, k string) (limiter.Usage, error) {
-	h, err := p.b.Check("get", k)
+	b := &p.b
+	h, err := b.Check("get", k)
 	if err != nil {
 		return limiter.Usage{}, err
 	}
 	var u [1]limiter.Usage
 	script := scripts.AbsGet
-	if p.sup {
+	if b.sup {
 		script = scripts.SupGet
 	}
-	if err := SetsOf(&p.b).usages(ctx, "get", script, []string{h}, u[:], NowArg(&p.b.Cfg), p.b.W, p.b.B); err != nil {
+	if err := SetsOf(b).usages(ctx, "get", script, []string{h}, u[:], NowArg(&b.Cfg), b.W, b.B); err != nil {
 		return limiter.Usage{}, err
 	}
-	if p.sup && p.relief != nil {
+	if b.sup && p.relief != nil {
 		// Units declined from memory reach Redis with the key's next
 		// call; until then they are counted here.
-		u[0].Declined += p.relief.Pending(k, p.b.Cfg.NowMs())
+		u[0].Declined += p.relief.Pending(k, b.Cfg.NowMs())
 	}
 	return u[0], nil
 }
 
-// backend is the Provider as its Guard sees it (Backend and
-// SetBackend): a pointer, so passing it allocates nothing.
+// backend is the Provider as its Guard sees it (Backend): a pointer, so
+// passing it allocates nothing.
 type backend Provider
 
 // Validate checks an Inc (or, with peek, an IsAllowed) for the policy.
 func (be *backend) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
 	p := (*Provider)(be)
-	return NewCall(&p.b, op, k, rate, n, peek, hardFactor(&p.b.Cfg, p.sup))
+	return NewCall(&p.b, op, k, rate, n, peek, hardFactor(&p.b.Cfg, p.b.sup))
 }
 
 // Decide is the Redis call of an Inc or, with peek, an IsAllowed.

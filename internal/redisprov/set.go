@@ -2,6 +2,9 @@ package redisprov
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/internal/window"
@@ -10,21 +13,15 @@ import (
 	"github.com/sluice-go/sluice/scripts"
 )
 
-// Sets is the calls on sets of limits of either strategy over a Base
-// (its strategy decides which): the SetBackend of redisabs,
-// redissup and the hybrid, which decide sets alike, one script call per
-// decision and no lease. It is the Base itself, so passing one allocates
-// nothing.
+// Sets is the calls on sets of limits over a Base, of its strategy: the
+// SetBackend of redisabs, redissup and the hybrid, one script call per
+// decision. It is the Base itself, so passing one allocates nothing.
 type Sets Base
 
 // SetsOf returns the calls on sets over b.
 func SetsOf(b *Base) *Sets { return (*Sets)(b) }
 
 var _ SetBackend = (*Sets)(nil)
-
-func (s *Sets) base() *Base { return (*Base)(s) }
-
-func (s *Sets) sup() bool { return s.base().Strategy() == key.Suppressed }
 
 // IncSet runs an IncSet under the failure policy.
 func (p *Provider) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
@@ -43,17 +40,49 @@ func (p *Provider) ResetSet(ctx context.Context, k string, set *limiter.Set) err
 	return p.g.ResetSet(ctx, SetsOf(&p.b), k, set)
 }
 
-// setCall validates a call on set as the single calls are validated (the
-// key and ErrClosed first, then the set, then n: Base.CheckSet),
-// then each limit's hard capacity, and returns the hashes of set's limits
-// and the limits, into lb.
+// CheckSet validates a call on a set as Check does a single limit's, then
+// the set and the cost n (0 for calls without one), and returns the hash
+// of each limit, in the set's order.
+func (b *Base) CheckSet(op, k string, set *limiter.Set, n int64) ([]string, error) {
+	if _, err := b.Check(op, k); err != nil {
+		return nil, err
+	}
+	if err := window.CheckSet(set); err != nil {
+		return nil, b.Errorf(op, err)
+	}
+	if err := window.CheckCost(n); err != nil {
+		return nil, b.Errorf(op, err)
+	}
+	hs := make([]string, set.Len())
+	for i := range hs {
+		h, err := key.LimitName(b.Cfg.Prefix, k, b.strat, set.At(i).Name)
+		if err != nil {
+			return nil, b.Errorf(op, err)
+		}
+		hs[i] = h
+	}
+	return hs, nil
+}
+
+// SetTTL is the PEXPIRE of a write to limit l's hash: its W + B, plus
+// ClockSlackMs given WithClock (see TTLMs).
+func SetTTL(cfg *window.Config, l *window.Limit) int64 {
+	ttl := l.P.Span()
+	if cfg.ClockSet {
+		ttl += ClockSlackMs
+	}
+	return ttl
+}
+
+// setCall validates a call on set (CheckSet, then each limit's hard
+// capacity) and returns its hashes and its limits, in lb.
 func (s *Sets) setCall(op, k string, set *limiter.Set, n int64, lb *[window.MaxSet]window.Limit) ([]string, []window.Limit, error) {
-	b := s.base()
+	b := (*Base)(s)
 	hs, err := b.CheckSet(op, k, set, n)
 	if err != nil {
 		return nil, nil, err
 	}
-	ls, err := window.SetLimits(set, hardFactor(&b.Cfg, s.sup()), lb)
+	ls, err := window.SetLimits(set, hardFactor(&b.Cfg, b.sup), lb)
 	if err != nil {
 		return nil, nil, b.Errorf(op, err)
 	}
@@ -68,10 +97,9 @@ func (s *Sets) ValidateSet(op, k string, set *limiter.Set, n int64) error {
 }
 
 // DecideSet is the Redis call of an IncSet (n = 0: a peek): one
-// abs_set.lua or sup_set.lua call over one hash per limit, after the
-// call's draw.
+// abs_set.lua or sup_set.lua call over one hash per limit.
 func (s *Sets) DecideSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
-	b, sup := s.base(), s.sup()
+	b := (*Base)(s)
 	var (
 		lb [window.MaxSet]window.Limit
 		rb [window.MaxSet]window.Result
@@ -80,18 +108,17 @@ func (s *Sets) DecideSet(ctx context.Context, op, k string, set *limiter.Set, n 
 	if err != nil {
 		return limiter.SetDecision{}, err
 	}
-	draw := drawPPM(&b.Cfg, sup)
-	var v any
-	if sup {
-		v, err = b.Run(ctx, scripts.SupSet, hs, supSetArgs(b, ls, n, draw)...)
-	} else {
-		v, err = b.Run(ctx, scripts.AbsSet, hs, absSetArgs(b, ls, n)...)
+	draw := drawPPM(&b.Cfg, b.sup)
+	script := scripts.AbsSet
+	if b.sup {
+		script = scripts.SupSet
 	}
+	v, err := b.Run(ctx, script, hs, setArgv(b, ls, n, draw)...)
 	if err != nil {
 		return limiter.SetDecision{}, b.Errorf(op, err)
 	}
 	rs := rb[:len(ls)]
-	if sup {
+	if b.sup {
 		err = supReadSet(v, ls, n, draw, rs)
 	} else {
 		err = absReadSet(v, ls, n, rs)
@@ -106,7 +133,7 @@ func (s *Sets) DecideSet(ctx context.Context, op, k string, set *limiter.Set, n 
 // over the set's hashes.
 func (s *Sets) UsageSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
 	const op = "get set"
-	b := s.base()
+	b := (*Base)(s)
 	var lb [window.MaxSet]window.Limit
 	hs, ls, err := s.setCall(op, k, set, 0, &lb)
 	if err != nil {
@@ -118,7 +145,7 @@ func (s *Sets) UsageSet(ctx context.Context, k string, set *limiter.Set) ([]limi
 		args = append(args, ls[i].P.W, ls[i].P.B)
 	}
 	script := scripts.AbsGet
-	if s.sup() {
+	if b.sup {
 		script = scripts.SupSetGet
 	}
 	us := make([]limiter.Usage, len(ls))
@@ -132,7 +159,7 @@ func (s *Sets) UsageSet(ctx context.Context, k string, set *limiter.Set) ([]limi
 // set.
 func (s *Sets) UnlinkSet(ctx context.Context, k string, set *limiter.Set) error {
 	const op = "reset set"
-	b := s.base()
+	b := (*Base)(s)
 	var lb [window.MaxSet]window.Limit
 	hs, _, err := s.setCall(op, k, set, 0, &lb)
 	if err != nil {
@@ -144,15 +171,14 @@ func (s *Sets) UnlinkSet(ctx context.Context, k string, set *limiter.Set) error 
 	return nil
 }
 
-// usages runs a usage script over hashes hs with args and reads one usage
-// per hash into us: abs_get.lua's units admitted and capacity, or
-// sup_get.lua's and sup_set_get.lua's accepted, declined and soft
-// capacity.
+// usages runs a usage script over hashes hs and reads one usage per hash
+// into us: abs_get.lua's units admitted and capacity, or sup_get.lua's and
+// sup_set_get.lua's accepted, declined and soft capacity.
 func (s *Sets) usages(ctx context.Context, op string, script *redis.Script, hs []string, us []limiter.Usage, args ...any) error {
-	b, sup := s.base(), s.sup()
-	width := absUsageLen
-	if sup {
-		width = supUsageLen
+	b := (*Base)(s)
+	width := 2
+	if b.sup {
+		width = 3
 	}
 	v, err := b.Run(ctx, script, hs, args...)
 	if err != nil {
@@ -164,11 +190,126 @@ func (s *Sets) usages(ctx context.Context, op string, script *redis.Script, hs [
 	}
 	for i := range us {
 		y := x[width*i:]
-		if sup {
+		if b.sup {
 			us[i] = limiter.Usage{Used: y[0], Declined: y[1], Limit: y[2]}
 		} else {
 			us[i] = limiter.Usage{Used: y[0], Limit: y[1]}
 		}
+	}
+	return nil
+}
+
+// setArgs is the number of arguments per limit of a sup_set.lua call: W,
+// B, S, H, n, TTL (abs_set.lua's: W, B, C, TTL).
+const setArgs = 6
+
+// setArgv is the ARGV of an abs_set.lua or sup_set.lua call of n units on
+// limits ls with the call's draw. An absolute request over every capacity
+// is refused whatever its size: the script sees the largest capacity + 1,
+// so its numbers stay exact.
+func setArgv(b *Base, ls []window.Limit, n, draw int64) []any {
+	args := make([]any, 0, 3+setArgs*len(ls))
+	if b.sup {
+		args = append(args, NowArg(&b.Cfg), b.Cache, draw)
+	} else {
+		top := int64(0)
+		for i := range ls {
+			top = max(top, ls[i].Soft)
+		}
+		args = append(args, NowArg(&b.Cfg), min(n, top+1))
+	}
+	for i := range ls {
+		l := &ls[i]
+		args = append(args, l.P.W, l.P.B, l.Soft)
+		if b.sup {
+			args = append(args, l.Hard, window.RecordedCost(n, l.Hard))
+		}
+		args = append(args, SetTTL(&b.Cfg, l))
+	}
+	return args
+}
+
+// absReadSet reads abs_set.lua's reply into rs: a string of decimals, each
+// followed by a space. An admission with fewer than ShortMaxRemaining
+// units remaining in every limit is one value per limit, remaining ×
+// 2^ShortShift + reset ms; any other decision is allowed, then per limit:
+// refused, remaining, retry ms, reset ms. Limit and Never come from the
+// limits and n.
+func absReadSet(v any, ls []window.Limit, n int64, rs []window.Result) error {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("%w: %T", errReply, v)
+	}
+	var xb [1 + 4*window.MaxSet]int64
+	x := xb[:0]
+	for s != "" && len(x) < len(xb) {
+		d, rest, ok := strings.Cut(s, " ")
+		r, err := strconv.ParseInt(d, 10, 64)
+		if !ok || err != nil || r < 0 {
+			return fmt.Errorf("%w: %q", errReply, v)
+		}
+		x, s = append(x, r), rest
+	}
+	cost := max(n, 1)
+	switch {
+	case s != "":
+	case len(x) == len(ls):
+		for i, r := range x {
+			rs[i] = window.Result{Allowed: true, Limit: ls[i].Soft, Remaining: r >> ShortShift, ResetAfter: r & mask(ShortShift),
+				Never: cost > ls[i].Soft}
+		}
+		return nil
+	case len(x) == 1+4*len(ls) && (x[0] == 0 || x[0] == 1):
+		for i := range rs {
+			p := x[1+4*i:]
+			if p[0] != 0 && p[0] != 1 {
+				return fmt.Errorf("%w: %q", errReply, v)
+			}
+			rs[i] = window.Result{Allowed: x[0] == 1, Limit: ls[i].Soft, Remaining: p[1], RetryAfter: p[2], ResetAfter: p[3],
+				Never: cost > ls[i].Soft, Refused: p[0] == 1}
+			if p[0] == 1 {
+				rs[i].Outcome = window.OutcomeRejected
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: %q for %d limits", errReply, v, len(ls))
+}
+
+// supReadSet reads sup_set.lua's reply into rs: {allowed, then per limit
+// outcome, refused, remaining, retry ms, reset ms, factor ppm}. Limit and
+// Never come from the limits and n. A reply with a flag not 0 or 1, an
+// outcome the strategy cannot return, a factor out of [0, PPM], or
+// allowed and refused flags that disagree with the draw is malformed.
+func supReadSet(v any, ls []window.Limit, n, draw int64, rs []window.Result) error {
+	const width = 6
+	arr, ok := v.([]any)
+	if !ok {
+		return fmt.Errorf("%w: %T", errReply, v)
+	}
+	if len(arr) != 1+width*len(ls) {
+		return fmt.Errorf("%w: %d values for %d limits", errReply, len(arr), len(ls))
+	}
+	var x [1 + width*window.MaxSet]int64
+	for i, e := range arr {
+		if x[i], ok = e.(int64); !ok {
+			return fmt.Errorf("%w: value %d is %T", errReply, i, e)
+		}
+	}
+	allowed := x[0] == 1
+	f := int64(0)
+	for i := range ls {
+		y := x[1+width*i : 1+width*(i+1)]
+		if y[0] != window.OutcomeAllowed && y[0] != window.OutcomeSuppressed || y[1] != 0 && y[1] != 1 ||
+			y[2] < 0 || y[3] < 0 || y[4] < 0 || y[5] < 0 || y[5] > window.PPM || (y[1] == 1) != (draw < y[5]) {
+			return fmt.Errorf("%w: limit %d: %v", errReply, i, y)
+		}
+		f = max(f, y[5])
+		rs[i] = window.Result{Outcome: int(y[0]), Allowed: allowed, Limit: ls[i].Soft, Remaining: y[2],
+			RetryAfter: y[3], ResetAfter: y[4], FactorPPM: y[5], Never: max(n, 1) > ls[i].Hard, Refused: y[1] == 1}
+	}
+	if x[0] != 0 && x[0] != 1 || allowed != (draw >= f) {
+		return fmt.Errorf("%w: allowed %d with factor %d and draw %d", errReply, x[0], f, draw)
 	}
 	return nil
 }
