@@ -75,13 +75,12 @@ func drawPPM(cfg *window.Config, sup bool) int64 {
 }
 
 // Decider returns p's Guard and p as its Backend: the face calls
-// Guard.Decide itself, so that its Inc and IsAllowed are one call deep
-// and inline at the caller.
-func (p *Provider) Decider() (*Guard, Backend) { return &p.g, (*backend)(p) }
+// Guard.Decide itself, so that its Inc and IsAllowed are one call deep.
+func (p *Provider) Decider() (*Guard, Backend) { return &p.g, p }
 
 // Get runs a Get: an unavailable Redis is an error under every policy.
 func (p *Provider) Get(ctx context.Context, k string) (limiter.Usage, error) {
-	return p.g.Get(ctx, (*backend)(p), &p.b, k)
+	return p.g.Get(ctx, p, &p.b, k)
 }
 
 // Reset UNLINKs the key's hash and drops what the fallback and relief
@@ -89,8 +88,7 @@ func (p *Provider) Get(ctx context.Context, k string) (limiter.Usage, error) {
 func (p *Provider) Reset(ctx context.Context, k string) error {
 	err := p.g.Reset(ctx, &p.b, k)
 	if p.relief != nil {
-		// Even when the UNLINK failed: a timed-out one may have worked.
-		p.relief.Forget(k)
+		p.relief.Forget(k) // even after an error: a timed-out UNLINK may have run
 	}
 	return err
 }
@@ -109,8 +107,18 @@ func (p *Provider) Close(ctx context.Context) error {
 // Ping runs the probe once, bounded by WithTimeout on top of ctx.
 func (p *Provider) Ping(ctx context.Context) error { return p.g.Ping(ctx) }
 
-// inc is Inc's call to Redis.
-func (p *Provider) inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
+// Validate checks an Inc (or, with peek, an IsAllowed) for the policy
+// (Backend).
+func (p *Provider) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
+	return NewCall(&p.b, op, k, rate, n, peek, hardFactor(&p.b.Cfg, p.b.sup))
+}
+
+// Decide is the Redis call of an Inc, or with peek of an IsAllowed
+// (Backend). It returns ErrRemembered with a refusal relief remembers.
+func (p *Provider) Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
+	if peek {
+		return p.peek(ctx, k)
+	}
 	b := &p.b
 	if err := b.Valid("inc", k); err != nil {
 		return limiter.Decision{}, err
@@ -129,9 +137,10 @@ func (p *Provider) inc(ctx context.Context, k string, rate limiter.Rate, n int64
 		}
 	}
 	draw := drawPPM(&b.Cfg, b.sup)
-	// Asked before the hash name is built, so that a remembered refusal
-	// allocates nothing. A suppressed peek is never answered from memory:
-	// the declines memory made wait for a call that writes.
+	// Memory is asked before the hash name is built, so that a remembered
+	// refusal allocates nothing. A suppressed call of 0 units is not
+	// answered from memory: declines made there wait for a call that
+	// writes.
 	if p.relief != nil && (n > 0 || !b.sup) {
 		if r, ok := p.relief.Answer(k, soft, hard, n, b.Cfg.NowMs(), draw); ok {
 			return r.Decision(), ErrRemembered
@@ -142,29 +151,22 @@ func (p *Provider) inc(ctx context.Context, k string, rate limiter.Rate, n int64
 		return limiter.Decision{}, err
 	}
 	if p.relief == nil || n == 0 || !b.sup && n > soft {
-		r, err := p.run(ctx, h, soft, hard, n, draw, 0)
-		if err != nil {
-			return limiter.Decision{}, err
-		}
-		return r.Decision(), nil
+		r, err := p.inc(ctx, h, soft, hard, n, draw, 0)
+		return r.Decision(), err
 	}
 	r, remembered, err := p.relief.Decide(ctx, k, soft, hard, n, draw, b.Cfg.NowMs, func(ctx context.Context, decl int64) (window.Result, error) {
-		return p.run(ctx, h, soft, hard, n, draw, decl)
+		return p.inc(ctx, h, soft, hard, n, draw, decl)
 	})
-	switch {
-	case err != nil:
-		return limiter.Decision{}, err
-	case remembered:
-		return r.Decision(), ErrRemembered
+	if err == nil && remembered {
+		err = ErrRemembered
 	}
-	return r.Decision(), nil
+	return r.Decision(), err
 }
 
-// run is one call of the strategy's decision script on hash h, its reply
-// read. decl > 0 reports units declined from memory with the call, through
-// sup_inc.lua's arguments of the hybrid, whose reply begins with the
-// decision.
-func (p *Provider) run(ctx context.Context, h string, soft, hard, n, draw, decl int64) (window.Result, error) {
+// inc is one call of the strategy's decision script on hash h. decl > 0
+// reports units declined from memory with the call, through sup_inc.lua's
+// arguments of the hybrid, whose reply begins with the decision.
+func (p *Provider) inc(ctx context.Context, h string, soft, hard, n, draw, decl int64) (window.Result, error) {
 	b := &p.b
 	if !b.sup {
 		// A request over the capacity is refused whatever its size: the
@@ -180,8 +182,8 @@ func (p *Provider) run(ctx context.Context, h string, soft, hard, n, draw, decl 
 }
 
 // decide runs a decision script on hash h with args and reads its reply
-// for capacity c (0: the stored one). long: the reply may carry more than
-// the decision, which it begins with.
+// for capacity c (0: the stored one). long: the reply may carry more
+// after the decision.
 func (p *Provider) decide(ctx context.Context, op string, script *redis.Script, h string, c int64, long bool, args ...any) (window.Result, error) {
 	v, err := p.b.Run(ctx, script, []string{h}, args...)
 	if err != nil {
@@ -201,10 +203,10 @@ func (p *Provider) decide(ctx context.Context, op string, script *redis.Script, 
 	return r, nil
 }
 
-// isAllowed is IsAllowed's call to Redis: sup_allowed.lua, or abs_inc.lua
-// with c = 0, which asks for the stored capacity and writes nothing. With
+// peek is IsAllowed's call to Redis: sup_allowed.lua, or abs_inc.lua with
+// c = 0, which asks for the stored capacity and writes nothing. With
 // relief on, concurrent peeks of a key share round trips (Peeks).
-func (p *Provider) isAllowed(ctx context.Context, k string) (limiter.Decision, error) {
+func (p *Provider) peek(ctx context.Context, k string) (limiter.Decision, error) {
 	b := &p.b
 	h, err := b.Check("is allowed", k)
 	if err != nil {
@@ -226,8 +228,8 @@ func (p *Provider) isAllowed(ctx context.Context, k string) (limiter.Decision, e
 	return p.peeks.Do(ctx, k, peek)
 }
 
-// get is Get's call to Redis.
-func (p *Provider) get(ctx context.Context, k string) (limiter.Usage, error) {
+// Usage is the Redis call of a Get (Backend).
+func (p *Provider) Usage(ctx context.Context, k string) (limiter.Usage, error) {
 	b := &p.b
 	h, err := b.Check("get", k)
 	if err != nil {
@@ -247,27 +249,4 @@ func (p *Provider) get(ctx context.Context, k string) (limiter.Usage, error) {
 		u[0].Declined += p.relief.Pending(k, b.Cfg.NowMs())
 	}
 	return u[0], nil
-}
-
-// backend is the Provider as its Guard sees it (Backend): a pointer, so
-// passing it allocates nothing.
-type backend Provider
-
-// Validate checks an Inc (or, with peek, an IsAllowed) for the policy.
-func (be *backend) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
-	p := (*Provider)(be)
-	return NewCall(&p.b, op, k, rate, n, peek, hardFactor(&p.b.Cfg, p.b.sup))
-}
-
-// Decide is the Redis call of an Inc or, with peek, an IsAllowed.
-func (be *backend) Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
-	if peek {
-		return (*Provider)(be).isAllowed(ctx, k)
-	}
-	return (*Provider)(be).inc(ctx, k, rate, n)
-}
-
-// Usage is the Redis call of a Get.
-func (be *backend) Usage(ctx context.Context, k string) (limiter.Usage, error) {
-	return (*Provider)(be).get(ctx, k)
 }
