@@ -11,9 +11,9 @@ import (
 	"github.com/sluice-go/sluice/scripts"
 )
 
-// Strategy is the strategy of a Provider: Absolute or Suppressed. The
-// code branches on its sup, not on an interface, so that the buffers of a
-// call stay on the stack.
+// Strategy is the strategy of a Provider: Absolute or Suppressed. Its
+// Base keeps it as sup, on which calls branch: a flag, not an interface,
+// so that the buffers of a call stay on the stack.
 type Strategy struct {
 	pkg string // the face's package: the prefix of every error
 	key string // key.Absolute or key.Suppressed: the Redis key's part
@@ -56,8 +56,7 @@ func (p *Provider) Init(s Strategy, client Client, opts []limiter.Option) error 
 // Window returns the window of WithWindow.
 func (p *Provider) Window() time.Duration { return p.b.Cfg.Window }
 
-// hardFactor is the hard limit factor of a strategy's calls (sup: the
-// suppressed strategy's): 1 for absolute.
+// hardFactor is the hard limit factor of a strategy's calls: 1 unless sup.
 func hardFactor(cfg *window.Config, sup bool) float64 {
 	if sup {
 		return cfg.HardLimitFactor
@@ -65,8 +64,8 @@ func hardFactor(cfg *window.Config, sup bool) float64 {
 	return 1
 }
 
-// drawPPM is a call's one number from the random source, in ppm; absolute
-// draws nothing.
+// drawPPM is a call's one number from the random source, in ppm: 0
+// unless sup.
 func drawPPM(cfg *window.Config, sup bool) int64 {
 	if sup {
 		return window.DrawPPM(cfg.Rand())
@@ -173,17 +172,16 @@ func (p *Provider) inc(ctx context.Context, h string, soft, hard, n, draw, decl 
 		// script sees C + 1, so its numbers stay exact in a double.
 		return p.decide(ctx, "inc", scripts.AbsInc, h, soft, false, NowArg(&b.Cfg), b.W, b.B, soft, min(n, soft+1), b.TTL)
 	}
+	args := []any{NowArg(&b.Cfg), b.W, b.B, soft, hard, window.RecordedCost(n, hard), b.Cache, draw, b.TTL}
 	if decl > 0 {
-		return p.decide(ctx, "inc", scripts.SupInc, h, soft, true, NowArg(&b.Cfg), b.W, b.B, soft, hard,
-			window.RecordedCost(n, hard), b.Cache, draw, b.TTL, 0, 0, 0, decl)
+		args = append(args, 0, 0, 0, decl)
 	}
-	return p.decide(ctx, "inc", scripts.SupInc, h, soft, false, NowArg(&b.Cfg), b.W, b.B, soft, hard,
-		window.RecordedCost(n, hard), b.Cache, draw, b.TTL)
+	return p.decide(ctx, "inc", scripts.SupInc, h, soft, decl > 0, args...)
 }
 
 // decide runs a decision script on hash h with args and reads its reply
-// for capacity c (0: the stored one). long: the reply may carry more
-// after the decision.
+// for capacity c (0: the stored one); long: the reply may go on after the
+// decision.
 func (p *Provider) decide(ctx context.Context, op string, script *redis.Script, h string, c int64, long bool, args ...any) (window.Result, error) {
 	v, err := p.b.Run(ctx, script, []string{h}, args...)
 	if err != nil {
@@ -236,11 +234,7 @@ func (p *Provider) Usage(ctx context.Context, k string) (limiter.Usage, error) {
 		return limiter.Usage{}, err
 	}
 	var u [1]limiter.Usage
-	script := scripts.AbsGet
-	if b.sup {
-		script = scripts.SupGet
-	}
-	if err := SetsOf(b).usages(ctx, "get", script, []string{h}, u[:], NowArg(&b.Cfg), b.W, b.B); err != nil {
+	if err := SetsOf(b).usages(ctx, "get", false, []string{h}, u[:], NowArg(&b.Cfg), b.W, b.B); err != nil {
 		return limiter.Usage{}, err
 	}
 	if b.sup && p.relief != nil {

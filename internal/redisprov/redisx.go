@@ -58,14 +58,9 @@ func ParseProbe(redisKey, prefix string) (strategy string, ok bool) {
 		return "", false
 	}
 	if d, found := strings.CutPrefix(rest, "-"); found {
-		i := 0
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-		if i == 0 {
+		if rest = strings.TrimLeft(d, "0123456789"); len(rest) == len(d) {
 			return "", false
 		}
-		rest = d[i:]
 	}
 	if rest, ok = strings.CutPrefix(rest, "}:"); !ok {
 		return "", false
@@ -84,14 +79,13 @@ func NowArg(cfg *window.Config) any {
 	return ""
 }
 
-// Int64s reads a script reply that is an array of want integers (any
-// number when want is 0).
+// Int64s reads a script reply that is an array of want integers.
 func Int64s(v any, want int) ([]int64, error) {
 	arr, ok := v.([]any)
 	if !ok {
 		return nil, fmt.Errorf("%w: %T", errReply, v)
 	}
-	if want > 0 && len(arr) != want {
+	if len(arr) != want {
 		return nil, fmt.Errorf("%w: %d values, want %d", errReply, len(arr), want)
 	}
 	out := make([]int64, len(arr))

@@ -167,10 +167,10 @@ func (m *Memory) Answer(k string, c, h, n, now, draw int64) (window.Result, bool
 
 // Decide runs a call of n units of k at capacities c and h with draw in
 // ppm that Answer did not answer: ask calls Redis, reporting decl
-// declines (Take), and its answer is remembered. now is the local clock
-// in ms. While a held refusal no longer answers, one caller asks Redis and
-// the others wait for its answer (never beyond ctx), then try memory
-// again (remembered true) before asking themselves.
+// declines (Take), and its answer is remembered; now is the local clock
+// in ms. When k's refusal has expired, one caller asks Redis and the
+// others wait for it (never beyond ctx), then ask memory again
+// (remembered true) before Redis.
 func (m *Memory) Decide(ctx context.Context, k string, c, h, n, draw int64, now func() int64,
 	ask func(ctx context.Context, decl int64) (window.Result, error)) (r window.Result, remembered bool, err error) {
 	t := now()
@@ -230,14 +230,12 @@ func (m *Memory) Begin(k string) uint64 { return m.shard(k).epoch.Load() }
 
 // Remember records r, Redis's answer to a call of k of n units at
 // capacities c and h, begun with token (Begin) and sent at local ms send,
-// unless a Forget in the shard came since Begin. A one-unit refusal, not
-// never, with a RetryAfter replaces the key's refusal: only for one unit
-// does every number of the answer (Remaining 0 included) hold until its
-// RetryAfter. Any other answer keeps the key's refusal exact: other
-// capacities forget it (the call stored its own in the key), as does an
-// admission that left room (new room, or the late reply of an older
-// call); an admission with no room left (suppressed, above S) moves its
-// ResetAfter to the later of the two. Unreported declines stay.
+// unless a Forget in the shard came since Begin. A refusal of one unit
+// (only then does every number of it hold until RetryAfter), not never,
+// with a RetryAfter replaces k's refusal. Any other answer keeps it exact:
+// other capacities (stored in the key by the call) or an admission that
+// left room (new room, or the late reply of an older call) forget it; an
+// admission with no room left moves its ResetAfter to the later one.
 func (m *Memory) Remember(k string, token uint64, c, h, n, send int64, r *window.Result) {
 	s := m.shard(k)
 	keep := n == 1 && !r.Allowed && !r.Never && r.RetryAfter > 0 && r.Outcome != window.OutcomeAllowed
@@ -275,11 +273,10 @@ func (m *Memory) Remember(k string, token uint64, c, h, n, send int64, r *window
 	}
 }
 
-// entry returns k's entry in s, inserted if need be, with s.mu held. An
-// insert first drops the dead among sweepEach entries and, if s is still
-// full, one more: O(1) per insert, and at most shardMax entries a shard.
-// An entry is dead when its refusal no longer answers and no declines it
-// holds still count in the window.
+// entry returns k's entry in s, with s.mu held. An insert first drops the
+// dead among sweepEach entries (whose refusal no longer answers and whose
+// declines have left the window) and, if s is still full, one more: O(1)
+// per insert, at most shardMax entries a shard.
 func (m *Memory) entry(s *memShard, k string, now int64) *entry {
 	if e := s.m[k]; e != nil {
 		return e
@@ -305,9 +302,8 @@ func (m *Memory) entry(s *memShard, k string, now int64) *entry {
 }
 
 // Take returns and clears k's unreported declines for its next Redis call
-// at local ms now (Restore gives them back if it fails). Once the bucket
-// they joined has died (past ResetAfter) they are dropped, as Redis would
-// no longer count them.
+// at local ms now (Restore gives them back if it fails); once the bucket
+// they joined has died (ResetAt) they are dropped, as in Redis.
 func (m *Memory) Take(k string, now int64) int64 {
 	s := m.shard(k)
 	s.mu.RLock()

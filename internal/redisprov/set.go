@@ -6,16 +6,15 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/scripts"
 )
 
-// Sets is the calls on sets of limits over a Base, of its strategy: the
-// SetBackend of redisabs, redissup and the hybrid, one script call per
-// decision. It is the Base itself, so passing one allocates nothing.
+// Sets is the calls on sets of limits over a Base, in its strategy: the
+// SetBackend of every Redis provider. It is the Base itself, so passing
+// one allocates nothing.
 type Sets Base
 
 // SetsOf returns the calls on sets over b.
@@ -28,13 +27,12 @@ func (p *Provider) IncSet(ctx context.Context, k string, set *limiter.Set, n int
 	return p.g.DecideSet(ctx, SetsOf(&p.b), "inc set", k, set, n)
 }
 
-// GetSet runs a GetSet: an unavailable Redis is an error under every
-// policy.
+// GetSet runs a GetSet: an unavailable Redis is an error.
 func (p *Provider) GetSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
 	return p.g.GetSet(ctx, SetsOf(&p.b), k, set)
 }
 
-// ResetSet UNLINKs the hashes of set's limits for key and drops what the
+// ResetSet UNLINKs the hashes of set's limits for k and drops what the
 // fallback holds for them.
 func (p *Provider) ResetSet(ctx context.Context, k string, set *limiter.Set) error {
 	return p.g.ResetSet(ctx, SetsOf(&p.b), k, set)
@@ -64,8 +62,8 @@ func (b *Base) CheckSet(op, k string, set *limiter.Set, n int64) ([]string, erro
 	return hs, nil
 }
 
-// SetTTL is the PEXPIRE of a write to limit l's hash: its W + B, plus
-// ClockSlackMs given WithClock (see TTLMs).
+// SetTTL is the PEXPIRE of a write to limit l's hash: TTLMs for l's
+// window.
 func SetTTL(cfg *window.Config, l *window.Limit) int64 {
 	ttl := l.P.Span()
 	if cfg.ClockSet {
@@ -144,19 +142,14 @@ func (s *Sets) UsageSet(ctx context.Context, k string, set *limiter.Set) ([]limi
 	for i := range ls {
 		args = append(args, ls[i].P.W, ls[i].P.B)
 	}
-	script := scripts.AbsGet
-	if b.sup {
-		script = scripts.SupSetGet
-	}
 	us := make([]limiter.Usage, len(ls))
-	if err := s.usages(ctx, op, script, hs, us, args...); err != nil {
+	if err := s.usages(ctx, op, true, hs, us, args...); err != nil {
 		return nil, err
 	}
 	return us, nil
 }
 
-// UnlinkSet is the Redis call of a ResetSet: one UNLINK of every hash of
-// set.
+// UnlinkSet is the Redis call of a ResetSet: one UNLINK of set's hashes.
 func (s *Sets) UnlinkSet(ctx context.Context, k string, set *limiter.Set) error {
 	const op = "reset set"
 	b := (*Base)(s)
@@ -171,14 +164,18 @@ func (s *Sets) UnlinkSet(ctx context.Context, k string, set *limiter.Set) error 
 	return nil
 }
 
-// usages runs a usage script over hashes hs and reads one usage per hash
-// into us: abs_get.lua's units admitted and capacity, or sup_get.lua's and
-// sup_set_get.lua's accepted, declined and soft capacity.
-func (s *Sets) usages(ctx context.Context, op string, script *redis.Script, hs []string, us []limiter.Usage, args ...any) error {
+// usages runs the usage script of a single limit or a set over hashes hs
+// and reads one usage per hash into us: abs_get.lua's units admitted and
+// capacity, or sup_get.lua's and sup_set_get.lua's units accepted,
+// declined and soft capacity.
+func (s *Sets) usages(ctx context.Context, op string, set bool, hs []string, us []limiter.Usage, args ...any) error {
 	b := (*Base)(s)
-	width := 2
-	if b.sup {
-		width = 3
+	script, width := scripts.AbsGet, 2
+	switch {
+	case b.sup && set:
+		script, width = scripts.SupSetGet, 3
+	case b.sup:
+		script, width = scripts.SupGet, 3
 	}
 	v, err := b.Run(ctx, script, hs, args...)
 	if err != nil {
@@ -205,8 +202,7 @@ const setArgs = 6
 
 // setArgv is the ARGV of an abs_set.lua or sup_set.lua call of n units on
 // limits ls with the call's draw. An absolute request over every capacity
-// is refused whatever its size: the script sees the largest capacity + 1,
-// so its numbers stay exact.
+// is refused whatever its size: the script sees the largest + 1.
 func setArgv(b *Base, ls []window.Limit, n, draw int64) []any {
 	args := make([]any, 0, 3+setArgs*len(ls))
 	if b.sup {
@@ -229,12 +225,11 @@ func setArgv(b *Base, ls []window.Limit, n, draw int64) []any {
 	return args
 }
 
-// absReadSet reads abs_set.lua's reply into rs: a string of decimals, each
-// followed by a space. An admission with fewer than ShortMaxRemaining
-// units remaining in every limit is one value per limit, remaining ×
-// 2^ShortShift + reset ms; any other decision is allowed, then per limit:
-// refused, remaining, retry ms, reset ms. Limit and Never come from the
-// limits and n.
+// absReadSet reads abs_set.lua's reply into rs, a string of decimals each
+// followed by a space: per limit remaining × 2^ShortShift + reset ms for
+// an admission with fewer than ShortMaxRemaining remaining in every
+// limit, else allowed, then per limit refused, remaining, retry ms, reset
+// ms. Limit and Never come from the limits and n.
 func absReadSet(v any, ls []window.Limit, n int64, rs []window.Result) error {
 	s, ok := v.(string)
 	if !ok {
@@ -277,10 +272,9 @@ func absReadSet(v any, ls []window.Limit, n int64, rs []window.Result) error {
 }
 
 // supReadSet reads sup_set.lua's reply into rs: {allowed, then per limit
-// outcome, refused, remaining, retry ms, reset ms, factor ppm}. Limit and
-// Never come from the limits and n. A reply with a flag not 0 or 1, an
-// outcome the strategy cannot return, a factor out of [0, PPM], or
-// allowed and refused flags that disagree with the draw is malformed.
+// outcome, refused, remaining, retry ms, reset ms, factor ppm}, checked
+// for flags of 0 or 1 that agree with the draw, known outcomes and factors
+// in [0, PPM]. Limit and Never come from the limits and n.
 func supReadSet(v any, ls []window.Limit, n, draw int64, rs []window.Result) error {
 	const width = 6
 	arr, ok := v.([]any)
