@@ -113,13 +113,10 @@ type memShard struct {
 // its unreported declines, atomic because they change under the read lock.
 type entry struct {
 	f        Refusal
-	decl     atomic.Int64 // units declined from memory, not yet reported
-	lastDecl atomic.Int64 // local ms of the latest of them
-	ask      *flight      // the key's call that memory could not answer; under the write lock
+	decl     atomic.Int64  // units declined from memory, not yet reported
+	lastDecl atomic.Int64  // local ms of the latest of them
+	ask      chan struct{} // closed when the key's call memory could not answer lands; under the write lock
 }
-
-// flight is one Redis call that the key's other callers wait for.
-type flight struct{ done chan struct{} }
 
 // Init sets m up for a window of w ms, buckets of b ms and a suppression
 // cache period of cache ms.
@@ -201,7 +198,7 @@ func (m *Memory) Decide(ctx context.Context, k string, c, h, n, draw int64, now 
 			e.ask = nil
 		}
 		s.mu.Unlock()
-		close(lead.done)
+		close(lead)
 	}
 	return r, false, err
 }
@@ -209,7 +206,7 @@ func (m *Memory) Decide(ctx context.Context, k string, c, h, n, draw int64, now 
 // join finds what a call memory could not answer does: wait for the key's
 // call in flight (wait), be that call (lead), or, when memory holds no
 // refusal for the call, neither.
-func (m *Memory) join(k string, c, h, n int64) (wait <-chan struct{}, lead *flight) {
+func (m *Memory) join(k string, c, h, n int64) (wait <-chan struct{}, lead chan struct{}) {
 	s := m.shard(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -218,9 +215,9 @@ func (m *Memory) join(k string, c, h, n int64) (wait <-chan struct{}, lead *flig
 		return nil, nil
 	}
 	if e.ask != nil {
-		return e.ask.done, nil
+		return e.ask, nil
 	}
-	e.ask = &flight{done: make(chan struct{})}
+	e.ask = make(chan struct{})
 	return nil, e.ask
 }
 
