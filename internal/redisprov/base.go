@@ -14,25 +14,25 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// Base is what both Redis providers hold: the client, the resolved
+// Base is what every Redis provider holds: the client, the resolved
 // configuration, the closed flag, and the package and strategy names that
 // prefix errors and Redis keys. Use it by pointer; it must not be copied.
 type Base struct {
 	Client Client
 	Cfg    window.Config
 	// W, B, TTL and Cache are Cfg.WindowMs, Cfg.BucketMs, TTLMs(&Cfg) and
-	// Cfg.CacheMs boxed once, for the argument list of every script call
-	// (boxing an int64 of 256 or more allocates).
+	// Cfg.CacheMs boxed once for the arguments of every script call.
 	W, B, TTL, Cache any
 	batch            *Batcher // nil: every call alone
-	pkg              string   // "redisabs", "redissup": the prefix of every error
+	pkg              string   // "redisabs", "redissup", "hybrid": the prefix of every error
 	strat            string   // key.Absolute or key.Suppressed
+	sup              bool     // strat is key.Suppressed
 	closed           atomic.Bool
 }
 
-// Init checks the client, resolves opts and fills b. A nil client
-// (including a typed nil such as (*redis.Client)(nil), which would panic on
-// the first call) or a bad option is ErrInvalidConfig.
+// Init checks the client, resolves opts and fills b. A nil client (a
+// typed nil such as (*redis.Client)(nil) included) or a bad option is
+// ErrInvalidConfig.
 func (b *Base) Init(pkg, strategy string, client Client, opts []limiter.Option) error {
 	if isNil(client) {
 		return fmt.Errorf("%s: %w: nil client", pkg, limiter.ErrInvalidConfig)
@@ -45,15 +45,14 @@ func (b *Base) Init(pkg, strategy string, client Client, opts []limiter.Option) 
 	if err != nil {
 		return fmt.Errorf("%s: %w", pkg, err)
 	}
-	b.Client, b.Cfg, b.pkg, b.strat = client, cfg, pkg, strategy
+	b.Client, b.Cfg, b.pkg, b.strat, b.sup = client, cfg, pkg, strategy, strategy == key.Suppressed
 	b.W, b.B, b.TTL, b.Cache = cfg.WindowMs, cfg.BucketMs, TTLMs(&cfg), cfg.CacheMs
 	b.batch = NewBatcher(client, cfg.Batch)
 	return nil
 }
 
-// Run runs a script of the provider over keys with args and returns its
-// reply: batched with concurrent calls to the same node (see Batcher),
-// unless batching is off or the client is one that is not batched.
+// Run runs a script over keys with args and returns its reply, batched
+// with concurrent calls to the same node when b batches (Batcher).
 func (b *Base) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
 	if b.batch == nil {
 		return run(ctx, script, b.Client, keys, args)
@@ -72,8 +71,7 @@ func isNil(c Client) bool {
 	return false
 }
 
-// Errorf wraps err as "<pkg>: <op>: err" (a script's record errors as
-// StateErr reads them).
+// Errorf wraps err, read by StateErr, as "<pkg>: <op>: err".
 func (b *Base) Errorf(op string, err error) error {
 	return fmt.Errorf("%s: %s: %w", b.pkg, op, StateErr(err))
 }
@@ -103,8 +101,7 @@ func (b *Base) Reset(ctx context.Context, k string) error {
 	return nil
 }
 
-// Valid is Check without the hash name, which it does not allocate: it
-// rejects calls after Close and invalid keys, with Check's errors.
+// Valid is Check without the hash name, which it does not allocate.
 func (b *Base) Valid(op, k string) error {
 	if b.closed.Load() {
 		return b.Errorf(op, limiter.ErrClosed)
@@ -115,70 +112,36 @@ func (b *Base) Valid(op, k string) error {
 	return nil
 }
 
-// Strategy returns the strategy's part of the Redis keys: key.Absolute
-// or key.Suppressed.
-func (b *Base) Strategy() string { return b.strat }
-
 // Close makes later calls return ErrClosed. The client belongs to the
 // caller and stays open.
 func (b *Base) Close() { b.closed.Store(true) }
 
-// SetGate makes the calls that wait for a batch slot watch the circuit
-// breaker (Batcher.SetGate).
+// SetGate makes batched calls watch the breaker (Batcher.SetGate).
 func (b *Base) SetGate(opened func() <-chan struct{}) { b.batch.SetGate(opened) }
 
-// Wait waits, after Close, for the batching goroutines to end (they end
-// once the calls made before Close are answered), or until ctx is done.
+// Wait waits, after Close, for the batching goroutines to end, or until
+// ctx is done.
 func (b *Base) Wait(ctx context.Context) error { return b.batch.Wait(ctx) }
 
 var errReply = errors.New("malformed script reply")
 
-// refusal reads the one-integer form of a decision with nothing remaining
-// and not never, v = −r − 1 for the reply r < 0, limit c. For the
-// suppressed strategy (outcomes holds window.OutcomeSuppressed;
-// sup_inc.lua) it is a suppressed decision: reset ms v mod 2^16, retry
-// ms ⌊v / 2^16⌋ mod 2^16, allowed ⌊v / 2^32⌋ mod 2, factor ppm ⌊v / 2^33⌋
-// (SupFieldBits, SupAllowedBit, SupFactorShift). For the absolute strategy
-// (abs_inc.lua) it is a refusal: reset ms v mod 2^26, retry ms ⌊v / 2^26⌋,
-// factor 0 (AbsRetryShift).
-func refusal(v, c int64, outcomes []int64) (window.Result, error) {
-	r := window.Result{Limit: c}
-	if slices.Contains(outcomes, window.OutcomeSuppressed) {
-		r.Outcome = window.OutcomeSuppressed
-		r.ResetAfter, r.RetryAfter = v&mask(SupFieldBits), v>>SupFieldBits&mask(SupFieldBits)
-		r.Allowed, r.FactorPPM = v>>SupAllowedBit&1 == 1, v>>SupFactorShift
-		if r.FactorPPM > window.PPM {
-			return window.Result{}, fmt.Errorf("%w: %d for capacity %d", errReply, -v-1, c)
-		}
-		return r, nil
-	}
-	if !slices.Contains(outcomes, window.OutcomeRejected) || v>>(2*AbsRetryShift) != 0 {
-		return window.Result{}, fmt.Errorf("%w: %d for capacity %d", errReply, -v-1, c)
-	}
-	r.Outcome = window.OutcomeRejected
-	r.ResetAfter, r.RetryAfter = v&mask(AbsRetryShift), v>>AbsRetryShift
-	return r, nil
-}
-
-// Decision reads a decision script's reply; c is the capacity the call
-// sent (0 for IsAllowed). An admission below capacity (outcome allowed,
-// nothing to retry, factor 0, not never) comes as one integer r ≥ 0 when
-// the call sent its capacity and fewer than 2^21 units remain: remaining
-// r >> 32, reset ms r & (2^32 − 1), limit c (ShortShift, ShortMaxRemaining); otherwise as {limit,
-// remaining, reset ms}. The usual decision of a saturated or overloaded
-// key (nothing remaining, not never, the call sent its capacity) comes as
-// one integer r < 0, read by refusal. Every other decision comes as
-// {outcome, allowed, limit, remaining, retry ms, reset ms, factor ppm,
-// never}, checked for an outcome the strategy can return and flags that
-// are 0 or 1. The short forms save the server the reply table (about
-// 8,000 of a call's 60,000 to 100,000 instructions) and the client its
-// parsing on the most common answers.
+// Decision reads a decision script's reply for capacity c, the one the
+// call sent (0 for IsAllowed: the stored one), and the outcomes the
+// strategy can return. The reply is one of (layout.go):
+//   - r ≥ 0, an admission below capacity with fewer than ShortMaxRemaining
+//     units remaining: remaining r >> ShortShift, reset ms the low bits;
+//   - r < 0, a decision with nothing remaining, not never (refusal);
+//   - {limit, remaining, reset ms}, an admission;
+//   - {outcome, allowed, limit, remaining, retry ms, reset ms, factor ppm,
+//     never}, checked for a known outcome and flags of 0 or 1.
+//
+// The one-integer forms come only when the call sent its capacity.
 func Decision(v any, c int64, outcomes ...int64) (window.Result, error) {
 	if r, ok := v.(int64); ok {
-		if c <= 0 || r < -1<<53 {
+		switch {
+		case c <= 0 || r < -1<<53:
 			return window.Result{}, fmt.Errorf("%w: %d for capacity %d", errReply, r, c)
-		}
-		if r < 0 {
+		case r < 0:
 			return refusal(-r-1, c, outcomes)
 		}
 		return window.Result{Outcome: window.OutcomeAllowed, Allowed: true, Limit: c, Remaining: r >> ShortShift, ResetAfter: r & mask(ShortShift)}, nil
@@ -192,30 +155,37 @@ func Decision(v any, c int64, outcomes ...int64) (window.Result, error) {
 		return window.Result{}, fmt.Errorf("%w: %d values", errReply, len(arr))
 	}
 	for i, e := range arr {
-		n, ok := e.(int64)
-		if !ok {
+		if x[i], ok = e.(int64); !ok {
 			return window.Result{}, fmt.Errorf("%w: value %d is %T", errReply, i, e)
 		}
-		x[i] = n
 	}
 	if len(arr) == 3 {
 		return window.Result{Outcome: window.OutcomeAllowed, Allowed: true, Limit: x[0], Remaining: x[1], ResetAfter: x[2]}, nil
 	}
-	known := false
-	for _, o := range outcomes {
-		known = known || x[0] == o
-	}
-	if !known || x[1] != 0 && x[1] != 1 || x[6] < 0 || x[6] > window.PPM || x[7] != 0 && x[7] != 1 {
+	if !slices.Contains(outcomes, x[0]) || x[1] != 0 && x[1] != 1 || x[6] < 0 || x[6] > window.PPM || x[7] != 0 && x[7] != 1 {
 		return window.Result{}, fmt.Errorf("%w: %v", errReply, x)
 	}
-	return window.Result{
-		Outcome:    int(x[0]),
-		Allowed:    x[1] == 1,
-		Limit:      x[2],
-		Remaining:  x[3],
-		RetryAfter: x[4],
-		ResetAfter: x[5],
-		FactorPPM:  x[6],
-		Never:      x[7] == 1,
-	}, nil
+	return window.Result{Outcome: int(x[0]), Allowed: x[1] == 1, Limit: x[2], Remaining: x[3],
+		RetryAfter: x[4], ResetAfter: x[5], FactorPPM: x[6], Never: x[7] == 1}, nil
+}
+
+// refusal reads v = −r − 1 of a one-integer reply r < 0 for capacity c: a
+// suppressed decision when outcomes holds OutcomeSuppressed (SupFieldBits),
+// else an absolute refusal (AbsRetryShift).
+func refusal(v, c int64, outcomes []int64) (window.Result, error) {
+	r := window.Result{Limit: c}
+	switch {
+	case slices.Contains(outcomes, window.OutcomeSuppressed):
+		r.Outcome = window.OutcomeSuppressed
+		r.ResetAfter, r.RetryAfter = v&mask(SupFieldBits), v>>SupFieldBits&mask(SupFieldBits)
+		r.Allowed, r.FactorPPM = v>>SupAllowedBit&1 == 1, v>>SupFactorShift
+		if r.FactorPPM <= window.PPM {
+			return r, nil
+		}
+	case slices.Contains(outcomes, window.OutcomeRejected) && v>>(2*AbsRetryShift) == 0:
+		r.Outcome = window.OutcomeRejected
+		r.ResetAfter, r.RetryAfter = v&mask(AbsRetryShift), v>>AbsRetryShift
+		return r, nil
+	}
+	return window.Result{}, fmt.Errorf("%w: %d for capacity %d", errReply, -v-1, c)
 }

@@ -13,52 +13,46 @@ import (
 // Batching of concurrent script calls (docs/operations.md, Batching).
 //
 // Each Redis node has a lane. Up to Direct calls inside a lane run at once
-// on their callers' goroutines, as unbatched calls. Above that, the lane
-// keeps at most Inflight round trips in flight; a call that finds them all
-// taken queues, and whoever ends a round trip with calls queued hands its
-// place to a flusher goroutine, which sends up to max queued calls per
-// pipeline of EVALSHA until the queue is empty. A call queues only while
-// every place is held, so the queue always has someone to send it.
+// on their callers' goroutines. Above that, the lane keeps at most
+// Inflight round trips in flight; a call that finds them all taken
+// queues, and whoever ends a round trip with calls queued hands its place
+// to a flusher goroutine, which sends the queue in pipelines of at most
+// max EVALSHA until it is empty. A call queues only while every place is
+// held, so the queue always has someone to send it.
 //
 // A waiting caller leaves when its context is done; a call already taken
-// runs on without it. A pipeline's context has no cancellation, the first
-// caller's values and the latest of the callers' deadlines (none if one
-// has none), so no caller's cancellation fails the others.
-//
+// runs on without it. A pipeline's context has the first caller's values,
+// the latest of the callers' deadlines (none if one has none) and no
+// cancellation, so that no caller's cancellation fails the others.
 // NOSCRIPT replies are sent again as one pipeline of EVAL. On a cluster,
-// lanes are the masters and pipelines go straight to the node; a reply
-// that needs the cluster client's routing (needsCluster) is sent again
-// alone through it, on the caller's goroutine. A connection error is
-// returned as it is: the script may have run. A ScriptPipeliner (the
-// rueidis adapter) has one lane and pipelines itself.
+// lanes are the masters; a reply that needs the cluster client's routing
+// (needsCluster) is sent again alone through it. A connection error is
+// returned as it is: the script may have run.
 
-// Inflight is how many batched round trips a lane keeps in flight: with 2,
-// one is on the wire while the next fills.
+// Inflight is how many batched round trips a lane keeps in flight: one is
+// on the wire while the next fills.
 const Inflight = 2
 
-// Direct is how many calls may be inside a lane before batching starts
-// (8: where batching starts to win, docs/benchmarks.md, Redis throughput:
+// Direct is how many calls may be inside a lane before batching starts,
+// where batching starts to win (docs/benchmarks.md, Redis throughput:
 // batching). NewBatcher reads it; tests and the benchmark set it.
 var Direct = 8
 
 // Batcher batches the script calls of one provider. Build it with
-// NewBatcher; the zero value is not usable. Its methods are safe for
-// concurrent use.
+// NewBatcher. Its methods are safe for concurrent use.
 type Batcher struct {
 	client   Client
 	max      int
-	inflight int                  // Inflight; tests lower it
-	direct   int64                // Direct when built; tests change it
-	single   *lane                // the lane of a *redis.Client or a ScriptPipeliner
-	cluster  *redis.ClusterClient // nil unless the client is one
-	lanes    sync.Map             // *redis.Client (a master) → *lane
-	// gate returns a channel closed while the circuit breaker is open
-	// (SetGate); nil: none.
-	gate func() <-chan struct{}
+	inflight int                    // Inflight; tests lower it
+	direct   int64                  // Direct when built; tests change it
+	single   *lane                  // the lane of a *redis.Client or a ScriptPipeliner
+	cluster  *redis.ClusterClient   // nil unless the client is one
+	lanes    sync.Map               // *redis.Client (a master) → *lane
+	gate     func() <-chan struct{} // closed while the breaker is open (SetGate); nil: none
 
-	mu       sync.Mutex // guards what follows
+	mu       sync.Mutex
 	flushers int
-	idle     []chan struct{} // closed when flushers falls to 0
+	idle     chan struct{} // closed when flushers falls to 0
 }
 
 // NewBatcher returns a Batcher for client with batches of at most max
@@ -71,19 +65,16 @@ func NewBatcher(client Client, max int) *Batcher {
 	}
 	b := &Batcher{client: client, max: max, inflight: Inflight, direct: int64(Direct)}
 	switch c := client.(type) {
-	case *redis.Client:
+	case *redis.Client, ScriptPipeliner: // a ScriptPipeliner routes by slot itself
 		b.single = &lane{b: b, node: c}
 	case *redis.ClusterClient:
 		b.cluster = c
-	case ScriptPipeliner: // routes by slot itself
-		b.single = &lane{b: b, node: c}
 	default:
 		return nil
 	}
 	return b
 }
 
-// lane is one node's queue.
 type lane struct {
 	b       *Batcher
 	node    any          // where pipelines go: a *redis.Client or a ScriptPipeliner
@@ -93,7 +84,6 @@ type lane struct {
 	q       []*call
 }
 
-// call is one queued script call.
 type call struct {
 	ctx    context.Context
 	script *redis.Script
@@ -178,19 +168,6 @@ func (b *Batcher) SetGate(opened func() <-chan struct{}) {
 	}
 }
 
-// isOpen reports whether the gate says the breaker is open.
-func (b *Batcher) isOpen() bool {
-	if b.gate == nil {
-		return false
-	}
-	select {
-	case <-b.gate():
-		return true
-	default:
-		return false
-	}
-}
-
 // lane returns the lane of the node that serves keys, or nil when the call
 // must run alone.
 func (b *Batcher) lane(ctx context.Context, keys []string) *lane {
@@ -220,7 +197,9 @@ func (ln *lane) release() {
 		ln.mu.Unlock()
 		return
 	}
-	ln.b.started()
+	ln.b.mu.Lock()
+	ln.b.flushers++
+	ln.b.mu.Unlock()
 	ln.mu.Unlock()
 	go ln.flush()
 }
@@ -228,6 +207,7 @@ func (ln *lane) release() {
 // flush sends the queue, max calls per pipeline, until it is empty.
 func (ln *lane) flush() {
 	defer ln.b.ended()
+	opened := ln.b.gate
 	batch := make([]*call, 0, ln.b.max)
 	for {
 		batch = batch[:0]
@@ -251,15 +231,16 @@ func (ln *lane) flush() {
 			return
 		}
 		ln.mu.Unlock()
-		switch {
-		case len(batch) == 0:
-		case ln.b.isOpen():
+		if len(batch) == 0 {
+			continue
+		}
+		if opened != nil && closed(opened()) {
 			for _, c := range batch {
 				c.done <- reply{err: ErrOpened}
 			}
-		default:
-			ln.send(batch)
+			continue
 		}
+		ln.send(batch)
 	}
 }
 
@@ -322,6 +303,16 @@ func run(ctx context.Context, script *redis.Script, c redis.Scripter, keys []str
 	return v, err
 }
 
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // NoScript reports whether err is a NOSCRIPT reply.
 func NoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
 
@@ -356,18 +347,11 @@ func needsCluster(err error) bool {
 	return false
 }
 
-func (b *Batcher) started() {
-	b.mu.Lock()
-	b.flushers++
-	b.mu.Unlock()
-}
-
+// ended counts a flusher out, and closes idle after the last.
 func (b *Batcher) ended() {
 	b.mu.Lock()
-	if b.flushers--; b.flushers == 0 {
-		for _, ch := range b.idle {
-			close(ch)
-		}
+	if b.flushers--; b.flushers == 0 && b.idle != nil {
+		close(b.idle)
 		b.idle = nil
 	}
 	b.mu.Unlock()
@@ -384,8 +368,10 @@ func (b *Batcher) Wait(ctx context.Context) error {
 		b.mu.Unlock()
 		return nil
 	}
-	ch := make(chan struct{})
-	b.idle = append(b.idle, ch)
+	if b.idle == nil {
+		b.idle = make(chan struct{})
+	}
+	ch := b.idle
 	b.mu.Unlock()
 	select {
 	case <-ch:

@@ -5,9 +5,9 @@ import (
 	"strings"
 )
 
-// The packed layouts the Lua scripts write and the Go code reads, each
-// written once here; TestLayoutsMatchScripts checks the .lua sources
-// against them (docs/data-model.md describes the fields).
+// The packed layouts the scripts write and the Go code reads, each written
+// once here and checked against the scripts by TestLayoutsMatchScripts
+// (docs/data-model.md describes the fields).
 
 // A FieldLayout is a hash field holding decimals separated by single
 // spaces, in the order of Names.
@@ -63,10 +63,26 @@ func (l FieldLayout) Parse(s string) (map[string]int64, bool) {
 	return out, true
 }
 
-// A closed bucket's value in a limiter hash is count × LinkUnit + link
-// (LinkUnit, redisx.go) when count < LinkMaxCount, else −count: the sum
-// must stay an integer a Lua double holds exactly (below 2^53).
-const LinkMaxCount = int64(1) << 21
+// A closed bucket's value in a limiter hash is count × LinkUnit + link,
+// link (1 ≤ link < 2^32) the distance in ms to the next bucket's start,
+// while count < LinkMaxCount, else −count: the sum must stay an integer a
+// Lua double holds exactly (below 2^53).
+const (
+	LinkUnit     = int64(1) << 32
+	LinkMaxCount = int64(1) << 21
+)
+
+// BucketValue splits a closed bucket's value into its count and its link
+// (0 when it has none: −count, or a plain count of an earlier layout).
+func BucketValue(v int64) (count, link int64) {
+	switch {
+	case v >= LinkUnit:
+		return v / LinkUnit, v % LinkUnit
+	case v < 0:
+		return -v, 0
+	}
+	return v, 0
+}
 
 // WriteBack is the mode argument, the last of a script's arguments
 // (abs_inc.lua ARGV[11], abs_set.lua ARGV[3 + 4k], sup_inc.lua ARGV[15],
@@ -75,7 +91,7 @@ const LinkMaxCount = int64(1) << 21
 const WriteBack = "writeback"
 
 // The one-integer replies of abs_inc.lua, sup_inc.lua and abs_set.lua
-// (Decision, refusal and internal/redisprov read them).
+// (Decision and absReadSet read them).
 const (
 	// An admission r ≥ 0 is remaining × 2^ShortShift + reset ms, with
 	// remaining < ShortMaxRemaining and reset < 2^ShortShift.
@@ -88,9 +104,7 @@ const (
 
 	// A suppressed decision r < 0 is −v − 1 with v = ((factor ppm × 2 +
 	// allowed) × 2^SupFieldBits + retry ms) × 2^SupFieldBits + reset ms,
-	// retry and reset below 2^SupFieldBits: reset in the low 16 bits,
-	// retry in the next 16, allowed at SupAllowedBit, the factor from
-	// SupFactorShift.
+	// retry and reset below 2^SupFieldBits.
 	SupFieldBits   = 16
 	SupAllowedBit  = 2 * SupFieldBits
 	SupFactorShift = SupAllowedBit + 1

@@ -8,12 +8,12 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// Peeks lets identical concurrent peeks (IsAllowed) on one key share one
+// Peeks lets identical concurrent peeks (IsAllowed) of one key share a
 // round trip, exactly: a peek never takes the answer of a round trip sent
 // before it began. With none in flight a peek sends its own; else it joins
-// the next, sent by its first member once the current one lands. A member
-// waits for at most two round trips, never beyond its context. Safe for
-// concurrent use; the zero value is ready.
+// the next, which its first member sends once the one in flight lands. A
+// member waits for at most two round trips, never beyond its context. The
+// zero value is ready; it is safe for concurrent use.
 type Peeks struct {
 	mu sync.Mutex
 	m  map[string]*peekSlot
@@ -21,19 +21,15 @@ type Peeks struct {
 
 type peekSlot struct{ cur, next *peekFlight }
 
-// peekFlight is one round trip shared by its members. Fields but d and err
-// are guarded by Peeks.mu; d and err are written before done closes.
+// peekFlight is one round trip shared by its members. d and err are
+// written before done closes; the rest is guarded by Peeks.mu.
 type peekFlight struct {
-	start   chan struct{} // closed when the peekFlight may be sent
-	done    chan struct{} // closed when it has landed
-	members int           // peeks waiting to send or share it
-	claimed bool          // one member sends it
+	after   <-chan struct{} // closed when the flight before has landed: this one may go
+	done    chan struct{}   // closed when this one has landed
+	members int             // peeks waiting to send or share it
+	claimed bool            // one member sends it
 	d       limiter.Decision
 	err     error
-}
-
-func newPeekFlight() *peekFlight {
-	return &peekFlight{start: make(chan struct{}), done: make(chan struct{})}
 }
 
 // Do answers a peek of k with fn, shared as the type describes; fn must be
@@ -49,22 +45,20 @@ func (p *Peeks) Do(ctx context.Context, k string, fn func(context.Context) (limi
 		p.m[k] = s
 	}
 	if s.cur == nil {
-		f := newPeekFlight()
-		f.claimed = true
+		f := &peekFlight{done: make(chan struct{}), claimed: true}
 		s.cur = f
 		p.mu.Unlock()
 		return p.fly(ctx, k, s, f, fn)
 	}
 	if s.next == nil {
-		s.next = newPeekFlight()
+		s.next = &peekFlight{after: s.cur.done, done: make(chan struct{})}
 	}
 	f := s.next
 	f.members++
 	p.mu.Unlock()
 
 	select {
-	case <-f.start:
-	case <-f.done:
+	case <-f.after:
 	case <-ctx.Done():
 		p.leave(k, s, f)
 		return limiter.Decision{}, ctx.Err()
@@ -87,35 +81,30 @@ func (p *Peeks) Do(ctx context.Context, k string, fn func(context.Context) (limi
 	return f.d, f.err
 }
 
-// fly sends f, lands it, and starts the next peekFlight if it has members.
+// fly sends f and lands it.
 func (p *Peeks) fly(ctx context.Context, k string, s *peekSlot, f *peekFlight, fn func(context.Context) (limiter.Decision, error)) (limiter.Decision, error) {
-	d, err := fn(ctx)
-	f.d, f.err = d, err
+	f.d, f.err = fn(ctx)
 	p.mu.Lock()
 	close(f.done)
 	p.advance(k, s)
 	p.mu.Unlock()
-	return d, err
+	return f.d, f.err
 }
 
-// advance makes the next peekFlight current, or drops the slot, with p.mu
-// held, after the current one landed or was abandoned.
+// advance, with p.mu held after the current flight landed or was
+// abandoned, makes the next one current, or drops the slot.
 func (p *Peeks) advance(k string, s *peekSlot) {
-	s.cur, s.next = s.next, nil
-	if s.cur == nil {
+	if s.cur, s.next = s.next, nil; s.cur == nil {
 		delete(p.m, k)
-		return
 	}
-	close(s.cur.start)
 }
 
-// leave takes a member whose context ended out of f; a peekFlight left with
+// leave takes a member whose context ended out of f; a flight left with
 // no member and not sent is dropped.
 func (p *Peeks) leave(k string, s *peekSlot, f *peekFlight) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	f.members--
-	if f.members > 0 || f.claimed {
+	if f.members--; f.members > 0 || f.claimed {
 		return
 	}
 	switch f {

@@ -11,9 +11,9 @@ import (
 	"github.com/sluice-go/sluice/scripts"
 )
 
-// Strategy is the strategy of a Provider: Absolute or Suppressed. The
-// Provider dispatches on it with plain branches, not an interface, so the
-// buffers of a call stay on the stack.
+// Strategy is the strategy of a Provider: Absolute or Suppressed. Its
+// Base keeps it as sup, on which calls branch: a flag, not an interface,
+// so that the buffers of a call stay on the stack.
 type Strategy struct {
 	pkg string // the face's package: the prefix of every error
 	key string // key.Absolute or key.Suppressed: the Redis key's part
@@ -29,12 +29,10 @@ var (
 // Provider is a Redis limiter of one strategy. It is safe for concurrent
 // use once Init has returned; use it by pointer, it must not be copied.
 type Provider struct {
-	b Base
-	g Guard
-	// relief remembers refusals (hot-key relief), nil when it is off.
-	relief *Memory
+	b      Base
+	g      Guard
+	relief *Memory // hot-key relief's refusals; nil when it is off
 	peeks  Peeks
-	sup    bool
 }
 
 // Init resolves opts and sets p up for strategy s over client. It starts
@@ -44,7 +42,6 @@ func (p *Provider) Init(s Strategy, client Client, opts []limiter.Option) error 
 	if err := p.b.Init(s.pkg, s.key, client, opts); err != nil {
 		return err
 	}
-	p.sup = s.sup
 	cfg := &p.b.Cfg
 	s.InitGuard(&p.g, s.pkg, client, &p.b, opts)
 	p.g.ByNode(NodeProbe(cfg))
@@ -59,8 +56,7 @@ func (p *Provider) Init(s Strategy, client Client, opts []limiter.Option) error 
 // Window returns the window of WithWindow.
 func (p *Provider) Window() time.Duration { return p.b.Cfg.Window }
 
-// hardFactor is the hard limit factor of a strategy's calls (sup: the
-// suppressed strategy's): 1 for absolute.
+// hardFactor is the hard limit factor of a strategy's calls: 1 unless sup.
 func hardFactor(cfg *window.Config, sup bool) float64 {
 	if sup {
 		return cfg.HardLimitFactor
@@ -68,8 +64,8 @@ func hardFactor(cfg *window.Config, sup bool) float64 {
 	return 1
 }
 
-// drawPPM is a call's one number from the random source, in ppm; absolute
-// draws nothing.
+// drawPPM is a call's one number from the random source, in ppm: 0
+// unless sup.
 func drawPPM(cfg *window.Config, sup bool) int64 {
 	if sup {
 		return window.DrawPPM(cfg.Rand())
@@ -77,15 +73,13 @@ func drawPPM(cfg *window.Config, sup bool) int64 {
 	return 0
 }
 
-// Decider returns p's Guard and p as its Backend: the face calls the
-// Guard's Decide itself, so that its Inc and IsAllowed are one call deep
-// (inlined at the user's call site, as Provider.Inc could not be in
-// them: two wrappers are too dear for the compiler's inlining budget).
-func (p *Provider) Decider() (*Guard, Backend) { return &p.g, (*backend)(p) }
+// Decider returns p's Guard and p as its Backend: the face calls
+// Guard.Decide itself, so that its Inc and IsAllowed are one call deep.
+func (p *Provider) Decider() (*Guard, Backend) { return &p.g, p }
 
 // Get runs a Get: an unavailable Redis is an error under every policy.
 func (p *Provider) Get(ctx context.Context, k string) (limiter.Usage, error) {
-	return p.g.Get(ctx, (*backend)(p), &p.b, k)
+	return p.g.Get(ctx, p, &p.b, k)
 }
 
 // Reset UNLINKs the key's hash and drops what the fallback and relief
@@ -93,9 +87,7 @@ func (p *Provider) Get(ctx context.Context, k string) (limiter.Usage, error) {
 func (p *Provider) Reset(ctx context.Context, k string) error {
 	err := p.g.Reset(ctx, &p.b, k)
 	if p.relief != nil {
-		// Forgotten whether or not the UNLINK worked (a timed-out one
-		// may have): forgetting costs one Redis call, never a decision.
-		p.relief.Forget(k)
+		p.relief.Forget(k) // even after an error: a timed-out UNLINK may have run
 	}
 	return err
 }
@@ -114,8 +106,18 @@ func (p *Provider) Close(ctx context.Context) error {
 // Ping runs the probe once, bounded by WithTimeout on top of ctx.
 func (p *Provider) Ping(ctx context.Context) error { return p.g.Ping(ctx) }
 
-// inc is Inc's call to Redis.
-func (p *Provider) inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
+// Validate checks an Inc (or, with peek, an IsAllowed) for the policy
+// (Backend).
+func (p *Provider) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
+	return NewCall(&p.b, op, k, rate, n, peek, hardFactor(&p.b.Cfg, p.b.sup))
+}
+
+// Decide is the Redis call of an Inc, or with peek of an IsAllowed
+// (Backend). It returns ErrRemembered with a refusal relief remembers.
+func (p *Provider) Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
+	if peek {
+		return p.peek(ctx, k)
+	}
 	b := &p.b
 	if err := b.Valid("inc", k); err != nil {
 		return limiter.Decision{}, err
@@ -128,17 +130,17 @@ func (p *Provider) inc(ctx context.Context, k string, rate limiter.Rate, n int64
 		return limiter.Decision{}, b.Errorf("inc", err)
 	}
 	hard := soft
-	if p.sup {
+	if b.sup {
 		if hard, err = window.HardCapacity(rate, b.Cfg.Window, b.Cfg.HardLimitFactor); err != nil {
 			return limiter.Decision{}, b.Errorf("inc", err)
 		}
 	}
-	draw := drawPPM(&b.Cfg, p.sup)
-	// A suppressed peek is never answered from memory: the declines
-	// memory made wait for a call that writes.
-	if p.relief != nil && (n > 0 || !p.sup) {
-		// Before the key's hash name is built: a remembered refusal
-		// allocates nothing.
+	draw := drawPPM(&b.Cfg, b.sup)
+	// Memory is asked before the hash name is built, so that a remembered
+	// refusal allocates nothing. A suppressed call of 0 units is not
+	// answered from memory: declines made there wait for a call that
+	// writes.
+	if p.relief != nil && (n > 0 || !b.sup) {
 		if r, ok := p.relief.Answer(k, soft, hard, n, b.Cfg.NowMs(), draw); ok {
 			return r.Decision(), ErrRemembered
 		}
@@ -147,49 +149,49 @@ func (p *Provider) inc(ctx context.Context, k string, rate limiter.Rate, n int64
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	if p.relief == nil || n == 0 || !p.sup && n > soft {
-		r, err := p.run(ctx, "inc", h, soft, hard, n, draw, 0)
-		if err != nil {
-			return limiter.Decision{}, err
-		}
-		return r.Decision(), nil
+	if p.relief == nil || n == 0 || !b.sup && n > soft {
+		r, err := p.inc(ctx, h, soft, hard, n, draw, 0)
+		return r.Decision(), err
 	}
 	r, remembered, err := p.relief.Decide(ctx, k, soft, hard, n, draw, b.Cfg.NowMs, func(ctx context.Context, decl int64) (window.Result, error) {
-		return p.run(ctx, "inc", h, soft, hard, n, draw, decl)
+		return p.inc(ctx, h, soft, hard, n, draw, decl)
 	})
-	switch {
-	case err != nil:
-		return limiter.Decision{}, err
-	case remembered:
-		return r.Decision(), ErrRemembered
+	if err == nil && remembered {
+		err = ErrRemembered
 	}
-	return r.Decision(), nil
+	return r.Decision(), err
 }
 
-// run is one call of the strategy's decision script, its reply read.
-func (p *Provider) run(ctx context.Context, op, h string, soft, hard, n, draw, decl int64) (window.Result, error) {
+// inc is one call of the strategy's decision script on hash h. decl > 0
+// reports units declined from memory with the call, through sup_inc.lua's
+// arguments of the hybrid, whose reply begins with the decision.
+func (p *Provider) inc(ctx context.Context, h string, soft, hard, n, draw, decl int64) (window.Result, error) {
 	b := &p.b
-	if p.sup {
-		return p.decide(ctx, op, scripts.SupInc, h, soft, decl > 0, supArgs(b, soft, hard, n, draw, decl)...)
+	if !b.sup {
+		// A request over the capacity is refused whatever its size: the
+		// script sees C + 1, so its numbers stay exact in a double.
+		return p.decide(ctx, "inc", scripts.AbsInc, h, soft, false, NowArg(&b.Cfg), b.W, b.B, soft, min(n, soft+1), b.TTL)
 	}
-	// A request over the capacity is refused whatever its size: the
-	// script sees C + 1, so its numbers stay exact in a double.
-	return p.decide(ctx, op, scripts.AbsInc, h, soft, false, NowArg(&b.Cfg), b.W, b.B, soft, min(n, soft+1), b.TTL)
+	args := []any{NowArg(&b.Cfg), b.W, b.B, soft, hard, window.RecordedCost(n, hard), b.Cache, draw, b.TTL}
+	if decl > 0 {
+		args = append(args, 0, 0, 0, decl)
+	}
+	return p.decide(ctx, "inc", scripts.SupInc, h, soft, decl > 0, args...)
 }
 
 // decide runs a decision script on hash h with args and reads its reply
-// for capacity c (0: the stored one). long: the reply may carry more than
-// the decision (sup_inc.lua with the hybrid's arguments).
+// for capacity c (0: the stored one); long: the reply may go on after the
+// decision.
 func (p *Provider) decide(ctx context.Context, op string, script *redis.Script, h string, c int64, long bool, args ...any) (window.Result, error) {
 	v, err := p.b.Run(ctx, script, []string{h}, args...)
 	if err != nil {
 		return window.Result{}, p.b.Errorf(op, err)
 	}
-	if arr, ok := v.([]any); ok && long && len(arr) > decisionLen {
-		v = arr[:decisionLen]
+	if arr, ok := v.([]any); ok && long && len(arr) > 8 {
+		v = arr[:8]
 	}
 	refused := int64(window.OutcomeRejected)
-	if p.sup {
+	if p.b.sup {
 		refused = window.OutcomeSuppressed
 	}
 	r, err := Decision(v, c, window.OutcomeAllowed, refused)
@@ -199,76 +201,46 @@ func (p *Provider) decide(ctx context.Context, op string, script *redis.Script, 
 	return r, nil
 }
 
-// isAllowed is IsAllowed's call to Redis.
-func (p *Provider) isAllowed(ctx context.Context, k string) (limiter.Decision, error) {
-	h, err := p.b.Check("is allowed", k)
+// peek is IsAllowed's call to Redis: sup_allowed.lua, or abs_inc.lua with
+// c = 0, which asks for the stored capacity and writes nothing. With
+// relief on, concurrent peeks of a key share round trips (Peeks).
+func (p *Provider) peek(ctx context.Context, k string) (limiter.Decision, error) {
+	b := &p.b
+	h, err := b.Check("is allowed", k)
 	if err != nil {
 		return limiter.Decision{}, err
+	}
+	peek := func(ctx context.Context) (limiter.Decision, error) {
+		var r window.Result
+		var err error
+		if b.sup {
+			r, err = p.decide(ctx, "is allowed", scripts.SupAllowed, h, 0, false, NowArg(&b.Cfg), b.W, b.Cache, b.B)
+		} else {
+			r, err = p.decide(ctx, "is allowed", scripts.AbsInc, h, 0, false, NowArg(&b.Cfg), b.W, b.B, 0, 0, b.TTL)
+		}
+		return r.Decision(), err
 	}
 	if p.relief == nil {
-		return p.peek(ctx, h)
+		return peek(ctx)
 	}
-	return p.peeks.Do(ctx, k, func(ctx context.Context) (limiter.Decision, error) { return p.peek(ctx, h) })
+	return p.peeks.Do(ctx, k, peek)
 }
 
-// peek is isAllowed's script call: sup_allowed.lua, or abs_inc.lua with
-// c = 0, which asks for the stored capacity and writes nothing.
-func (p *Provider) peek(ctx context.Context, h string) (limiter.Decision, error) {
+// Usage is the Redis call of a Get (Backend).
+func (p *Provider) Usage(ctx context.Context, k string) (limiter.Usage, error) {
 	b := &p.b
-	var r window.Result
-	var err error
-	if p.sup {
-		r, err = p.decide(ctx, "is allowed", scripts.SupAllowed, h, 0, false, NowArg(&b.Cfg), b.W, b.Cache, b.B)
-	} else {
-		r, err = p.decide(ctx, "is allowed", scripts.AbsInc, h, 0, false, NowArg(&b.Cfg), b.W, b.B, 0, 0, b.TTL)
-	}
-	if err != nil {
-		return limiter.Decision{}, err
-	}
-	return r.Decision(), nil
-}
-
-// get is Get's call to Redis.
-func (p *Provider) get(ctx context.Context, k string) (limiter.Usage, error) {
-	h, err := p.b.Check("get", k)
+	h, err := b.Check("get", k)
 	if err != nil {
 		return limiter.Usage{}, err
 	}
 	var u [1]limiter.Usage
-	script := scripts.AbsGet
-	if p.sup {
-		script = scripts.SupGet
-	}
-	if err := SetsOf(&p.b).usages(ctx, "get", script, []string{h}, u[:], NowArg(&p.b.Cfg), p.b.W, p.b.B); err != nil {
+	if err := SetsOf(b).usages(ctx, "get", false, []string{h}, u[:], NowArg(&b.Cfg), b.W, b.B); err != nil {
 		return limiter.Usage{}, err
 	}
-	if p.sup && p.relief != nil {
+	if b.sup && p.relief != nil {
 		// Units declined from memory reach Redis with the key's next
 		// call; until then they are counted here.
-		u[0].Declined += p.relief.Pending(k, p.b.Cfg.NowMs())
+		u[0].Declined += p.relief.Pending(k, b.Cfg.NowMs())
 	}
 	return u[0], nil
-}
-
-// backend is the Provider as its Guard sees it (Backend and
-// SetBackend): a pointer, so passing it allocates nothing.
-type backend Provider
-
-// Validate checks an Inc (or, with peek, an IsAllowed) for the policy.
-func (be *backend) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
-	p := (*Provider)(be)
-	return NewCall(&p.b, op, k, rate, n, peek, hardFactor(&p.b.Cfg, p.sup))
-}
-
-// Decide is the Redis call of an Inc or, with peek, an IsAllowed.
-func (be *backend) Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
-	if peek {
-		return (*Provider)(be).isAllowed(ctx, k)
-	}
-	return (*Provider)(be).inc(ctx, k, rate, n)
-}
-
-// Usage is the Redis call of a Get.
-func (be *backend) Usage(ctx context.Context, k string) (limiter.Usage, error) {
-	return (*Provider)(be).get(ctx, k)
 }

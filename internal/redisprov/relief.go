@@ -1,14 +1,9 @@
-// Hot-key relief (docs/algorithms.md, Hot-key relief): a key Redis refuses
-// is answered from memory until Redis's own answer says it could change.
-// A Refusal is one remembered refusal (the hybrid keeps one per entry); a
-// Memory is a bounded per-key map of them for the Redis providers, with
-// the suppressed strategy's declines still to report.
-//
-// The rule: a refusal of n units at capacities c (and h) sent at local
-// time send with RetryAfter r proves no call of n or more units at the
-// same capacities is admitted before send + r, unless units are given back
-// or the key is reset, since units leave the window only by expiring.
-// Calls at other capacities go to Redis.
+// Hot-key relief (docs/algorithms.md, Hot-key relief): a refusal of n
+// units at capacities c (and h) sent at local time send with RetryAfter r
+// proves that no call of n or more units at those capacities is admitted
+// before send + r unless units are given back or the key is reset, since
+// units leave the window only by expiring. A key Redis refuses is answered
+// from memory until then; calls at other capacities go to Redis.
 
 package redisprov
 
@@ -21,24 +16,17 @@ import (
 	"github.com/sluice-go/sluice/internal/window"
 )
 
-// Refusal is one remembered refusal. Its zero value remembers nothing. It
-// is not safe for concurrent use: its owner guards it.
+// Refusal is one remembered refusal: the hybrid keeps one per entry, a
+// Memory one per key. Its zero value remembers nothing. It is not safe for
+// concurrent use: its owner guards it.
 type Refusal struct {
 	c, h, n      int64 // the capacities the call sent and its cost; n 0: none
-	sent         int64 // local ms the refused call was sent: an earlier now (a clock stepped back) answers nothing
+	sent         int64 // local ms the call was sent: an earlier now (a clock stepped back) answers nothing
 	until        int64 // local ms: answered from memory while now < until
 	retry, reset int64 // local ms that RetryAfter and ResetAfter count down to
 	remaining    int64
 	ppm          int64 // the factor, window.PPM for an absolute refusal: draws below it are refused
-	outcome      int   // window.OutcomeRejected or window.OutcomeSuppressed
-}
-
-// Rememberable reports whether r, Redis's answer to a call of n units, can
-// be repeated exactly until its RetryAfter: a one-unit refusal, not never,
-// with a RetryAfter. Only for one unit does every number of the answer
-// (Remaining 0 included) hold until then.
-func Rememberable(n int64, r *window.Result) bool {
-	return n == 1 && !r.Allowed && !r.Never && r.RetryAfter > 0 && r.Outcome != window.OutcomeAllowed
+	outcome      int
 }
 
 // MaxStale is the longest, in ms, a remembered refusal answers after the
@@ -47,10 +35,9 @@ func Rememberable(n int64, r *window.Result) bool {
 // MaxStale on every instance (docs/algorithms.md, Staleness).
 const MaxStale = 1000
 
-// Set remembers r, Redis's answer to a call of n units at capacities c and
-// h (h = c when absolute) sent at local ms send, until the earliest of
-// send + RetryAfter, send + MaxStale and limit (when > 0). r must be
-// Rememberable.
+// Set remembers r, Redis's refusal of a call of n units at capacities c
+// and h (h = c when absolute) sent at local ms send, until the earliest of
+// send + RetryAfter, send + MaxStale and limit (when > 0).
 func (f *Refusal) Set(c, h, n, send, limit int64, r *window.Result) {
 	*f = Refusal{c: c, h: h, n: n, sent: send, retry: send + r.RetryAfter, reset: send + r.ResetAfter,
 		remaining: r.Remaining, ppm: r.FactorPPM, outcome: r.Outcome}
@@ -60,23 +47,6 @@ func (f *Refusal) Set(c, h, n, send, limit int64, r *window.Result) {
 	}
 	if r.Outcome == window.OutcomeRejected {
 		f.ppm = window.PPM
-	}
-}
-
-// Update keeps the refusal exact after r, a non-Rememberable answer to
-// another call of the key at capacities c and h sent at local ms send.
-// Other capacities forget it (the call stored its own in the key); so does
-// an admission that left room, which may be new room or a late reply of an
-// older call. An admission with no room left (suppressed, above S) moves
-// ResetAfter to the later of the two.
-func (f *Refusal) Update(c, h, send int64, r *window.Result) {
-	switch {
-	case c != f.c || h != f.h:
-		f.Clear()
-	case r.Allowed && r.Remaining > 0:
-		f.Clear()
-	case r.Allowed:
-		f.reset = max(f.reset, send+r.ResetAfter)
 	}
 }
 
@@ -106,15 +76,16 @@ func (f *Refusal) Answer(c, h, n, now, draw int64) (r window.Result, ok bool) {
 	return r, true
 }
 
-// Memory is a Redis provider's remembered refusals, at most MaxKeys. Its
-// methods are safe for concurrent use; use it by pointer after Init.
-// An entry lives until its refusal expires and its unreported declines
-// have left the window (W + B after the latest); inserts drop dead
-// entries (sweep), and a full shard loses an arbitrary one (relief lost,
+// Memory is a Redis provider's remembered refusals, at most MaxKeys, with
+// the suppressed strategy's declines made from memory and not yet
+// reported. Its methods are safe for concurrent use; use it by pointer
+// after Init. An entry lives until its refusal no longer answers
+// (MaxStale at most) and its declines have left the window; inserts drop
+// dead entries, and a full shard loses an arbitrary one (relief lost,
 // never correctness).
 type Memory struct {
 	seed   maphash.Seed
-	span   int64 // W + B in ms: how long an unreported decline matters
+	span   int64 // W + B in ms: how long an unreported decline counts
 	bucket int64 // B in ms
 	cache  int64 // the suppression cache period in ms
 	shards [shardCount]memShard
@@ -126,36 +97,29 @@ const MaxKeys = 1 << 16
 const (
 	shardCount = 64
 	shardMax   = MaxKeys / shardCount
-	// sweepEach is how many entries each Remember looks at for dead ones.
-	sweepEach = 2
+	sweepEach  = 2 // entries each insert looks at for dead ones
 )
 
 type memShard struct {
 	mu sync.RWMutex
 	m  map[string]*entry
 	// epoch counts Forgets in the shard: a refusal whose call began
-	// before a Forget of its key is not remembered (Begin, Remember).
+	// before a Forget of its key is not remembered.
 	epoch atomic.Uint64
 	_     [24]byte // keep shards on their own cache lines
 }
 
-// entry is one key's refusal and unreported declines. The refusal is
-// written under the shard's write lock; decl and lastDecl are atomic
-// because they change under the read lock too.
+// entry is one key's refusal, written under the shard's write lock, and
+// its unreported declines, atomic because they change under the read lock.
 type entry struct {
 	f        Refusal
-	decl     atomic.Int64 // units declined from memory, not yet reported
-	lastDecl atomic.Int64 // local ms of the latest of them
-	// ask is the key's one call in flight that memory could not answer,
-	// nil for none; guarded by the shard's write lock.
-	ask *flight
+	decl     atomic.Int64  // units declined from memory, not yet reported
+	lastDecl atomic.Int64  // local ms of the latest of them
+	ask      chan struct{} // closed when the key's call memory could not answer lands; under the write lock
 }
 
-// flight is one Redis call that the key's other callers wait for.
-type flight struct{ done chan struct{} }
-
 // Init sets m up for a window of w ms, buckets of b ms and a suppression
-// cache period of cache ms (suppressed strategy; see Remember).
+// cache period of cache ms.
 func (m *Memory) Init(w, b, cache int64) {
 	m.seed = maphash.MakeSeed()
 	m.span, m.bucket, m.cache = w+b, b, cache
@@ -171,7 +135,7 @@ func (m *Memory) shard(k string) *memShard {
 // Answer is k's remembered refusal's answer (Refusal.Answer). A suppressed
 // answer counts its n units as declines for Take to report, and only while
 // the call would join the key's newest bucket: a call that would open one
-// goes to Redis, so buckets open where they would without relief.
+// goes to Redis, so that buckets open where they would without relief.
 func (m *Memory) Answer(k string, c, h, n, now, draw int64) (window.Result, bool) {
 	s := m.shard(k)
 	s.mu.RLock()
@@ -190,12 +154,7 @@ func (m *Memory) Answer(k string, c, h, n, now, draw int64) (window.Result, bool
 	if e = s.m[k]; e == nil {
 		return window.Result{}, false
 	}
-	if r, ok = e.f.Answer(c, h, n, now, draw); !ok {
-		return r, false
-	}
-	if now-(e.f.reset-m.span) >= m.bucket {
-		// The call would open a bucket: Redis records it, so that the
-		// key's buckets stay those of a limiter without relief.
+	if r, ok = e.f.Answer(c, h, n, now, draw); !ok || now-(e.f.reset-m.span) >= m.bucket {
 		return window.Result{}, false
 	}
 	e.decl.Add(n)
@@ -203,20 +162,15 @@ func (m *Memory) Answer(k string, c, h, n, now, draw int64) (window.Result, bool
 	return r, true
 }
 
-// Decide answers a call of n units of k at capacities c and h with draw in
-// ppm (0 when absolute): from memory when it can (remembered true), else
-// by ask, which reports decl declines (Take) and whose answer is
-// remembered. now is the local clock in ms.
-//
-// When a held refusal no longer answers, one caller asks Redis and the
-// others wait for that one call (never beyond ctx), then try memory again
-// before asking themselves: one Redis call per expiry, not one per caller.
+// Decide runs a call of n units of k at capacities c and h with draw in
+// ppm that Answer did not answer: ask calls Redis, reporting decl
+// declines (Take), and its answer is remembered; now is the local clock
+// in ms. When k's refusal has expired, one caller asks Redis and the
+// others wait for it (never beyond ctx), then ask memory again
+// (remembered true) before Redis.
 func (m *Memory) Decide(ctx context.Context, k string, c, h, n, draw int64, now func() int64,
 	ask func(ctx context.Context, decl int64) (window.Result, error)) (r window.Result, remembered bool, err error) {
 	t := now()
-	if r, ok := m.Answer(k, c, h, n, t, draw); ok {
-		return r, true, nil
-	}
 	wait, lead := m.join(k, c, h, n)
 	if wait != nil {
 		select {
@@ -237,14 +191,22 @@ func (m *Memory) Decide(ctx context.Context, k string, c, h, n, draw int64, now 
 	} else {
 		m.Remember(k, tok, c, h, n, t, &r)
 	}
-	m.land(k, lead)
+	if lead != nil {
+		s := m.shard(k)
+		s.mu.Lock()
+		if e := s.m[k]; e != nil && e.ask == lead {
+			e.ask = nil
+		}
+		s.mu.Unlock()
+		close(lead)
+	}
 	return r, false, err
 }
 
 // join finds what a call memory could not answer does: wait for the key's
 // call in flight (wait), be that call (lead), or, when memory holds no
 // refusal for the call, neither.
-func (m *Memory) join(k string, c, h, n int64) (wait <-chan struct{}, lead *flight) {
+func (m *Memory) join(k string, c, h, n int64) (wait <-chan struct{}, lead chan struct{}) {
 	s := m.shard(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -253,24 +215,10 @@ func (m *Memory) join(k string, c, h, n int64) (wait <-chan struct{}, lead *flig
 		return nil, nil
 	}
 	if e.ask != nil {
-		return e.ask.done, nil
+		return e.ask, nil
 	}
-	e.ask = &flight{done: make(chan struct{})}
+	e.ask = make(chan struct{})
 	return nil, e.ask
-}
-
-// land ends the flight lead, if any: its waiters look at memory again.
-func (m *Memory) land(k string, lead *flight) {
-	if lead == nil {
-		return
-	}
-	s := m.shard(k)
-	s.mu.Lock()
-	if e := s.m[k]; e != nil && e.ask == lead {
-		e.ask = nil
-	}
-	s.mu.Unlock()
-	close(lead.done)
 }
 
 // Begin is called before a Redis call whose refusal may be remembered; its
@@ -278,13 +226,16 @@ func (m *Memory) land(k string, lead *flight) {
 func (m *Memory) Begin(k string) uint64 { return m.shard(k).epoch.Load() }
 
 // Remember records r, Redis's answer to a call of k of n units at
-// capacities c and h, begun with token (Begin) and sent at local ms send:
-// a Rememberable refusal replaces the key's (Refusal.Set); any other answer
-// goes to Refusal.Update. Nothing is recorded when a Forget in the shard
-// came since Begin. Unreported declines stay.
+// capacities c and h, begun with token (Begin) and sent at local ms send,
+// unless a Forget in the shard came since Begin. A refusal of one unit
+// (only then does every number of it hold until RetryAfter), not never,
+// with a RetryAfter replaces k's refusal. Any other answer keeps it exact:
+// other capacities (stored in the key by the call) or an admission that
+// left room (new room, or the late reply of an older call) forget it; an
+// admission with no room left moves its ResetAfter to the later one.
 func (m *Memory) Remember(k string, token uint64, c, h, n, send int64, r *window.Result) {
 	s := m.shard(k)
-	keep := Rememberable(n, r)
+	keep := n == 1 && !r.Allowed && !r.Never && r.RetryAfter > 0 && r.Outcome != window.OutcomeAllowed
 	if !keep {
 		s.mu.RLock()
 		e := s.m[k]
@@ -299,78 +250,71 @@ func (m *Memory) Remember(k string, token uint64, c, h, n, send int64, r *window
 	if s.epoch.Load() != token {
 		return
 	}
+	if keep {
+		limit := int64(0)
+		if r.Outcome == window.OutcomeSuppressed && (h > c || r.FactorPPM < window.PPM) {
+			// Not certain: Redis recomputes the factor after one cache
+			// period. With no cache, no answer from memory.
+			limit = max(send+m.cache, 1)
+		}
+		m.entry(s, k, send).f.Set(c, h, n, send, limit, r)
+		return
+	}
 	e := s.m[k]
 	switch {
-	case keep:
-		if e == nil {
-			m.sweep(s, send)
-			e = &entry{}
-			s.m[k] = e
-		}
-		e.f.Set(c, h, n, send, m.limit(h > c, send, r), r)
 	case e == nil:
-	default:
-		e.f.Update(c, h, send, r)
+	case c != e.f.c || h != e.f.h || r.Allowed && r.Remaining > 0:
+		e.f.Clear()
+	case r.Allowed:
+		e.f.reset = max(e.f.reset, send+r.ResetAfter)
 	}
 }
 
-// limit is how long a suppressed refusal that is not certain (a factor
-// below 1, or H > S) may answer: one suppression cache period after the
-// call was sent, as Redis recomputes the factor after one. 0: no limit.
-func (m *Memory) limit(hardAbove bool, send int64, r *window.Result) int64 {
-	if r.Outcome != window.OutcomeSuppressed || !hardAbove && r.FactorPPM >= window.PPM {
-		return 0
+// entry returns k's entry in s, with s.mu held. An insert first drops the
+// dead among sweepEach entries (whose refusal no longer answers and whose
+// declines have left the window) and, if s is still full, one more: O(1)
+// per insert, at most shardMax entries a shard.
+func (m *Memory) entry(s *memShard, k string, now int64) *entry {
+	if e := s.m[k]; e != nil {
+		return e
 	}
-	return max(send+m.cache, 1) // no cache: until send, no answer from memory
-}
-
-// sweep, with s.mu held before an insert, drops the dead among sweepEach
-// random entries and, if s is still full, one more: O(1) per insert, and
-// at most shardMax entries a shard.
-func (m *Memory) sweep(s *memShard, now int64) {
 	seen := 0
-	for k, e := range s.m {
-		if m.dead(e, now) {
-			delete(s.m, k)
+	for old, e := range s.m {
+		if !e.f.Live(now) && (e.decl.Load() == 0 || now-e.lastDecl.Load() >= m.span) {
+			delete(s.m, old)
 		}
 		if seen++; seen >= sweepEach {
 			break
 		}
 	}
 	if len(s.m) >= shardMax {
-		for k := range s.m {
-			delete(s.m, k)
+		for old := range s.m {
+			delete(s.m, old)
 			break
 		}
 	}
-}
-
-// dead reports whether e can go: its refusal no longer answers and no
-// declines it holds still count in the window.
-func (m *Memory) dead(e *entry, now int64) bool {
-	return !e.f.Live(now) && (e.decl.Load() == 0 || now-e.lastDecl.Load() >= m.span)
+	e := &entry{}
+	s.m[k] = e
+	return e
 }
 
 // Take returns and clears k's unreported declines for its next Redis call
-// at local ms now (Restore gives them back if it fails). Once the bucket
-// they joined has died (past ResetAfter) they are dropped, as Redis would
-// no longer count them.
+// at local ms now (Restore gives them back if it fails); once the bucket
+// they joined has died (ResetAt) they are dropped, as in Redis.
 func (m *Memory) Take(k string, now int64) int64 {
 	s := m.shard(k)
 	s.mu.RLock()
-	var d int64
+	defer s.mu.RUnlock()
 	if e := s.m[k]; e != nil && e.decl.Load() != 0 {
-		d = e.decl.Swap(0)
-		if now >= e.f.reset {
-			d = 0
+		if d := e.decl.Swap(0); now < e.f.reset {
+			return d
 		}
 	}
-	s.mu.RUnlock()
-	return d
+	return 0
 }
 
-// Pending is k's declines not yet reported, for Get to count them while
-// the bucket they joined lives (see Take).
+// Pending is k's declines not yet reported, for Get to count while the
+// bucket they joined lives.
 func (m *Memory) Pending(k string, now int64) int64 {
 	s := m.shard(k)
 	s.mu.RLock()
@@ -389,12 +333,7 @@ func (m *Memory) Restore(k string, d, now int64) {
 	}
 	s := m.shard(k)
 	s.mu.Lock()
-	e := s.m[k]
-	if e == nil {
-		m.sweep(s, now)
-		e = &entry{}
-		s.m[k] = e
-	}
+	e := m.entry(s, k, now)
 	e.decl.Add(d)
 	e.lastDecl.Store(now)
 	s.mu.Unlock()

@@ -3,18 +3,14 @@ package redisprov
 import (
 	"context"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/internal/window"
-	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/scripts"
 )
 
-// Sets is the calls on sets of limits of either strategy over a Base
-// (its strategy decides which): the SetBackend of redisabs,
-// redissup and the hybrid, which decide sets alike, one script call per
-// decision and no lease. It is the Base itself, so passing one allocates
-// nothing.
+// Sets is the calls on sets of limits over a Base, in its strategy: the
+// SetBackend of every Redis provider. It is the Base itself, so passing
+// one allocates nothing.
 type Sets Base
 
 // SetsOf returns the calls on sets over b.
@@ -22,38 +18,31 @@ func SetsOf(b *Base) *Sets { return (*Sets)(b) }
 
 var _ SetBackend = (*Sets)(nil)
 
-func (s *Sets) base() *Base { return (*Base)(s) }
-
-func (s *Sets) sup() bool { return s.base().Strategy() == key.Suppressed }
-
 // IncSet runs an IncSet under the failure policy.
 func (p *Provider) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	return p.g.DecideSet(ctx, SetsOf(&p.b), "inc set", k, set, n)
 }
 
-// GetSet runs a GetSet: an unavailable Redis is an error under every
-// policy.
+// GetSet runs a GetSet: an unavailable Redis is an error.
 func (p *Provider) GetSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
 	return p.g.GetSet(ctx, SetsOf(&p.b), k, set)
 }
 
-// ResetSet UNLINKs the hashes of set's limits for key and drops what the
+// ResetSet UNLINKs the hashes of set's limits for k and drops what the
 // fallback holds for them.
 func (p *Provider) ResetSet(ctx context.Context, k string, set *limiter.Set) error {
 	return p.g.ResetSet(ctx, SetsOf(&p.b), k, set)
 }
 
-// setCall validates a call on set as the single calls are validated (the
-// key and ErrClosed first, then the set, then n: Base.CheckSet),
-// then each limit's hard capacity, and returns the hashes of set's limits
-// and the limits, into lb.
+// setCall validates a call on set (CheckSet, then each limit's hard
+// capacity) and returns its hashes and its limits, in lb.
 func (s *Sets) setCall(op, k string, set *limiter.Set, n int64, lb *[window.MaxSet]window.Limit) ([]string, []window.Limit, error) {
-	b := s.base()
+	b := (*Base)(s)
 	hs, err := b.CheckSet(op, k, set, n)
 	if err != nil {
 		return nil, nil, err
 	}
-	ls, err := window.SetLimits(set, hardFactor(&b.Cfg, s.sup()), lb)
+	ls, err := window.SetLimits(set, hardFactor(&b.Cfg, b.sup), lb)
 	if err != nil {
 		return nil, nil, b.Errorf(op, err)
 	}
@@ -68,10 +57,9 @@ func (s *Sets) ValidateSet(op, k string, set *limiter.Set, n int64) error {
 }
 
 // DecideSet is the Redis call of an IncSet (n = 0: a peek): one
-// abs_set.lua or sup_set.lua call over one hash per limit, after the
-// call's draw.
+// abs_set.lua or sup_set.lua call over one hash per limit.
 func (s *Sets) DecideSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
-	b, sup := s.base(), s.sup()
+	b := (*Base)(s)
 	var (
 		lb [window.MaxSet]window.Limit
 		rb [window.MaxSet]window.Result
@@ -80,18 +68,17 @@ func (s *Sets) DecideSet(ctx context.Context, op, k string, set *limiter.Set, n 
 	if err != nil {
 		return limiter.SetDecision{}, err
 	}
-	draw := drawPPM(&b.Cfg, sup)
-	var v any
-	if sup {
-		v, err = b.Run(ctx, scripts.SupSet, hs, supSetArgs(b, ls, n, draw)...)
-	} else {
-		v, err = b.Run(ctx, scripts.AbsSet, hs, absSetArgs(b, ls, n)...)
+	draw := drawPPM(&b.Cfg, b.sup)
+	script := scripts.AbsSet
+	if b.sup {
+		script = scripts.SupSet
 	}
+	v, err := b.Run(ctx, script, hs, setArgv(b, ls, n, draw)...)
 	if err != nil {
 		return limiter.SetDecision{}, b.Errorf(op, err)
 	}
 	rs := rb[:len(ls)]
-	if sup {
+	if b.sup {
 		err = supReadSet(v, ls, n, draw, rs)
 	} else {
 		err = absReadSet(v, ls, n, rs)
@@ -106,7 +93,7 @@ func (s *Sets) DecideSet(ctx context.Context, op, k string, set *limiter.Set, n 
 // over the set's hashes.
 func (s *Sets) UsageSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
 	const op = "get set"
-	b := s.base()
+	b := (*Base)(s)
 	var lb [window.MaxSet]window.Limit
 	hs, ls, err := s.setCall(op, k, set, 0, &lb)
 	if err != nil {
@@ -117,22 +104,17 @@ func (s *Sets) UsageSet(ctx context.Context, k string, set *limiter.Set) ([]limi
 	for i := range ls {
 		args = append(args, ls[i].P.W, ls[i].P.B)
 	}
-	script := scripts.AbsGet
-	if s.sup() {
-		script = scripts.SupSetGet
-	}
 	us := make([]limiter.Usage, len(ls))
-	if err := s.usages(ctx, op, script, hs, us, args...); err != nil {
+	if err := s.usages(ctx, op, true, hs, us, args...); err != nil {
 		return nil, err
 	}
 	return us, nil
 }
 
-// UnlinkSet is the Redis call of a ResetSet: one UNLINK of every hash of
-// set.
+// UnlinkSet is the Redis call of a ResetSet: one UNLINK of set's hashes.
 func (s *Sets) UnlinkSet(ctx context.Context, k string, set *limiter.Set) error {
 	const op = "reset set"
-	b := s.base()
+	b := (*Base)(s)
 	var lb [window.MaxSet]window.Limit
 	hs, _, err := s.setCall(op, k, set, 0, &lb)
 	if err != nil {
@@ -144,15 +126,18 @@ func (s *Sets) UnlinkSet(ctx context.Context, k string, set *limiter.Set) error 
 	return nil
 }
 
-// usages runs a usage script over hashes hs with args and reads one usage
-// per hash into us: abs_get.lua's units admitted and capacity, or
-// sup_get.lua's and sup_set_get.lua's accepted, declined and soft
-// capacity.
-func (s *Sets) usages(ctx context.Context, op string, script *redis.Script, hs []string, us []limiter.Usage, args ...any) error {
-	b, sup := s.base(), s.sup()
-	width := absUsageLen
-	if sup {
-		width = supUsageLen
+// usages runs the usage script of a single limit or a set over hashes hs
+// and reads one usage per hash into us: abs_get.lua's units admitted and
+// capacity, or sup_get.lua's and sup_set_get.lua's units accepted,
+// declined and soft capacity.
+func (s *Sets) usages(ctx context.Context, op string, set bool, hs []string, us []limiter.Usage, args ...any) error {
+	b := (*Base)(s)
+	script, width := scripts.AbsGet, 2
+	switch {
+	case b.sup && set:
+		script, width = scripts.SupSetGet, 3
+	case b.sup:
+		script, width = scripts.SupGet, 3
 	}
 	v, err := b.Run(ctx, script, hs, args...)
 	if err != nil {
@@ -164,7 +149,7 @@ func (s *Sets) usages(ctx context.Context, op string, script *redis.Script, hs [
 	}
 	for i := range us {
 		y := x[width*i:]
-		if sup {
+		if b.sup {
 			us[i] = limiter.Usage{Used: y[0], Declined: y[1], Limit: y[2]}
 		} else {
 			us[i] = limiter.Usage{Used: y[0], Limit: y[1]}
