@@ -1,28 +1,24 @@
 // The breaker: closed, open, and the probe that closes it.
 //
-// Closed, calls go to Redis (evidence.go judges their errors); trip opens
-// the breaker on wire evidence and starts run, one goroutine per outage,
-// which asks Redis every probe interval until a probe succeeds, writes
-// back what the fallback admitted (writeback.go) and closes the breaker.
-// No user request ever probes: while the breaker is open calls answer by
-// the policy (fallback.go) after one atomic load.
+// trip opens the breaker and starts run, one goroutine per outage, which
+// probes Redis every probe interval, writes back what the fallback
+// admitted (writeback.go) and closes the breaker. No user request probes
+// (as a breaker library's half-open state would have it, each paying a
+// timeout while Redis is dead): while the breaker is open, calls answer
+// by the policy after one atomic load.
 
 package redisprov
 
 import (
-	"context"
 	"fmt"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// Open reports whether the breaker is open: calls must answer by the
-// policy (Guard.policy, Err) without touching Redis. It is one atomic load.
+// Open reports whether the breaker is open: calls answer by the policy
+// without touching Redis.
 func (g *Guard) Open() bool { return g.open.Load() }
-
-func nop() {}
 
 // trip opens the breaker and starts the probe if none is running.
 func (g *Guard) trip(err error) {
@@ -165,13 +161,5 @@ func (g *Guard) probeUntilUp(t *time.Timer) bool {
 		}
 		g.cause.Store(&err)
 		t.Reset(g.cfg.ProbeInterval)
-	}
-}
-
-func (g *Guard) notify(sc limiter.StateChange) {
-	sc.Provider, sc.Policy = g.pkg, g.cfg.Policy
-	g.logStateChange(sc)
-	if obs := g.observer(); obs != nil {
-		obs.ObserveEvent(context.Background(), limiter.Event{Kind: window.EventStateChange, Provider: sc.Provider, State: sc})
 	}
 }

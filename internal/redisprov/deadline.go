@@ -1,4 +1,4 @@
-// The per-call deadline and the errors of calls that did not reach Redis.
+// The per-call deadline and the errors of calls Redis did not take.
 
 package redisprov
 
@@ -26,7 +26,7 @@ type shared struct {
 	fresh  time.Time
 }
 
-// withValues is a shared deadline context whose values are the caller's
+// withValues is a shared deadline context with the caller's values
 // (go-redis hooks, tracing).
 type withValues struct {
 	context.Context // the shared deadline: Deadline, Done, Err
@@ -35,12 +35,13 @@ type withValues struct {
 
 func (c *withValues) Value(k any) any { return c.values.Value(k) }
 
+func nop() {}
+
 // Context bounds one Redis call by the timeout on top of ctx; call the
 // cancel function when the call returns. A deadline already within the
 // timeout is kept; a cancellable ctx gets context.WithTimeout; a ctx that
 // is never cancelled shares, with no timer or allocation per call, one
-// deadline context with the calls starting within timeout/SlackDiv of it,
-// so each is bounded by between timeout − timeout/SlackDiv and timeout.
+// deadline context with the calls starting within timeout/SlackDiv of it.
 func (g *Guard) Context(ctx context.Context) (context.Context, context.CancelFunc) {
 	t := g.cfg.Timeout
 	if t <= 0 {
@@ -84,15 +85,22 @@ func (g *Guard) causeErr() error {
 // Decision to mark (Get, Reset, and every call under FailError).
 func (g *Guard) Err(op string) error { return g.unavailable(op, g.causeErr()) }
 
-// FailedErr handles the error of a Get or Reset made with the caller's
-// ctx: returned under every policy, after failedOther judged it.
-func (g *Guard) FailedErr(ctx context.Context, op string, err error) error {
+// otherErr is the error of a Get's or Reset's failed Redis call made with
+// the caller's ctx, returned under every policy. As for a decision, wire
+// evidence opens the breaker and a timeout asks for a confirming probe.
+func (g *Guard) otherErr(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
 	}
 	g.observeErr(ctx, op, err)
 	g.logFailure(op, err)
-	g.failedOther(err)
+	switch {
+	case waited(err):
+	case TimedOut(err):
+		g.confirm(err)
+	case wireEvidence(err):
+		g.trip(err)
+	}
 	var oe *openedErr
 	if errors.As(err, &oe) {
 		return g.Err(op)
@@ -103,8 +111,7 @@ func (g *Guard) FailedErr(ctx context.Context, op string, err error) error {
 	return err
 }
 
-// unavailable is the error of an op that Redis could not take because of
-// err: ErrUnavailable wrapping err, with the package and op prefix once.
+// unavailable is ErrUnavailable for op, wrapping err, the reason.
 func (g *Guard) unavailable(op string, err error) error {
 	return &unavailableErr{prefix: g.pkg + ": " + op + ": ", err: err}
 }

@@ -5,26 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-go/sluice/limiter"
 )
-
-// What opens the breaker (docs/operations.md, When Redis fails).
-//
-// Only the wire is evidence: a connection error or a "cannot serve now"
-// reply (Unavailable, not a timeout) opens it at once. A timeout proves
-// nothing alone (the time may have gone to local waits or a starved CPU):
-// the call is shed and asks for a confirming probe (confirm), which opens
-// the breaker only when it fails too and no call got a reply meanwhile.
-// A probe during a process stall of over a quarter of the timeout, a
-// probe not sent because the previous one is unanswered, and a call that
-// never started before its deadline are inconclusive. At most one
-// confirming probe runs at a time, and none within a probe interval of
-// one that found Redis answering.
 
 // verdict is what a failed Redis call of a decision leads to.
 type verdict int
@@ -35,10 +21,8 @@ const (
 	vShed                  // refuse the call as shed
 )
 
-// errAbandoned is the error of a call not sent because too many calls
-// whose callers left are still waiting for Redis; errUnanswered that of a
-// probe not sent because the previous one is still unanswered. Both are
-// timeouts: Redis has not answered calls sent long enough ago.
+// Timeouts of calls not sent: too many calls whose callers left still wait
+// for Redis, or the previous probe is still unanswered.
 var (
 	errAbandoned  = fmt.Errorf("redis: too many calls past their deadline still unanswered: %w", context.DeadlineExceeded)
 	errUnanswered = fmt.Errorf("redis: the previous probe is still unanswered: %w", context.DeadlineExceeded)
@@ -75,6 +59,9 @@ func waited(err error) bool {
 
 // judge reads the error of a decision's Redis call made with the caller's
 // ctx: the verdict, and the error to return (with vShed, the call's own).
+// Only the wire is evidence: wire evidence opens the breaker at once; a
+// timeout proves nothing alone (the time may have gone to local waits or
+// a starved CPU), so the call is shed and a confirming probe decides.
 func (g *Guard) judge(ctx context.Context, op string, err error) (verdict, error) {
 	if cerr := ctx.Err(); cerr != nil {
 		return vReturn, fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
@@ -111,22 +98,11 @@ func (g *Guard) policyVerdict(op string, err error) (verdict, error) {
 	return vReturn, err
 }
 
-// failedOther handles the error of a Get or Reset (which have no decision
-// to shed): wire evidence opens the breaker, a timeout asks for a
-// confirming probe.
-func (g *Guard) failedOther(err error) {
-	switch {
-	case waited(err):
-	case TimedOut(err):
-		g.confirm(err)
-	case wireEvidence(err):
-		g.trip(err)
-	}
-}
-
 // confirm starts the confirming probe of a call that timed out, unless one
 // is running, one succeeded within the probe interval, or the breaker is
-// open (its own probe runs then).
+// open. The probe opens the breaker when it fails on the wire, or times
+// out while no call got a reply; a probe during a process stall of over a
+// quarter of its deadline, or not sent (errUnanswered), is inconclusive.
 func (g *Guard) confirm(cause error) {
 	if g.Open() || !g.confirming.CompareAndSwap(false, true) {
 		return
@@ -141,17 +117,16 @@ func (g *Guard) confirm(cause error) {
 		err, stalled := g.probeWatched()
 		switch {
 		case g.stopCtx.Err() != nil:
+			return
 		case wireEvidence(err): // holds however late this process ran
-			g.confirmed.Add(1)
-			g.trip(fmt.Errorf("%w (a probe confirmed it: %v)", cause, err))
 		case stalled > g.probeDeadline()/4, errors.Is(err, errUnanswered):
-			// Inconclusive: the next call that times out asks again.
+			return
 		case err == nil || !Unavailable(err) || g.replied.Load():
 			g.lastOK.Store(time.Now().UnixNano())
-		default:
-			g.confirmed.Add(1)
-			g.trip(fmt.Errorf("%w (a probe confirmed it: %v)", cause, err))
+			return
 		}
+		g.confirmed.Add(1)
+		g.trip(fmt.Errorf("%w (a probe confirmed it: %v)", cause, err))
 	})
 	if !started {
 		g.confirming.Store(false)
@@ -161,9 +136,9 @@ func (g *Guard) confirm(cause error) {
 // stallTick is how often probeWatched looks at the clock.
 const stallTick = 5 * time.Millisecond
 
-// probeWatched runs a confirming probe (probeNow, half a probe interval
-// extra) and returns its error and the longest stall of this process seen
-// meanwhile by a ticker of stallTick.
+// probeWatched runs a confirming probe (half a probe interval beyond the
+// usual deadline) and returns its error and the longest stall of this
+// process a ticker saw meanwhile.
 func (g *Guard) probeWatched() (err error, stalled time.Duration) {
 	done := make(chan error, 1)
 	go func() { done <- g.probeNow(g.cfg.ProbeInterval / 2) }()
@@ -182,11 +157,18 @@ func (g *Guard) probeWatched() (err error, stalled time.Duration) {
 	}
 }
 
-// probeNow runs one probe (probeBy) with a deadline of its own: the
-// timeout, or probeTimeout under WithTimeout(0), plus extra.
+// probeDeadline is a probe's deadline: the timeout, or probeTimeout under
+// WithTimeout(0).
+func (g *Guard) probeDeadline() time.Duration {
+	if g.cfg.Timeout <= 0 {
+		return probeTimeout
+	}
+	return g.cfg.Timeout
+}
+
+// probeNow runs one probe with its own deadline, probeDeadline plus extra.
 func (g *Guard) probeNow(extra time.Duration) error {
-	to := g.probeDeadline()
-	ctx, cancel := context.WithTimeout(g.stopCtx, to+extra)
+	ctx, cancel := context.WithTimeout(g.stopCtx, g.probeDeadline()+extra)
 	defer cancel()
 	return g.probeBy(ctx)
 }
@@ -215,7 +197,7 @@ func (g *Guard) probeBy(ctx context.Context) error {
 }
 
 // probeOnce sends one probe, on the probe's own client when it has one
-// (which a failure on the wire replaces: dial.go), else on the client.
+// (which a failure on the wire replaces), else on the client.
 func (g *Guard) probeOnce(ctx context.Context) error {
 	if g.own == nil {
 		err := g.probe(ctx, g.client)
@@ -240,36 +222,6 @@ func (g *Guard) answered() {
 	}
 }
 
-// probeDeadline is a probe's deadline before any extra: the timeout, or
-// probeTimeout under WithTimeout(0).
-func (g *Guard) probeDeadline() time.Duration {
-	if g.cfg.Timeout <= 0 {
-		return probeTimeout
-	}
-	return g.cfg.Timeout
-}
-
-// shedLogEvery is how often at most the default log hears about shed calls.
-const shedLogEvery = 10 * time.Second
-
-// noteShed counts a shed call and, at most once per shedLogEvery, logs
-// how many were shed since the last record.
-func (g *Guard) noteShed() {
-	n := g.shed.Add(1)
-	l := g.logger()
-	if l == nil {
-		return
-	}
-	now := time.Now().UnixNano()
-	last := g.shedLogAt.Load()
-	if last != 0 && now-last < int64(shedLogEvery) || !g.shedLogAt.CompareAndSwap(last, now) {
-		return
-	}
-	prev := g.shedLogged.Swap(n)
-	l.Warn("sluice: calls shed: their budget ran out while Redis was not known to be down (a busy client, not an outage)",
-		"provider", g.pkg, "shed", n-prev, "total", n)
-}
-
 // ShedCount is the number of calls shed so far, for tests.
 func (g *Guard) ShedCount() int64 { return g.shed.Load() }
 
@@ -287,29 +239,9 @@ func (g *Guard) rearm() {
 	g.openCh.Store(&ch)
 }
 
-// maxAbandonedFor is the most calls whose callers left that may wait for
-// Redis in the background: the client's pool size, so a long freeze cannot
-// pile up goroutines.
-func maxAbandonedFor(c Client) int64 {
-	size := 0
-	switch c := c.(type) {
-	case *redis.Client:
-		size = c.Options().PoolSize
-	case *redis.ClusterClient:
-		size = c.Options().PoolSize
-	case *redis.Ring:
-		size = c.Options().PoolSize
-	}
-	if size <= 0 {
-		size = 10 * runtime.GOMAXPROCS(0) // go-redis's default
-	}
-	return int64(max(size, 1))
-}
-
-// bounded runs f on a worker (workers.go) and returns when f does, ctx is
-// done or the breaker opens, whichever comes first; a left f completes in
-// the background. It bounds calls on clients that ignore context
-// deadlines. While maxAbandoned left calls still run, f waits to start
+// bounded runs f on a worker and returns when f does, ctx is done or the
+// breaker opens, whichever comes first; a left f completes in the
+// background. While maxAbandoned left calls still run, f waits to start
 // (errAbandoned if ctx ends first, never sent).
 func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	var zero T
@@ -365,6 +297,54 @@ func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, e
 		}
 		r := <-ch
 		return r.v, r.err
+	}
+}
+
+// workerIdle is how long a worker waits for a call before it ends.
+const workerIdle = 5 * time.Second
+
+// spawn runs f on an idle worker of g (never a queue), or on a new one: a
+// worker keeps the large stack a Redis call grows.
+func (g *Guard) spawn(f func()) {
+	select {
+	case g.work <- f:
+		return
+	default:
+	}
+	g.mu.Lock()
+	if g.closed { // Close waits for workers: no new one; g.calls counts f
+		g.mu.Unlock()
+		go f()
+		return
+	}
+	g.workers.Add(1)
+	g.mu.Unlock()
+	go g.worker(f)
+}
+
+// worker runs f, then the calls spawn hands it, until it has waited
+// workerIdle for one or g closes.
+func (g *Guard) worker(f func()) {
+	defer g.workers.Done()
+	f()
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		select {
+		case f = <-g.work:
+			f()
+			if !t.Stop() { // drain: right before and after Go 1.23
+				select {
+				case <-t.C:
+				default:
+				}
+			}
+			t.Reset(workerIdle)
+		case <-t.C:
+			return
+		case <-g.stopCtx.Done():
+			return
+		}
 	}
 }
 

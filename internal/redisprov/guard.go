@@ -16,34 +16,27 @@ import (
 // key.Suppressed.
 func (s Strategy) Key() string { return s.key }
 
-// InitGuard sets g up for a provider of strategy s named pkg (redisabs,
-// redissup or the hybrid) whose calls carry b's arguments: the probe
-// (Probe) and the strategy's write-back of fallback units.
+// InitGuard sets g up for a provider of strategy s named pkg whose calls
+// carry b's arguments, with Probe and the strategy's write-back.
 func (s Strategy) InitGuard(g *Guard, pkg string, client Client, b *Base, opts []limiter.Option) {
 	g.Init(pkg, s.key, client, &b.Cfg, opts, Probe(&b.Cfg), reconciler(b, s.sup))
 }
 
-// Call validates an Inc (or, with peek, an IsAllowed) of a provider of
-// strategy s whose calls carry b's configuration: NewCall at
-// the strategy's hard limit factor (1 for absolute), the Validate of its
-// Backend.
+// Call is NewCall at the strategy's hard limit factor.
 func (s Strategy) Call(b *Base, op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
 	return NewCall(b, op, k, rate, n, peek, hardFactor(&b.Cfg, s.sup))
 }
 
 // Probe returns the probe both strategies use: one abs_inc.lua call that
 // records one unit on ProbeKey(prefix, "abs") with a capacity that never
-// refuses, the window's TTL, and the limiter's clock argument. It is a
-// write, so a Redis that answers reads but refuses writes (OOM, READONLY)
-// keeps the breaker open. The guard runs it on its own connection when it
-// can (Guard.Init).
+// refuses. It is a write, so a Redis that answers reads but refuses
+// writes (OOM, READONLY) keeps the breaker open.
 func Probe(cfg *window.Config) func(ctx context.Context, client redis.Scripter) error {
 	return probeOf(cfg, ProbeKey(cfg.Prefix, key.Absolute))
 }
 
-// NodeProbe returns the probe of a cluster master's guard
-// (Guard.ByNode): Probe's call on the probe key of hash tag tag,
-// one of that master's slots.
+// NodeProbe returns the probe of a cluster master's guard (Guard.ByNode):
+// Probe's call on the probe key of hash tag tag, in that master's slots.
 func NodeProbe(cfg *window.Config) func(tag string) func(ctx context.Context, client redis.Scripter) error {
 	return func(tag string) func(ctx context.Context, client redis.Scripter) error {
 		return probeOf(cfg, NodeProbeKey(cfg.Prefix, tag, key.Absolute))
@@ -60,11 +53,9 @@ func probeOf(cfg *window.Config, h string) func(ctx context.Context, client redi
 }
 
 // reconciler is the Reconciler of a provider of strategy sup or absolute
-// whose script calls carry b's arguments: the units are recorded at Redis
-// TIME with the capacities of the key's latest rate, as admitted (for
-// suppressed: accepted) whatever the key holds, even above the (hard)
-// capacity: the scripts' mode WriteBack, on a set in every limit. The
-// suppressed scripts' draw sent is 0.
+// whose script calls carry b's arguments: the scripts' mode WriteBack, at
+// the capacities of the key's latest rate (on a set, in every limit), with
+// a draw of 0.
 func reconciler(b *Base, sup bool) Reconciler {
 	cfg := &b.Cfg
 	one, many := scripts.AbsInc, scripts.AbsSet
@@ -91,7 +82,9 @@ func reconciler(b *Base, sup bool) Reconciler {
 				ls, err = window.SetLimits(p.Set, hardFactor(cfg, sup), &lb)
 			}
 			if err != nil {
-				return errCmd(ctx, err)
+				cmd := redis.NewCmd(ctx) // failed before it was sent
+				cmd.SetErr(err)
+				return cmd
 			}
 			args := make([]any, 0, 4+setArgs*len(ls))
 			if sup {
@@ -110,11 +103,4 @@ func reconciler(b *Base, sup bool) Reconciler {
 			return many.EvalSha(ctx, pipe, hs, append(args, WriteBack)...)
 		},
 	}
-}
-
-// errCmd is a command that failed before it was sent.
-func errCmd(ctx context.Context, err error) *redis.Cmd {
-	cmd := redis.NewCmd(ctx)
-	cmd.SetErr(err)
-	return cmd
 }
