@@ -163,3 +163,13 @@ func (g *Guard) probeUntilUp(t *time.Timer) bool {
 		t.Reset(g.cfg.ProbeInterval)
 	}
 }
+
+// Opened returns a channel closed when the breaker opens: a caller waiting
+// for a local resource selects on it, to go to the policy at once.
+func (g *Guard) Opened() <-chan struct{} { return *g.openCh.Load() }
+
+// rearm gives the breaker a fresh Opened channel, before it closes.
+func (g *Guard) rearm() {
+	ch := make(chan struct{})
+	g.openCh.Store(&ch)
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -23,12 +22,10 @@ type dialWatch struct{ g atomic.Pointer[Guard] }
 func (w *dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := next(ctx, network, addr)
-		if err != nil {
-			if g := w.g.Load(); g != nil && wireEvidence(err) {
-				err := fmt.Errorf("%s: dial %s: %w", g.pkg, addr, err)
-				if !g.tripNode(addr, err) {
-					g.trip(err)
-				}
+		if g := w.g.Load(); err != nil && g != nil && wireEvidence(err) {
+			err := fmt.Errorf("%s: dial %s: %w", g.pkg, addr, err)
+			if !g.tripNode(addr, err) {
+				g.trip(err)
 			}
 		}
 		return c, err
@@ -48,9 +45,7 @@ func (g *Guard) watchDials(client Client) {
 	switch c := client.(type) {
 	case *redis.Client:
 		c.AddHook(g.watch)
-	case *redis.ClusterClient:
-		c.OnNewNode(func(n *redis.Client) { n.AddHook(g.watch) })
-	case *redis.Ring:
+	case interface{ OnNewNode(func(*redis.Client)) }: // a cluster or ring
 		c.OnNewNode(func(n *redis.Client) { n.AddHook(g.watch) })
 	}
 }
@@ -117,7 +112,7 @@ func (p *prober) failed(c *redis.Client, err error) {
 	p.gone = append(p.gone, p.cur)
 	if len(p.gone) > maxGone {
 		p.gone[0].Close()
-		p.gone = slices.Delete(p.gone, 0, 1)
+		p.gone = p.gone[1:]
 	}
 	p.cur = p.build()
 }

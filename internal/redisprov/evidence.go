@@ -1,15 +1,25 @@
+// What the wire says: the errors that open the breaker, the confirming
+// probe of a timeout, and the probe itself.
+
 package redisprov
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
-	"sync/atomic"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/settings"
+	"github.com/sluice-go/sluice/internal/window"
+	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/scripts"
 )
 
 // verdict is what a failed Redis call of a decision leads to.
@@ -21,21 +31,64 @@ const (
 	vShed                  // refuse the call as shed
 )
 
-// Timeouts of calls not sent: too many calls whose callers left still wait
-// for Redis, or the previous probe is still unanswered.
-var (
-	errAbandoned  = fmt.Errorf("redis: too many calls past their deadline still unanswered: %w", context.DeadlineExceeded)
-	errUnanswered = fmt.Errorf("redis: the previous probe is still unanswered: %w", context.DeadlineExceeded)
-)
+// errUnanswered is the timeout of a probe not sent because the previous
+// one is still unanswered.
+var errUnanswered = fmt.Errorf("redis: the previous probe is still unanswered: %w", context.DeadlineExceeded)
 
-// openedErr is the error of a call that left when the breaker opened while
-// it waited on Redis; it wraps the breaker's cause, and the policy answers.
-type openedErr struct{ cause error }
+// unavailableReplies are the Redis error codes that mean the server cannot
+// serve now, as opposed to a bad command.
+var unavailableReplies = [...]string{"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY", "OOM"}
 
-func (e *openedErr) Error() string {
-	return "the circuit breaker opened during the call: " + e.cause.Error()
+// Unavailable reports whether err means Redis could not be asked: a
+// connection refused, reset or closed, a timeout (the per-call deadline,
+// a socket's, the pool's wait), or a reply LOADING, BUSY, MASTERDOWN,
+// CLUSTERDOWN, TRYAGAIN, READONLY or OOM. Bad input, ErrClosed, a
+// cancelled context, a malformed reply and other error replies are not.
+// Check the caller's own context first: Unavailable cannot tell its
+// deadline from the timeout's.
+func Unavailable(err error) bool {
+	switch {
+	case notBackend(err), errors.Is(err, context.Canceled):
+		return false
+	case errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, redis.ErrPoolTimeout),
+		errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		msg := re.Error()
+		for _, code := range unavailableReplies {
+			if strings.HasPrefix(msg, code) && (len(msg) == len(code) || msg[len(code)] == ' ') {
+				return true
+			}
+		}
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
 }
-func (e *openedErr) Unwrap() error { return e.cause }
+
+// notBackend reports whether err is no error of the backend's: nil, a
+// closed limiter, bad input, or a call that waited locally.
+func notBackend(err error) bool {
+	return err == nil ||
+		errors.Is(err, ErrOpened) ||
+		errors.Is(err, ErrBehindFailure) ||
+		errors.Is(err, limiter.ErrClosed) ||
+		errors.Is(err, limiter.ErrInvalidRate) ||
+		errors.Is(err, limiter.ErrInvalidConfig) ||
+		errors.Is(err, limiter.ErrInvalidCost) ||
+		errors.Is(err, limiter.ErrCapacityTooSmall) ||
+		errors.Is(err, limiter.ErrWindowConflict) ||
+		errors.Is(err, limiter.ErrLayout) ||
+		errors.Is(err, key.ErrInvalid)
+}
 
 // TimedOut reports whether err is a timeout: a deadline passed (the
 // call's budget, the caller's), a socket timeout, the pool's wait.
@@ -157,6 +210,34 @@ func (g *Guard) probeWatched() (err error, stalled time.Duration) {
 	}
 }
 
+// Probe returns the probe both strategies use: one abs_inc.lua call that
+// records one unit on ProbeKey(prefix, "abs") with a capacity that never
+// refuses. It is a write, so a Redis that answers reads but refuses
+// writes (OOM, READONLY) keeps the breaker open.
+func Probe(cfg *window.Config) probeFunc {
+	return probeOf(cfg, ProbeKey(cfg.Prefix, key.Absolute))
+}
+
+// NodeProbe returns the probe of a cluster master's guard (Guard.ByNode):
+// Probe's call on the probe key of hash tag tag, in that master's slots.
+func NodeProbe(cfg *window.Config) func(tag string) probeFunc {
+	return func(tag string) probeFunc {
+		return probeOf(cfg, NodeProbeKey(cfg.Prefix, tag, key.Absolute))
+	}
+}
+
+// probeFunc asks Redis one question that needs a write.
+type probeFunc = func(ctx context.Context, client redis.Scripter) error
+
+// probeOf is the probe that writes hash h.
+func probeOf(cfg *window.Config, h string) probeFunc {
+	w, b, ttl := cfg.WindowMs, cfg.BucketMs, TTLMs(cfg)
+	return func(ctx context.Context, client redis.Scripter) error {
+		return scripts.AbsInc.Run(ctx, client, []string{h},
+			NowArg(cfg), w, b, settings.MaxCapacity, 1, ttl).Err()
+	}
+}
+
 // probeDeadline is a probe's deadline: the timeout, or probeTimeout under
 // WithTimeout(0).
 func (g *Guard) probeDeadline() time.Duration {
@@ -196,21 +277,19 @@ func (g *Guard) probeBy(ctx context.Context) error {
 	}
 }
 
-// probeOnce sends one probe, on the probe's own client when it has one
-// (which a failure on the wire replaces), else on the client.
+// probeOnce sends one probe, on the probe's own client when it has one,
+// else on the client.
 func (g *Guard) probeOnce(ctx context.Context) error {
 	if g.own == nil {
 		err := g.probe(ctx, g.client)
-		if err != nil && Unavailable(err) {
+		if Unavailable(err) {
 			g.followTopology()
 		}
 		return err
 	}
 	c := g.own.client()
 	err := g.probe(ctx, c)
-	if err != nil {
-		g.own.failed(c, err)
-	}
+	g.own.failed(c, err)
 	return err
 }
 
@@ -229,138 +308,57 @@ func (g *Guard) ShedCount() int64 { return g.shed.Load() }
 // for tests.
 func (g *Guard) Confirmed() int64 { return g.confirmed.Load() }
 
-// Opened returns a channel closed when the breaker opens: a caller waiting
-// for a local resource selects on it, to go to the policy at once.
-func (g *Guard) Opened() <-chan struct{} { return *g.openCh.Load() }
-
-// rearm gives the breaker a fresh Opened channel, before it closes.
-func (g *Guard) rearm() {
-	ch := make(chan struct{})
-	g.openCh.Store(&ch)
+func (g *Guard) causeErr() error {
+	if p := g.cause.Load(); p != nil {
+		return *p
+	}
+	return errors.New("unknown cause")
 }
 
-// bounded runs f on a worker and returns when f does, ctx is done or the
-// breaker opens, whichever comes first; a left f completes in the
-// background. While maxAbandoned left calls still run, f waits to start
-// (errAbandoned if ctx ends first, never sent).
-func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	var zero T
-	for g.abandoned.Load() >= g.maxAbandoned {
-		select {
-		case <-g.released:
-		case <-ctx.Done():
-			return zero, errAbandoned
-		}
+// Err is the error of a call made while the breaker is open that has no
+// Decision to mark (Get, Reset, and every call under FailError).
+func (g *Guard) Err(op string) error { return g.unavailable(op, g.causeErr()) }
+
+// otherErr is the error of a Get's or Reset's failed Redis call made with
+// the caller's ctx, returned under every policy; wire evidence opens the
+// breaker and a timeout asks for a confirming probe, as for a decision.
+func (g *Guard) otherErr(ctx context.Context, op string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
 	}
-	type result struct {
-		v   T
-		err error
+	g.observeErr(ctx, op, err)
+	g.logFailure(op, err)
+	switch {
+	case waited(err):
+	case TimedOut(err):
+		g.confirm(err)
+	case wireEvidence(err):
+		g.trip(err)
 	}
-	ch := make(chan result, 1)
-	opened := g.Opened()   // taken before the call
-	var state atomic.Int32 // 0 running, 1 answered, 2 left by its caller
-	var started atomic.Bool
-	g.calls.Add(1)
-	g.spawn(func() {
-		defer g.calls.Done()
-		started.Store(true)
-		v, err := f(ctx)
-		if err == nil {
-			g.answered() // not for ErrRemembered: memory is not the wire
-		}
-		ch <- result{v, err}
-		if !state.CompareAndSwap(0, 1) {
-			g.abandoned.Add(-1)
-			select {
-			case g.released <- struct{}{}:
-			default:
-			}
-		}
-	})
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		if state.CompareAndSwap(0, 2) {
-			g.abandoned.Add(1)
-			if !started.Load() { // never got a CPU: no evidence
-				return zero, ErrBehindFailure
-			}
-			return zero, ctx.Err()
-		}
-		r := <-ch
-		return r.v, r.err
-	case <-opened: // the breaker's cause is this call's error too
-		if state.CompareAndSwap(0, 2) {
-			g.abandoned.Add(1)
-			return zero, &openedErr{g.causeErr()}
-		}
-		r := <-ch
-		return r.v, r.err
+	var oe *openedErr
+	if errors.As(err, &oe) {
+		return g.Err(op)
 	}
+	if Unavailable(err) {
+		return g.unavailable(op, err)
+	}
+	return err
 }
 
-// workerIdle is how long a worker waits for a call before it ends.
-const workerIdle = 5 * time.Second
-
-// spawn runs f on an idle worker of g (never a queue), or on a new one: a
-// worker keeps the large stack a Redis call grows.
-func (g *Guard) spawn(f func()) {
-	select {
-	case g.work <- f:
-		return
-	default:
-	}
-	g.mu.Lock()
-	if g.closed { // Close waits for workers: no new one; g.calls counts f
-		g.mu.Unlock()
-		go f()
-		return
-	}
-	g.workers.Add(1)
-	g.mu.Unlock()
-	go g.worker(f)
+// unavailable is ErrUnavailable for op, wrapping err, the reason.
+func (g *Guard) unavailable(op string, err error) error {
+	return &unavailableErr{prefix: g.pkg + ": " + op + ": ", err: err}
 }
 
-// worker runs f, then the calls spawn hands it, until it has waited
-// workerIdle for one or g closes.
-func (g *Guard) worker(f func()) {
-	defer g.workers.Done()
-	f()
-	t := time.NewTimer(workerIdle)
-	defer t.Stop()
-	for {
-		select {
-		case f = <-g.work:
-			f()
-			if !t.Stop() { // drain: right before and after Go 1.23
-				select {
-				case <-t.C:
-				default:
-				}
-			}
-			t.Reset(workerIdle)
-		case <-t.C:
-			return
-		case <-g.stopCtx.Done():
-			return
-		}
-	}
+// unavailableErr reads "<pkg>: <op>: sluice: redis unavailable: <the
+// wire's error>" (its own prefix not repeated), wrapping both errors.
+type unavailableErr struct {
+	prefix string
+	err    error
 }
 
-// WaitCalls waits until every call run by bounded has ended, or returns
-// ctx's error.
-func (g *Guard) WaitCalls(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { g.calls.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+func (e *unavailableErr) Error() string {
+	return e.prefix + limiter.ErrUnavailable.Error() + ": " + strings.TrimPrefix(e.err.Error(), e.prefix)
 }
 
-// Abandoned is the number of calls whose callers left that still wait for
-// Redis, for tests.
-func (g *Guard) Abandoned() int64 { return g.abandoned.Load() }
+func (e *unavailableErr) Unwrap() []error { return []error{limiter.ErrUnavailable, e.err} }

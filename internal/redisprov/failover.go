@@ -2,14 +2,9 @@ package redisprov
 
 import (
 	"context"
-	"errors"
-	"io"
-	"net"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,61 +23,6 @@ const MaxPending = 10_000
 // probeTimeout bounds a probe and a write-back under WithTimeout(0): they
 // have no caller.
 const probeTimeout = time.Second
-
-// unavailableReplies are the Redis error codes that mean the server cannot
-// serve now, as opposed to a bad command.
-var unavailableReplies = [...]string{"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY", "OOM"}
-
-// Unavailable reports whether err means Redis could not be asked: a
-// connection refused, reset or closed, a timeout (the per-call deadline,
-// a socket's, the pool's wait), or a reply LOADING, BUSY, MASTERDOWN,
-// CLUSTERDOWN, TRYAGAIN, READONLY or OOM. Bad input, ErrClosed, a
-// cancelled context, a malformed reply and other error replies are not.
-// Check the caller's own context first: Unavailable cannot tell its
-// deadline from the timeout's.
-func Unavailable(err error) bool {
-	switch {
-	case notBackend(err), errors.Is(err, context.Canceled):
-		return false
-	case errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, redis.ErrPoolTimeout),
-		errors.Is(err, io.EOF),
-		errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNREFUSED),
-		errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, syscall.ECONNABORTED),
-		errors.Is(err, syscall.EPIPE):
-		return true
-	}
-	var re redis.Error
-	if errors.As(err, &re) {
-		msg := re.Error()
-		for _, code := range unavailableReplies {
-			if strings.HasPrefix(msg, code) && (len(msg) == len(code) || msg[len(code)] == ' ') {
-				return true
-			}
-		}
-		return false
-	}
-	var ne net.Error
-	return errors.As(err, &ne)
-}
-
-// notBackend reports whether err is no error of the backend's: nil, a
-// closed limiter, bad input, or a call that waited locally.
-func notBackend(err error) bool {
-	return err == nil ||
-		errors.Is(err, ErrOpened) ||
-		errors.Is(err, ErrBehindFailure) ||
-		errors.Is(err, limiter.ErrClosed) ||
-		errors.Is(err, limiter.ErrInvalidRate) ||
-		errors.Is(err, limiter.ErrInvalidConfig) ||
-		errors.Is(err, limiter.ErrInvalidCost) ||
-		errors.Is(err, limiter.ErrCapacityTooSmall) ||
-		errors.Is(err, limiter.ErrWindowConflict) ||
-		errors.Is(err, limiter.ErrLayout) ||
-		errors.Is(err, key.ErrInvalid)
-}
 
 // Call is a validated Inc or IsAllowed, as the policy needs it.
 type Call struct {
@@ -147,7 +87,7 @@ type Guard struct {
 	pkg    string
 	sup    bool // the suppressed strategy: refusals are Suppressed, factor 1
 	client Client
-	probe  func(ctx context.Context, client redis.Scripter) error
+	probe  probeFunc
 	recon  Reconciler
 	own    *prober    // the probe's own client (dial.go); nil: the probe uses client
 	watch  *dialWatch // the dial hook on the client (dial.go)
@@ -210,8 +150,7 @@ type Guard struct {
 // outlive g; opts are the provider's options, given to the local
 // fallback; probe asks Redis one question that needs a write; recon
 // writes fallback units back. Init starts no goroutine.
-func (g *Guard) Init(pkg, strategy string, client Client, cfg *window.Config, opts []limiter.Option,
-	probe func(ctx context.Context, client redis.Scripter) error, recon Reconciler) {
+func (g *Guard) Init(pkg, strategy string, client Client, cfg *window.Config, opts []limiter.Option, probe probeFunc, recon Reconciler) {
 	// The guard reports the fallback's decisions as the provider's, and
 	// ForFallback keeps the local provider from refusing the options it
 	// does not read (WithPrefix, WithTimeout, a hybrid's own).
@@ -223,8 +162,7 @@ func (g *Guard) Init(pkg, strategy string, client Client, cfg *window.Config, op
 
 // init is Init but for the probe's own client and the dial hook, which a
 // cluster master's guard (nodes.go) does not have.
-func (g *Guard) init(pkg string, sup bool, client Client, cfg *window.Config, opts []limiter.Option,
-	probe func(ctx context.Context, client redis.Scripter) error, recon Reconciler) {
+func (g *Guard) init(pkg string, sup bool, client Client, cfg *window.Config, opts []limiter.Option, probe probeFunc, recon Reconciler) {
 	g.pkg, g.sup, g.client, g.cfg, g.opts, g.probe, g.recon = pkg, sup, client, cfg, opts, probe, recon
 	g.stopCtx, g.stop = context.WithCancel(context.Background())
 	g.pending = make(map[string]*Pending)
@@ -251,6 +189,21 @@ func (g *Guard) init(pkg string, sup bool, client Client, cfg *window.Config, op
 	g.released = make(chan struct{}, 1)
 	g.work = make(chan func())
 	g.replied.Store(true)
+}
+
+// Key is the strategy's part of the Redis keys: key.Absolute or
+// key.Suppressed.
+func (s Strategy) Key() string { return s.key }
+
+// InitGuard sets g up for a provider of strategy s named pkg whose calls
+// carry b's arguments, with Probe and the strategy's write-back.
+func (s Strategy) InitGuard(g *Guard, pkg string, client Client, b *Base, opts []limiter.Option) {
+	g.Init(pkg, s.key, client, &b.Cfg, opts, Probe(&b.Cfg), reconciler(b, s.sup))
+}
+
+// Call is NewCall at the strategy's hard limit factor.
+func (s Strategy) Call(b *Base, op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
+	return NewCall(b, op, k, rate, n, peek, hardFactor(&b.Cfg, s.sup))
 }
 
 // Close stops the probe and waits for it until ctx is done, then closes the

@@ -27,7 +27,7 @@ const clusterSlots = 16384
 // nodes is the routing of a Guard made ByNode.
 type nodes struct {
 	cc       *redis.ClusterClient
-	newProbe func(tag string) func(ctx context.Context, client redis.Scripter) error
+	newProbe func(tag string) probeFunc
 
 	table   atomic.Pointer[[clusterSlots]*Guard] // each slot's master's guard
 	loading atomic.Bool
@@ -41,7 +41,7 @@ type nodes struct {
 // its master's guard; newProbe(tag) is a node guard's probe, writing the
 // key of hash tag tag. On any other client it does nothing. Call it right
 // after Init.
-func (g *Guard) ByNode(newProbe func(tag string) func(ctx context.Context, client redis.Scripter) error) {
+func (g *Guard) ByNode(newProbe func(tag string) probeFunc) {
 	if cc, ok := g.client.(*redis.ClusterClient); ok {
 		g.nodes = &nodes{cc: cc, newProbe: newProbe, by: make(map[string]*Guard)}
 	}

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +25,7 @@ import (
 // into the classes of window.ErrorTimeout and friends; "" for errors that
 // are not the backend's (bad input, ErrClosed), which no event reports.
 func ErrorClass(ctx context.Context, err error) string {
+	var re redis.Error
 	switch {
 	case notBackend(err):
 		return ""
@@ -33,16 +33,10 @@ func ErrorClass(ctx context.Context, err error) string {
 		return window.ErrorCanceled
 	case !Unavailable(err):
 		return window.ErrorReply
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, redis.ErrPoolTimeout):
+	case TimedOut(err):
 		return window.ErrorTimeout
-	}
-	var re redis.Error
-	if errors.As(err, &re) {
+	case errors.As(err, &re):
 		return window.ErrorUnavailable
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return window.ErrorTimeout
 	}
 	return window.ErrorConnection
 }
@@ -147,10 +141,9 @@ func (g *Guard) notify(sc limiter.StateChange) {
 // logBurst outages and then one per logEvery, so that a flapping Redis
 // cannot flood it; the next one logged counts those left out.
 const (
-	logBurst = 5
-	logEvery = time.Minute
-	// shedLogEvery is how often at most the log hears about shed calls.
-	shedLogEvery = 10 * time.Second
+	logBurst     = 5
+	logEvery     = time.Minute
+	shedLogEvery = 10 * time.Second // the most often shed calls are logged
 )
 
 // logState is what a guard's log remembers.
@@ -158,8 +151,8 @@ type logState struct {
 	failed     atomic.Bool // the first failure was logged
 	mu         sync.Mutex
 	logged     bool      // the current outage's entry was logged
-	credit     float64   // outages that may be logged now, up to logBurst
-	at         time.Time // when credit was last topped up
+	used       float64   // of the logBurst outages, those logged, less one per logEvery since
+	at         time.Time // when used was last updated
 	suppressed int       // outages left out since the last one logged
 }
 
@@ -191,8 +184,8 @@ func (g *Guard) logFailure(op string, err error) {
 	g.warn("first failed Redis call of this limiter", "op", op, "addr", Addr(g.client), "error", err)
 }
 
-// logStateChange logs sc within the rate limit: an outage's entry when the
-// credit allows it, its exit (or Close) when its entry was logged.
+// logStateChange logs sc within the rate limit: an outage's entry when
+// the budget allows it, its exit (or Close) when its entry was logged.
 func (g *Guard) logStateChange(sc limiter.StateChange) {
 	l := g.logger()
 	if l == nil {
@@ -200,36 +193,25 @@ func (g *Guard) logStateChange(sc limiter.StateChange) {
 	}
 	s := &g.log
 	s.mu.Lock()
-	if !sc.Degraded {
-		ok := s.logged
-		s.logged = false
-		s.mu.Unlock()
-		if ok {
-			window.LogStateChange(context.Background(), l, sc)
+	log, left := s.logged, 0
+	if sc.Degraded {
+		now := time.Now()
+		s.used = max(0, s.used-float64(now.Sub(s.at))/float64(logEvery))
+		s.at = now
+		if log = s.used <= logBurst-1; log {
+			s.used++
+			left, s.suppressed = s.suppressed, 0
+		} else {
+			s.suppressed++
 		}
-		return
 	}
-	now := time.Now()
-	if s.at.IsZero() {
-		s.credit = logBurst
-	} else {
-		s.credit = min(logBurst, s.credit+float64(now.Sub(s.at))/float64(logEvery))
-	}
-	s.at = now
-	if s.credit < 1 {
-		s.suppressed++
-		s.mu.Unlock()
-		return
-	}
-	s.credit--
-	s.logged = true
-	left := s.suppressed
-	s.suppressed = 0
+	s.logged = sc.Degraded && log
 	s.mu.Unlock()
-	window.LogStateChange(context.Background(), l, sc)
+	if log {
+		window.LogStateChange(context.Background(), l, sc)
+	}
 	if left > 0 {
-		l.Warn("sluice: outages not logged (at most one a minute after five)",
-			"provider", sc.Provider, "outages", left)
+		l.Warn("sluice: outages not logged (at most one a minute after five)", "provider", sc.Provider, "outages", left)
 	}
 }
 

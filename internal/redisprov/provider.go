@@ -9,9 +9,8 @@ import (
 )
 
 // Backend is what a Redis provider gives its Guard: the validation a
-// policy answer needs, and the provider's Redis calls. Each provider
-// implements it on a pointer-shaped adapter of its Limiter, so passing one
-// allocates nothing.
+// policy answer needs, and the provider's Redis calls. A pointer-shaped
+// adapter of the Limiter implements it, so passing one allocates nothing.
 type Backend interface {
 	// Validate checks an Inc (or, with peek, an IsAllowed) as the provider
 	// does before asking Redis, and describes it for the policy.
@@ -38,15 +37,13 @@ type SetBackend interface {
 }
 
 // ErrRemembered is what a Backend's Decide returns, with its decision,
-// for a decision answered from memory (a refusal hot-key relief
-// remembers): the guard returns the decision with a nil error, reports it
-// as not asked of Redis, and does not count it as a reply (memory is not
-// the wire).
+// for a refusal hot-key relief answered from memory: the guard returns
+// the decision with a nil error, as not asked of Redis and no reply.
 var ErrRemembered = errors.New("answered from memory")
 
 // ask is one decision call: an Inc or IsAllowed of be (sbe nil), or an
-// IncSet of sbe (set may be nil: ValidateSet refuses it). A single
-// limit's decision travels as the Decision of a SetDecision.
+// IncSet of sbe. A single limit's decision travels as the Decision of a
+// SetDecision.
 type ask struct {
 	op, k string
 	n     int64
@@ -57,15 +54,15 @@ type ask struct {
 	set   *limiter.Set
 }
 
-// Decide runs an Inc (peek false) or an IsAllowed (peek true) of a Redis
-// provider under the policy (decide).
+// Decide runs an Inc (peek false) or an IsAllowed (peek true) under the
+// policy (decide).
 func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
 	g = g.at(k)
 	var d limiter.SetDecision
 	var err error
 	if g.cfg.Observer == nil && !g.bounded && !g.Open() {
-		// decide's healthy path without building an ask; anything but a
-		// reply outside the grace goes on in decide's tail (settle).
+		// decide's healthy path without building an ask; anything else
+		// goes on in its tail (settle).
 		g.firstCall()
 		cctx, cancel := g.Context(ctx)
 		d.Decision, err = be.Decide(cctx, k, rate, n, peek)
@@ -86,8 +83,7 @@ func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limit
 	return d.Decision, nil
 }
 
-// DecideSet runs an IncSet (n = 0: a peek) under the policy, as Decide
-// runs an Inc; the fallback decides it with its own IncSet.
+// DecideSet runs an IncSet (n = 0: a peek) under the policy.
 func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	var d limiter.SetDecision
 	if err := g.at(k).decide(ctx, &ask{op: op, k: k, n: n, sbe: be, set: set}, &d, nil); err != nil {
@@ -105,8 +101,8 @@ func (g *Guard) at(k string) *Guard {
 }
 
 // decide is the one path of a decision call, into d (a Decision is too
-// large to return through every frame): the policy while the breaker is
-// open, else one Redis call bounded by the timeout and settled. With an
+// large to copy through every frame): the policy while the breaker is
+// open, else one Redis call bounded by the timeout, then settle. With an
 // observer, the Redis call is timed into t (decideObserved).
 func (g *Guard) decide(ctx context.Context, a *ask, d *limiter.SetDecision, t *timing) error {
 	if g.cfg.Observer != nil && t == nil {
@@ -132,10 +128,9 @@ func (g *Guard) decide(ctx context.Context, a *ask, d *limiter.SetDecision, t *t
 	return g.settle(ctx, a, d, err)
 }
 
-// settle ends a decision call whose Redis call returned err: a reply, or
-// a decision from memory, stands (during the grace, charged to the
-// fallback too); a failure is judged, and the policy answers unless the
-// error is returned.
+// settle ends a decision call whose Redis call returned err: a reply
+// stands (during the grace, charged to the fallback too); a failure is
+// judged, and the policy answers unless the error is returned.
 func (g *Guard) settle(ctx context.Context, a *ask, d *limiter.SetDecision, err error) error {
 	if err == nil || err == ErrRemembered {
 		if g.inGrace() {
@@ -167,9 +162,8 @@ func (a ask) call(ctx context.Context) (d limiter.SetDecision, err error) {
 	return d, err
 }
 
-// policy is the answer to a call Redis cannot take: v is vPolicy (the
-// breaker is open) or vShed, cause the Redis call's error. The call is
-// validated first, as the backend would have.
+// policy is the answer to a call Redis cannot take (v vPolicy or vShed,
+// cause the Redis call's error), after the backend's validation.
 func (g *Guard) policy(ctx context.Context, a *ask, v verdict, cause error) (limiter.SetDecision, error) {
 	var c *Call
 	var err error
@@ -199,8 +193,8 @@ func (g *Guard) policy(ctx context.Context, a *ask, v verdict, cause error) (lim
 
 // other runs a Get, Reset, GetSet or ResetSet: f, its Redis call, bounded
 // by the timeout; while the breaker is open, check, its validation, and
-// ErrUnavailable. With no Decision to mark as degraded, an unavailable
-// Redis is an error under every policy.
+// ErrUnavailable. With no Decision to mark, an unavailable Redis is an
+// error under every policy.
 func other[T any](g *Guard, ctx context.Context, op string, check func() error, f func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if g.Open() {
@@ -236,8 +230,7 @@ func (g *Guard) GetSet(ctx context.Context, be SetBackend, k string, set *limite
 		func(ctx context.Context) ([]limiter.Usage, error) { return be.UsageSet(ctx, k, set) })
 }
 
-// Reset UNLINKs the key's hash and drops what the local fallback holds for
-// it.
+// Reset UNLINKs the key's hash and drops what the fallback holds for it.
 func (g *Guard) Reset(ctx context.Context, b *Base, k string) error {
 	g = g.at(k)
 	_, err := other(g, ctx, "reset", func() error { _, err := b.Check("reset", k); return err },

@@ -7,7 +7,10 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/scripts"
 )
 
 // reconcileBatch is how many keys one pipeline of the write-back carries.
@@ -178,5 +181,58 @@ func (g *Guard) writeBatch(batch []*Pending, t *tally) {
 		default:
 			t.lost[batch[i].id] += batch[i].Units
 		}
+	}
+}
+
+// reconciler is the Reconciler of a provider of strategy sup or absolute
+// whose script calls carry b's arguments: the scripts' mode WriteBack, at
+// the capacities of the key's latest rate (on a set, in every limit), with
+// a draw of 0.
+func reconciler(b *Base, sup bool) Reconciler {
+	cfg := &b.Cfg
+	one, many := scripts.AbsInc, scripts.AbsSet
+	if sup {
+		one, many = scripts.SupInc, scripts.SupSet
+	}
+	return Reconciler{
+		Scripts: []*redis.Script{one, many},
+		Queue: func(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd {
+			if p.Set == nil {
+				// The rate was validated by the Inc that admitted them.
+				soft, _ := limiter.Capacity(p.Rate, cfg.Window)
+				hs := []string{p.Hash}
+				if !sup {
+					return one.EvalSha(ctx, pipe, hs, NowArg(cfg), b.W, b.B, soft, n, b.TTL, 0, 0, 0, 0, WriteBack)
+				}
+				hard, _ := window.HardCapacity(p.Rate, cfg.Window, cfg.HardLimitFactor)
+				return one.EvalSha(ctx, pipe, hs, NowArg(cfg), b.W, b.B, soft, hard, n, b.Cache, 0, b.TTL, 0, 0, 0, 0, 0, WriteBack)
+			}
+			hs, err := b.CheckSet("inc set", p.Key, p.Set, 0)
+			var lb [window.MaxSet]window.Limit
+			var ls []window.Limit
+			if err == nil {
+				ls, err = window.SetLimits(p.Set, hardFactor(cfg, sup), &lb)
+			}
+			if err != nil {
+				cmd := redis.NewCmd(ctx) // failed before it was sent
+				cmd.SetErr(err)
+				return cmd
+			}
+			args := make([]any, 0, 4+setArgs*len(ls))
+			if sup {
+				args = append(args, NowArg(cfg), b.Cache, 0)
+			} else {
+				args = append(args, NowArg(cfg), n)
+			}
+			for i := range ls {
+				l := &ls[i]
+				args = append(args, l.P.W, l.P.B, l.Soft)
+				if sup {
+					args = append(args, l.Hard, n)
+				}
+				args = append(args, SetTTL(cfg, l))
+			}
+			return many.EvalSha(ctx, pipe, hs, append(args, WriteBack)...)
+		},
 	}
 }
