@@ -10,12 +10,11 @@
 //   - hot-key relief, the refusal memory: relief.go, peeks.go;
 //   - the failure policy, a Guard per limiter: failover.go (the Guard),
 //     provider.go (its one path for every call), evidence.go (what the
-//     wire says, bounded calls), breaker.go (the breaker proper),
-//     deadline.go (the per-call deadline), dial.go (the dial hook and the
-//     probe's client), fallback.go (the policies' answers, the local
-//     fallback, the grace), writeback.go, nodes.go (a guard per cluster
-//     master), observe.go (the observer's events and the default log),
-//     guard.go (each strategy's probe and write-back);
+//     wire says, the probe), breaker.go (the breaker proper), deadline.go
+//     (bounded calls), dial.go (the dial hook and the probe's client),
+//     fallback.go (the policies' answers, the local fallback, the grace),
+//     writeback.go, nodes.go (a guard per cluster master), observe.go
+//     (the observer's events and the default log);
 //   - the strategies: absolute.go and suppressed.go say what differs;
 //     redisprov.go and set.go are the Provider's calls.
 //
