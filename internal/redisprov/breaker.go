@@ -29,8 +29,7 @@ func (g *Guard) trip(err error) {
 		err = fmt.Errorf("master %s: %w", g.node, err)
 		g.parent.loadSlots()
 	}
-	// The cause before the channel: a call that leaves when it closes
-	// returns the cause (bounded).
+	// The cause first: a call that leaves when the channel closes reads it.
 	g.cause.Store(&err)
 	close(*g.openCh.Load())
 	g.mu.Lock()
@@ -48,7 +47,7 @@ func (g *Guard) trip(err error) {
 }
 
 // run is the probe goroutine: it reports the outage, probes until Redis
-// answers or Close, closes the breaker, reconciles and reports recovery.
+// answers, writes back, closes the breaker and reports the recovery.
 func (g *Guard) run() {
 	defer g.wg.Done()
 	t := time.NewTimer(g.cfg.ProbeInterval)
@@ -63,12 +62,11 @@ func (g *Guard) run() {
 		since := g.since
 		g.mu.Unlock()
 		// The fallback's units reach Redis before Redis decides again: a
-		// pass while the breaker is still open, then, once closed, a pass
-		// for what the fallback admitted meanwhile.
+		// pass while the breaker is open, then one once it is closed.
 		r := newTally()
 		for i := 0; g.reconcile(false, &r) && i < 2; i++ {
-			// Redis failed again: probe on, twice at most, so a slow Redis
-			// cannot keep the limiter degraded; the second pass takes the rest.
+			// Redis failed again: probe on, twice at most, so that a slow
+			// Redis cannot keep the limiter degraded.
 			t.Reset(g.cfg.ProbeInterval)
 			if !g.probeUntilUp(t) {
 				break
@@ -78,8 +76,7 @@ func (g *Guard) run() {
 			g.closedDegraded()
 			return
 		}
-		// The grace starts before the breaker closes: an admission Redis
-		// grants during the second pass is charged to the fallback too.
+		// The grace starts first: it covers the second pass too.
 		g.startGrace()
 		g.rearm()
 		g.open.Store(false)
@@ -134,7 +131,7 @@ func (g *Guard) sleep(d time.Duration) bool {
 }
 
 // closedDegraded ends the probe goroutine of a limiter closed while
-// degraded, reporting it no longer degraded; nothing more is reconciled.
+// degraded, reporting it no longer degraded.
 func (g *Guard) closedDegraded() {
 	g.mu.Lock()
 	since := g.since

@@ -1,6 +1,5 @@
-// Bounded calls: the per-call deadline, and on a client that ignores
-// context deadlines on its sockets, calls run on workers the caller can
-// leave.
+// Bounded calls: the per-call deadline, and calls the caller can leave on
+// a client that ignores context deadlines on its sockets.
 
 package redisprov
 
@@ -17,8 +16,7 @@ import (
 const SlackDiv = 16
 
 // shared is a deadline context that the calls starting before fresh share.
-// Nothing cancels it: it ends at its deadline, so that the calls still
-// using it keep their bound.
+// Nothing cancels it: the calls still using it keep their bound.
 type shared struct {
 	ctx    context.Context
 	cancel context.CancelFunc // kept for vet; calling it would cut short the calls in flight
@@ -60,9 +58,8 @@ func (g *Guard) Context(ctx context.Context) (context.Context, context.CancelFun
 }
 
 // sharedDeadline returns the deadline context of the calls starting now:
-// the current one while it is fresh, else a new one ending t from now.
-// Two calls that find it stale at once both make one; the last stored
-// wins, and both contexts are valid bounds.
+// the current one while it is fresh, else a new one ending t from now
+// (two calls that find it stale at once both make one: both are bounds).
 func (g *Guard) sharedDeadline(t time.Duration) context.Context {
 	now := time.Now()
 	if s := g.deadline.Load(); s != nil && now.Before(s.fresh) {
@@ -87,9 +84,8 @@ func (e *openedErr) Error() string {
 func (e *openedErr) Unwrap() error { return e.cause }
 
 // bounded runs f on a worker and returns when f does, ctx is done or the
-// breaker opens, whichever comes first; a left f completes in the
-// background. While maxAbandoned left calls still run, f waits to start
-// (errAbandoned if ctx ends first, never sent).
+// breaker opens; a left f completes in the background. While maxAbandoned
+// left calls still run, f waits to start (errAbandoned if ctx ends first).
 func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	var zero T
 	for g.abandoned.Load() >= g.maxAbandoned {

@@ -40,12 +40,10 @@ var errUnanswered = fmt.Errorf("redis: the previous probe is still unanswered: %
 var unavailableReplies = [...]string{"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY", "OOM"}
 
 // Unavailable reports whether err means Redis could not be asked: a
-// connection refused, reset or closed, a timeout (the per-call deadline,
-// a socket's, the pool's wait), or a reply LOADING, BUSY, MASTERDOWN,
-// CLUSTERDOWN, TRYAGAIN, READONLY or OOM. Bad input, ErrClosed, a
-// cancelled context, a malformed reply and other error replies are not.
-// Check the caller's own context first: Unavailable cannot tell its
-// deadline from the timeout's.
+// connection refused, reset or closed, a timeout, or one of
+// unavailableReplies. Bad input, ErrClosed, a cancelled context and other
+// replies are not. Check the caller's own context first: Unavailable
+// cannot tell its deadline from the timeout's.
 func Unavailable(err error) bool {
 	switch {
 	case notBackend(err), errors.Is(err, context.Canceled):
@@ -111,10 +109,10 @@ func waited(err error) bool {
 }
 
 // judge reads the error of a decision's Redis call made with the caller's
-// ctx: the verdict, and the error to return (with vShed, the call's own).
-// Only the wire is evidence: wire evidence opens the breaker at once; a
-// timeout proves nothing alone (the time may have gone to local waits or
-// a starved CPU), so the call is shed and a confirming probe decides.
+// ctx: the verdict, and the error to return. Only the wire is evidence:
+// wire evidence opens the breaker; a timeout proves nothing alone (the
+// time may have gone to local waits or a starved CPU), so the call is
+// shed and a confirming probe decides.
 func (g *Guard) judge(ctx context.Context, op string, err error) (verdict, error) {
 	if cerr := ctx.Err(); cerr != nil {
 		return vReturn, fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
@@ -152,10 +150,10 @@ func (g *Guard) policyVerdict(op string, err error) (verdict, error) {
 }
 
 // confirm starts the confirming probe of a call that timed out, unless one
-// is running, one succeeded within the probe interval, or the breaker is
-// open. The probe opens the breaker when it fails on the wire, or times
-// out while no call got a reply; a probe during a process stall of over a
-// quarter of its deadline, or not sent (errUnanswered), is inconclusive.
+// runs, one succeeded within the probe interval, or the breaker is open.
+// It opens the breaker when it fails on the wire, or times out while no
+// call got a reply; during a process stall of over a quarter of its
+// deadline, or not sent, it is inconclusive.
 func (g *Guard) confirm(cause error) {
 	if g.Open() || !g.confirming.CompareAndSwap(false, true) {
 		return
@@ -210,10 +208,9 @@ func (g *Guard) probeWatched() (err error, stalled time.Duration) {
 	}
 }
 
-// Probe returns the probe both strategies use: one abs_inc.lua call that
-// records one unit on ProbeKey(prefix, "abs") with a capacity that never
-// refuses. It is a write, so a Redis that answers reads but refuses
-// writes (OOM, READONLY) keeps the breaker open.
+// Probe returns the probe: one abs_inc.lua call that records one unit on
+// ProbeKey(prefix, "abs") at a capacity that never refuses, a write (so
+// that a Redis refusing writes, OOM or READONLY, stays down).
 func Probe(cfg *window.Config) probeFunc {
 	return probeOf(cfg, ProbeKey(cfg.Prefix, key.Absolute))
 }
@@ -254,9 +251,9 @@ func (g *Guard) probeNow(extra time.Duration) error {
 	return g.probeBy(ctx)
 }
 
-// probeBy runs one probe that returns by ctx's deadline whatever the
-// client: on a client that ignores context deadlines (not the probe's own)
-// it runs on a goroutine, and no next probe is sent while it is unanswered.
+// probeBy runs one probe that returns by ctx's deadline: on a client that
+// ignores context deadlines it runs on a goroutine, and no next probe is
+// sent while it is unanswered.
 func (g *Guard) probeBy(ctx context.Context) error {
 	if !g.bounded || g.own != nil {
 		return g.probeOnce(ctx)
@@ -319,9 +316,8 @@ func (g *Guard) causeErr() error {
 // Decision to mark (Get, Reset, and every call under FailError).
 func (g *Guard) Err(op string) error { return g.unavailable(op, g.causeErr()) }
 
-// otherErr is the error of a Get's or Reset's failed Redis call made with
-// the caller's ctx, returned under every policy; wire evidence opens the
-// breaker and a timeout asks for a confirming probe, as for a decision.
+// otherErr is the error of a Get's or Reset's failed Redis call, returned
+// under every policy after it is judged as a decision's is.
 func (g *Guard) otherErr(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)

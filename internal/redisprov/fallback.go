@@ -1,7 +1,6 @@
-// The policy's answers without Redis: FailOpen, FailClosed, the local
-// fallback (scaled to the instance's share under WithFallbackInstances)
-// with what it admitted kept for the write-back, and the grace after an
-// outage.
+// The policy's answers without Redis: FailOpen, FailClosed, and the local
+// fallback, on the instance's share (WithFallbackInstances), whose
+// admissions are kept for the write-back and the grace.
 
 package redisprov
 
@@ -15,9 +14,9 @@ import (
 )
 
 // refuse is the decision on a without Redis (c: a single call's
-// validation): it admits (admit, unless the cost can never fit) or
-// refuses, with RetryAfter the probe interval; marked Shed when shed,
-// else Degraded. A set's every limit decides alike.
+// validation): admitted (admit, unless the cost can never fit) or refused
+// with RetryAfter the probe interval, in every limit of a set alike;
+// marked Shed when shed, else Degraded.
 func (g *Guard) refuse(a *ask, c *Call, admit, shed bool) (limiter.SetDecision, error) {
 	if a.sbe != nil {
 		return g.refuseSet(a, admit, shed)
@@ -74,8 +73,7 @@ func (g *Guard) refuseSet(a *ask, admit, shed bool) (limiter.SetDecision, error)
 	return d, nil
 }
 
-// local decides a with the in-process fallback and remembers what it
-// admits (c: a single call's validation).
+// local decides a with the fallback and remembers what it admits.
 func (g *Guard) local(ctx context.Context, a *ask, c *Call) (limiter.SetDecision, error) {
 	fb, err := g.fallback()
 	var d limiter.SetDecision
@@ -118,8 +116,7 @@ func share(r limiter.Rate, w time.Duration, n int) limiter.Rate {
 	return s
 }
 
-// maxScaledSets bounds the cache of scaled sets (an application that
-// builds a set per call would otherwise grow it during an outage).
+// maxScaledSets bounds the cache of scaled sets (against a set per call).
 const maxScaledSets = 1024
 
 // scaledSet is set with every rate shared as share does.
@@ -146,12 +143,11 @@ func (g *Guard) scaledSet(set *limiter.Set) *limiter.Set {
 	return scaled
 }
 
-// setID is the pending entry of key k on set: the set's description tells
-// two sets apart, so that sets built per call share an entry.
+// setID is the pending entry of key k on set: sets built per call alike
+// share it.
 func setID(k string, set *limiter.Set) string { return k + "\x00" + set.String() }
 
-// record remembers the n units of a that the fallback admitted (c: a
-// single call's validation), on the key or on the key and the set.
+// record remembers the units of a that the fallback admitted.
 func (g *Guard) record(a *ask, c *Call) {
 	now := g.cfg.NowMs()
 	id, span := a.k, g.cfg.WindowMs+g.cfg.BucketMs
@@ -184,8 +180,8 @@ func (g *Guard) record(a *ask, c *Call) {
 	p.Units += a.n
 }
 
-// drop counts n units of entry id as not remembered, and id once (while
-// fewer than MaxPending were dropped; each call beyond). g.pmu is held.
+// drop counts n units of entry id as not remembered, and id once (each
+// call, beyond MaxPending ids). g.pmu is held.
 func (g *Guard) drop(id string, n int64) {
 	g.droppedUnits += n
 	switch {
@@ -227,8 +223,8 @@ func (g *Guard) fallback() (limiter.Limiter, error) {
 	return l, nil
 }
 
-// forget drops what the fallback holds for k (on set, when not nil) after
-// a Reset on Redis, so that the write-back does not bring it back.
+// forget drops what the fallback holds for k (on set, if any) after a
+// Reset on Redis, so that the write-back does not bring it back.
 func (g *Guard) forget(ctx context.Context, k string, set *limiter.Set) {
 	p := g.fb.Load()
 	if p == nil {
@@ -238,8 +234,7 @@ func (g *Guard) forget(ctx context.Context, k string, set *limiter.Set) {
 	if set == nil {
 		(*p).Reset(ctx, k)
 	} else {
-		// The fallback finds a limit's state by its name: this resets
-		// the scaled copy too.
+		// This resets the scaled copy too: the same names.
 		(*p).(limiter.SetLimiter).ResetSet(ctx, k, set)
 		id = setID(k, set)
 	}
@@ -248,13 +243,11 @@ func (g *Guard) forget(ctx context.Context, k string, set *limiter.Set) {
 	g.pmu.Unlock()
 }
 
-// The grace, for a fleet (WithFallbackInstances(n), n > 1): other
-// instances may write their fallbacks' units back later than this one, so
-// for W + B after recovery (or the longest set span its fallback decided)
-// every admission Redis grants is charged to the fallback too, and
-// refused when the instance's share cannot hold it.
-
-// startGrace begins the grace, if the fleet has one, at the recovery.
+// startGrace begins the grace after an outage, for a fleet
+// (WithFallbackInstances(n), n > 1): other instances may write their
+// fallbacks' units back later than this one, so for W + B (or the longest
+// set span the fallback decided) every admission Redis grants is charged
+// to the fallback too, and refused when the instance's share cannot hold it.
 func (g *Guard) startGrace() {
 	if g.cfg.FallbackInstances <= 1 || g.fb.Load() == nil {
 		return
@@ -264,8 +257,7 @@ func (g *Guard) startGrace() {
 }
 
 // InGrace reports whether the grace is on: every admission must then go
-// through Decide (the hybrid's leases must not answer). One inlined atomic
-// load while it is off.
+// through Decide (the hybrid's leases must not answer).
 func (g *Guard) InGrace() bool { return g.graceEnd.Load() != 0 && g.inGrace() }
 
 // inGrace is InGrace's slow path: it ends an expired grace.
@@ -282,9 +274,8 @@ func (g *Guard) inGrace() bool {
 }
 
 // graceDecide charges an admission d that Redis granted a to the
-// fallback, and turns it into a refusal when the fallback's share cannot
-// hold it: nothing remaining, the fallback's RetryAfter, and on a set
-// each limit the fallback refused refused.
+// fallback, refused (in each limit the fallback refused) when the
+// fallback's share cannot hold it.
 func (g *Guard) graceDecide(ctx context.Context, a *ask, d limiter.SetDecision) limiter.SetDecision {
 	fbp := g.fb.Load()
 	if a.peek || !d.Allowed || a.n == 0 || fbp == nil {

@@ -10,7 +10,6 @@ package redisprov
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -101,9 +100,8 @@ func (g *Guard) loadSlots() {
 }
 
 // nodeGuard returns the guard of the master at addr, made at its first
-// use with g's settings and a probe of a key in one of addr's slots (a
-// node guard's probe goes through the cluster client, so after a
-// failover it reaches the promoted replica); nil once g is closed.
+// use with g's settings and a probe through the cluster client (which
+// after a failover reaches the promoted replica); nil once g is closed.
 func (g *Guard) nodeGuard(addr string) *Guard {
 	n := g.nodes
 	n.mu.Lock()
@@ -111,15 +109,21 @@ func (g *Guard) nodeGuard(addr string) *Guard {
 	if ng := n.by[addr]; ng != nil {
 		return ng
 	}
-	g.mu.Lock()
-	closed := g.closed
-	g.mu.Unlock()
-	if closed {
+	if g.stopCtx.Err() != nil { // closed
 		return nil
 	}
-	tag, err := n.tagOn(addr)
-	if err != nil {
-		tag = probeKeyTag(len(n.by)) // a key of another master: the guard still follows the client
+	// A probe key in one of addr's slots, else of another master's: the
+	// guard still follows the client.
+	tag := probeKeyTag(len(n.by))
+	for i := 0; i < 4096; i++ {
+		m, err := n.cc.MasterForKey(context.Background(), probeKeyTag(i))
+		if err != nil {
+			break
+		}
+		if m.Options().Addr == addr {
+			tag = probeKeyTag(i)
+			break
+		}
 	}
 	// No dial hook or eviction check of its own: the router's serve.
 	ng := &Guard{node: addr, parent: g}
@@ -127,22 +131,6 @@ func (g *Guard) nodeGuard(addr string) *Guard {
 	ng.evictAsked.Store(true)
 	n.by[addr] = ng
 	return ng
-}
-
-// tagOn returns a probe hash tag whose slot the cluster client routes to
-// the master at addr.
-func (n *nodes) tagOn(addr string) (string, error) {
-	for i := 0; i < 4096; i++ {
-		tag := probeKeyTag(i)
-		m, err := n.cc.MasterForKey(context.Background(), tag)
-		if err != nil {
-			return "", err
-		}
-		if m.Options().Addr == addr {
-			return tag, nil
-		}
-	}
-	return "", errors.New("no probe key found on " + addr)
 }
 
 // probeKeyTag is the hash tag of the i-th node guard's probe key.

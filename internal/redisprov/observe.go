@@ -299,10 +299,7 @@ func Addr(c any) string {
 // naming the operation and the address, wrapping Redis's error. A Redis
 // that answers is checked for eviction (checkEviction).
 func (g *Guard) Ping(ctx context.Context) error {
-	g.mu.Lock()
-	closed := g.closed
-	g.mu.Unlock()
-	if closed {
+	if g.stopCtx.Err() != nil { // closed
 		return fmt.Errorf("%s: ping: %w", g.pkg, limiter.ErrClosed)
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.probeDeadline())

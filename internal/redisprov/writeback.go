@@ -1,5 +1,5 @@
 // The write-back: after an outage, the units the fallback admitted are
-// written to Redis, a pass before the breaker closes and one after.
+// written to Redis, recorded as admitted whatever Redis holds.
 
 package redisprov
 
@@ -17,9 +17,8 @@ import (
 const reconcileBatch = 256
 
 // tally is what the passes of one recovery did, by pending entry (a key,
-// or a key and set pair): those Redis recorded, those it did not with
-// their units (an entry written by one pass and lost by the next is
-// lost), and those never remembered (MaxPending).
+// or a key and set pair): those written, those lost with their units (a
+// loss is final), and those never remembered (MaxPending).
 type tally struct {
 	done      map[string]bool
 	lost      map[string]int64
@@ -56,12 +55,10 @@ func (g *Guard) dropPending(t *tally) {
 	}
 }
 
-// reconcile writes the units the fallback admitted since the last pass,
-// for entries whose window is still live, in pipelines of reconcileBatch
-// keys. closed says the breaker was closed for the pass: one that finds
-// it open again stops. Entries whose write found Redis unavailable, and
-// those left when the breaker opened again, go back to the pending ones,
-// and reconcile returns true.
+// reconcile writes the units the fallback admitted since the last pass
+// and still counts, in pipelines of reconcileBatch keys; a pass with the
+// breaker closed stops when it opens again. Entries whose write must wait
+// for Redis go back to the pending ones, and reconcile returns true.
 func (g *Guard) reconcile(closed bool, t *tally) bool {
 	g.pmu.Lock()
 	pend := g.pending
@@ -80,8 +77,7 @@ func (g *Guard) reconcile(closed bool, t *tally) bool {
 		if now-p.LastMs >= p.span {
 			continue // dead in the window: nothing to count
 		}
-		// Only units still live in the fallback's window count (its state
-		// may hold an earlier outage's units, written back then).
+		// The fallback may also hold an earlier outage's units.
 		live, err := g.liveUnits(*fbp, p)
 		if err != nil {
 			t.lost[id] += p.Units
@@ -156,8 +152,7 @@ func (g *Guard) liveUnits(fb limiter.Limiter, p *Pending) (int64, error) {
 	return live, err
 }
 
-// writeBatch writes one batch, as one pipeline where the client has them;
-// an entry is written when its command returned no error.
+// writeBatch writes one batch, as one pipeline where the client has them.
 func (g *Guard) writeBatch(batch []*Pending, t *tally) {
 	ctx, cancel := context.WithTimeout(g.stopCtx, g.probeDeadline())
 	defer cancel()
@@ -185,9 +180,8 @@ func (g *Guard) writeBatch(batch []*Pending, t *tally) {
 }
 
 // reconciler is the Reconciler of a provider of strategy sup or absolute
-// whose script calls carry b's arguments: the scripts' mode WriteBack, at
-// the capacities of the key's latest rate (on a set, in every limit), with
-// a draw of 0.
+// whose calls carry b's arguments: the scripts' mode WriteBack at the key's
+// latest rate (on a set, in every limit), with a draw of 0.
 func reconciler(b *Base, sup bool) Reconciler {
 	cfg := &b.Cfg
 	one, many := scripts.AbsInc, scripts.AbsSet
