@@ -322,7 +322,7 @@ func (g *Guard) otherErr(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
 	}
-	g.observeErr(ctx, op, err)
+	g.observeErr(ctx, op, err, 0)
 	g.logFailure(op, err)
 	switch {
 	case waited(err):

@@ -85,10 +85,7 @@ func (g *Guard) decideObserved(ctx context.Context, a *ask, d *limiter.SetDecisi
 	err := g.decide(ctx, a, d, &t)
 	class := ""
 	if t.asked {
-		if class = ErrorClass(ctx, t.err); class != "" {
-			g.cfg.Observer.ObserveEvent(ctx, limiter.Event{Kind: window.EventBackendError, Provider: g.pkg,
-				Op: opNames[a.op], ErrorClass: class, Err: t.err, Duration: t.took})
-		}
+		class = g.observeErr(ctx, a.op, t.err, t.took)
 	}
 	if err != nil {
 		return err
@@ -103,15 +100,15 @@ func (g *Guard) decideObserved(ctx context.Context, a *ask, d *limiter.SetDecisi
 	return nil
 }
 
-// observeErr reports the failed Redis call of a Get, Reset, GetSet or
-// ResetSet.
-func (g *Guard) observeErr(ctx context.Context, op string, err error) {
-	if obs := g.cfg.Observer; obs != nil {
-		if class := ErrorClass(ctx, err); class != "" {
-			obs.ObserveEvent(ctx, limiter.Event{Kind: window.EventBackendError, Provider: g.pkg, Op: opNames[op],
-				ErrorClass: class, Err: err})
-		}
+// observeErr reports a failed Redis call that took took (0: not timed),
+// and returns its ErrorClass.
+func (g *Guard) observeErr(ctx context.Context, op string, err error, took time.Duration) string {
+	class := ErrorClass(ctx, err)
+	if obs := g.cfg.Observer; obs != nil && class != "" {
+		obs.ObserveEvent(ctx, limiter.Event{Kind: window.EventBackendError, Provider: g.pkg, Op: opNames[op],
+			ErrorClass: class, Err: err, Duration: took})
 	}
+	return class
 }
 
 // Observe reports a decision made without asking Redis (a hybrid lease, a
