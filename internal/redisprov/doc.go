@@ -23,13 +23,13 @@
 // redisabs.Limiter.Inc calls Guard.Decide with the Provider as its
 // Backend. On a cluster client the Guard first routes the call to the
 // guard of the master that owns the key's slot. While the breaker is open
-// the policy answers at once, marked Degraded: the fallback's in-process
-// window (FallbackLocal), FailOpen, FailClosed, or FailError's error.
-// Else the call runs under the guard's deadline as Backend.Decide:
-// Provider.inc checks the key, the cost and the capacity, answers a
-// remembered refusal from hot-key relief (ErrRemembered: no evidence
-// about Redis), or runs the strategy's script through Base.Run, alone or
-// in a batch, and reads the reply. Back in the Guard (settle), a reply
+// the policy answers at once: the fallback's in-process window
+// (FallbackLocal), FailOpen or FailClosed, marked Degraded, or FailError's
+// ErrUnavailable. Else the call runs under the guard's deadline as
+// Backend.Decide: Provider.inc checks the key, the cost and the capacity,
+// answers a remembered refusal from hot-key relief (ErrRemembered: no
+// evidence about Redis), or runs the strategy's script through Base.Run,
+// alone or in a batch, and reads the reply. Back in the Guard (settle), a reply
 // stands (during the grace after an outage, charged to the fallback too);
 // an error is judged: a connection error or a "cannot serve" reply opens
 // the breaker and the policy answers; a timeout is shed, and opens the
