@@ -1,6 +1,7 @@
 package redisprov
 
 import (
+	"cmp"
 	"context"
 	"runtime"
 	"sync"
@@ -227,13 +228,9 @@ func (g *Guard) Close(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	if p := g.fb.Load(); p != nil {
-		if ferr := (*p).Close(ctx); err == nil {
-			err = ferr
-		}
+		err = cmp.Or(err, (*p).Close(ctx))
 	}
-	if nerr := g.closeNodes(ctx); err == nil {
-		err = nerr
-	}
+	err = cmp.Or(err, g.closeNodes(ctx))
 	if g.watch != nil {
 		g.watch.g.Store(nil)
 	}

@@ -9,6 +9,7 @@
 package redisprov
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -165,9 +166,7 @@ func (g *Guard) closeNodes(ctx context.Context) error {
 	g.nodes.mu.Unlock()
 	var err error
 	for _, ng := range all {
-		if cerr := ng.Close(ctx); err == nil {
-			err = cerr
-		}
+		err = cmp.Or(err, ng.Close(ctx))
 	}
 	return err
 }
