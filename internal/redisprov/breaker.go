@@ -1,28 +1,24 @@
 // The breaker: closed, open, and the probe that closes it.
 //
-// Closed, calls go to Redis (evidence.go judges their errors); trip opens
-// the breaker on wire evidence and starts run, one goroutine per outage,
-// which asks Redis every probe interval until a probe succeeds, writes
-// back what the fallback admitted (writeback.go) and closes the breaker.
-// No user request ever probes: while the breaker is open calls answer by
-// the policy (fallback.go) after one atomic load.
+// trip opens the breaker and starts run, one goroutine per outage, which
+// probes Redis every probe interval, writes back what the fallback
+// admitted (writeback.go) and closes the breaker. No user request probes
+// (as a breaker library's half-open state would have it, each paying a
+// timeout while Redis is dead): while the breaker is open, calls answer
+// by the policy after one atomic load.
 
 package redisprov
 
 import (
-	"context"
 	"fmt"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// Open reports whether the breaker is open: calls must answer by the
-// policy (Guard.policy, Err) without touching Redis. It is one atomic load.
+// Open reports whether the breaker is open: calls answer by the policy
+// without touching Redis.
 func (g *Guard) Open() bool { return g.open.Load() }
-
-func nop() {}
 
 // trip opens the breaker and starts the probe if none is running.
 func (g *Guard) trip(err error) {
@@ -33,8 +29,7 @@ func (g *Guard) trip(err error) {
 		err = fmt.Errorf("master %s: %w", g.node, err)
 		g.parent.loadSlots()
 	}
-	// The cause before the channel: a call that leaves when it closes
-	// returns the cause (bounded).
+	// The cause first: a call that leaves when the channel closes reads it.
 	g.cause.Store(&err)
 	close(*g.openCh.Load())
 	g.mu.Lock()
@@ -52,7 +47,7 @@ func (g *Guard) trip(err error) {
 }
 
 // run is the probe goroutine: it reports the outage, probes until Redis
-// answers or Close, closes the breaker, reconciles and reports recovery.
+// answers, writes back, closes the breaker and reports the recovery.
 func (g *Guard) run() {
 	defer g.wg.Done()
 	t := time.NewTimer(g.cfg.ProbeInterval)
@@ -67,12 +62,11 @@ func (g *Guard) run() {
 		since := g.since
 		g.mu.Unlock()
 		// The fallback's units reach Redis before Redis decides again: a
-		// pass while the breaker is still open, then, once closed, a pass
-		// for what the fallback admitted meanwhile.
+		// pass while the breaker is open, then one once it is closed.
 		r := newTally()
 		for i := 0; g.reconcile(false, &r) && i < 2; i++ {
-			// Redis failed again: probe on, twice at most, so a slow Redis
-			// cannot keep the limiter degraded; the second pass takes the rest.
+			// Redis failed again: probe on, twice at most, so that a slow
+			// Redis cannot keep the limiter degraded.
 			t.Reset(g.cfg.ProbeInterval)
 			if !g.probeUntilUp(t) {
 				break
@@ -82,8 +76,7 @@ func (g *Guard) run() {
 			g.closedDegraded()
 			return
 		}
-		// The grace starts before the breaker closes: an admission Redis
-		// grants during the second pass is charged to the fallback too.
+		// The grace starts first: it covers the second pass too.
 		g.startGrace()
 		g.rearm()
 		g.open.Store(false)
@@ -138,7 +131,7 @@ func (g *Guard) sleep(d time.Duration) bool {
 }
 
 // closedDegraded ends the probe goroutine of a limiter closed while
-// degraded, reporting it no longer degraded; nothing more is reconciled.
+// degraded, reporting it no longer degraded.
 func (g *Guard) closedDegraded() {
 	g.mu.Lock()
 	since := g.since
@@ -168,10 +161,12 @@ func (g *Guard) probeUntilUp(t *time.Timer) bool {
 	}
 }
 
-func (g *Guard) notify(sc limiter.StateChange) {
-	sc.Provider, sc.Policy = g.pkg, g.cfg.Policy
-	g.logStateChange(sc)
-	if obs := g.observer(); obs != nil {
-		obs.ObserveEvent(context.Background(), limiter.Event{Kind: window.EventStateChange, Provider: sc.Provider, State: sc})
-	}
+// Opened returns a channel closed when the breaker opens: a caller waiting
+// for a local resource selects on it, to go to the policy at once.
+func (g *Guard) Opened() <-chan struct{} { return *g.openCh.Load() }
+
+// rearm gives the breaker a fresh Opened channel, before it closes.
+func (g *Guard) rearm() {
+	ch := make(chan struct{})
+	g.openCh.Store(&ch)
 }

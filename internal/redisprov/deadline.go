@@ -1,15 +1,13 @@
-// The per-call deadline and the errors of calls that did not reach Redis.
+// Bounded calls: the per-call deadline, and calls the caller can leave on
+// a client that ignores context deadlines on its sockets.
 
 package redisprov
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
+	"sync/atomic"
 	"time"
-
-	"github.com/sluice-go/sluice/limiter"
 )
 
 // SlackDiv sets how much a shared deadline may shorten a call: a call whose
@@ -18,15 +16,14 @@ import (
 const SlackDiv = 16
 
 // shared is a deadline context that the calls starting before fresh share.
-// Nothing cancels it: it ends at its deadline, so that the calls still
-// using it keep their bound.
+// Nothing cancels it: the calls still using it keep their bound.
 type shared struct {
 	ctx    context.Context
 	cancel context.CancelFunc // kept for vet; calling it would cut short the calls in flight
 	fresh  time.Time
 }
 
-// withValues is a shared deadline context whose values are the caller's
+// withValues is a shared deadline context with the caller's values
 // (go-redis hooks, tracing).
 type withValues struct {
 	context.Context // the shared deadline: Deadline, Done, Err
@@ -35,12 +32,13 @@ type withValues struct {
 
 func (c *withValues) Value(k any) any { return c.values.Value(k) }
 
+func nop() {}
+
 // Context bounds one Redis call by the timeout on top of ctx; call the
 // cancel function when the call returns. A deadline already within the
 // timeout is kept; a cancellable ctx gets context.WithTimeout; a ctx that
 // is never cancelled shares, with no timer or allocation per call, one
-// deadline context with the calls starting within timeout/SlackDiv of it,
-// so each is bounded by between timeout − timeout/SlackDiv and timeout.
+// deadline context with the calls starting within timeout/SlackDiv of it.
 func (g *Guard) Context(ctx context.Context) (context.Context, context.CancelFunc) {
 	t := g.cfg.Timeout
 	if t <= 0 {
@@ -60,9 +58,8 @@ func (g *Guard) Context(ctx context.Context) (context.Context, context.CancelFun
 }
 
 // sharedDeadline returns the deadline context of the calls starting now:
-// the current one while it is fresh, else a new one ending t from now.
-// Two calls that find it stale at once both make one; the last stored
-// wins, and both contexts are valid bounds.
+// the current one while it is fresh, else a new one ending t from now
+// (two calls that find it stale at once both make one: both are bounds).
 func (g *Guard) sharedDeadline(t time.Duration) context.Context {
 	now := time.Now()
 	if s := g.deadline.Load(); s != nil && now.Before(s.fresh) {
@@ -73,51 +70,140 @@ func (g *Guard) sharedDeadline(t time.Duration) context.Context {
 	return ctx
 }
 
-func (g *Guard) causeErr() error {
-	if p := g.cause.Load(); p != nil {
-		return *p
+// errAbandoned is the timeout of a call not sent because too many calls
+// whose callers left still wait for Redis.
+var errAbandoned = fmt.Errorf("redis: too many calls past their deadline still unanswered: %w", context.DeadlineExceeded)
+
+// openedErr is the error of a call that left when the breaker opened while
+// it waited on Redis; it wraps the breaker's cause, and the policy answers.
+type openedErr struct{ cause error }
+
+func (e *openedErr) Error() string {
+	return "the circuit breaker opened during the call: " + e.cause.Error()
+}
+func (e *openedErr) Unwrap() error { return e.cause }
+
+// bounded runs f on a worker and returns when f does, ctx is done or the
+// breaker opens; a left f completes in the background. While maxAbandoned
+// left calls still run, f waits to start (errAbandoned if ctx ends first).
+func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	var zero T
+	for g.abandoned.Load() >= g.maxAbandoned {
+		select {
+		case <-g.released:
+		case <-ctx.Done():
+			return zero, errAbandoned
+		}
 	}
-	return errors.New("unknown cause")
-}
-
-// Err is the error of a call made while the breaker is open that has no
-// Decision to mark (Get, Reset, and every call under FailError).
-func (g *Guard) Err(op string) error { return g.unavailable(op, g.causeErr()) }
-
-// FailedErr handles the error of a Get or Reset made with the caller's
-// ctx: returned under every policy, after failedOther judged it.
-func (g *Guard) FailedErr(ctx context.Context, op string, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
+	type result struct {
+		v   T
+		err error
 	}
-	g.observeErr(ctx, op, err)
-	g.logFailure(op, err)
-	g.failedOther(err)
-	var oe *openedErr
-	if errors.As(err, &oe) {
-		return g.Err(op)
+	ch := make(chan result, 1)
+	opened := g.Opened()   // taken before the call
+	var state atomic.Int32 // 0 running, 1 answered, 2 left by its caller
+	var started atomic.Bool
+	g.calls.Add(1)
+	g.spawn(func() {
+		defer g.calls.Done()
+		started.Store(true)
+		v, err := f(ctx)
+		if err == nil {
+			g.answered() // not for ErrRemembered: memory is not the wire
+		}
+		ch <- result{v, err}
+		if !state.CompareAndSwap(0, 1) {
+			g.abandoned.Add(-1)
+			select {
+			case g.released <- struct{}{}:
+			default:
+			}
+		}
+	})
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		if state.CompareAndSwap(0, 2) {
+			g.abandoned.Add(1)
+			if !started.Load() { // never got a CPU: no evidence
+				return zero, ErrBehindFailure
+			}
+			return zero, ctx.Err()
+		}
+		r := <-ch
+		return r.v, r.err
+	case <-opened: // the breaker's cause is this call's error too
+		if state.CompareAndSwap(0, 2) {
+			g.abandoned.Add(1)
+			return zero, &openedErr{g.causeErr()}
+		}
+		r := <-ch
+		return r.v, r.err
 	}
-	if Unavailable(err) {
-		return g.unavailable(op, err)
+}
+
+// workerIdle is how long a worker waits for a call before it ends.
+const workerIdle = 5 * time.Second
+
+// spawn runs f on an idle worker of g (never a queue), or on a new one: a
+// worker keeps the large stack a Redis call grows.
+func (g *Guard) spawn(f func()) {
+	select {
+	case g.work <- f:
+		return
+	default:
 	}
-	return err
+	g.mu.Lock()
+	if g.closed { // Close waits for workers: no new one; g.calls counts f
+		g.mu.Unlock()
+		go f()
+		return
+	}
+	g.workers.Add(1)
+	g.mu.Unlock()
+	go g.worker(f)
 }
 
-// unavailable is the error of an op that Redis could not take because of
-// err: ErrUnavailable wrapping err, with the package and op prefix once.
-func (g *Guard) unavailable(op string, err error) error {
-	return &unavailableErr{prefix: g.pkg + ": " + op + ": ", err: err}
+// worker runs f, then the calls spawn hands it, until it has waited
+// workerIdle for one or g closes.
+func (g *Guard) worker(f func()) {
+	defer g.workers.Done()
+	f()
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		select {
+		case f = <-g.work:
+			f()
+			if !t.Stop() { // drain: right before and after Go 1.23
+				select {
+				case <-t.C:
+				default:
+				}
+			}
+			t.Reset(workerIdle)
+		case <-t.C:
+			return
+		case <-g.stopCtx.Done():
+			return
+		}
+	}
 }
 
-// unavailableErr reads "<pkg>: <op>: sluice: redis unavailable: <the
-// wire's error>" (its own prefix not repeated), wrapping both errors.
-type unavailableErr struct {
-	prefix string
-	err    error
+// WaitCalls waits until every call run by bounded has ended, or returns
+// ctx's error.
+func (g *Guard) WaitCalls(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { g.calls.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
-func (e *unavailableErr) Error() string {
-	return e.prefix + limiter.ErrUnavailable.Error() + ": " + strings.TrimPrefix(e.err.Error(), e.prefix)
-}
-
-func (e *unavailableErr) Unwrap() []error { return []error{limiter.ErrUnavailable, e.err} }
+// Abandoned is the number of calls whose callers left that still wait for
+// Redis, for tests.
+func (g *Guard) Abandoned() int64 { return g.abandoned.Load() }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -13,27 +12,20 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
-// The wire's first word (docs/operations.md, What counts as an outage).
-//
-// go-redis retries a failed dial until the call's deadline, which would
-// make a dead Redis look slow. So a dial hook opens the breaker at once on
-// a dial that fails on the wire (refused, reset, unreachable); a dial that
-// timed out proves nothing, and the confirming probe decides.
-
 // dialWatch is the dial hook the guard adds to the client (and to each
-// later node client of a cluster or ring). go-redis cannot remove a hook,
-// so after Close it stays and does nothing: a function call per dial.
+// later node client of a cluster or ring): go-redis retries a failed dial
+// until the call's deadline, which would make a dead Redis look slow, so
+// a dial that fails on the wire opens the breaker at once. go-redis
+// cannot remove a hook: after Close it stays and does nothing.
 type dialWatch struct{ g atomic.Pointer[Guard] }
 
 func (w *dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := next(ctx, network, addr)
-		if err != nil {
-			if g := w.g.Load(); g != nil && wireEvidence(err) {
-				err := fmt.Errorf("%s: dial %s: %w", g.pkg, addr, err)
-				if !g.tripNode(addr, err) {
-					g.trip(err)
-				}
+		if g := w.g.Load(); err != nil && g != nil && wireEvidence(err) {
+			err := fmt.Errorf("%s: dial %s: %w", g.pkg, addr, err)
+			if !g.tripNode(addr, err) {
+				g.trip(err)
 			}
 		}
 		return c, err
@@ -53,20 +45,16 @@ func (g *Guard) watchDials(client Client) {
 	switch c := client.(type) {
 	case *redis.Client:
 		c.AddHook(g.watch)
-	case *redis.ClusterClient:
-		c.OnNewNode(func(n *redis.Client) { n.AddHook(g.watch) })
-	case *redis.Ring:
+	case interface{ OnNewNode(func(*redis.Client)) }: // a cluster or ring
 		c.OnNewNode(func(n *redis.Client) { n.AddHook(g.watch) })
 	}
 }
 
 // prober is the probe's own client of a *redis.Client: one connection, so
-// a probe never queues behind the callers whose timeouts it judges. Built
-// from the user's options with one dial per probe, deadlines bounding its
+// a probe never queues behind the callers whose timeouts it judges. It
+// has the user's options but for one dial per probe, deadlines on its
 // sockets, none of the user's hooks, and no maintenance or push
-// notifications (sharing those makes go-redis log or panic). go-redis'
-// pool repeats a failed dial's error for a second, so a probe failing on
-// the connection replaces the client (failed).
+// notifications (sharing those makes go-redis log or panic).
 type prober struct {
 	base *redis.Options
 	mu   sync.Mutex
@@ -104,13 +92,13 @@ func (p *prober) client() *redis.Client {
 	return p.cur
 }
 
-// maxGone bounds the replaced clients kept open: the oldest is closed
-// beyond it (probes run one at a time, so by then none uses it).
+// maxGone is how many replaced clients stay open, as probes may overlap
+// (a Ping beside the breaker's).
 const maxGone = 4
 
 // failed replaces c, the client of a probe that failed with err, when err
-// is a connection's, not a reply. A replaced client stays open maxGone
-// replacements more, as probes may overlap (a Ping beside the breaker's).
+// is a connection's, not a reply: go-redis' pool repeats a failed dial's
+// error for a second.
 func (p *prober) failed(c *redis.Client, err error) {
 	var re redis.Error
 	if !wireEvidence(err) || errors.As(err, &re) {
@@ -124,7 +112,7 @@ func (p *prober) failed(c *redis.Client, err error) {
 	p.gone = append(p.gone, p.cur)
 	if len(p.gone) > maxGone {
 		p.gone[0].Close()
-		p.gone = slices.Delete(p.gone, 0, 1)
+		p.gone = p.gone[1:]
 	}
 	p.cur = p.build()
 }

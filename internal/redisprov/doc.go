@@ -1,52 +1,43 @@
 // Package redisprov is the Redis provider: the faces limiter/redisabs and
 // limiter/redissup hold a Provider, and the hybrid provider holds its
 // parts. It is a store (the scripts and the reading of their replies) with
-// each mechanism a layer around it, each in its own files:
+// each mechanism a layer around it:
 //
 //   - the Redis store: redisx.go (the client, the clock argument, replies),
 //     base.go (keys, hashes, script calls), layout.go (reply layouts),
 //     store_set.go (the set scripts' arguments and replies), batch.go and
 //     pipe.go (concurrent calls sharing round trips);
 //   - hot-key relief, the refusal memory: relief.go, peeks.go;
-//   - the failure policy: failover.go (the Guard), provider.go (its one
-//     path for every call, single limits and sets alike), breaker.go (the
-//     breaker proper, readable alone), evidence.go (what the wire says), deadline.go
-//     (bounded calls on any client), dial.go (the dial hook and the probe's
-//     client), fallback.go (the local fallback), writeback.go (its units
-//     written back), grace.go, nodes.go (a guard per cluster master),
-//     evict.go (the eviction-policy warning), observe.go and log.go
-//     (the observer's events);
-//   - the strategies: absolute.go and suppressed.go say what differs
-//     (scripts, arguments, the reading of replies); redisprov.go and set.go
-//     are the Provider's calls.
+//   - the failure policy, a Guard per limiter: failover.go (the Guard),
+//     provider.go (its one path for every call), evidence.go (what the
+//     wire says, the probe), breaker.go (the breaker proper), deadline.go
+//     (bounded calls), dial.go (the dial hook and the probe's client),
+//     fallback.go (the policies' answers, the local fallback, the grace),
+//     writeback.go, nodes.go (a guard per cluster master), observe.go
+//     (the observer's events and the default log);
+//   - the strategies: absolute.go and suppressed.go say what differs;
+//     redisprov.go and set.go are the Provider's calls.
 //
 // # One Inc, from the top
 //
-// redisabs.Limiter.Inc calls Guard.Decide (provider.go) with the Provider
-// as its Backend; Decide describes the call as an ask and takes it down
-// decide, the path every decision call shares (on the healthy path it
-// asks Redis without building the ask, and joins decide's tail, settle,
-// for anything but a reply). On a cluster client the
-// Guard first routes the call to the guard of the master that owns the
-// key's slot (nodes.go). With an observer, the call is timed and reported
-// (observe.go). While the breaker is open the policy answers at once
-// (policy: fallback.go's in-process window, or FailOpen, FailClosed,
-// FailError), marked Degraded. Else the call runs under the guard's
-// deadline (deadline.go) as Backend.Decide:
-// Provider.inc (redisprov.go) checks the key, the cost and the capacity,
-// asks hot-key relief whether the key is a remembered refusal (an answer
-// from memory returns ErrRemembered, which is not evidence about Redis),
-// and otherwise runs the strategy's script through Base.Run, directly or
-// in a batch (batch.go), and reads the reply into a window.Result
-// (base.go). Back in the Guard, a reply closes the call (during the grace
-// after an outage, grace.go adds the fallback's units); an error is judged
-// (evidence.go): a connection error or a "cannot serve" reply opens the
-// breaker (breaker.go) and the policy answers; a timeout is shed, and
-// opens the breaker only when a confirming probe fails too. When the
-// probe finds Redis back, the breaker closes and writeback.go writes the
-// fallback's admissions to Redis.
+// redisabs.Limiter.Inc calls Guard.Decide with the Provider as its
+// Backend. On a cluster client the Guard first routes the call to the
+// guard of the master that owns the key's slot. While the breaker is open
+// the policy answers at once: the fallback's in-process window
+// (FallbackLocal), FailOpen or FailClosed, marked Degraded, or FailError's
+// ErrUnavailable. Else the call runs under the guard's deadline as
+// Backend.Decide: Provider.inc checks the key, the cost and the capacity,
+// answers a remembered refusal from hot-key relief (ErrRemembered: no
+// evidence about Redis), or runs the strategy's script through Base.Run,
+// alone or in a batch, and reads the reply. Back in the Guard (settle), a reply
+// stands (during the grace after an outage, charged to the fallback too);
+// an error is judged: a connection error or a "cannot serve" reply opens
+// the breaker and the policy answers; a timeout is shed, and opens the
+// breaker only when a confirming probe fails too. The breaker's probe
+// goroutine asks Redis every probe interval; when Redis answers, the
+// fallback's admissions are written back and the breaker closes. With an
+// observer, the Redis call is timed and the decision reported.
 //
-// IncSet takes the same walk: DecideSet describes it as an ask on a set,
-// and decide runs it on the set scripts (store_set.go, set.go); the
-// fallback decides it with its own IncSet on the scaled set.
+// IncSet takes the same walk (DecideSet) on the set scripts; the fallback
+// decides it with its own IncSet on the scaled set.
 package redisprov

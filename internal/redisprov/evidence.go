@@ -1,30 +1,26 @@
+// What the wire says: the errors that open the breaker, the confirming
+// probe of a timeout, and the probe itself.
+
 package redisprov
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
-	"runtime"
-	"sync/atomic"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sluice-go/sluice/limiter"
-)
 
-// What opens the breaker (docs/operations.md, When Redis fails).
-//
-// Only the wire is evidence: a connection error or a "cannot serve now"
-// reply (Unavailable, not a timeout) opens it at once. A timeout proves
-// nothing alone (the time may have gone to local waits or a starved CPU):
-// the call is shed and asks for a confirming probe (confirm), which opens
-// the breaker only when it fails too and no call got a reply meanwhile.
-// A probe during a process stall of over a quarter of the timeout, a
-// probe not sent because the previous one is unanswered, and a call that
-// never started before its deadline are inconclusive. At most one
-// confirming probe runs at a time, and none within a probe interval of
-// one that found Redis answering.
+	"github.com/sluice-go/sluice/internal/settings"
+	"github.com/sluice-go/sluice/internal/window"
+	"github.com/sluice-go/sluice/key"
+	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/scripts"
+)
 
 // verdict is what a failed Redis call of a decision leads to.
 type verdict int
@@ -35,23 +31,62 @@ const (
 	vShed                  // refuse the call as shed
 )
 
-// errAbandoned is the error of a call not sent because too many calls
-// whose callers left are still waiting for Redis; errUnanswered that of a
-// probe not sent because the previous one is still unanswered. Both are
-// timeouts: Redis has not answered calls sent long enough ago.
-var (
-	errAbandoned  = fmt.Errorf("redis: too many calls past their deadline still unanswered: %w", context.DeadlineExceeded)
-	errUnanswered = fmt.Errorf("redis: the previous probe is still unanswered: %w", context.DeadlineExceeded)
-)
+// errUnanswered is the timeout of a probe not sent because the previous
+// one is still unanswered.
+var errUnanswered = fmt.Errorf("redis: the previous probe is still unanswered: %w", context.DeadlineExceeded)
 
-// openedErr is the error of a call that left when the breaker opened while
-// it waited on Redis; it wraps the breaker's cause, and the policy answers.
-type openedErr struct{ cause error }
+// unavailableReplies are the Redis error codes that mean the server cannot
+// serve now, as opposed to a bad command.
+var unavailableReplies = [...]string{"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY", "OOM"}
 
-func (e *openedErr) Error() string {
-	return "the circuit breaker opened during the call: " + e.cause.Error()
+// Unavailable reports whether err means Redis could not be asked: a
+// connection refused, reset or closed, a timeout, or one of
+// unavailableReplies. Bad input, ErrClosed, a cancelled context and other
+// replies are not. Check the caller's own context first: Unavailable
+// cannot tell its deadline from the timeout's.
+func Unavailable(err error) bool {
+	switch {
+	case notBackend(err), errors.Is(err, context.Canceled):
+		return false
+	case errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, redis.ErrPoolTimeout),
+		errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		msg := re.Error()
+		for _, code := range unavailableReplies {
+			if strings.HasPrefix(msg, code) && (len(msg) == len(code) || msg[len(code)] == ' ') {
+				return true
+			}
+		}
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
 }
-func (e *openedErr) Unwrap() error { return e.cause }
+
+// notBackend reports whether err is no error of the backend's: nil, a
+// closed limiter, bad input, or a call that waited locally.
+func notBackend(err error) bool {
+	return err == nil ||
+		errors.Is(err, ErrOpened) ||
+		errors.Is(err, ErrBehindFailure) ||
+		errors.Is(err, limiter.ErrClosed) ||
+		errors.Is(err, limiter.ErrInvalidRate) ||
+		errors.Is(err, limiter.ErrInvalidConfig) ||
+		errors.Is(err, limiter.ErrInvalidCost) ||
+		errors.Is(err, limiter.ErrCapacityTooSmall) ||
+		errors.Is(err, limiter.ErrWindowConflict) ||
+		errors.Is(err, limiter.ErrLayout) ||
+		errors.Is(err, key.ErrInvalid)
+}
 
 // TimedOut reports whether err is a timeout: a deadline passed (the
 // call's budget, the caller's), a socket timeout, the pool's wait.
@@ -74,7 +109,10 @@ func waited(err error) bool {
 }
 
 // judge reads the error of a decision's Redis call made with the caller's
-// ctx: the verdict, and the error to return (with vShed, the call's own).
+// ctx: the verdict, and the error to return. Only the wire is evidence:
+// wire evidence opens the breaker; a timeout proves nothing alone (the
+// time may have gone to local waits or a starved CPU), so the call is
+// shed and a confirming probe decides.
 func (g *Guard) judge(ctx context.Context, op string, err error) (verdict, error) {
 	if cerr := ctx.Err(); cerr != nil {
 		return vReturn, fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
@@ -111,22 +149,11 @@ func (g *Guard) policyVerdict(op string, err error) (verdict, error) {
 	return vReturn, err
 }
 
-// failedOther handles the error of a Get or Reset (which have no decision
-// to shed): wire evidence opens the breaker, a timeout asks for a
-// confirming probe.
-func (g *Guard) failedOther(err error) {
-	switch {
-	case waited(err):
-	case TimedOut(err):
-		g.confirm(err)
-	case wireEvidence(err):
-		g.trip(err)
-	}
-}
-
 // confirm starts the confirming probe of a call that timed out, unless one
-// is running, one succeeded within the probe interval, or the breaker is
-// open (its own probe runs then).
+// runs, one succeeded within the probe interval, or the breaker is open.
+// It opens the breaker when it fails on the wire, or times out while no
+// call got a reply; during a process stall of over a quarter of its
+// deadline, or not sent, it is inconclusive.
 func (g *Guard) confirm(cause error) {
 	if g.Open() || !g.confirming.CompareAndSwap(false, true) {
 		return
@@ -141,17 +168,16 @@ func (g *Guard) confirm(cause error) {
 		err, stalled := g.probeWatched()
 		switch {
 		case g.stopCtx.Err() != nil:
+			return
 		case wireEvidence(err): // holds however late this process ran
-			g.confirmed.Add(1)
-			g.trip(fmt.Errorf("%w (a probe confirmed it: %v)", cause, err))
 		case stalled > g.probeDeadline()/4, errors.Is(err, errUnanswered):
-			// Inconclusive: the next call that times out asks again.
+			return
 		case err == nil || !Unavailable(err) || g.replied.Load():
 			g.lastOK.Store(time.Now().UnixNano())
-		default:
-			g.confirmed.Add(1)
-			g.trip(fmt.Errorf("%w (a probe confirmed it: %v)", cause, err))
+			return
 		}
+		g.confirmed.Add(1)
+		g.trip(fmt.Errorf("%w (a probe confirmed it: %v)", cause, err))
 	})
 	if !started {
 		g.confirming.Store(false)
@@ -161,9 +187,9 @@ func (g *Guard) confirm(cause error) {
 // stallTick is how often probeWatched looks at the clock.
 const stallTick = 5 * time.Millisecond
 
-// probeWatched runs a confirming probe (probeNow, half a probe interval
-// extra) and returns its error and the longest stall of this process seen
-// meanwhile by a ticker of stallTick.
+// probeWatched runs a confirming probe (half a probe interval beyond the
+// usual deadline) and returns its error and the longest stall of this
+// process a ticker saw meanwhile.
 func (g *Guard) probeWatched() (err error, stalled time.Duration) {
 	done := make(chan error, 1)
 	go func() { done <- g.probeNow(g.cfg.ProbeInterval / 2) }()
@@ -182,18 +208,52 @@ func (g *Guard) probeWatched() (err error, stalled time.Duration) {
 	}
 }
 
-// probeNow runs one probe (probeBy) with a deadline of its own: the
-// timeout, or probeTimeout under WithTimeout(0), plus extra.
+// Probe returns the probe: one abs_inc.lua call that records one unit on
+// ProbeKey(prefix, "abs") at a capacity that never refuses, a write (so
+// that a Redis refusing writes, OOM or READONLY, stays down).
+func Probe(cfg *window.Config) probeFunc {
+	return probeOf(cfg, ProbeKey(cfg.Prefix, key.Absolute))
+}
+
+// NodeProbe returns the probe of a cluster master's guard (Guard.ByNode):
+// Probe's call on the probe key of hash tag tag, in that master's slots.
+func NodeProbe(cfg *window.Config) func(tag string) probeFunc {
+	return func(tag string) probeFunc {
+		return probeOf(cfg, NodeProbeKey(cfg.Prefix, tag, key.Absolute))
+	}
+}
+
+// probeFunc asks Redis one question that needs a write.
+type probeFunc = func(ctx context.Context, client redis.Scripter) error
+
+// probeOf is the probe that writes hash h.
+func probeOf(cfg *window.Config, h string) probeFunc {
+	w, b, ttl := cfg.WindowMs, cfg.BucketMs, TTLMs(cfg)
+	return func(ctx context.Context, client redis.Scripter) error {
+		return scripts.AbsInc.Run(ctx, client, []string{h},
+			NowArg(cfg), w, b, settings.MaxCapacity, 1, ttl).Err()
+	}
+}
+
+// probeDeadline is a probe's deadline: the timeout, or probeTimeout under
+// WithTimeout(0).
+func (g *Guard) probeDeadline() time.Duration {
+	if g.cfg.Timeout <= 0 {
+		return probeTimeout
+	}
+	return g.cfg.Timeout
+}
+
+// probeNow runs one probe with its own deadline, probeDeadline plus extra.
 func (g *Guard) probeNow(extra time.Duration) error {
-	to := g.probeDeadline()
-	ctx, cancel := context.WithTimeout(g.stopCtx, to+extra)
+	ctx, cancel := context.WithTimeout(g.stopCtx, g.probeDeadline()+extra)
 	defer cancel()
 	return g.probeBy(ctx)
 }
 
-// probeBy runs one probe that returns by ctx's deadline whatever the
-// client: on a client that ignores context deadlines (not the probe's own)
-// it runs on a goroutine, and no next probe is sent while it is unanswered.
+// probeBy runs one probe that returns by ctx's deadline: on a client that
+// ignores context deadlines it runs on a goroutine, and no next probe is
+// sent while it is unanswered.
 func (g *Guard) probeBy(ctx context.Context) error {
 	if !g.bounded || g.own != nil {
 		return g.probeOnce(ctx)
@@ -214,21 +274,19 @@ func (g *Guard) probeBy(ctx context.Context) error {
 	}
 }
 
-// probeOnce sends one probe, on the probe's own client when it has one
-// (which a failure on the wire replaces: dial.go), else on the client.
+// probeOnce sends one probe, on the probe's own client when it has one,
+// else on the client.
 func (g *Guard) probeOnce(ctx context.Context) error {
 	if g.own == nil {
 		err := g.probe(ctx, g.client)
-		if err != nil && Unavailable(err) {
+		if Unavailable(err) {
 			g.followTopology()
 		}
 		return err
 	}
 	c := g.own.client()
 	err := g.probe(ctx, c)
-	if err != nil {
-		g.own.failed(c, err)
-	}
+	g.own.failed(c, err)
 	return err
 }
 
@@ -240,36 +298,6 @@ func (g *Guard) answered() {
 	}
 }
 
-// probeDeadline is a probe's deadline before any extra: the timeout, or
-// probeTimeout under WithTimeout(0).
-func (g *Guard) probeDeadline() time.Duration {
-	if g.cfg.Timeout <= 0 {
-		return probeTimeout
-	}
-	return g.cfg.Timeout
-}
-
-// shedLogEvery is how often at most the default log hears about shed calls.
-const shedLogEvery = 10 * time.Second
-
-// noteShed counts a shed call and, at most once per shedLogEvery, logs
-// how many were shed since the last record.
-func (g *Guard) noteShed() {
-	n := g.shed.Add(1)
-	l := g.logger()
-	if l == nil {
-		return
-	}
-	now := time.Now().UnixNano()
-	last := g.shedLogAt.Load()
-	if last != 0 && now-last < int64(shedLogEvery) || !g.shedLogAt.CompareAndSwap(last, now) {
-		return
-	}
-	prev := g.shedLogged.Swap(n)
-	l.Warn("sluice: calls shed: their budget ran out while Redis was not known to be down (a busy client, not an outage)",
-		"provider", g.pkg, "shed", n-prev, "total", n)
-}
-
 // ShedCount is the number of calls shed so far, for tests.
 func (g *Guard) ShedCount() int64 { return g.shed.Load() }
 
@@ -277,110 +305,56 @@ func (g *Guard) ShedCount() int64 { return g.shed.Load() }
 // for tests.
 func (g *Guard) Confirmed() int64 { return g.confirmed.Load() }
 
-// Opened returns a channel closed when the breaker opens: a caller waiting
-// for a local resource selects on it, to go to the policy at once.
-func (g *Guard) Opened() <-chan struct{} { return *g.openCh.Load() }
-
-// rearm gives the breaker a fresh Opened channel, before it closes.
-func (g *Guard) rearm() {
-	ch := make(chan struct{})
-	g.openCh.Store(&ch)
+func (g *Guard) causeErr() error {
+	if p := g.cause.Load(); p != nil {
+		return *p
+	}
+	return errors.New("unknown cause")
 }
 
-// maxAbandonedFor is the most calls whose callers left that may wait for
-// Redis in the background: the client's pool size, so a long freeze cannot
-// pile up goroutines.
-func maxAbandonedFor(c Client) int64 {
-	size := 0
-	switch c := c.(type) {
-	case *redis.Client:
-		size = c.Options().PoolSize
-	case *redis.ClusterClient:
-		size = c.Options().PoolSize
-	case *redis.Ring:
-		size = c.Options().PoolSize
+// Err is the error of a call made while the breaker is open that has no
+// Decision to mark (Get, Reset, and every call under FailError).
+func (g *Guard) Err(op string) error { return g.unavailable(op, g.causeErr()) }
+
+// otherErr is the error of a Get's or Reset's failed Redis call, returned
+// under every policy after it is judged as a decision's is.
+func (g *Guard) otherErr(ctx context.Context, op string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
 	}
-	if size <= 0 {
-		size = 10 * runtime.GOMAXPROCS(0) // go-redis's default
+	g.observeErr(ctx, op, err, 0)
+	g.logFailure(op, err)
+	switch {
+	case waited(err):
+	case TimedOut(err):
+		g.confirm(err)
+	case wireEvidence(err):
+		g.trip(err)
 	}
-	return int64(max(size, 1))
+	var oe *openedErr
+	if errors.As(err, &oe) {
+		return g.Err(op)
+	}
+	if Unavailable(err) {
+		return g.unavailable(op, err)
+	}
+	return err
 }
 
-// bounded runs f on a worker (workers.go) and returns when f does, ctx is
-// done or the breaker opens, whichever comes first; a left f completes in
-// the background. It bounds calls on clients that ignore context
-// deadlines. While maxAbandoned left calls still run, f waits to start
-// (errAbandoned if ctx ends first, never sent).
-func bounded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	var zero T
-	for g.abandoned.Load() >= g.maxAbandoned {
-		select {
-		case <-g.released:
-		case <-ctx.Done():
-			return zero, errAbandoned
-		}
-	}
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	opened := g.Opened()   // taken before the call
-	var state atomic.Int32 // 0 running, 1 answered, 2 left by its caller
-	var started atomic.Bool
-	g.calls.Add(1)
-	g.spawn(func() {
-		defer g.calls.Done()
-		started.Store(true)
-		v, err := f(ctx)
-		if err == nil {
-			g.answered() // not for ErrRemembered: memory is not the wire
-		}
-		ch <- result{v, err}
-		if !state.CompareAndSwap(0, 1) {
-			g.abandoned.Add(-1)
-			select {
-			case g.released <- struct{}{}:
-			default:
-			}
-		}
-	})
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		if state.CompareAndSwap(0, 2) {
-			g.abandoned.Add(1)
-			if !started.Load() { // never got a CPU: no evidence
-				return zero, ErrBehindFailure
-			}
-			return zero, ctx.Err()
-		}
-		r := <-ch
-		return r.v, r.err
-	case <-opened: // the breaker's cause is this call's error too
-		if state.CompareAndSwap(0, 2) {
-			g.abandoned.Add(1)
-			return zero, &openedErr{g.causeErr()}
-		}
-		r := <-ch
-		return r.v, r.err
-	}
+// unavailable is ErrUnavailable for op, wrapping err, the reason.
+func (g *Guard) unavailable(op string, err error) error {
+	return &unavailableErr{prefix: g.pkg + ": " + op + ": ", err: err}
 }
 
-// WaitCalls waits until every call run by bounded has ended, or returns
-// ctx's error.
-func (g *Guard) WaitCalls(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { g.calls.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+// unavailableErr reads "<pkg>: <op>: sluice: redis unavailable: <the
+// wire's error>" (its own prefix not repeated), wrapping both errors.
+type unavailableErr struct {
+	prefix string
+	err    error
 }
 
-// Abandoned is the number of calls whose callers left that still wait for
-// Redis, for tests.
-func (g *Guard) Abandoned() int64 { return g.abandoned.Load() }
+func (e *unavailableErr) Error() string {
+	return e.prefix + limiter.ErrUnavailable.Error() + ": " + strings.TrimPrefix(e.err.Error(), e.prefix)
+}
+
+func (e *unavailableErr) Unwrap() []error { return []error{limiter.ErrUnavailable, e.err} }

@@ -1,34 +1,31 @@
-// The failure policy's answers while the breaker is open: the local
-// fallback (scaled to the instance's share under WithFallbackInstances),
-// FailOpen, FailClosed, FailError, and what the fallback admitted, kept for
-// the write-back.
+// The policy's answers without Redis: FailOpen, FailClosed, and the local
+// fallback, on the instance's share (WithFallbackInstances), whose
+// admissions are kept for the write-back and the grace.
 
 package redisprov
 
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice/internal/window"
-	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
 
 // refuse is the decision on a without Redis (c: a single call's
-// validation): it admits (admit, unless the cost can never fit) or
-// refuses, with RetryAfter the probe interval; marked Shed when shed,
-// else Degraded. A set's every limit decides alike.
+// validation): admitted (admit, unless the cost can never fit) or refused
+// with RetryAfter the probe interval, in every limit of a set alike;
+// marked Shed when shed, else Degraded.
 func (g *Guard) refuse(a *ask, c *Call, admit, shed bool) (limiter.SetDecision, error) {
 	if a.sbe != nil {
 		return g.refuseSet(a, admit, shed)
 	}
-	never := !c.Peek && c.N > c.Hard
+	never := !a.peek && a.n > c.Hard
 	d := limiter.Decision{Suppressed: g.sup, Limit: c.C, Never: never}
 	switch {
 	case admit && !never:
-		d = limiter.Decision{Allowed: true, Limit: c.C, Remaining: max(c.C-c.N, 0)}
+		d = limiter.Decision{Allowed: true, Limit: c.C, Remaining: max(c.C-a.n, 0)}
 	case !never:
 		d.RetryAfter = g.cfg.ProbeInterval
 	}
@@ -46,8 +43,7 @@ func (g *Guard) refuseSet(a *ask, admit, shed bool) (limiter.SetDecision, error)
 	if err != nil {
 		return limiter.SetDecision{}, fmt.Errorf("%s: %s: %w", g.pkg, a.op, err)
 	}
-	n := a.n
-	cost := max(n, 1)
+	cost := max(a.n, 1)
 	never := false
 	for _, l := range ls {
 		never = never || cost > l.Hard
@@ -60,7 +56,7 @@ func (g *Guard) refuseSet(a *ask, admit, shed bool) (limiter.SetDecision, error)
 		*r = window.Result{Allowed: open, Limit: l.Soft, Remaining: l.Soft, Never: cost > l.Hard}
 		switch {
 		case open:
-			r.Remaining = max(l.Soft-n, 0)
+			r.Remaining = max(l.Soft-a.n, 0)
 		case r.Never || !admit:
 			r.Outcome, r.Refused = window.OutcomeRejected, true
 			if g.sup {
@@ -77,8 +73,7 @@ func (g *Guard) refuseSet(a *ask, admit, shed bool) (limiter.SetDecision, error)
 	return d, nil
 }
 
-// local decides a with the in-process fallback and remembers what it
-// admits (c: a single call's validation).
+// local decides a with the fallback and remembers what it admits.
 func (g *Guard) local(ctx context.Context, a *ask, c *Call) (limiter.SetDecision, error) {
 	fb, err := g.fallback()
 	var d limiter.SetDecision
@@ -95,8 +90,7 @@ func (g *Guard) local(ctx context.Context, a *ask, c *Call) (limiter.SetDecision
 	return d, nil
 }
 
-// fbDecide is a's decision by the fallback fb, on the rate or the set
-// scaled to the instance's share.
+// fbDecide is a's decision by the fallback fb, on the instance's share.
 func (g *Guard) fbDecide(ctx context.Context, fb limiter.Limiter, a *ask) (d limiter.SetDecision, err error) {
 	switch {
 	case a.sbe != nil:
@@ -104,21 +98,17 @@ func (g *Guard) fbDecide(ctx context.Context, fb limiter.Limiter, a *ask) (d lim
 	case a.peek:
 		d.Decision, err = fb.IsAllowed(ctx, a.k)
 	default:
-		d.Decision, err = fb.Inc(ctx, a.k, g.scaled(a.rate), a.n)
+		d.Decision, err = fb.Inc(ctx, a.k, share(a.rate, g.cfg.Window, g.cfg.FallbackInstances), a.n)
 	}
 	return d, err
 }
 
-// scaled divides r by the fleet size, keeping at least one unit per window.
-func (g *Guard) scaled(r limiter.Rate) limiter.Rate {
-	if g.cfg.FallbackInstances <= 1 {
+// share is rate r of window w divided by the fleet size n, at least one
+// unit per window.
+func share(r limiter.Rate, w time.Duration, n int) limiter.Rate {
+	if n <= 1 {
 		return r
 	}
-	return share(r, g.cfg.Window, g.cfg.FallbackInstances)
-}
-
-// share is rate r of window w divided by n, at least one unit per window.
-func share(r limiter.Rate, w time.Duration, n int) limiter.Rate {
 	s := limiter.PerSecond(r.PerSecondValue() / float64(n))
 	if c, err := limiter.Capacity(s, w); err != nil || c < 1 {
 		return limiter.Every(1, w)
@@ -126,12 +116,10 @@ func share(r limiter.Rate, w time.Duration, n int) limiter.Rate {
 	return s
 }
 
-// maxScaledSets bounds the cache of scaled sets (an application that
-// builds a set per call would otherwise grow it during an outage).
+// maxScaledSets bounds the cache of scaled sets (against a set per call).
 const maxScaledSets = 1024
 
-// scaledSet divides every rate of set by the fleet size, keeping at least
-// one unit per window, as scaled does for a single rate.
+// scaledSet is set with every rate shared as share does.
 func (g *Guard) scaledSet(set *limiter.Set) *limiter.Set {
 	n := g.cfg.FallbackInstances
 	if n <= 1 {
@@ -155,13 +143,11 @@ func (g *Guard) scaledSet(set *limiter.Set) *limiter.Set {
 	return scaled
 }
 
-// setID is the pending entry of key k on set: the set's description
-// (names, rates, windows) tells two sets apart, so that sets built per
-// call share an entry.
+// setID is the pending entry of key k on set: sets built per call alike
+// share it.
 func setID(k string, set *limiter.Set) string { return k + "\x00" + set.String() }
 
-// record remembers the n units of a that the fallback admitted (c: a
-// single call's validation), on the key or on the key and the set.
+// record remembers the units of a that the fallback admitted.
 func (g *Guard) record(a *ask, c *Call) {
 	now := g.cfg.NowMs()
 	id, span := a.k, g.cfg.WindowMs+g.cfg.BucketMs
@@ -171,30 +157,31 @@ func (g *Guard) record(a *ask, c *Call) {
 			l := a.set.At(i)
 			span = max(span, (l.Window + l.Bucket).Milliseconds())
 		}
-		raise(&g.setSpan, span)
+		for cur := g.setSpan.Load(); span > cur && !g.setSpan.CompareAndSwap(cur, span); cur = g.setSpan.Load() {
+		}
 	}
 	g.pmu.Lock()
-	if p := g.pendingFor(id, a.k, a.n); p != nil {
-		if a.sbe != nil {
-			p.Set = a.set
-		} else {
-			p.Hash, p.Rate = c.Hash, c.Rate
+	defer g.pmu.Unlock()
+	p := g.pending[id]
+	if p == nil {
+		if len(g.pending) >= MaxPending {
+			g.drop(id, a.n)
+			return
 		}
-		p.LastMs, p.span = now, span
-		p.Units += a.n
+		p = &Pending{Key: a.k}
+		g.pending[id] = p
 	}
-	g.pmu.Unlock()
+	if a.sbe != nil {
+		p.Set = a.set
+	} else {
+		p.Hash, p.Rate = c.Hash, c.Rate
+	}
+	p.LastMs, p.span = now, span
+	p.Units += a.n
 }
 
-// raise makes x at least v.
-func raise(x *atomic.Int64, v int64) {
-	for cur := x.Load(); v > cur && !x.CompareAndSwap(cur, v); cur = x.Load() {
-	}
-}
-
-// drop counts n units of id as not remembered, and id once (while fewer
-// than MaxPending keys were dropped; each call beyond). g.pmu must be
-// held.
+// drop counts n units of entry id as not remembered, and id once (each
+// call, beyond MaxPending ids). g.pmu is held.
 func (g *Guard) drop(id string, n int64) {
 	g.droppedUnits += n
 	switch {
@@ -207,22 +194,6 @@ func (g *Guard) drop(id string, n int64) {
 	default:
 		g.dropped++
 	}
-}
-
-// pendingFor returns the Pending of id (the key, or the key and the set),
-// made for key k when new, or nil when MaxPending keys are pending already
-// (the n units are then counted as dropped). g.pmu must be held.
-func (g *Guard) pendingFor(id, k string, n int64) *Pending {
-	p := g.pending[id]
-	if p == nil {
-		if len(g.pending) >= MaxPending {
-			g.drop(id, n)
-			return nil
-		}
-		p = &Pending{Key: k}
-		g.pending[id] = p
-	}
-	return p
 }
 
 // fallback returns the local limiter, built on first use.
@@ -240,7 +211,7 @@ func (g *Guard) fallback() (limiter.Limiter, error) {
 	}
 	var l limiter.Limiter
 	var err error
-	if g.strategy == key.Suppressed {
+	if g.sup {
 		l, err = window.NewLocalSuppressed(g.opts...)
 	} else {
 		l, err = window.NewLocalAbsolute(g.opts...)
@@ -252,9 +223,8 @@ func (g *Guard) fallback() (limiter.Limiter, error) {
 	return l, nil
 }
 
-// forget drops what the fallback holds for k (on set, when not nil),
-// after a Reset succeeded on Redis, so that the write-back does not bring
-// back units the caller reset.
+// forget drops what the fallback holds for k (on set, if any) after a
+// Reset on Redis, so that the write-back does not bring it back.
 func (g *Guard) forget(ctx context.Context, k string, set *limiter.Set) {
 	p := g.fb.Load()
 	if p == nil {
@@ -264,12 +234,66 @@ func (g *Guard) forget(ctx context.Context, k string, set *limiter.Set) {
 	if set == nil {
 		(*p).Reset(ctx, k)
 	} else {
-		// The fallback finds a limit's state by its name: the set
-		// resets its scaled copy too.
+		// This resets the scaled copy too: the same names.
 		(*p).(limiter.SetLimiter).ResetSet(ctx, k, set)
 		id = setID(k, set)
 	}
 	g.pmu.Lock()
 	delete(g.pending, id)
 	g.pmu.Unlock()
+}
+
+// startGrace begins the grace after an outage, for a fleet
+// (WithFallbackInstances(n), n > 1): other instances may write their
+// fallbacks' units back later than this one, so for W + B (or the longest
+// set span the fallback decided) every admission Redis grants is charged
+// to the fallback too, and refused when the instance's share cannot hold it.
+func (g *Guard) startGrace() {
+	if g.cfg.FallbackInstances <= 1 || g.fb.Load() == nil {
+		return
+	}
+	span := max(g.cfg.WindowMs+g.cfg.BucketMs, g.setSpan.Load())
+	g.graceEnd.Store(g.cfg.NowMs() + span)
+}
+
+// InGrace reports whether the grace is on: every admission must then go
+// through Decide (the hybrid's leases must not answer).
+func (g *Guard) InGrace() bool { return g.graceEnd.Load() != 0 && g.inGrace() }
+
+// inGrace is InGrace's slow path: it ends an expired grace.
+func (g *Guard) inGrace() bool {
+	end := g.graceEnd.Load()
+	if end == 0 {
+		return false
+	}
+	if g.cfg.NowMs() < end {
+		return true
+	}
+	g.graceEnd.CompareAndSwap(end, 0)
+	return false
+}
+
+// graceDecide charges an admission d that Redis granted a to the
+// fallback, refused (in each limit the fallback refused) when the
+// fallback's share cannot hold it.
+func (g *Guard) graceDecide(ctx context.Context, a *ask, d limiter.SetDecision) limiter.SetDecision {
+	fbp := g.fb.Load()
+	if a.peek || !d.Allowed || a.n == 0 || fbp == nil {
+		return d
+	}
+	fd, err := g.fbDecide(ctx, *fbp, a)
+	if err != nil || fd.Allowed {
+		return d
+	}
+	d.Allowed, d.Suppressed, d.Remaining, d.RetryAfter = false, g.sup, 0, fd.RetryAfter
+	if g.sup {
+		d.SuppressionFactor = 1
+	}
+	for i := range d.Limits {
+		if i < len(fd.Limits) && fd.Limits[i].Refused {
+			l := &d.Limits[i]
+			l.Refused, l.Remaining, l.RetryAfter = true, 0, fd.Limits[i].RetryAfter
+		}
+	}
+	return d
 }

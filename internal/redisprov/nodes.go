@@ -1,8 +1,16 @@
+// A cluster fails by node: a Guard made ByNode on a *redis.ClusterClient
+// routes each call to the guard of the master owning the key's slot, each
+// with its own breaker, probe, fallback, write-back and grace. The slot
+// table is read in the background at the first call and when a node
+// guard opens; until then calls use the router's own guard. A stale table
+// only groups keys under the wrong breaker: calls still go where the
+// cluster client routes them.
+
 package redisprov
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -13,27 +21,15 @@ import (
 	"github.com/sluice-go/sluice/key"
 )
 
-// A cluster fails by node (docs/operations.md, A cluster fails by node).
-//
-// A Guard made ByNode on a *redis.ClusterClient routes each call to the
-// guard of the master owning the key's slot, each with its own breaker,
-// probe, fallback, write-back and grace. A node guard's probe writes a key
-// in one of its master's slots through the cluster client, so after a
-// failover it reaches the promoted replica. The slot table is read with
-// CLUSTER SLOTS in the background at the first call and when a node guard
-// opens; until then calls use the router's own guard. A stale table only
-// groups keys under the wrong breaker: calls still go where the cluster
-// client routes them.
-
 // clusterSlots is the number of hash slots of a Redis Cluster.
 const clusterSlots = 16384
 
 // nodes is the routing of a Guard made ByNode.
 type nodes struct {
 	cc       *redis.ClusterClient
-	newProbe func(tag string) func(ctx context.Context, client redis.Scripter) error
+	newProbe func(tag string) probeFunc
 
-	table   atomic.Pointer[slotTable]
+	table   atomic.Pointer[[clusterSlots]*Guard] // each slot's master's guard
 	loading atomic.Bool
 	loaded  atomic.Int64 // when the table was last read (UnixNano)
 
@@ -41,25 +37,17 @@ type nodes struct {
 	by map[string]*Guard // master address → its guard, kept until Close
 }
 
-// slotTable maps each slot to its master's guard.
-type slotTable struct {
-	guard [clusterSlots]*Guard
-}
-
 // ByNode makes g, on a *redis.ClusterClient, route every call by key to
 // its master's guard; newProbe(tag) is a node guard's probe, writing the
 // key of hash tag tag. On any other client it does nothing. Call it right
 // after Init.
-func (g *Guard) ByNode(newProbe func(tag string) func(ctx context.Context, client redis.Scripter) error) {
-	cc, ok := g.client.(*redis.ClusterClient)
-	if !ok {
-		return
+func (g *Guard) ByNode(newProbe func(tag string) probeFunc) {
+	if cc, ok := g.client.(*redis.ClusterClient); ok {
+		g.nodes = &nodes{cc: cc, newProbe: newProbe, by: make(map[string]*Guard)}
 	}
-	g.nodes = &nodes{cc: cc, newProbe: newProbe, by: make(map[string]*Guard)}
 }
 
-// route returns the guard of k's master: g itself off a cluster, and
-// until the slot table is read.
+// route returns the guard of k's master, or g until the slot table is read.
 func (g *Guard) route(k string) *Guard {
 	g.firstCall()
 	t := g.nodes.table.Load()
@@ -67,14 +55,14 @@ func (g *Guard) route(k string) *Guard {
 		g.loadSlots()
 		return g
 	}
-	if ng := t.guard[Slot(key.Escape(k))]; ng != nil {
+	if ng := t[Slot(key.Escape(k))]; ng != nil {
 		return ng
 	}
 	return g
 }
 
-// loadSlots reads the slot table in the background, one read at a time
-// and at most once a probe interval.
+// loadSlots reads the slot table (CLUSTER SLOTS) in the background, one
+// read at a time and at most once a probe interval.
 func (g *Guard) loadSlots() {
 	n := g.nodes
 	if last := n.loaded.Load(); last != 0 && time.Since(time.Unix(0, last)) < g.cfg.ProbeInterval {
@@ -92,7 +80,7 @@ func (g *Guard) loadSlots() {
 		if err != nil || len(slots) == 0 {
 			return
 		}
-		t := new(slotTable)
+		t := new([clusterSlots]*Guard)
 		for _, s := range slots {
 			if len(s.Nodes) == 0 || s.Start < 0 || s.End >= clusterSlots || s.Start > s.End {
 				continue
@@ -102,7 +90,7 @@ func (g *Guard) loadSlots() {
 				return // closed
 			}
 			for i := s.Start; i <= s.End; i++ {
-				t.guard[i] = ng
+				t[i] = ng
 			}
 		}
 		n.table.Store(t)
@@ -112,9 +100,9 @@ func (g *Guard) loadSlots() {
 	}
 }
 
-// nodeGuard returns the guard of the master at addr, making it at its
-// first use: g's settings, and a probe of a key in one of addr's slots;
-// nil once g is closed.
+// nodeGuard returns the guard of the master at addr, made at its first
+// use with g's settings and a probe through the cluster client (which
+// after a failover reaches the promoted replica); nil once g is closed.
 func (g *Guard) nodeGuard(addr string) *Guard {
 	n := g.nodes
 	n.mu.Lock()
@@ -122,49 +110,32 @@ func (g *Guard) nodeGuard(addr string) *Guard {
 	if ng := n.by[addr]; ng != nil {
 		return ng
 	}
-	g.mu.Lock()
-	closed := g.closed
-	g.mu.Unlock()
-	if closed {
+	if g.stopCtx.Err() != nil { // closed
 		return nil
 	}
-	tag, err := n.tagOn(addr)
-	if err != nil {
-		tag = probeKeyTag(len(n.by)) // a key of another master: the guard still follows the client
+	// A probe key in one of addr's slots, else of another master's: the
+	// guard still follows the client.
+	tag := probeKeyTag(len(n.by))
+	for i := 0; i < 4096; i++ {
+		m, err := n.cc.MasterForKey(context.Background(), probeKeyTag(i))
+		if err != nil {
+			break
+		}
+		if m.Options().Addr == addr {
+			tag = probeKeyTag(i)
+			break
+		}
 	}
-	ng := new(Guard)
-	ng.initNode(g, addr, n.newProbe(tag))
+	// No dial hook or eviction check of its own: the router's serve.
+	ng := &Guard{node: addr, parent: g}
+	ng.init(g.pkg, g.sup, g.client, g.cfg, g.opts, n.newProbe(tag), g.recon)
+	ng.evictAsked.Store(true)
 	n.by[addr] = ng
 	return ng
 }
 
-// tagOn returns a probe hash tag whose slot the cluster client routes to
-// the master at addr.
-func (n *nodes) tagOn(addr string) (string, error) {
-	for i := 0; i < 4096; i++ {
-		tag := probeKeyTag(i)
-		m, err := n.cc.MasterForKey(context.Background(), tag)
-		if err != nil {
-			return "", err
-		}
-		if m.Options().Addr == addr {
-			return tag, nil
-		}
-	}
-	return "", errors.New("no probe key found on " + addr)
-}
-
 // probeKeyTag is the hash tag of the i-th node guard's probe key.
 func probeKeyTag(i int) string { return fmt.Sprintf("%%probe-%d", i) }
-
-// initNode sets ng up as the guard of the master at addr under the router
-// r: r's settings and client, its own probe, and no dial hook or eviction
-// check of its own (r's serve).
-func (ng *Guard) initNode(r *Guard, addr string, probe func(ctx context.Context, client redis.Scripter) error) {
-	ng.initCore(r.pkg, r.strategy, r.client, r.cfg, r.opts[:len(r.opts)-2], probe, r.recon)
-	ng.node, ng.parent = addr, r
-	ng.evictAsked.Store(true)
-}
 
 // tripNode opens the breaker of the master at addr, for a failed dial to
 // it; false when g does not route by node or has no guard for addr.
@@ -195,9 +166,7 @@ func (g *Guard) closeNodes(ctx context.Context) error {
 	g.nodes.mu.Unlock()
 	var err error
 	for _, ng := range all {
-		if cerr := ng.Close(ctx); err == nil {
-			err = cerr
-		}
+		err = cmp.Or(err, ng.Close(ctx))
 	}
 	return err
 }

@@ -9,9 +9,8 @@ import (
 )
 
 // Backend is what a Redis provider gives its Guard: the validation a
-// policy answer needs, and the provider's Redis calls. Each provider
-// implements it on a pointer-shaped adapter of its Limiter, so passing one
-// allocates nothing.
+// policy answer needs, and the provider's Redis calls. A pointer-shaped
+// adapter of the Limiter implements it, so passing one allocates nothing.
 type Backend interface {
 	// Validate checks an Inc (or, with peek, an IsAllowed) as the provider
 	// does before asking Redis, and describes it for the policy.
@@ -28,8 +27,8 @@ type SetBackend interface {
 	// ValidateSet checks a set call as the provider does before asking
 	// Redis (n = 0 for GetSet and ResetSet).
 	ValidateSet(op, k string, set *limiter.Set, n int64) error
-	// DecideSet is the Redis call of an IncSet (n = 0: a peek).
-	// op names the call in its errors ("inc set").
+	// DecideSet is the Redis call of an IncSet (n = 0: a peek); op names
+	// the call in its errors ("inc set").
 	DecideSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error)
 	// UsageSet is the Redis call of a GetSet.
 	UsageSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error)
@@ -38,19 +37,13 @@ type SetBackend interface {
 }
 
 // ErrRemembered is what a Backend's Decide returns, with its decision,
-// for a decision it answered from memory (a refusal hot-key relief
-// remembers) without asking Redis: the guard returns the decision with a
-// nil error, reports it as not asked of Redis (DecisionEvent.Backend
-// false), and does not count it as a reply of Redis's (memory is not the
-// wire: the confirming probe's rule, evidence.go).
+// for a refusal hot-key relief answered from memory: the guard returns
+// the decision with a nil error, as not asked of Redis and no reply.
 var ErrRemembered = errors.New("answered from memory")
 
-// ask is one decision call on the Guard's path: an Inc or an IsAllowed
-// of be (sbe nil), or an IncSet of sbe (set may be
-// nil: ValidateSet refuses it). The path is written once (decide); what
-// the two kinds do differently is in the few places that test sbe. A
-// single limit's decision travels as the Decision of a SetDecision
-// without Limits; the single path still calls the single scripts.
+// ask is one decision call: an Inc or IsAllowed of be (sbe nil), or an
+// IncSet of sbe. A single limit's decision travels as the Decision of a
+// SetDecision.
 type ask struct {
 	op, k string
 	n     int64
@@ -61,16 +54,15 @@ type ask struct {
 	set   *limiter.Set
 }
 
-// Decide runs an Inc (peek false) or an IsAllowed (peek true) of a Redis
-// provider under the policy (decide).
+// Decide runs an Inc (peek false) or an IsAllowed (peek true) under the
+// policy (decide).
 func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
 	g = g.at(k)
 	var d limiter.SetDecision
 	var err error
 	if g.cfg.Observer == nil && !g.bounded && !g.Open() {
-		// decide's healthy path without building an ask, which costs the
-		// single limit's hot path some 15 ns of stores and frames; every
-		// other outcome goes on in decide's tail (settle).
+		// decide's healthy path without building an ask; anything else
+		// goes on in its tail (settle).
 		g.firstCall()
 		cctx, cancel := g.Context(ctx)
 		d.Decision, err = be.Decide(cctx, k, rate, n, peek)
@@ -91,11 +83,7 @@ func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limit
 	return d.Decision, nil
 }
 
-// DecideSet runs an IncSet (n = 0: a peek) under the policy, as
-// Decide runs an Inc. The local fallback decides sets with its own
-// IncSet (on the set scaled by WithFallbackInstances); what it admits is
-// written back to every limit of the set when Redis answers again, as for
-// Inc (docs/operations.md, When Redis fails).
+// DecideSet runs an IncSet (n = 0: a peek) under the policy.
 func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	var d limiter.SetDecision
 	if err := g.at(k).decide(ctx, &ask{op: op, k: k, n: n, sbe: be, set: set}, &d, nil); err != nil {
@@ -112,14 +100,10 @@ func (g *Guard) at(k string) *Guard {
 	return g.route(k)
 }
 
-// decide is the one path of a decision call, into d: straight to the
-// policy while the breaker is open, else one Redis call bounded by the
-// timeout, whose failure is judged (judge): the policy answers when the
-// breaker is open, a call that ran out of time is shed. With an observer,
-// the Redis call is timed into t (decideObserved), through bounded to the
-// end of the wait. The decision is written through d, not returned: a
-// Decision is too large for registers, and a copy per frame counts on
-// the healthy path.
+// decide is the one path of a decision call, into d (a Decision is too
+// large to copy through every frame): the policy while the breaker is
+// open, else one Redis call bounded by the timeout, then settle. With an
+// observer, the Redis call is timed into t (decideObserved).
 func (g *Guard) decide(ctx context.Context, a *ask, d *limiter.SetDecision, t *timing) error {
 	if g.cfg.Observer != nil && t == nil {
 		return g.decideObserved(ctx, a, d)
@@ -134,7 +118,8 @@ func (g *Guard) decide(ctx context.Context, a *ask, d *limiter.SetDecision, t *t
 	t.begin()
 	var err error
 	if g.bounded {
-		err = g.askBounded(cctx, *a, d)
+		// a.call binds a copy of *a: only this path moves it to the heap.
+		*d, err = bounded(g, cctx, a.call)
 	} else if err = a.redis(cctx, d); err == nil {
 		g.answered()
 	}
@@ -143,10 +128,9 @@ func (g *Guard) decide(ctx context.Context, a *ask, d *limiter.SetDecision, t *t
 	return g.settle(ctx, a, d, err)
 }
 
-// settle ends a decision call whose Redis call returned err (d its
-// decision): a reply, or a decision from memory, stands (during the
-// grace, charged to the fallback too); a failure is judged, and the
-// policy answers unless the error is returned.
+// settle ends a decision call whose Redis call returned err: a reply
+// stands (during the grace, charged to the fallback too); a failure is
+// judged, and the policy answers unless the error is returned.
 func (g *Guard) settle(ctx context.Context, a *ask, d *limiter.SetDecision, err error) error {
 	if err == nil || err == ErrRemembered {
 		if g.inGrace() {
@@ -172,24 +156,14 @@ func (a *ask) redis(ctx context.Context, d *limiter.SetDecision) (err error) {
 	return err
 }
 
-// askBounded is a's Redis call through bounded. The call may finish in
-// the background after this returns; it is timed by decide, to the end
-// of the wait. a is a copy, so that only this path moves it to the heap.
-func (g *Guard) askBounded(ctx context.Context, a ask, d *limiter.SetDecision) (err error) {
-	*d, err = bounded(g, ctx, a.call)
-	return err
-}
-
-// call is redis returning its decision. A value method, so that the
-// closure of askBounded holds a copy of a and allocates once.
+// call is redis returning its decision, for bounded.
 func (a ask) call(ctx context.Context) (d limiter.SetDecision, err error) {
 	err = a.redis(ctx, &d)
 	return d, err
 }
 
-// policy is the policy's answer to a call Redis cannot take: v is vPolicy
-// (the breaker is open) or vShed, cause the Redis call's error. The call
-// is validated first, as the backend would have.
+// policy is the answer to a call Redis cannot take (v vPolicy or vShed,
+// cause the Redis call's error), after the backend's validation.
 func (g *Guard) policy(ctx context.Context, a *ask, v verdict, cause error) (limiter.SetDecision, error) {
 	var c *Call
 	var err error
@@ -202,8 +176,6 @@ func (g *Guard) policy(ctx context.Context, a *ask, v verdict, cause error) (lim
 		return limiter.SetDecision{}, err
 	}
 	if v == vShed {
-		// Its budget ran out while Redis was not known to be down: a
-		// refusal marked Shed, or under FailError ErrShed wrapping cause.
 		g.noteShed()
 		if g.cfg.Policy == limiter.FailError {
 			return limiter.SetDecision{}, fmt.Errorf("%s: %s: %w: %w", g.pkg, a.op, limiter.ErrShed, cause)
@@ -219,20 +191,10 @@ func (g *Guard) policy(ctx context.Context, a *ask, v verdict, cause error) (lim
 	return g.refuse(a, c, g.cfg.Policy == limiter.FailOpen, false)
 }
 
-// guarded runs one Redis call of a Get or Reset bounded by the timeout.
-func guarded[T any](g *Guard, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	cctx, cancel := g.Context(ctx)
-	defer cancel()
-	if g.bounded {
-		return bounded(g, cctx, f)
-	}
-	return f(cctx)
-}
-
-// other runs a Get, Reset, GetSet or ResetSet: f, its Redis call, after
-// check, its validation, while the breaker is open. It has no Decision to
-// mark as degraded, so under every policy an unavailable Redis is an
-// error, Redis's own or ErrUnavailable while the breaker is open.
+// other runs a Get, Reset, GetSet or ResetSet: f, its Redis call, bounded
+// by the timeout; while the breaker is open, check, its validation, and
+// ErrUnavailable. With no Decision to mark, an unavailable Redis is an
+// error under every policy.
 func other[T any](g *Guard, ctx context.Context, op string, check func() error, f func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if g.Open() {
@@ -241,28 +203,34 @@ func other[T any](g *Guard, ctx context.Context, op string, check func() error, 
 		}
 		return zero, g.Err(op)
 	}
-	v, err := guarded(g, ctx, f)
+	cctx, cancel := g.Context(ctx)
+	var v T
+	var err error
+	if g.bounded {
+		v, err = bounded(g, cctx, f)
+	} else {
+		v, err = f(cctx)
+	}
+	cancel()
 	if err != nil {
-		return zero, g.FailedErr(ctx, op, err)
+		return zero, g.otherErr(ctx, op, err)
 	}
 	return v, nil
 }
 
-// Get runs a Get: an unavailable Redis is an error under every policy.
+// Get runs a Get.
 func (g *Guard) Get(ctx context.Context, be Backend, b *Base, k string) (limiter.Usage, error) {
 	return other(g.at(k), ctx, "get", func() error { _, err := b.Check("get", k); return err },
 		func(ctx context.Context) (limiter.Usage, error) { return be.Usage(ctx, k) })
 }
 
-// GetSet runs a GetSet: like Get, an unavailable Redis is an error under
-// every policy.
+// GetSet runs a GetSet.
 func (g *Guard) GetSet(ctx context.Context, be SetBackend, k string, set *limiter.Set) ([]limiter.Usage, error) {
 	return other(g.at(k), ctx, "get set", func() error { return be.ValidateSet("get set", k, set, 0) },
 		func(ctx context.Context) ([]limiter.Usage, error) { return be.UsageSet(ctx, k, set) })
 }
 
-// Reset UNLINKs the key's hash and drops what the local fallback holds for
-// it. Redis failures are errors, as for Get.
+// Reset UNLINKs the key's hash and drops what the fallback holds for it.
 func (g *Guard) Reset(ctx context.Context, b *Base, k string) error {
 	g = g.at(k)
 	_, err := other(g, ctx, "reset", func() error { _, err := b.Check("reset", k); return err },
@@ -274,7 +242,7 @@ func (g *Guard) Reset(ctx context.Context, b *Base, k string) error {
 }
 
 // ResetSet UNLINKs the set's hashes of k and drops what the fallback
-// holds for them. Redis failures are errors, as for Reset.
+// holds for them.
 func (g *Guard) ResetSet(ctx context.Context, be SetBackend, k string, set *limiter.Set) error {
 	g = g.at(k)
 	_, err := other(g, ctx, "reset set", func() error { return be.ValidateSet("reset set", k, set, 0) },

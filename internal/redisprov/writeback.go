@@ -1,43 +1,33 @@
 // The write-back: after an outage, the units the fallback admitted are
-// written to Redis (two passes of pipelines) before the breaker closes.
+// written to Redis, recorded as admitted whatever Redis holds.
 
 package redisprov
 
 import (
 	"context"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/scripts"
 )
 
-// dropPending counts every pending entry as not written.
-func (g *Guard) dropPending(t *tally) {
-	g.pmu.Lock()
-	pend := g.pending
-	g.pending = make(map[string]*Pending)
-	g.pmu.Unlock()
-	for id, p := range pend {
-		t.missed(id, p.Units)
-	}
-}
+// reconcileBatch is how many keys one pipeline of the write-back carries.
+const reconcileBatch = 256
 
-// tally is what the passes of one recovery did: the pending entries
-// (keys, or key and set pairs) whose units Redis recorded, those whose
-// units it did not, with the units, and the entries never remembered
-// (MaxPending). An entry written by one pass and lost by the next is lost.
+// tally is what the passes of one recovery did, by pending entry (a key,
+// or a key and set pair): those written, those lost with their units (a
+// loss is final), and those never remembered (MaxPending).
 type tally struct {
 	done      map[string]bool
 	lost      map[string]int64
 	dropped   int
 	droppedUn int64
-	again     []*Pending // written when Redis answers again (see reconcile)
+	again     []*Pending // to write when Redis answers again
 }
 
 func newTally() tally { return tally{done: make(map[string]bool), lost: make(map[string]int64)} }
-
-func (t *tally) wrote(id string)           { t.done[id] = true }
-func (t *tally) missed(id string, n int64) { t.lost[id] += n }
 
 // counts returns StateChange's Reconciled, Unreconciled and
 // UnreconciledUnits.
@@ -54,26 +44,32 @@ func (t *tally) counts() (done, lost int, units int64) {
 	return done, len(t.lost) + t.dropped, units
 }
 
-// reconcile writes the units the fallback admitted for keys whose window
-// is still live (since the last pass), in one pass of pipelines of
-// reconcileBatch keys, each recorded as admitted whatever Redis holds.
-// closed says the breaker was closed for the pass: one that finds it open
-// again stops. Keys whose write found Redis unavailable, and those left
-// when the breaker opened again, go back to the pending keys, to be written
-// when Redis answers again; reconcile then returns true.
+// dropPending counts every pending entry as not written.
+func (g *Guard) dropPending(t *tally) {
+	g.pmu.Lock()
+	pend := g.pending
+	g.pending = make(map[string]*Pending)
+	g.pmu.Unlock()
+	for id, p := range pend {
+		t.lost[id] += p.Units
+	}
+}
+
+// reconcile writes the units the fallback admitted since the last pass
+// and still counts, in pipelines of reconcileBatch keys; a pass with the
+// breaker closed stops when it opens again. Entries whose write must wait
+// for Redis go back to the pending ones, and reconcile returns true.
 func (g *Guard) reconcile(closed bool, t *tally) bool {
 	g.pmu.Lock()
 	pend := g.pending
 	t.dropped += g.dropped + len(g.droppedIDs)
-	g.droppedIDs = nil
 	t.droppedUn += g.droppedUnits
-	g.pending, g.dropped, g.droppedUnits = make(map[string]*Pending), 0, 0
+	g.pending, g.droppedIDs, g.dropped, g.droppedUnits = make(map[string]*Pending), nil, 0, 0
 	g.pmu.Unlock()
 	fbp := g.fb.Load()
 	if len(pend) == 0 || fbp == nil || g.recon.Queue == nil {
 		return false
 	}
-	fb := *fbp
 	now := g.cfg.NowMs()
 	items := make([]*Pending, 0, len(pend))
 	for id, p := range pend {
@@ -81,12 +77,10 @@ func (g *Guard) reconcile(closed bool, t *tally) bool {
 		if now-p.LastMs >= p.span {
 			continue // dead in the window: nothing to count
 		}
-		// Units still live in the fallback's window, and admitted during
-		// this outage (a key's local state may hold an earlier outage's
-		// units, already written back then).
-		live, err := g.liveUnits(fb, p)
+		// The fallback may also hold an earlier outage's units.
+		live, err := g.liveUnits(*fbp, p)
 		if err != nil {
-			t.missed(id, p.Units)
+			t.lost[id] += p.Units
 			continue
 		}
 		if p.Units = min(p.Units, live); p.Units > 0 {
@@ -96,22 +90,18 @@ func (g *Guard) reconcile(closed bool, t *tally) bool {
 	if len(items) == 0 {
 		return false
 	}
-	to := g.cfg.Timeout
-	if to <= 0 {
-		to = probeTimeout
-	}
 	for _, sc := range g.recon.Scripts {
-		ctx, cancel := context.WithTimeout(g.stopCtx, to)
+		ctx, cancel := context.WithTimeout(g.stopCtx, g.probeDeadline())
 		sc.Load(ctx, g.client)
 		cancel()
 	}
 	for len(items) > 0 {
 		n := min(len(items), reconcileBatch)
-		g.writeBatch(items[:n], to, t)
+		g.writeBatch(items[:n], t)
 		items = items[n:]
 		if g.stopCtx.Err() != nil {
 			for _, p := range items {
-				t.missed(p.id, p.Units)
+				t.lost[p.id] += p.Units
 			}
 			break
 		}
@@ -162,11 +152,9 @@ func (g *Guard) liveUnits(fb limiter.Limiter, p *Pending) (int64, error) {
 	return live, err
 }
 
-// writeBatch writes one batch, as one pipeline where the client has them,
-// and counts a key done when its command returned no error: the scripts
-// record the write-back whatever the key holds.
-func (g *Guard) writeBatch(batch []*Pending, to time.Duration, t *tally) {
-	ctx, cancel := context.WithTimeout(g.stopCtx, to)
+// writeBatch writes one batch, as one pipeline where the client has them.
+func (g *Guard) writeBatch(batch []*Pending, t *tally) {
+	ctx, cancel := context.WithTimeout(g.stopCtx, g.probeDeadline())
 	defer cancel()
 	cmds := make([]*redis.Cmd, len(batch))
 	queue := func(sc redis.Scripter) {
@@ -180,13 +168,65 @@ func (g *Guard) writeBatch(batch []*Pending, to time.Duration, t *tally) {
 	for i, cmd := range cmds {
 		switch err := cmd.Err(); {
 		case err == nil:
-			t.wrote(batch[i].id)
+			t.done[batch[i].id] = true
 		case (Unavailable(err) || NoScript(err)) && g.stopCtx.Err() == nil:
 			// NOSCRIPT: the server lost its scripts after the load above
 			// (a restart); the next pass loads them again.
 			t.again = append(t.again, batch[i])
 		default:
-			t.missed(batch[i].id, batch[i].Units)
+			t.lost[batch[i].id] += batch[i].Units
 		}
+	}
+}
+
+// reconciler is the Reconciler of a provider of strategy sup or absolute
+// whose calls carry b's arguments: the scripts' mode WriteBack at the key's
+// latest rate (on a set, in every limit), with a draw of 0.
+func reconciler(b *Base, sup bool) Reconciler {
+	cfg := &b.Cfg
+	one, many := scripts.AbsInc, scripts.AbsSet
+	if sup {
+		one, many = scripts.SupInc, scripts.SupSet
+	}
+	return Reconciler{
+		Scripts: []*redis.Script{one, many},
+		Queue: func(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd {
+			if p.Set == nil {
+				// The rate was validated by the Inc that admitted them.
+				soft, _ := limiter.Capacity(p.Rate, cfg.Window)
+				hs := []string{p.Hash}
+				if !sup {
+					return one.EvalSha(ctx, pipe, hs, NowArg(cfg), b.W, b.B, soft, n, b.TTL, 0, 0, 0, 0, WriteBack)
+				}
+				hard, _ := window.HardCapacity(p.Rate, cfg.Window, cfg.HardLimitFactor)
+				return one.EvalSha(ctx, pipe, hs, NowArg(cfg), b.W, b.B, soft, hard, n, b.Cache, 0, b.TTL, 0, 0, 0, 0, 0, WriteBack)
+			}
+			hs, err := b.CheckSet("inc set", p.Key, p.Set, 0)
+			var lb [window.MaxSet]window.Limit
+			var ls []window.Limit
+			if err == nil {
+				ls, err = window.SetLimits(p.Set, hardFactor(cfg, sup), &lb)
+			}
+			if err != nil {
+				cmd := redis.NewCmd(ctx) // failed before it was sent
+				cmd.SetErr(err)
+				return cmd
+			}
+			args := make([]any, 0, 4+setArgs*len(ls))
+			if sup {
+				args = append(args, NowArg(cfg), b.Cache, 0)
+			} else {
+				args = append(args, NowArg(cfg), n)
+			}
+			for i := range ls {
+				l := &ls[i]
+				args = append(args, l.P.W, l.P.B, l.Soft)
+				if sup {
+					args = append(args, l.Hard, n)
+				}
+				args = append(args, SetTTL(cfg, l))
+			}
+			return many.EvalSha(ctx, pipe, hs, append(args, WriteBack)...)
+		},
 	}
 }
