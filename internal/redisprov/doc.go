@@ -15,8 +15,9 @@
 //     fallback.go (the policies' answers, the local fallback, the grace),
 //     writeback.go, nodes.go (a guard per cluster master), observe.go
 //     (the observer's events and the default log);
-//   - the strategies: absolute.go and suppressed.go say what differs;
-//     redisprov.go and set.go are the Provider's calls.
+//   - the Provider's calls: redisprov.go (single limits) and set.go
+//     (sets); the strategy is Base's sup flag, read where the scripts,
+//     their arguments and the reading of their replies differ.
 //
 // # One Inc, from the top
 //
@@ -26,7 +27,7 @@
 // the policy answers at once: the fallback's in-process window
 // (FallbackLocal), FailOpen or FailClosed, marked Degraded, or FailError's
 // ErrUnavailable. Else the call runs under the guard's deadline as
-// Backend.Decide: Provider.inc checks the key, the cost and the capacity,
+// Backend.Decide: Provider.Decide checks the key, the cost and the capacity,
 // answers a remembered refusal from hot-key relief (ErrRemembered: no
 // evidence about Redis), or runs the strategy's script through Base.Run,
 // alone or in a batch, and reads the reply. Back in the Guard (settle), a reply

@@ -9,8 +9,8 @@ import (
 )
 
 // Backend is what a Redis provider gives its Guard: the validation a
-// policy answer needs, and the provider's Redis calls. A pointer-shaped
-// adapter of the Limiter implements it, so passing one allocates nothing.
+// policy answer needs, and the provider's Redis calls. *Provider
+// implements it, so passing one allocates nothing.
 type Backend interface {
 	// Validate checks an Inc (or, with peek, an IsAllowed) as the provider
 	// does before asking Redis, and describes it for the policy.
