@@ -2,7 +2,10 @@ package hybrid
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 
+	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
@@ -18,7 +21,6 @@ func (t *table[E]) lease(ctx context.Context, k string, q request) (limiter.Deci
 			return limiter.Decision{}, err
 		}
 		if !ok {
-			// No room for k: Redis decides; k holds nothing to give back.
 			t.full.Add(1)
 			return t.s.unleased(ctx, k, q)
 		}
@@ -27,7 +29,12 @@ func (t *table[E]) lease(ctx context.Context, k string, q request) (limiter.Deci
 			return limiter.Decision{}, t.errorf("inc", err)
 		}
 		d, retry, err := t.leaseLocked(ctx, e, q)
-		fetched(&t.b.Cfg, err, &x.fails)
+		// A failure that may mean Redis is gone counts for the waiters. A
+		// timeout counts only under WithTimeout(0): otherwise each waiter's
+		// own budget bounds it, and this one may have run out waiting.
+		if err != nil && redisprov.Unavailable(err) && (t.b.Cfg.Timeout <= 0 || !redisprov.TimedOut(err)) {
+			x.fails.Add(1)
+		}
 		<-x.fetch
 		if !retry {
 			return d, err
@@ -35,8 +42,7 @@ func (t *table[E]) lease(ctx context.Context, k string, q request) (limiter.Deci
 	}
 }
 
-// leaseLocked is lease with e.fetch held; retry: e left the map, start
-// again.
+// leaseLocked is lease with e.fetch held; retry: e left the map.
 func (t *table[E]) leaseLocked(ctx context.Context, e E, q request) (limiter.Decision, bool, error) {
 	x := e.base()
 	now := t.now()
@@ -45,8 +51,7 @@ func (t *table[E]) leaseLocked(ctx context.Context, e E, q request) (limiter.Dec
 		x.mu.Unlock()
 		return limiter.Decision{}, true, nil
 	}
-	// Another caller may have brought a lease while this one waited (the
-	// call's draw decides from memory).
+	// Another caller may have brought a lease while this one waited.
 	if d, ok := t.s.local(e, q, now, true); ok {
 		x.mu.Unlock()
 		return d, false, nil
@@ -59,11 +64,41 @@ func (t *table[E]) leaseLocked(ctx context.Context, e E, q request) (limiter.Dec
 	return d, false, err
 }
 
+// takeFetch waits for a key's fetch token and returns nil holding it, or,
+// without it, ctx's error, redisprov.ErrOpened when the breaker is open,
+// or redisprov.ErrBehindFailure when a lease request of the key failed
+// while this one waited: no caller waits more than about one call behind
+// a request that found Redis slow or gone, WithTimeout(0) included.
+func takeFetch(ctx context.Context, g *redisprov.Guard, fetch chan struct{}, fails *atomic.Int64) error {
+	seen := fails.Load()
+	select {
+	case fetch <- struct{}{}:
+	default:
+		select {
+		case fetch <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.Opened():
+			return redisprov.ErrOpened
+		}
+	}
+	var err error
+	switch {
+	case g.Open():
+		err = redisprov.ErrOpened
+	case fails.Load() != seen:
+		err = redisprov.ErrBehindFailure
+	}
+	if err != nil {
+		<-fetch
+	}
+	return err
+}
+
 // ask is what a lease request sends besides the Inc: give back rel units
 // of the bucket that started at start, record push declines, and ask for
 // want units in a bucket up to ahead ms after now; plain: ask for no
-// lease (a key without history, or called further apart than a lease
-// lives). send is the local time the request is sent.
+// lease. send is the local time the request is sent.
 type ask struct {
 	start, rel, push, want, ahead, send int64
 	plain                               bool
@@ -86,20 +121,17 @@ func (t *table[E]) take(x *entry, q request, now int64) ask {
 	a.push, x.decl = x.decl, 0
 	a.want = min(max(q.n, t.wantFor(x, q.soft, q.hard)), q.hard, max(q.n, t.maxLease))
 	a.ahead = x.aheadArg(t.ahead)
-	// plain: the key has no history, or its calls come further apart than
-	// a lease would live: decide n alone, as the Redis provider would,
-	// rather than lease units a release must give back.
+	// A key with no history, or called further apart than a lease lives,
+	// decides n alone rather than lease units a release must give back.
 	if x.lastUse == 0 || now-x.lastUse >= t.b.Cfg.BucketMs+a.ahead {
 		a.plain, a.want, a.ahead = true, q.n, 0
 	}
 	return a
 }
 
-// noLease takes the reply r of a sparse key's call that took no lease and
-// gave nothing back (the Redis provider's call, n units at capacities soft
-// and hard, sent at send): the key's use and, for life ms at most, r's
-// refusal when it has a RetryAfter (life 0: none; hot-key relief, as
-// after a lease request).
+// noLease takes the reply r of a call for n units that took no lease and
+// gave nothing back, sent at send: the key's use and, for life ms at most
+// (0: not at all), r's refusal.
 func (t *table[E]) noLease(x *entry, soft, hard, n, send int64, r *window.Result, life int64) {
 	x.mu.Lock()
 	x.soft, x.hard = soft, hard
@@ -114,24 +146,29 @@ func (t *table[E]) noLease(x *entry, soft, hard, n, send int64, r *window.Result
 	x.mu.Unlock()
 }
 
-// wantFor is the next lease's size at capacities soft and hard, with x.mu
-// held (see pace.wantFor: a slow key's share is of the soft capacity).
+// wantFor is the next lease's size, with x.mu held.
 func (t *table[E]) wantFor(x *entry, soft, hard int64) int64 {
 	return min(x.pace.wantFor(x.want, soft, t.ahead, t.maxLease, &t.b.Cfg), max(hard, 1))
 }
 
 // resize sets the next lease's size from how the current one went, with
-// x.mu held (nextWant).
+// x.mu held: a lease used up doubles it (a closed loop of callers would
+// take the rate estimate many ticks to catch up with), one given back with
+// units unused brings it down to twice what was used, at least 1; never
+// above hard nor most.
 func (x *entry) resize(most int64) {
-	x.want = nextWant(x.want, x.granted, x.granted-x.left, x.hard, most)
+	if used := x.granted - x.left; used < x.granted {
+		x.want = max(min(x.want, 2*used), 1)
+	} else {
+		x.want = min(2*max(x.want, x.granted), x.hard, most)
+	}
 }
 
 // install makes units x's lease, with x.mu held: held in the bucket that
 // started at start on the script's clock (now there; send is the local
 // time the call was sent). It serves until local send + (start + B − now),
-// no later than the bucket stops taking units, so each unit counts at
-// least W after its admission. A lease still held is replaced, its unused
-// units left in pend for the next tick.
+// no later than the bucket stops taking units. A lease still held is
+// replaced, its unused units left in pend for the next tick.
 func (t *table[E]) install(x *entry, send, start, now, units int64) {
 	if x.left > 0 {
 		x.pend = append(x.pend, x.start, x.left)
@@ -165,4 +202,53 @@ func (t *table[E]) renewed(x *entry, s *syncCall[E], send, start, now, units int
 		t.install(x, send, start, now, units)
 	}
 	return same
+}
+
+// leaseAhead is D in ms (WithLeaseAhead): W/20 at most
+// DefaultLeaseAheadMax by default, 0 when off, an error above W/4.
+func leaseAhead(cfg *window.Config) (int64, error) {
+	switch a := cfg.LeaseAhead; {
+	case a == 0:
+		return min(cfg.WindowMs/20, DefaultLeaseAheadMax.Milliseconds()), nil
+	case a > cfg.Window/4:
+		return 0, fmt.Errorf("%w: lease ahead %v above W/4 (%v)", limiter.ErrInvalidConfig, a, cfg.Window/4)
+	case a > 0:
+		return a.Milliseconds(), nil
+	}
+	return 0, nil
+}
+
+// pace is how often a key is called, guarded by the entry's mu. slow: no
+// history, or a lease expired with units unused and no plain lease was
+// used up since; a slow key's leases are forward-dated (WithLeaseAhead).
+// fwd: the current lease is forward-dated.
+type pace struct{ slow, fwd bool }
+
+// ended updates slow as the current lease ends, unused or not.
+func (p *pace) ended(unused bool) {
+	switch {
+	case unused:
+		p.slow = true
+	case !p.fwd:
+		p.slow = false
+	}
+}
+
+// wantFor is the next lease's size at capacity c (soft, when suppressed):
+// want, and for a slow key at least its share of c over a forward-dated
+// lease's life D + B; never above c nor most.
+func (p *pace) wantFor(want, c, ahead, most int64, cfg *window.Config) int64 {
+	if !p.slow || ahead == 0 {
+		return want
+	}
+	share := (c*(ahead+cfg.BucketMs) + cfg.WindowMs - 1) / cfg.WindowMs
+	return min(max(want, share), c, most)
+}
+
+// aheadArg is a lease request's D argument: ahead for a slow key, else 0.
+func (p *pace) aheadArg(ahead int64) int64 {
+	if p.slow {
+		return ahead
+	}
+	return 0
 }

@@ -6,11 +6,17 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/internal/window"
 )
 
-// close is Close for both strategies.
-func (t *table[E]) close(ctx context.Context) error {
+// Close stops the sync, gives back the unused units of every lease (and,
+// suppressed, sends the unsent declines) and marks the limiter closed:
+// later calls return ErrClosed. Units admitted stay counted in Redis. It
+// waits for the sync and the failure policy's probe until ctx is done,
+// then returns ctx's error (leases not given back expire with their
+// buckets). It does not close the client. Closing twice is harmless.
+func (t *table[E]) Close(ctx context.Context) error {
 	var err error
 	t.closeOnce.Do(func() {
 		t.closed.Store(true)
@@ -22,9 +28,8 @@ func (t *table[E]) close(ctx context.Context) error {
 			err = ctx.Err()
 			return
 		}
-		// Calls whose callers left (a client without context
-		// timeouts) may still install leases: wait for them, so that
-		// the closing tick gives those back too.
+		// Calls whose callers left may still install leases: the closing
+		// tick gives those back too.
 		if err = t.g.WaitCalls(ctx); err != nil {
 			return
 		}
@@ -49,13 +54,18 @@ func (t *table[E]) loop() {
 		case <-t.stop:
 			return
 		case <-tk.C:
-			if !t.g.Open() {
-				ctx, cancel := context.WithTimeout(context.Background(), syncTimeout(&t.b.Cfg))
-				t.tick(ctx, false)
-				cancel()
-			} else {
+			if t.g.Open() {
 				t.tick(nil, false) // memory only: no Redis call while it is down
+				continue
 			}
+			// A tick has no caller: without WithTimeout, 1 s bounds it.
+			timeout := t.b.Cfg.Timeout
+			if timeout <= 0 {
+				timeout = time.Second
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			t.tick(ctx, false)
+			cancel()
 		}
 	}
 }
@@ -232,53 +242,103 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	return calls, true
 }
 
-// sendBatch sends one pipeline of a tick's calls (again with EVAL on
-// NOSCRIPT). A call that writes holds the key's fetch token
-// (holdFetches); without it, it neither leases nor reports, and its
-// declines go back to the key.
+// sendBatch sends one pipeline of a tick's calls, once more with EVAL
+// those Redis found no script for. A call that asks for a lease or sends
+// declines first takes the key's fetch token without waiting, and does
+// neither without it (its declines go back to the key): a tick reads its
+// clock before its pipeline reaches Redis, and an Inc of the key may read
+// a later one and reach Redis first; under a clock that jumps (WithClock)
+// the tick's lease request could then be dated W + B or more before the
+// key's newest bucket, which the scripts take for a dead key, dropping the
+// Inc's units.
 func (t *table[E]) sendBatch(ctx context.Context, batch []syncCall[E]) {
-	held := holdFetches(len(batch), func(i int) (chan struct{}, bool) {
-		return batch[i].e.base().fetch, batch[i].renew || batch[i].push > 0
-	})
+	held := make([]bool, len(batch))
 	for i := range batch {
-		if s := &batch[i]; !held[i] && s.push > 0 {
-			x := s.e.base()
-			x.mu.Lock()
-			x.decl = addDeclined(x.decl, s.push)
-			x.mu.Unlock()
+		s := &batch[i]
+		if !s.renew && s.push == 0 {
+			continue
+		}
+		x := s.e.base()
+		select {
+		case x.fetch <- struct{}{}:
+			held[i] = true
+			defer func() { <-x.fetch }()
+		default:
+			if s.push > 0 {
+				x.mu.Lock()
+				x.decl = addDeclined(x.decl, s.push)
+				x.mu.Unlock()
+			}
 		}
 	}
-	defer releaseFetches(held, func(i int) chan struct{} { return batch[i].e.base().fetch })
-	pipeCalls(ctx, t.b.Client, t.kind.sync, t.now, len(batch), func(i int) (string, []any) {
-		s := &batch[i]
-		switch {
-		case s.renew && held[i]:
-			t.renewals.Add(1)
-		case s.rel > 0:
-			t.releases.Add(1)
-		default:
-			t.refreshes.Add(1)
+	cmds := make([]*redis.Cmd, len(batch))
+	done := make([]bool, len(batch))
+	script := t.kind.sync
+	for round := 0; ; round++ {
+		send := t.now()
+		queue := func(sc redis.Scripter, pipelined bool) {
+			for i := range cmds {
+				if done[i] {
+					continue
+				}
+				s := &batch[i]
+				switch {
+				case s.renew && held[i]:
+					t.renewals.Add(1)
+				case s.rel > 0:
+					t.releases.Add(1)
+				default:
+					t.refreshes.Add(1)
+				}
+				keys, args := []string{s.e.base().hash}, t.s.syncArgs(s, held[i])
+				if pipelined {
+					cmds[i] = script.EvalSha(ctx, sc, keys, args...)
+				} else {
+					cmds[i] = script.Run(ctx, sc, keys, args...)
+				}
+			}
 		}
-		return s.e.base().hash, t.s.syncArgs(s, held[i])
-	}, func(i int, send int64, cmd *redis.Cmd) {
-		s := &batch[i]
-		err := cmd.Err()
-		if err == nil {
-			err = t.s.synced(s, held[i], send, cmd.Val())
+		if ok, _ := redisprov.Pipelined(ctx, t.b.Client, func(pipe redis.Scripter) { queue(pipe, true) }); !ok {
+			queue(t.b.Client, false)
 		}
-		if err != nil {
-			// A failure costs only counted units or lost declines; the
-			// breaker is left to the callers' own calls (a tick's failure,
-			// say a stale pooled connection, must not open it).
-			t.syncErrs.Add(1)
+		last := round == 1 || ctx.Err() != nil
+		missing := false
+		for i, cmd := range cmds {
+			if done[i] {
+				continue
+			}
+			if !last && redisprov.NoScript(cmd.Err()) {
+				missing = true
+				continue
+			}
+			done[i] = true
+			t.synced(&batch[i], held[i], send, cmd)
 		}
-		if s.renew {
-			x := s.e.base()
-			x.mu.Lock()
-			x.renews--
-			x.mu.Unlock()
+		if !missing {
+			return
 		}
-	})
+		script.Load(ctx, t.b.Client)
+	}
+}
+
+// synced reads the final reply of a tick's call s, sent at send. A failure
+// costs only counted units or lost declines; the breaker is left to the
+// callers' own calls (a tick's failure, say on a stale pooled connection,
+// must not open it).
+func (t *table[E]) synced(s *syncCall[E], held bool, send int64, cmd *redis.Cmd) {
+	err := cmd.Err()
+	if err == nil {
+		err = t.s.synced(s, held, send, cmd.Val())
+	}
+	if err != nil {
+		t.syncErrs.Add(1)
+	}
+	if s.renew {
+		x := s.e.base()
+		x.mu.Lock()
+		x.renews--
+		x.mu.Unlock()
+	}
 }
 
 // addDeclined adds n units declined from memory to d, capped at
