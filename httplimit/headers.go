@@ -24,29 +24,28 @@ const (
 // instead of writing over its neighbour.
 func (m *Middleware) writeHeaders(w http.ResponseWriter, policy, item string, d *limiter.Decision) {
 	h := w.Header()
-	nv := 2
-	if m.cfg.legacy {
-		nv += 3
-	}
 	retry := !d.Allowed && !d.Never
-	if retry {
-		nv++
-	}
-	vs := make([]string, nv)
-	vs[0], vs[1] = policy, item
-	h[hPolicy], h[hRateLimit] = vs[0:1:1], vs[1:2:2]
-	i := 2
+	n := 2
 	if m.cfg.legacy {
-		t := reset(d.RetryAfter, d.ResetAfter)
-		vs[2] = strconv.FormatInt(d.Limit, 10)
-		vs[3] = strconv.FormatInt(d.Remaining, 10)
-		vs[4] = strconv.FormatInt(time.Now().Unix()+t, 10)
-		h[hLimit], h[hRemaining], h[hReset] = vs[2:3:3], vs[3:4:4], vs[4:5:5]
-		i = 5
+		n += 3
 	}
 	if retry {
-		vs[i] = strconv.FormatInt(ceilSeconds(d.RetryAfter), 10)
-		h[hRetryAfter] = vs[i : i+1 : i+1]
+		n++
+	}
+	vs := make([]string, 0, n)
+	set := func(k, v string) {
+		vs = append(vs, v)
+		h[k] = vs[len(vs)-1 : len(vs) : len(vs)]
+	}
+	set(hPolicy, policy)
+	set(hRateLimit, item)
+	if m.cfg.legacy {
+		set(hLimit, strconv.FormatInt(d.Limit, 10))
+		set(hRemaining, strconv.FormatInt(d.Remaining, 10))
+		set(hReset, strconv.FormatInt(time.Now().Unix()+reset(d.RetryAfter, d.ResetAfter), 10))
+	}
+	if retry {
+		set(hRetryAfter, strconv.FormatInt(ceilSeconds(d.RetryAfter), 10))
 	}
 }
 

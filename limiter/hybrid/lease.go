@@ -10,10 +10,8 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// lease decides an Inc that memory could not answer (1 ≤ n ≤ hard): one
-// Redis call, made by one caller per key at a time, gives back what is
-// left of the key's lease and decides for n, reserving a new lease when
-// admitted.
+// lease decides an Inc that memory could not answer (1 ≤ n ≤ hard) by
+// one lease request, one caller per key at a time.
 func (t *table[E]) lease(ctx context.Context, k string, q request) (limiter.Decision, error) {
 	for {
 		e, ok, err := t.entryFor("inc", k)
@@ -97,8 +95,8 @@ func takeFetch(ctx context.Context, g *redisprov.Guard, fetch chan struct{}, fai
 
 // ask is what a lease request sends besides the Inc: give back rel units
 // of the bucket that started at start, record push declines, and ask for
-// want units in a bucket up to ahead ms after now; plain: ask for no
-// lease. send is the local time the request is sent.
+// want units in a bucket up to ahead ms after now (plain: no lease); send
+// is the local time it is sent.
 type ask struct {
 	start, rel, push, want, ahead, send int64
 	plain                               bool
@@ -185,10 +183,9 @@ func (t *table[E]) install(x *entry, send, start, now, units int64) {
 	x.hits = 0
 }
 
-// renewed installs the units of a tick's renewal s, sent at send, with
-// x.mu held, and reports whether the reply is of x's current lease and
-// capacities; if not (an Inc installed one meanwhile), the next tick gives
-// the units back.
+// renewed installs the units of a tick's renewal s, with x.mu held, and
+// reports whether the reply is of x's current lease; if not (an Inc
+// installed one meanwhile), the next tick gives the units back.
 func (t *table[E]) renewed(x *entry, s *syncCall[E], send, start, now, units int64) bool {
 	same := !x.gone && x.gen == s.gen && x.soft == s.soft && x.hard == s.hard
 	if units > 0 {

@@ -44,8 +44,8 @@ const (
 const MaxKeys = 4 * maxVisits
 
 // table is what both strategies embed: the keys in memory, the background
-// sync (tick.go), the one lease request per key in flight (lease.go) and
-// the calls that do not depend on the strategy. E is the strategy's entry.
+// sync (tick.go), the lease requests (lease.go) and the calls that do not
+// depend on the strategy. E is the strategy's entry.
 type table[E keyEntry] struct {
 	b        redisprov.Base
 	g        redisprov.Guard
@@ -135,7 +135,7 @@ type shard[E keyEntry] struct {
 type entry struct {
 	key, hash string
 	// fetch is the token of the key's one lease request in flight (and of
-	// Close's give-back); ticks take it without waiting (holdFetches).
+	// Close's give-back); ticks take it without waiting (sendBatch).
 	fetch chan struct{}
 	fails atomic.Int64 // the key's failed lease requests (takeFetch)
 
@@ -380,20 +380,16 @@ func (t *table[E]) Reset(ctx context.Context, k string) error {
 	return t.g.Reset(ctx, &t.b, k)
 }
 
-// Ping checks that Redis answers this limiter, as redisabs.Limiter.Ping
-// does: one script call that writes a unit to a key of the limiter's own,
-// bounded by WithTimeout on top of ctx; a failure is an error naming the
-// address. Call it at start-up.
+// Ping checks that Redis answers, as redisabs.Limiter.Ping does: one
+// script call bounded by WithTimeout on top of ctx; a failure is an error
+// naming the address. Call it at start-up.
 func (t *table[E]) Ping(ctx context.Context) error { return t.g.Ping(ctx) }
 
-// IncSet decides n units of key in every limit of set as
+// IncSet decides n units of key in every limit of set exactly as
 // redisabs.Limiter.IncSet (or redissup's) does, asking Redis on every
 // call: sets are not leased, and their hashes are apart from the key's
-// single limit and its lease. Absolute: admitted if every limit has room,
-// then recorded in every limit. Suppressed: admitted with the probability
-// of the most suppressing limit, recorded in every limit (declined when
-// refused), one number drawn per call. n = 0 decides for one unit and
-// records nothing. Errors and the failure policy are Inc's.
+// single limit and its lease. n = 0 decides for one unit and records
+// nothing. Errors and the failure policy are Inc's.
 func (t *table[E]) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	return t.g.DecideSet(ctx, redisprov.SetsOf(&t.b), "inc set", k, set, n)
 }

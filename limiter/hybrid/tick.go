@@ -70,11 +70,10 @@ func (t *table[E]) loop() {
 	}
 }
 
-// syncCall is one key's call of a tick: give back rel unused units held
-// in the bucket that started at start, record push declines (suppressed),
-// and, for a renewal, reserve a new lease of up to want units for the
-// lease of generation gen. releaseOnly: it gives back the units of a
-// replaced lease, and its reply's figures are not the current lease's.
+// syncCall is one key's call of a tick: give back rel units of the bucket
+// that started at start, record push declines and, for a renewal, reserve
+// up to want units for the lease of generation gen. releaseOnly: it gives
+// back a replaced lease, and its reply's figures are not the current one's.
 type syncCall[E keyEntry] struct {
 	e                  E
 	soft, hard         int64
@@ -86,12 +85,10 @@ type syncCall[E keyEntry] struct {
 
 // tick visits up to maxVisits keys and makes up to maxCalls Redis calls:
 // it updates each key's rate and lease size, forgets idle keys, gives back
-// unused units, renews leases of keys in use that would expire before the
-// next tick, and for suppressed keys sends declines and refreshes figures
-// (Suppressed.refresh). An old lease serves until its renewal installs. A
-// tick never makes a caller wait. closing gives back every lease and
-// renews none, first waiting (until ctx is done) for each key's call in
-// flight; ctx nil makes no Redis call.
+// unused units, renews the leases of keys in use before they expire, and
+// sends declines and refreshes figures (strategy.refresh). It never makes
+// a caller wait. closing gives back every lease, first waiting (until ctx
+// is done) for each key's call in flight; ctx nil makes no Redis call.
 func (t *table[E]) tick(ctx context.Context, closing bool) {
 	t.tmu.Lock()
 	t.tracked = append(t.tracked, t.fresh...)
@@ -131,8 +128,7 @@ func (t *table[E]) tick(ctx context.Context, closing bool) {
 		}
 	}
 	t.tmu.Lock()
-	rest := all[len(visit):]
-	// keys added meanwhile are in t.fresh; the unvisited go first
+	rest := all[len(visit):] // the unvisited go first
 	if len(rest) == 0 {
 		t.tracked = keep
 	} else {
@@ -164,11 +160,9 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	used := x.used
 	x.used = 0
 	x.est = (x.est + float64(used)) / 2
-	// About two sync intervals' worth at the key's rate, or what the
-	// last leases showed (resize), whichever is more.
+	// Two sync intervals' worth at the key's rate, or resize's if more.
 	x.want = min(max(int64(math.Ceil(2*x.est)), x.want, 1), max(x.hard, 1), t.maxLease)
-	// idle counts ticks since the latest visit (1 if called since), so a
-	// key visited every few ticks is not kept longer.
+	// idle counts ticks, not visits (1 if called since).
 	switch {
 	case used > 0:
 	case x.idle == 0:
@@ -185,12 +179,11 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	}
 	x.pend = x.pend[:0]
 	call := syncCall[E]{e: e, soft: x.soft, hard: x.hard, gen: x.gen}
-	full := x.hard-x.acc < x.hard/4 // the key was nearly full at the latest reply
+	full := x.hard-x.acc < x.hard/4 // nearly, at the latest reply
 	expired := now >= x.until
 	recent := now-x.lastUse < renewWithin*(t.b.Cfg.BucketMs+t.interval.Milliseconds())
-	// quiet: an expired lease is given back by a tick only B + D after
-	// the key's latest use; an earlier call sends it with its lease
-	// request (meanwhile the units count, which only admits less).
+	// quiet: a tick gives an expired lease back only B + D after the key's
+	// latest use; a call before that sends it with its lease request.
 	quiet := now-x.lastUse >= t.b.Cfg.BucketMs+x.aheadArg(t.ahead)
 	switch {
 	case closing:
@@ -200,9 +193,8 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 		}
 	case x.until > 0 && x.hits > 0 && recent && (x.left == 0 || !x.slow && now+t.interval.Milliseconds() >= x.until) && !(full && used == 0):
 		// Renew a lease that answered from memory, on a key in use lately,
-		// when it is used up or expires before the next tick on a key that
-		// uses its leases up (slow keys are left to their Incs). An expired
-		// lease is given back in the same call.
+		// used up or expiring before the next tick (slow keys are left to
+		// their Incs), giving an expired one back in the same call.
 		if expired {
 			if x.left > 0 {
 				call.start, call.rel = x.start, x.left
@@ -215,9 +207,8 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 		call.ahead = x.aheadArg(t.ahead)
 		x.renews++
 	case x.left > 0 && used == 0 && (full || expired && quiet):
-		// Idle since the last tick, with the lease expired (and the key
-		// quiet) or the key nearly full (others may wait for the units):
-		// give the rest back. An idle key with room keeps its lease.
+		// Idle, with the lease expired or the key nearly full (others may
+		// wait for the units): give the rest back.
 		call.start, call.rel = x.start, x.left
 		x.resize(t.maxLease)
 		if expired {
@@ -233,8 +224,8 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	if closing {
 		return calls, false
 	}
-	// A key whose fetch token is held has a lease request in flight (an
-	// Inc's, which would install its lease in an entry that left).
+	// A held fetch token is a lease request in flight, which would install
+	// its lease in an entry that left.
 	if x.idle >= idleTicks && x.left == 0 && len(x.pend) == 0 && x.renews == 0 && x.decl == 0 && !x.ref.Live(now) && len(x.fetch) == 0 {
 		t.forget(x)
 		return calls, false
