@@ -286,24 +286,6 @@ func (t *table[E]) shrink() {
 	}
 }
 
-// own returns what of k's Redis figures is this instance's: the unused
-// units of its lease Redis still counts, and the declines not yet sent.
-func (t *table[E]) own(k string) (left, decl int64) {
-	e, ok := t.lookup(k)
-	if !ok {
-		return 0, 0
-	}
-	x := e.base()
-	now := t.now()
-	x.mu.Lock()
-	if x.left > 0 && now < x.until+t.b.Cfg.WindowMs {
-		left = x.left
-	}
-	decl = x.decl
-	x.mu.Unlock()
-	return left, decl
-}
-
 // inc is the rest of Inc once memory had no answer.
 func (t *table[E]) inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
 	if t.closed.Load() {
@@ -405,64 +387,6 @@ func (t *table[E]) GetSet(ctx context.Context, k string, set *limiter.Set) ([]li
 // failures are errors.
 func (t *table[E]) ResetSet(ctx context.Context, k string, set *limiter.Set) error {
 	return t.g.ResetSet(ctx, redisprov.SetsOf(&t.b), k, set)
-}
-
-// backend is a table as its Guard sees it (redisprov.Backend).
-type backend[E keyEntry] table[E]
-
-// Validate checks an Inc (or, with peek, an IsAllowed) for the policy.
-func (be *backend[E]) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*redisprov.Call, error) {
-	t := (*table[E])(be)
-	return t.kind.redis.Call(&t.b, op, k, rate, n, peek)
-}
-
-// Decide is the Redis call of an Inc or, with peek, an IsAllowed, whose
-// identical concurrent calls share a round trip unless relief is off.
-func (be *backend[E]) Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
-	t := (*table[E])(be)
-	if peek {
-		fn := func(ctx context.Context) (limiter.Decision, error) { return t.s.peekRedis(ctx, k) }
-		if t.b.Cfg.NoRelief {
-			return fn(ctx)
-		}
-		return t.peeks.Do(ctx, k, fn)
-	}
-	soft, hard, err := t.s.capacities("inc", rate)
-	if err != nil {
-		return limiter.Decision{}, err
-	}
-	q := request{soft: soft, hard: hard, n: n, draw: t.s.draw(), drawn: true}
-	if n == 0 || n > hard {
-		return t.s.unleased(ctx, k, q)
-	}
-	return t.lease(ctx, k, q)
-}
-
-// Usage is the Redis call of a Get: usageLen values (used, declined when
-// suppressed, capacity), corrected by own.
-func (be *backend[E]) Usage(ctx context.Context, k string) (limiter.Usage, error) {
-	t := (*table[E])(be)
-	h, err := t.b.Check("get", k)
-	if err != nil {
-		return limiter.Usage{}, err
-	}
-	v, err := t.b.Run(ctx, t.kind.get, []string{h}, redisprov.NowArg(&t.b.Cfg), t.b.W, t.b.B)
-	if err != nil {
-		return limiter.Usage{}, t.errorf("get", err)
-	}
-	width := t.kind.usageLen
-	x, err := redisprov.Int64s(v, width)
-	if err != nil {
-		return limiter.Usage{}, t.errorf("get", err)
-	}
-	u := limiter.Usage{Used: x[0], Limit: x[width-1]}
-	if width > 2 {
-		u.Declined = x[1]
-	}
-	left, decl := t.own(k)
-	u.Used = max(0, u.Used-left)
-	u.Declined += decl
-	return u, nil
 }
 
 // fromFuture reports whether memory whose key's newest bucket dies at
