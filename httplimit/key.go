@@ -106,21 +106,10 @@ func Compose(fns ...KeyFunc) KeyFunc {
 			if i > 0 {
 				b.WriteByte('|')
 			}
-			if !strings.ContainsAny(k, "|%") {
-				b.WriteString(k)
-				continue
-			}
-			for j := 0; j < len(k); j++ {
-				switch k[j] {
-				case '|':
-					b.WriteString("%7C")
-				case '%':
-					b.WriteString("%25")
-				default:
-					b.WriteByte(k[j])
-				}
-			}
+			partEscaper.WriteString(&b, k)
 		}
 		return b.String(), nil
 	}
 }
+
+var partEscaper = strings.NewReplacer("|", "%7C", "%", "%25")
