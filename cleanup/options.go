@@ -2,7 +2,6 @@ package cleanup
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	win "github.com/sluice-go/sluice/internal/window"
@@ -100,8 +99,12 @@ func longer(a, b window) window {
 	return window{max(a.span, b.span), min(a.bucket, b.bucket)}
 }
 
-func (o *options) fail(format string, args ...any) {
-	o.errs = append(o.errs, fmt.Errorf("%w: %s", limiter.ErrInvalidConfig, fmt.Sprintf(format, args...)))
+// valid records an ErrInvalidConfig unless ok, and returns ok.
+func (o *options) valid(ok bool, format string, args ...any) bool {
+	if !ok {
+		o.errs = append(o.errs, fmt.Errorf("%w: %s", limiter.ErrInvalidConfig, fmt.Sprintf(format, args...)))
+	}
+	return ok
 }
 
 // spanMs validates a window and a bucket as the providers do.
@@ -161,11 +164,9 @@ func WithSet(s *limiter.Set) Option {
 // providers would refuse counts as unknown. A nil f is an error.
 func WithWindowFunc(f WindowFunc) Option {
 	return func(o *options) {
-		if f == nil {
-			o.fail("nil WindowFunc")
-			return
+		if o.valid(f != nil, "nil WindowFunc") {
+			o.fn = f
 		}
-		o.fn = f
 	}
 }
 
@@ -174,11 +175,9 @@ func WithWindowFunc(f WindowFunc) Option {
 // math.Inf(1) turns pacing off. It must be positive.
 func WithRate(keysPerSecond float64) Option {
 	return func(o *options) {
-		if math.IsNaN(keysPerSecond) || keysPerSecond <= 0 {
-			o.fail("rate %v keys/s must be positive", keysPerSecond)
-			return
+		if o.valid(keysPerSecond > 0, "rate %v keys/s must be positive", keysPerSecond) {
+			o.rate = keysPerSecond
 		}
-		o.rate = keysPerSecond
 	}
 }
 
@@ -186,11 +185,9 @@ func WithRate(keysPerSecond float64) Option {
 // DefaultPeriod; it must not be negative.
 func WithPeriod(d time.Duration) Option {
 	return func(o *options) {
-		if d < 0 {
-			o.fail("period %v must not be negative", d)
-			return
+		if o.valid(d >= 0, "period %v must not be negative", d) {
+			o.period = d
 		}
-		o.period = d
 	}
 }
 
@@ -201,11 +198,9 @@ func WithPeriod(d time.Duration) Option {
 // milliseconds.
 func WithLease(d time.Duration) Option {
 	return func(o *options) {
-		if d < 10*time.Millisecond || d%time.Millisecond != 0 {
-			o.fail("lease %v must be at least 10ms, in whole milliseconds", d)
-			return
+		if o.valid(d >= 10*time.Millisecond && d%time.Millisecond == 0, "lease %v must be at least 10ms, in whole milliseconds", d) {
+			o.lease = d
 		}
-		o.lease = d
 	}
 }
 
@@ -215,11 +210,9 @@ func WithLease(d time.Duration) Option {
 // whatever the threshold.
 func WithTrimThreshold(n int) Option {
 	return func(o *options) {
-		if n < 0 || n > MaxTrimThreshold {
-			o.fail("trim threshold %d outside [0, %d]", n, MaxTrimThreshold)
-			return
+		if o.valid(n >= 0 && n <= MaxTrimThreshold, "trim threshold %d outside [0, %d]", n, MaxTrimThreshold) {
+			o.threshold = n
 		}
-		o.threshold = n
 	}
 }
 
@@ -232,11 +225,9 @@ func WithDryRun() Option { return func(o *options) { o.dryRun = true } }
 // carry the providers' 60 s of slack. Default: Redis TIME.
 func WithClock(now func() time.Time) Option {
 	return func(o *options) {
-		if now == nil {
-			o.fail("nil clock")
-			return
+		if o.valid(now != nil, "nil clock") {
+			o.clock = now
 		}
-		o.clock = now
 	}
 }
 
@@ -245,11 +236,9 @@ func WithClock(now func() time.Time) Option {
 // is called concurrently. Default: they are only reported.
 func WithDeleteUnknown(del func(redisKey string) bool) Option {
 	return func(o *options) {
-		if del == nil {
-			o.fail("nil WithDeleteUnknown function")
-			return
+		if o.valid(del != nil, "nil WithDeleteUnknown function") {
+			o.unknown = del
 		}
-		o.unknown = del
 	}
 }
 
