@@ -2,7 +2,6 @@ package hybrid
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 
 	"github.com/sluice-go/sluice/internal/redisprov"
@@ -220,9 +219,18 @@ func (t *table[E]) noLease(x *entry, soft, hard, n, send int64, r *window.Result
 	x.mu.Unlock()
 }
 
-// wantFor is the next lease's size, with x.mu held.
+// wantFor is the next lease's size, with x.mu held: want, and for a slow
+// key at least its share of soft over a forward-dated lease's life D + B,
+// so that it need not double up from one unit; never above soft, hard nor
+// maxLease.
 func (t *table[E]) wantFor(x *entry, soft, hard int64) int64 {
-	return min(x.pace.wantFor(x.want, soft, t.ahead, t.maxLease, &t.b.Cfg), max(hard, 1))
+	want := x.want
+	if x.slow && t.ahead > 0 {
+		cfg := &t.b.Cfg
+		share := (soft*(t.ahead+cfg.BucketMs) + cfg.WindowMs - 1) / cfg.WindowMs
+		want = min(max(want, share), soft, t.maxLease)
+	}
+	return min(want, max(hard, 1))
 }
 
 // resize sets the next lease's size from how the current one went, with
@@ -277,20 +285,6 @@ func (t *table[E]) renewed(x *entry, s *syncCall[E], send, start, now, units int
 	return same
 }
 
-// leaseAhead is D in ms (WithLeaseAhead): W/20 at most
-// DefaultLeaseAheadMax by default, 0 when off, an error above W/4.
-func leaseAhead(cfg *window.Config) (int64, error) {
-	switch a := cfg.LeaseAhead; {
-	case a == 0:
-		return min(cfg.WindowMs/20, DefaultLeaseAheadMax.Milliseconds()), nil
-	case a > cfg.Window/4:
-		return 0, fmt.Errorf("%w: lease ahead %v above W/4 (%v)", limiter.ErrInvalidConfig, a, cfg.Window/4)
-	case a > 0:
-		return a.Milliseconds(), nil
-	}
-	return 0, nil
-}
-
 // pace is how often a key is called, guarded by the entry's mu. slow: no
 // history, or a lease expired with units unused and no plain lease was
 // used up since; a slow key's leases are forward-dated (WithLeaseAhead).
@@ -305,17 +299,6 @@ func (p *pace) ended(unused bool) {
 	case !p.fwd:
 		p.slow = false
 	}
-}
-
-// wantFor is the next lease's size at capacity c (soft, when suppressed):
-// want, and for a slow key at least its share of c over a forward-dated
-// lease's life D + B; never above c nor most.
-func (p *pace) wantFor(want, c, ahead, most int64, cfg *window.Config) int64 {
-	if !p.slow || ahead == 0 {
-		return want
-	}
-	share := (c*(ahead+cfg.BucketMs) + cfg.WindowMs - 1) / cfg.WindowMs
-	return min(max(want, share), c, most)
 }
 
 // aheadArg is a lease request's D argument: ahead for a slow key, else 0.

@@ -2,6 +2,7 @@ package hybrid
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"math"
 	"sync"
@@ -190,11 +191,14 @@ func (t *table[E]) init(s strategy[E], k kind[E], client Client, opts []limiter.
 	if t.maxLease <= 0 {
 		t.maxLease = math.MaxInt64
 	}
-	ahead, err := leaseAhead(cfg)
-	if err != nil {
-		return t.errorf("new", err)
+	switch a := cfg.LeaseAhead; { // 0: unset, negative: off
+	case a == 0:
+		t.ahead = min(cfg.WindowMs/20, DefaultLeaseAheadMax.Milliseconds())
+	case a > cfg.Window/4:
+		return t.errorf("new", fmt.Errorf("%w: lease ahead %v above W/4 (%v)", limiter.ErrInvalidConfig, a, cfg.Window/4))
+	case a > 0:
+		t.ahead = a.Milliseconds()
 	}
-	t.ahead = ahead
 	t.maxKeys = MaxKeys
 	for i := range t.shards {
 		t.shards[i].m = make(map[string]E)
