@@ -167,19 +167,15 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "  skipped  %d keys\n", r.SkippedTotal())
 	for why := Reason(0); why < numReasons; why++ {
 		if n := r.Skipped[why]; n > 0 {
-			fmt.Fprintf(&b, "    %-22s %d  e.g. %s\n", why.String()+":", n, strings.Join(quote(r.Examples[why]), " "))
+			fmt.Fprintf(&b, "    %-22s %d  e.g.", why.String()+":", n)
+			for _, k := range r.Examples[why] {
+				fmt.Fprintf(&b, " %q", k)
+			}
+			b.WriteByte('\n')
 		}
 	}
 	if r.LeaseLost {
 		fmt.Fprintf(&b, "  stopped early: the lease was lost to another cleaner\n")
 	}
 	return b.String()
-}
-
-func quote(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = fmt.Sprintf("%q", s)
-	}
-	return out
 }
