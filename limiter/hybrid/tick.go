@@ -253,7 +253,6 @@ func (t *table[E]) sendBatch(ctx context.Context, batch []syncCall[E]) {
 		select {
 		case x.fetch <- struct{}{}:
 			held[i] = true
-			defer func() { <-x.fetch }()
 		default:
 			if s.push > 0 {
 				x.mu.Lock()
@@ -262,6 +261,13 @@ func (t *table[E]) sendBatch(ctx context.Context, batch []syncCall[E]) {
 			}
 		}
 	}
+	defer func() {
+		for i, h := range held {
+			if h {
+				<-batch[i].e.base().fetch
+			}
+		}
+	}()
 	cmds := make([]*redis.Cmd, len(batch))
 	done := make([]bool, len(batch))
 	script := t.kind.sync
