@@ -250,17 +250,9 @@ func (m *Middleware) serveOne(w http.ResponseWriter, r *http.Request, next http.
 		next.ServeHTTP(w, r)
 		return
 	}
-	res := &Result{Key: k, Cost: n, SetDecision: limiter.SetDecision{Decision: d, Limits: []limiter.LimitDecision{{
-		Name:              m.name,
-		Limit:             d.Limit,
-		Remaining:         d.Remaining,
-		RetryAfter:        d.RetryAfter,
-		ResetAfter:        d.ResetAfter,
-		SuppressionFactor: d.SuppressionFactor,
-		Refused:           true,
-		Never:             d.Never,
-	}}}}
-	m.cfg.onDeny(w, r, res)
+	ld := limiter.LimitDecision{Name: m.name, Limit: d.Limit, Remaining: d.Remaining, RetryAfter: d.RetryAfter,
+		ResetAfter: d.ResetAfter, SuppressionFactor: d.SuppressionFactor, Refused: true, Never: d.Never}
+	m.cfg.onDeny(w, r, &Result{Key: k, Cost: n, SetDecision: limiter.SetDecision{Decision: d, Limits: []limiter.LimitDecision{ld}}})
 }
 
 func (m *Middleware) serveSet(w http.ResponseWriter, r *http.Request, next http.Handler, k string, n int64) {
