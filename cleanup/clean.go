@@ -12,9 +12,8 @@ import (
 	"github.com/sluice-go/sluice/key"
 )
 
-// span returns the W + B and the B in ms the caller gives for k, and
-// whether it gives any (else 0, 0). clean.lua judges each hash by the
-// window it records, made longer by this one (never shorter).
+// span returns the W + B and the B in ms the options give for p, if any;
+// clean.lua only lengthens the window a hash records by it.
 func (c *Cleaner) span(p key.Parsed) (sp, b int64, known bool) {
 	if c.o.fn != nil {
 		if w, b, ok := c.o.fn(p); ok {
@@ -49,8 +48,7 @@ func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) e
 	p, err := key.Parse(k)
 	probe := false
 	if strategy, ok := redisprov.ParseProbe(k, c.o.prefix); ok {
-		// The failure policy's probe hash: of the schema's layout, with
-		// its record and TTL, though its key part is no user key's.
+		// The failure policy's probe hash, of the schema's layout.
 		p, err, probe = key.Parsed{Prefix: c.o.prefix, Strategy: strategy, Suffix: key.Hash}, nil, true
 	}
 	switch {
@@ -131,8 +129,7 @@ func (c *Cleaner) clean(ctx context.Context, node Client, k string, r *Report) e
 }
 
 // batches trims a large hash whose links are broken: HSCAN hands its field
-// names to clean.lua a page at a time, each page paced and under the lease
-// (a loss is recorded in r even when no key follows).
+// names to clean.lua a page at a time, each page paced and under the lease.
 func (c *Cleaner) batches(ctx context.Context, node Client, k string, args []any, r *Report) (int64, error) {
 	var trimmed int64
 	var cursor uint64
@@ -176,8 +173,8 @@ func (c *Cleaner) run(ctx context.Context, node Client, k string, args []any) ([
 	return res, err
 }
 
-// failed counts a key whose script Redis refused (a reply error), and
-// passes any other error (the connection, ctx) up to stop the pass.
+// failed counts a key whose script Redis refused, and passes any other
+// error up to stop the pass.
 func (c *Cleaner) failed(k string, err error, r *Report) error {
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
@@ -187,8 +184,7 @@ func (c *Cleaner) failed(k string, err error, r *Report) error {
 	return fmt.Errorf("%s: %w", k, err)
 }
 
-// now is clean.lua's clock argument: WithClock's time in ms, or "" for
-// Redis TIME.
+// now is clean.lua's clock argument: WithClock's ms, or "" for Redis TIME.
 func (c *Cleaner) now() any {
 	if c.o.clock == nil {
 		return ""
@@ -196,8 +192,8 @@ func (c *Cleaner) now() any {
 	return settings.ClampMs(c.o.clock().UnixMilli())
 }
 
-// unknown reports a key the cleaner does not read, or deletes it when
-// WithDeleteUnknown names it.
+// unknown reports a key the cleaner does not read, or deletes it
+// (WithDeleteUnknown).
 func (c *Cleaner) unknown(ctx context.Context, node Client, k string, why Reason, r *Report) error {
 	if c.o.unknown == nil || !c.o.unknown(k) {
 		r.skip(why, 1, k)

@@ -18,21 +18,19 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Errors of a pass, matched with errors.Is.
+// Errors of a pass, matched with errors.Is: another cleaner holds the
+// lease on the prefix (ErrLocked), or the pass lost its lease (a pause
+// longer than the lease) and stopped early (ErrLeaseLost, with
+// Report.LeaseLost set).
 var (
-	// ErrLocked: another cleaner holds the lease on the prefix, so this
-	// one did not walk it.
-	ErrLocked = errors.New("sluice: cleanup: another cleaner holds the lease")
-	// ErrLeaseLost: the pass stopped early because its lease expired or was
-	// taken over (a pause longer than the lease); Report.LeaseLost is set.
+	ErrLocked    = errors.New("sluice: cleanup: another cleaner holds the lease")
 	ErrLeaseLost = errors.New("sluice: cleanup: lease lost during the pass")
 )
 
-// Client is what a Cleaner calls: *redis.Client, *redis.ClusterClient,
-// *redis.Ring, the failover clients and module sluicerueidis' rueidis
-// adapter satisfy it. A cluster is walked master by master, a ring shard
-// by shard and a Nodes node by node, each key acted on at the server that
-// holds it; any other client is walked as one server.
+// Client is what a Cleaner calls, as go-redis' clients and module
+// sluicerueidis' adapter have it. A cluster is walked master by master, a
+// ring shard by shard and a Nodes node by node; any other client as one
+// server.
 type Client interface {
 	redis.Scripter
 	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
@@ -50,19 +48,17 @@ type shards interface {
 	ForEachShard(ctx context.Context, fn func(ctx context.Context, client *redis.Client) error) error
 }
 
-// Nodes is a Client, not go-redis', that serves its keys from several
-// servers (the rueidis adapter of a cluster): ForEachNode calls fn with a
-// Client of each master, concurrently or in turn, and returns the first
-// error.
+// Nodes is a Client of several servers (the rueidis adapter of a
+// cluster): ForEachNode calls fn with a Client of each master,
+// concurrently or in turn, and returns the first error.
 type Nodes interface {
 	Client
 	ForEachNode(ctx context.Context, fn func(ctx context.Context, node Client) error) error
 }
 
 // Cleaner walks the Redis keys of one prefix and reclaims what expiry
-// missed (docs/operations.md, Cleanup). Its methods are safe for
-// concurrent use; it runs one pass at a time. Build one with New; the zero
-// value is not usable.
+// missed. Its methods are safe for concurrent use; it runs one pass at a
+// time. Build one with New; the zero value is not usable.
 type Cleaner struct {
 	client Client
 	o      options
@@ -75,18 +71,16 @@ type Cleaner struct {
 	mu sync.Mutex
 	bg *loop // the background loop, nil when not started
 
-	// Test hooks (export_test.go): pause runs before each key, before the
-	// lease is checked; inKey wraps the handling of each key after it.
+	// Test hooks (export_test.go).
 	pause func()
 	inKey func(redisKey string) func()
 }
 
-// New returns a Cleaner of the keys that limiters write under the prefix
-// (WithPrefix, default "sluice") through client. A nil client or a bad
-// option is limiter.ErrInvalidConfig. New starts nothing: call Run for one
-// pass or Start for the background loop.
+// New returns a Cleaner of the keys limiters write under the prefix
+// (WithPrefix) through client. A nil client or a bad option is
+// limiter.ErrInvalidConfig. It starts nothing: call Run or Start.
 func New(client Client, opts ...Option) (*Cleaner, error) {
-	if client == nil || isNilPointer(client) {
+	if v := reflect.ValueOf(client); client == nil || v.Kind() == reflect.Pointer && v.IsNil() {
 		return nil, fmt.Errorf("cleanup: %w: nil client", limiter.ErrInvalidConfig)
 	}
 	o, err := newOptions(opts)
@@ -97,8 +91,7 @@ func New(client Client, opts ...Option) (*Cleaner, error) {
 	if math.IsInf(o.rate, 1) {
 		c.lim = rate.NewLimiter(rate.Inf, 1)
 	} else {
-		// A burst of a hundredth of a second's budget, at least 1: the
-		// pace stays even, with no sleep per key at high rates.
+		// A hundredth of a second's budget: no sleep per key at high rates.
 		c.lim = rate.NewLimiter(rate.Limit(o.rate), max(1, int(o.rate/100)))
 	}
 	if o.clock != nil {
@@ -107,17 +100,10 @@ func New(client Client, opts ...Option) (*Cleaner, error) {
 	return c, nil
 }
 
-func isNilPointer(c Client) bool {
-	v := reflect.ValueOf(c)
-	return v.Kind() == reflect.Pointer && v.IsNil()
-}
-
-// Run makes one pass over the prefix now and returns its report. When
-// another cleaner holds the lease, Run returns ErrLocked at once. A pass
-// that loses its lease stops at the next key with ErrLeaseLost; any other
-// error (Redis unreachable, ctx done) stops it too; either comes with the
-// report so far. Run releases the lease at the end unless this Cleaner's
-// background loop is running, which keeps it.
+// Run makes one pass over the prefix now and returns its report: at once
+// ErrLocked when another cleaner holds the lease, or the report so far
+// and the error that stopped the pass (ErrLeaseLost, Redis, ctx). It
+// releases the lease unless this Cleaner's background loop runs.
 func (c *Cleaner) Run(ctx context.Context) (Report, error) {
 	c.passMu.Lock()
 	defer c.passMu.Unlock()
@@ -136,8 +122,8 @@ func (c *Cleaner) Run(ctx context.Context) (Report, error) {
 	return r, err
 }
 
-// report hands a pass of the background loop (or its failure to take the
-// lease) to WithReports and WithObserver.
+// report hands a pass of the background loop to WithReports and
+// WithObserver.
 func (c *Cleaner) report(ctx context.Context, r Report, err error) {
 	if c.o.reports != nil {
 		c.o.reports(r, err)
@@ -155,10 +141,9 @@ func (c *Cleaner) observe(ctx context.Context, r Report, err error) {
 		Cleanup: r.CleanupReport})
 }
 
-// Ping checks that Redis answers the cleaner: one SCAN of its prefix's
-// pattern (a single step, COUNT 1) and a SCRIPT LOAD of its script,
-// bounded by ctx, or by one second when ctx has no deadline. A failure is
-// an error naming the address. Call it at start-up, before Start.
+// Ping checks that Redis answers the cleaner: one SCAN step and a SCRIPT
+// LOAD, bounded by ctx or else one second. A failure is an error naming
+// the address. Call it at start-up.
 func (c *Cleaner) Ping(ctx context.Context) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc

@@ -35,8 +35,7 @@ func newLease(client Client, prefix string, ttl time.Duration) *lease {
 	return &lease{client: client, key: prefix + ":cleanup:lock", token: hex.EncodeToString(b[:]), ttl: ttl}
 }
 
-// acquire takes the lease, or renews it when this cleaner holds it
-// already. It reports whether the lease is held.
+// acquire takes the lease, or renews it, and reports whether it is held.
 func (l *lease) acquire(ctx context.Context) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -52,8 +51,7 @@ func (l *lease) acquire(ctx context.Context) (bool, error) {
 	return l.renewLocked(ctx, sent)
 }
 
-// remaining is how long the lease has left, whoever holds it (0 when
-// nobody does).
+// remaining is how long the lease has left, whoever holds it.
 func (l *lease) remaining(ctx context.Context) (time.Duration, error) {
 	d, err := l.client.PTTL(ctx, l.key).Result()
 	if err != nil || d < 0 {
@@ -62,8 +60,7 @@ func (l *lease) remaining(ctx context.Context) (time.Duration, error) {
 	return d, nil
 }
 
-// lost forgets a lease whose renewal failed for longer than it lasts; until
-// then the holder keeps it (a Redis error is not a loss).
+// lost forgets a lease whose renewal failed for longer than it lasts.
 func (l *lease) lost() bool {
 	if l.held && time.Since(l.renewed) >= l.ttl {
 		l.held = false
@@ -85,10 +82,8 @@ func (l *lease) renewLocked(ctx context.Context, sent time.Time) (bool, error) {
 	return l.held, nil
 }
 
-// check is called before every key: it renews the lease once a third of
-// it has passed since the last renewal and reports whether it is still
-// held. A cleaner paused for longer than the lease finds it lost here, at
-// its next key.
+// check, before every key, renews the lease once a third of it has passed
+// and reports whether it is still held.
 func (l *lease) check(ctx context.Context) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -19,9 +19,7 @@ type loop struct {
 // tenth of a lease while another cleaner holds it), makes a pass, waits
 // WithPeriod, makes the next, and keeps the lease renewed in between, so
 // one cleaner of a fleet does the work and another takes over when it
-// stops. Each pass's report goes to WithReports, and so does the first
-// error of a series of failed attempts to take the lease (Redis
-// unreachable). Start on a running loop does nothing. Stop stops it.
+// stops. Reports go to WithReports. Start on a running loop does nothing.
 func (c *Cleaner) Start() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -34,11 +32,10 @@ func (c *Cleaner) Start() {
 	go c.loop(ctx, l)
 }
 
-// Stop stops the background loop and waits for it to exit, the pass in
-// flight included; then the lease is released. If ctx ends first, Stop
-// cancels the pass (it stops at its next Redis call), still waits for the
-// loop's goroutine to exit, and returns ctx's error. Stop without a
-// running loop returns nil.
+// Stop stops the background loop, waits for the pass in flight and
+// releases the lease. If ctx ends first, Stop cancels the pass, still
+// waits for the loop to exit, and returns ctx's error. Without a running
+// loop it returns nil.
 func (c *Cleaner) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	l := c.bg
@@ -72,7 +69,7 @@ func (c *Cleaner) loop(ctx context.Context, l *loop) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
-	failing := false // the last attempt to take the lease failed (reported once)
+	failing := false // the last attempt to take the lease failed
 	for {
 		held, err := c.lease.acquire(ctx)
 		if err != nil && !failing && ctx.Err() == nil {
@@ -83,9 +80,7 @@ func (c *Cleaner) loop(ctx context.Context, l *loop) {
 		switch {
 		case err != nil:
 		case !held:
-			// Wake when the holder's lease would expire, so that a holder
-			// that froze right after renewing is taken over one lease
-			// after it froze, not a lease and a poll later.
+			// Wake when the holder's lease would expire.
 			if left, err := c.lease.remaining(ctx); err == nil && left > 0 {
 				wait = min(retry, left+time.Millisecond)
 			}

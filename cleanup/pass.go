@@ -100,8 +100,7 @@ func (c *Cleaner) walk(ctx context.Context, node Client, r *Report) error {
 	}
 }
 
-// failed records why the pass stopped, err (nil: it did not), and its
-// class.
+// failed records why the pass stopped (nil: it did not) and its class.
 func (r *Report) failed(ctx context.Context, err error) {
 	r.Err, r.ErrorClass = err, ""
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
@@ -109,9 +108,8 @@ func (r *Report) failed(ctx context.Context, err error) {
 	}
 }
 
-// paced takes one unit of the budget (WithRate) and checks that the pass
-// still holds the lease; when it does not, it sets r.LeaseLost and
-// returns false.
+// paced takes one unit of the budget and reports whether the pass still
+// holds the lease (else r.LeaseLost is set).
 func (c *Cleaner) paced(ctx context.Context, r *Report) (bool, error) {
 	if err := c.lim.Wait(ctx); err != nil {
 		return false, err

@@ -13,29 +13,23 @@ type Reason int
 
 // Reasons a pass leaves a key alone.
 const (
-	// Foreign: the key matches <prefix>:{* but key.Parse does not read it
-	// as a sluice key (not of the key schema, or of another prefix). The
-	// failure policy's probe hash, <prefix>:{%probe}:abs:h, is not
-	// Foreign: a pass reads it as the absolute hash it is, kept while its
-	// unit is live and deleted once it has expired.
+	// Foreign: a key under <prefix>:{ that key.Parse does not read as a
+	// sluice key of the prefix (the failure policy's probe hash is read as
+	// the absolute hash it is).
 	Foreign Reason = iota
-	// UnknownStrategy: a sluice key name of a strategy other than abs and
-	// sup.
+	// UnknownStrategy: a sluice key of a strategy other than abs and sup.
 	UnknownStrategy
-	// UnknownLayout: a key name of the schema that is not a limiter hash
-	// this version reads: the reserved second key (suffix "a"), another
-	// Redis type, or a hash without readable meta fields (an earlier
-	// layout, or written by something else).
+	// UnknownLayout: a key of the schema that is not a limiter hash this
+	// version reads (the reserved suffix "a", another Redis type, a hash
+	// without readable meta fields).
 	UnknownLayout
-	// NoWindow: a limiter hash whose window no option tells. It is never
-	// deleted or trimmed; if it had no TTL it got one (Report.TTLSet).
+	// NoWindow: a limiter hash whose window no option tells, never
+	// deleted or trimmed; given a TTL if it had none (Report.TTLSet).
 	NoWindow
-	// Gone: the key disappeared between SCAN and its turn (it expired, or
-	// Reset or a limiter removed it).
+	// Gone: the key disappeared between SCAN and its turn.
 	Gone
 	// Failed: Redis answered the key's script with an error (a bucket
-	// value that is not a number; MOVED during a cluster resharding). The
-	// pass goes on with the next key.
+	// that is not a number, MOVED); the pass goes on.
 	Failed
 	numReasons
 )
@@ -57,53 +51,37 @@ func (r Reason) String() string {
 }
 
 // Report is what one pass did; its zero value is an empty report. Every
-// key SCAN returned counts once in Scanned and once in exactly one of
-// Live, Deleted, Unlinked or Skipped; TTLSet and Trimmed count some of the
-// Live keys again (TTLSet also the NoWindow ones). A key SCAN returns
-// twice (Redis resized its table) is counted and handled twice, the second
-// time changing nothing.
+// key SCAN returned (twice, if SCAN returned it twice) counts in Scanned
+// and in one of Live, Deleted, Unlinked or Skipped; TTLSet and Trimmed
+// count some Live (and NoWindow) keys again.
 type Report struct {
-	// CleanupReport holds what an observer's "cleanup" Event carries:
-	// Scanned, the keys SCAN returned and the pass handled; Deleted, the
-	// limiter hashes with no live bucket, UNLINKed (dry run: that would
-	// be), judged by the window each records; Trimmed, the live hashes
-	// whose dead buckets were removed; Duration, how long the pass took;
-	// Err and ErrorClass, why the pass stopped before the end (the error
-	// Run returns) and its class.
+	// CleanupReport holds what a "cleanup" Event carries: Scanned keys,
+	// Deleted hashes with no live bucket, Trimmed live hashes, Duration,
+	// and Err and ErrorClass, why the pass stopped early.
 	limiter.CleanupReport
 	// Prefix is the prefix walked; DryRun says nothing was written.
-	Prefix string
-	DryRun bool
-	// Nodes is the number of Redis servers walked: every master of a
-	// cluster, every shard of a ring, or 1.
-	Nodes int
-	// Live counts limiter hashes with a live bucket, kept.
-	Live int64
-	// Deletions lists the first MaxListed of the Deleted hashes.
-	Deletions []Deletion
-	// TTLSet counts hashes that had no TTL and were given one.
-	TTLSet int64
-	// Buckets counts the buckets removed from the Trimmed hashes.
-	Buckets int64
-	// Unlinked counts keys of Foreign, UnknownStrategy or UnknownLayout
-	// deleted because WithDeleteUnknown named them.
-	Unlinked int64
+	Prefix    string
+	DryRun    bool
+	Nodes     int        // Redis servers walked
+	Live      int64      // limiter hashes with a live bucket, kept
+	Deletions []Deletion // the first MaxListed of the Deleted hashes
+	TTLSet    int64      // hashes without a TTL given one
+	Buckets   int64      // buckets removed from the Trimmed hashes
+	Unlinked  int64      // unknown keys deleted by WithDeleteUnknown
 	// Skipped counts the keys left alone, by reason (nil when none), and
 	// Examples names up to five of them per reason.
 	Skipped  map[Reason]int64
 	Examples map[Reason][]string
-	// LeaseLost is true when the pass stopped early because its lease
-	// expired or was taken over (Run then returns ErrLeaseLost).
+	// LeaseLost: the pass stopped early, its lease lost (ErrLeaseLost).
 	LeaseLost bool
 }
 
 // MaxListed is the most deletions a Report lists (Report.Deletions).
 const MaxListed = 1000
 
-// Deletion is one hash a pass deleted, or in a dry run would delete:
-// its Redis key, the window and bucket it records (Bucket 0: a set's
-// limit's hash written before the record, whose Window is its recorded
-// W + B), and the TTL it had left (-1: none).
+// Deletion is one hash a pass deleted (or would delete): its key, the
+// window and bucket it records (Bucket 0: Window is its recorded W + B),
+// and the TTL it had left (-1: none).
 type Deletion struct {
 	Key            string
 	Window, Bucket time.Duration
@@ -123,8 +101,7 @@ func (r *Report) list(k string, res []int64) {
 		Bucket: time.Duration(res[6]) * time.Millisecond, TTL: ttl})
 }
 
-// skip counts n keys left alone for why, keeping the first examples of
-// ks.
+// skip counts n keys left alone for why, naming the first of ks.
 func (r *Report) skip(why Reason, n int64, ks ...string) {
 	if r.Skipped == nil {
 		r.Skipped = make(map[Reason]int64)
@@ -152,7 +129,7 @@ func (r *Report) add(o *Report) {
 	}
 }
 
-// SkippedTotal returns the number of keys left alone, all reasons.
+// SkippedTotal returns the keys left alone, all reasons.
 func (r Report) SkippedTotal() int64 {
 	var n int64
 	for _, v := range r.Skipped {
@@ -174,7 +151,7 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "  deleted  %d hashes with no live bucket%s\n", r.Deleted, would)
 	for _, d := range r.Deletions {
 		if !r.DryRun {
-			break // a dry run lists what it would delete
+			break
 		}
 		ttl := "no TTL"
 		if d.TTL >= 0 {
@@ -190,19 +167,15 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "  skipped  %d keys\n", r.SkippedTotal())
 	for why := Reason(0); why < numReasons; why++ {
 		if n := r.Skipped[why]; n > 0 {
-			fmt.Fprintf(&b, "    %-22s %d  e.g. %s\n", why.String()+":", n, strings.Join(quote(r.Examples[why]), " "))
+			fmt.Fprintf(&b, "    %-22s %d  e.g.", why.String()+":", n)
+			for _, k := range r.Examples[why] {
+				fmt.Fprintf(&b, " %q", k)
+			}
+			b.WriteByte('\n')
 		}
 	}
 	if r.LeaseLost {
 		fmt.Fprintf(&b, "  stopped early: the lease was lost to another cleaner\n")
 	}
 	return b.String()
-}
-
-func quote(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = fmt.Sprintf("%q", s)
-	}
-	return out
 }

@@ -12,16 +12,9 @@
 // mounts unchanged in net/http, chi, gorilla/mux and alice chains.
 //
 // The default key is the immediate peer's address (KeyByIP): no header is
-// trusted, because any client can send X-Forwarded-For. Behind proxies,
-// NewIPKey with TrustProxies names the proxies and the header they set.
-// IPv6 clients are grouped by /64. KeyByHeader, KeyFromContext, Static and
-// Compose cover API keys, users and per-route limits. OPTIONS requests
-// (CORS preflights) are not counted; WithSkipMethods, WithSkip and
-// WithAllowKeys exempt others.
-//
-// A request that can never fit gets 413 and no Retry-After; a request that
-// cannot be keyed, or a limiter error (a Redis provider under
-// limiter.FailError while Redis is down), goes to the error handler, 503
-// by default. docs/http.md has the keys' trade-offs, the headers in detail
-// and the frameworks (gin, echo).
+// trusted, as any client can send X-Forwarded-For; behind proxies, use
+// NewIPKey with TrustProxies. A request that can never fit gets 413 and no
+// Retry-After; a request that cannot be keyed, or a limiter error, goes to
+// the error handler, 503 by default. docs/http.md has the keys' trade-offs,
+// the headers in detail and the frameworks (gin, echo).
 package httplimit

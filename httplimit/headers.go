@@ -8,8 +8,7 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// Canonical header keys, written to the header map directly (no
-// canonicalisation per request).
+// Canonical header keys, written to the header map directly.
 const (
 	hPolicy     = "Ratelimit-Policy"
 	hRateLimit  = "Ratelimit"
@@ -20,40 +19,38 @@ const (
 )
 
 // writeHeaders sets the RateLimit headers, the legacy ones when enabled
-// and, on a refusal that waiting can cure, Retry-After; all the values'
-// slices come from one allocation, each capped so an Add elsewhere
-// reallocates instead of writing over its neighbour.
+// and, on a refusal that waiting can cure, Retry-After. The values' slices
+// come from one allocation, each capped so that an Add reallocates
+// instead of writing over its neighbour.
 func (m *Middleware) writeHeaders(w http.ResponseWriter, policy, item string, d *limiter.Decision) {
 	h := w.Header()
-	nv := 2
-	if m.cfg.legacy {
-		nv += 3
-	}
 	retry := !d.Allowed && !d.Never
-	if retry {
-		nv++
-	}
-	vs := make([]string, nv)
-	vs[0], vs[1] = policy, item
-	h[hPolicy], h[hRateLimit] = vs[0:1:1], vs[1:2:2]
-	i := 2
+	n := 2
 	if m.cfg.legacy {
-		t := reset(d.RetryAfter, d.ResetAfter)
-		vs[2] = strconv.FormatInt(d.Limit, 10)
-		vs[3] = strconv.FormatInt(d.Remaining, 10)
-		vs[4] = strconv.FormatInt(time.Now().Unix()+t, 10)
-		h[hLimit], h[hRemaining], h[hReset] = vs[2:3:3], vs[3:4:4], vs[4:5:5]
-		i = 5
+		n += 3
 	}
 	if retry {
-		vs[i] = strconv.FormatInt(ceilSeconds(d.RetryAfter), 10)
-		h[hRetryAfter] = vs[i : i+1 : i+1]
+		n++
+	}
+	vs := make([]string, 0, n)
+	set := func(k, v string) {
+		vs = append(vs, v)
+		h[k] = vs[len(vs)-1 : len(vs) : len(vs)]
+	}
+	set(hPolicy, policy)
+	set(hRateLimit, item)
+	if m.cfg.legacy {
+		set(hLimit, strconv.FormatInt(d.Limit, 10))
+		set(hRemaining, strconv.FormatInt(d.Remaining, 10))
+		set(hReset, strconv.FormatInt(time.Now().Unix()+reset(d.RetryAfter, d.ResetAfter), 10))
+	}
+	if retry {
+		set(hRetryAfter, strconv.FormatInt(ceilSeconds(d.RetryAfter), 10))
 	}
 }
 
-// reset is the t parameter of a limit: the seconds until the refused
-// request would fit (RetryAfter, rounded up), or, when it fits now or
-// never will, until the window holds nothing (ResetAfter, rounded up).
+// reset is the t parameter: RetryAfter or, when the request fits now or
+// never will, ResetAfter, in seconds rounded up.
 func reset(retryAfter, resetAfter time.Duration) int64 {
 	if retryAfter > 0 {
 		return ceilSeconds(retryAfter)
@@ -61,7 +58,6 @@ func reset(retryAfter, resetAfter time.Duration) int64 {
 	return ceilSeconds(resetAfter)
 }
 
-// ceilSeconds rounds d up to whole seconds; 0 for d ≤ 0.
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
@@ -69,20 +65,15 @@ func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// maxSFInteger is the largest Integer a structured field can carry
-// (RFC 9651 §3.3.1: at most 15 decimal digits).
-const maxSFInteger = 999_999_999_999_999
-
-// sfInteger clamps n to a structured-field Integer, so a conforming
-// parser reads the header instead of rejecting it whole. Only q and r
-// need it: w is at most 31 days in seconds and t at most W + B.
+// sfInteger clamps q and r to a structured-field Integer (RFC 9651
+// §3.3.1: 15 digits), which a parser would otherwise reject.
 func sfInteger(n int64) int64 {
-	return min(max(n, -maxSFInteger), maxSFInteger)
+	const most = 999_999_999_999_999
+	return min(max(n, -most), most)
 }
 
 // appendPolicy appends one quota policy item: "name";q=C;w=W, with w only
-// when the window is a whole number of seconds (the field has no
-// sub-second precision).
+// for a window of whole seconds.
 func appendPolicy(b []byte, name string, capacity int64, window time.Duration) []byte {
 	b = append(b, '"')
 	b = append(b, name...)
@@ -108,9 +99,9 @@ func appendSetPolicy(b []byte, s *limiter.Set) []byte {
 }
 
 // Fields returns the RateLimit-Policy and RateLimit values a Middleware
-// built by New writes for decision d of a single limit named name ("" is
-// DefaultPolicyName, not validated) on a limiter of the given window, for
-// a caller that carries them in another protocol (package grpclimit).
+// built by New writes for decision d of a limit named name ("" is
+// DefaultPolicyName; not validated) over window, for another protocol
+// (package grpclimit). It is safe for concurrent use.
 func Fields(name string, window time.Duration, d limiter.Decision) (policy, rateLimit string) {
 	if name == "" {
 		name = DefaultPolicyName
@@ -120,20 +111,18 @@ func Fields(name string, window time.Duration, d limiter.Decision) (policy, rate
 	return policy, string(appendOneItem(buf[:0], name, &d))
 }
 
-// SetFields is Fields for decision d of set, as a Middleware built by
-// NewSet writes them: one item per limit, in the set's order.
+// SetFields is Fields for decision d of set, one item per limit, as
+// NewSet's Middleware writes them.
 func SetFields(set *limiter.Set, d limiter.SetDecision) (policy, rateLimit string) {
 	var buf [512]byte
 	policy = string(appendSetPolicy(buf[:0], set))
 	return policy, string(appendSetItems(buf[:0], &d))
 }
 
-// appendOneItem appends the RateLimit item of a single limit's decision.
 func appendOneItem(b []byte, name string, d *limiter.Decision) []byte {
 	return appendItem(b, name, d.Remaining, reset(d.RetryAfter, d.ResetAfter))
 }
 
-// appendSetItems appends the RateLimit items of a set's decision.
 func appendSetItems(b []byte, d *limiter.SetDecision) []byte {
 	for i, ld := range d.Limits {
 		if i > 0 {

@@ -21,12 +21,10 @@ const DefaultPolicyName = "default"
 // Result is what the middleware decided for a refused request, given to
 // the DenyFunc.
 type Result struct {
-	// Key is the limiter key of the request.
-	Key string
-	// Cost is the units the request asked for.
-	Cost int64
-	// SetDecision is the limiter's answer. A single limit is a set of one:
-	// Limits holds one LimitDecision named after the limit.
+	Key  string // the limiter key of the request
+	Cost int64  // the units the request asked for
+	// SetDecision is the limiter's answer; a single limit's is a set of
+	// one, named after the limit.
 	limiter.SetDecision
 }
 
@@ -36,10 +34,8 @@ type Result struct {
 type DenyFunc func(w http.ResponseWriter, r *http.Request, res *Result)
 
 // ErrorFunc writes the response to a request that could not be decided:
-// its KeyFunc refused it (err matches ErrNoKey and is a *KeyError), a rate,
-// set or cost function failed, or the limiter failed (a Redis provider
-// under FailError while Redis is down: limiter.ErrUnavailable or Redis's
-// error). No rate-limit header is set.
+// its KeyFunc refused it (err matches ErrNoKey), a rate, set or cost
+// function failed, or the limiter failed. No rate-limit header is set.
 type ErrorFunc func(w http.ResponseWriter, r *http.Request, err error)
 
 // DefaultDeny writes 429 Too Many Requests in plain text, or 413 Content
@@ -54,8 +50,7 @@ func DefaultDeny(w http.ResponseWriter, _ *http.Request, res *Result) {
 }
 
 // DefaultError writes a *KeyError's status and reason in plain text, and
-// 503 Service Unavailable for every other error (its text is not shown:
-// it may name servers).
+// 503 Service Unavailable for any other error, whose text is not shown.
 func DefaultError(w http.ResponseWriter, _ *http.Request, err error) {
 	var ke *KeyError
 	if errors.As(err, &ke) {
@@ -87,17 +82,13 @@ type Middleware struct {
 }
 
 // New returns a middleware that limits each key to limit on l: at most
-// limit.Rate × W units in any span of W, where W is l's window, stated in
-// the w parameter of RateLimit-Policy. Every sluice provider reports its
-// window (a Window() time.Duration method), so leave limit.Window 0; a limit.Window that
-// differs from the provider's is an error, since the headers would promise
-// a window the limiter does not enforce. A Limiter that is not
-// without that method (one of your own) must be given its window in
-// limit.Window. limit.Name names the policy in the headers ("" means
-// DefaultPolicyName) and follows the rules of limiter.Limit's Name.
-// limit.Rate may be the zero Rate only with WithRateFunc. limit.Bucket is
-// ignored (it is l's). Errors match limiter.ErrInvalidConfig, or the
-// rate's errors.
+// limit.Rate × W units in any span of W, W being l's window. Leave
+// limit.Window 0 for a sluice provider (one that reports its window); a
+// Limiter of your own without a Window method must be given it. A
+// limit.Window that differs from l's is an error. limit.Name names the
+// policy in the headers ("" is DefaultPolicyName); limit.Rate may be zero
+// only with WithRateFunc; limit.Bucket is ignored. Errors match
+// limiter.ErrInvalidConfig, or the rate's errors.
 func New(l limiter.Limiter, limit limiter.Limit, opts ...Option) (*Middleware, error) {
 	m, err := newMiddleware(opts)
 	if err != nil {
@@ -124,10 +115,9 @@ func New(l limiter.Limiter, limit limiter.Limit, opts ...Option) (*Middleware, e
 	return m, nil
 }
 
-// NewSet returns a middleware that limits each key to every limit of set
-// on l: a request is admitted only when every limit has room for it. The
-// headers have one item per limit, named by Limit.Name, in the set's
-// order. set may be nil only with WithSetFunc. Errors match
+// NewSet returns a middleware that admits a request only when every limit
+// of set on l has room for it; the headers have one item per limit, in the
+// set's order. set may be nil only with WithSetFunc. Errors match
 // limiter.ErrInvalidConfig.
 func NewSet(l limiter.SetLimiter, set *limiter.Set, opts ...Option) (*Middleware, error) {
 	m, err := newMiddleware(opts)
@@ -260,17 +250,9 @@ func (m *Middleware) serveOne(w http.ResponseWriter, r *http.Request, next http.
 		next.ServeHTTP(w, r)
 		return
 	}
-	res := &Result{Key: k, Cost: n, SetDecision: limiter.SetDecision{Decision: d, Limits: []limiter.LimitDecision{{
-		Name:              m.name,
-		Limit:             d.Limit,
-		Remaining:         d.Remaining,
-		RetryAfter:        d.RetryAfter,
-		ResetAfter:        d.ResetAfter,
-		SuppressionFactor: d.SuppressionFactor,
-		Refused:           true,
-		Never:             d.Never,
-	}}}}
-	m.cfg.onDeny(w, r, res)
+	ld := limiter.LimitDecision{Name: m.name, Limit: d.Limit, Remaining: d.Remaining, RetryAfter: d.RetryAfter,
+		ResetAfter: d.ResetAfter, SuppressionFactor: d.SuppressionFactor, Refused: true, Never: d.Never}
+	m.cfg.onDeny(w, r, &Result{Key: k, Cost: n, SetDecision: limiter.SetDecision{Decision: d, Limits: []limiter.LimitDecision{ld}}})
 }
 
 func (m *Middleware) serveSet(w http.ResponseWriter, r *http.Request, next http.Handler, k string, n int64) {

@@ -9,27 +9,23 @@ import (
 )
 
 // KeyFunc returns the limiter key of a request: the client, user or
-// account the request is counted against. A request it cannot key is
-// refused with an error; return a *KeyError (see Reject) to choose the
-// status, any other error gets the error handler's default, 503. A
-// KeyFunc must be safe for concurrent use.
+// account it is counted against. A request it cannot key is refused with
+// an error: a *KeyError (Reject) chooses the status, any other gets the
+// error handler's default, 503. A KeyFunc must be safe for concurrent use.
 type KeyFunc func(r *http.Request) (string, error)
 
-// ErrNoKey is matched (errors.Is) by every error of a KeyFunc that could
-// not key a request: a missing header, no user in the context, a client
-// address that cannot be parsed, a key longer than key.MaxLen.
+// ErrNoKey is matched (errors.Is) by every error of this package's
+// KeyFuncs and by a key longer than key.MaxLen.
 var ErrNoKey = errors.New("sluice: no key for the request")
 
 // KeyError is a KeyFunc's refusal to key a request, with the status the
 // default error handler answers: 400 for a missing or malformed header,
-// 401 for a missing user, 500 for a request with no client address (a
-// server set-up problem, such as a Unix socket with no trusted proxy).
-// It matches ErrNoKey.
+// 401 for a missing user, 500 for a request with no client address. It
+// matches ErrNoKey.
 type KeyError struct {
 	// Status is the HTTP status of the response, 400 to 599.
 	Status int
-	// Reason is a short explanation, written in the response body by the
-	// default error handler: never put secrets in it.
+	// Reason is written in the response body by DefaultError: no secrets.
 	Reason string
 }
 
@@ -47,15 +43,11 @@ func (e *KeyError) Error() string { return ErrNoKey.Error() + ": " + e.Reason }
 // Is reports whether target is ErrNoKey.
 func (e *KeyError) Is(target error) bool { return target == ErrNoKey }
 
-// KeyByHeader returns a KeyFunc that keys a request by the value of the
-// header name ("X-API-Key"), as "<name in lower case>:<value>". A request
-// without the header, or with an empty value, is refused with 400. Only
-// the first value counts when the header is repeated.
-//
-// A header is whatever the client sends: key by one only when the value is
-// checked before the limiter (an API key your authentication middleware
-// verified), or when the limit is a courtesy the client may choose to
-// spread over many values.
+// KeyByHeader returns a KeyFunc that keys a request by the first value of
+// the header name ("X-API-Key"), as "<name in lower case>:<value>"; a
+// request without one is refused with 400. A header is whatever the client
+// sends: key by one that is checked before the limiter (a verified API
+// key).
 func KeyByHeader(name string) KeyFunc {
 	canon := textproto.CanonicalMIMEHeaderKey(name)
 	prefix := strings.ToLower(canon) + ":"
@@ -68,12 +60,10 @@ func KeyByHeader(name string) KeyFunc {
 	}
 }
 
-// KeyFromContext returns a KeyFunc that keys a request by the value an
-// earlier middleware stored in its context under ctxKey (the
-// authenticated user), as "<name>:<value>". The value must be a non-empty
-// string or a fmt.Stringer that returns one; a request without it is
-// refused with 401 Unauthorized, so mount the limiter after the
-// authentication.
+// KeyFromContext returns a KeyFunc that keys a request by the non-empty
+// string (or fmt.Stringer) an earlier middleware stored in its context
+// under ctxKey, as "<name>:<value>"; a request without one is refused with
+// 401, so mount the limiter after the authentication.
 func KeyFromContext(name string, ctxKey any) KeyFunc {
 	prefix := name + ":"
 	return func(r *http.Request) (string, error) {
@@ -91,10 +81,8 @@ func KeyFromContext(name string, ctxKey any) KeyFunc {
 	}
 }
 
-// Static returns a KeyFunc that keys every request by s: one limit shared
-// by all clients, or, composed with another KeyFunc, the name of a route
-// (Compose(Static("search"), user)) so that routes sharing one limiter
-// keep separate counts.
+// Static returns a KeyFunc that keys every request by s: one limit for all
+// clients or, composed, a route's name (Compose(Static("search"), user)).
 func Static(s string) KeyFunc {
 	return func(*http.Request) (string, error) {
 		if s == "" {
@@ -104,10 +92,9 @@ func Static(s string) KeyFunc {
 	}
 }
 
-// Compose returns a KeyFunc that joins the keys of fns with '|' (a '|' or
-// '%' inside a part is percent-escaped, so two different lists of parts
-// never give the same key). The first part that refuses the request
-// refuses it.
+// Compose returns a KeyFunc that joins the keys of fns with '|', a '|' or
+// '%' inside a part percent-escaped so that two lists of parts never give
+// one key. The first part that refuses the request refuses it.
 func Compose(fns ...KeyFunc) KeyFunc {
 	return func(r *http.Request) (string, error) {
 		var b strings.Builder
@@ -119,21 +106,10 @@ func Compose(fns ...KeyFunc) KeyFunc {
 			if i > 0 {
 				b.WriteByte('|')
 			}
-			if !strings.ContainsAny(k, "|%") {
-				b.WriteString(k)
-				continue
-			}
-			for j := 0; j < len(k); j++ {
-				switch k[j] {
-				case '|':
-					b.WriteString("%7C")
-				case '%':
-					b.WriteString("%25")
-				default:
-					b.WriteByte(k[j])
-				}
-			}
+			partEscaper.WriteString(&b, k)
 		}
 		return b.String(), nil
 	}
 }
+
+var partEscaper = strings.NewReplacer("|", "%7C", "%", "%25")

@@ -23,44 +23,41 @@ type config struct {
 	onError ErrorFunc
 }
 
-// WithKey sets how a request is keyed. Default KeyByIP: the immediate
-// peer's address, no header trusted, IPv6 grouped by /64.
+// WithKey sets how a request is keyed. Default KeyByIP.
 func WithKey(f KeyFunc) Option { return func(c *config) { c.key = f } }
 
-// WithRateFunc sets a per-request rate (the tier lookup) for New: f's
-// rate replaces the limit's Rate, over the limiter's window. An error goes
-// to the error handler. Not for NewSet.
+// WithRateFunc sets a per-request rate for New: f's rate replaces the
+// limit's Rate, over the limiter's window. An error goes to the error
+// handler. Not for NewSet.
 func WithRateFunc(f func(*http.Request) (limiter.Rate, error)) Option {
 	return func(c *config) { c.rateFn = f }
 }
 
-// WithSetFunc sets a per-request set of limits (the tier lookup) for
-// NewSet. Build each tier's Set once and return it: a set the middleware
-// was not built with costs a few allocations to describe in the headers.
-// An error goes to the error handler. Not for New.
+// WithSetFunc sets a per-request set of limits for NewSet. Build each
+// tier's Set once and return it: a set the middleware was not built with
+// costs a few allocations to describe in the headers. An error goes to the
+// error handler. Not for New.
 func WithSetFunc(f func(*http.Request) (*limiter.Set, error)) Option {
 	return func(c *config) { c.setFn = f }
 }
 
-// WithCost sets a per-request cost in units. Default 1 for every request.
-// 0 is a peek: decided for one unit, nothing recorded. A negative cost or
-// an error goes to the error handler.
+// WithCost sets a per-request cost in units. Default 1. 0 is a peek:
+// decided for one unit, nothing recorded. A negative cost or an error goes
+// to the error handler.
 func WithCost(f func(*http.Request) (int64, error)) Option {
 	return func(c *config) { c.cost = f }
 }
 
-// WithSkip sets a function that exempts a request (health checks,
-// metrics): it goes to the next handler with no key, limiter call or
-// header. Default: none.
+// WithSkip sets a function that exempts a request (health checks): it
+// goes to the next handler with no key, limiter call or header. Default:
+// none.
 func WithSkip(f func(*http.Request) bool) Option { return func(c *config) { c.skip = f } }
 
 // WithSkipMethods sets the methods exempt as with WithSkip, compared in
-// upper case ("head" is HEAD). Default OPTIONS alone: a browser sends a
-// CORS preflight on its own before a cross-origin request (which is
-// limited as usual), so counting it would charge one call twice, and a
-// refused preflight, lacking CORS headers, shows as a CORS failure, not a
-// rate limit. WithSkipMethods() counts every method;
-// WithSkipMethods(http.MethodOptions, http.MethodHead) exempts HEAD too.
+// upper case. Default OPTIONS alone: a browser sends a CORS preflight
+// before a cross-origin request, and a refused preflight shows as a CORS
+// failure. WithSkipMethods() counts every method. New reports an empty
+// method as limiter.ErrInvalidConfig.
 func WithSkipMethods(methods ...string) Option {
 	return func(c *config) {
 		c.methods = make([]string, len(methods)) // not nil: set
@@ -77,9 +74,8 @@ func WithAllowKeys(keys ...string) Option {
 }
 
 // WithLegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
-// X-RateLimit-Reset to every limited response: the capacity, the units
-// remaining and the Unix time in seconds (rounded up) of the RateLimit
-// header's t, of the limit with the fewest units remaining. Default off.
+// X-RateLimit-Reset (Unix seconds, rounded up, of the RateLimit header's
+// t) of the limit with the fewest units remaining. Default off.
 func WithLegacyHeaders() Option { return func(c *config) { c.legacy = true } }
 
 // WithDenyHandler replaces DefaultDeny, the response to a refused request.

@@ -7,22 +7,22 @@ import (
 	"strings"
 )
 
-// The walk of a trusted header (IPKey.ClientAddr) is capped, so that a
-// client's 100 KB header costs what a short one does: it reads at most
-// maxWalkHops list members from the right, and a member longer than its
-// cap, found without reading further left, is not an address.
+// Caps of the walk of a trusted header (IPKey.ClientAddr), so that a
+// client's 100 KB header costs what a short one does; a member longer than
+// its cap is not an address.
 const (
 	maxWalkHops = 32  // list members read, right to left
 	maxHopLen   = 128 // one address (parseHop), an X-Forwarded-For hop
 	maxElemLen  = 512 // a Forwarded element ("for=…;by=…;host=…;proto=…")
 )
 
-// clientAddr is ClientAddr of a peer address and the trusted header's
-// values.
 func (k *IPKey) clientAddr(remoteAddr string, vs []string) (netip.Addr, error) {
 	peer, ok := parseHop(remoteAddr)
 	if !ok {
-		return netip.Addr{}, &KeyError{Status: http.StatusInternalServerError, Reason: "the client address is unknown (RemoteAddr " + quoteShort(remoteAddr) + ")"}
+		if len(remoteAddr) > 64 {
+			remoteAddr = remoteAddr[:64] + "…"
+		}
+		return netip.Addr{}, &KeyError{Status: http.StatusInternalServerError, Reason: fmt.Sprintf("the client address is unknown (RemoteAddr %q)", remoteAddr)}
 	}
 	if k.kind == 0 || !k.trusted(peer) {
 		return peer, nil
@@ -80,36 +80,23 @@ func (k *IPKey) clientAddr(remoteAddr string, vs []string) (netip.Addr, error) {
 }
 
 // lastHop finds the comma before the right-most hop of an X-Forwarded-For
-// line (-1: the hop is the whole line), reading no more than a hop's
-// length and its comma: ok is false for a hop longer than maxHopLen.
+// line (-1: the hop is the whole line); ok is false for a hop longer than
+// maxHopLen.
 func lastHop(line string) (comma int, ok bool) {
-	j := lastComma(line, max(0, len(line)-maxHopLen-1))
-	return j, j >= 0 || len(line) <= maxHopLen
+	from := max(0, len(line)-maxHopLen-1)
+	if j := strings.LastIndexByte(line[from:], ','); j >= 0 {
+		return from + j, true
+	}
+	return -1, len(line) <= maxHopLen
 }
 
 // lastElement finds the comma before the right-most element of a
 // Forwarded value, the last outside a quoted string (-1: the element is
-// the whole value), reading no more than maxElemLen bytes and its comma:
-// ok is false for a longer element. Quoted strings are found from the
-// right: a quote preceded by an odd run of backslashes is escaped.
+// the whole value); ok is false for an element longer than maxElemLen.
+// Quoted strings are found from the right: a quote preceded by an odd run
+// of backslashes is escaped.
 func lastElement(v string) (comma int, ok bool) {
 	from := max(0, len(v)-maxElemLen-1)
-	// The usual element is short and unquoted: its comma is near the end.
-	for i := len(v) - 1; i >= max(from, len(v)-64); i-- {
-		if v[i] == '"' {
-			break
-		}
-		if v[i] == ',' {
-			return i, true
-		}
-	}
-	j := lastComma(v, from)
-	if j < 0 && len(v) > maxElemLen {
-		return -1, false
-	}
-	if strings.IndexByte(v[j+1:], '"') < 0 { // no quoted string: that comma splits
-		return j, true
-	}
 	quoted := false
 	for i := len(v) - 1; i >= from; i-- {
 		switch v[i] {
@@ -128,21 +115,6 @@ func lastElement(v string) (comma int, ok bool) {
 		}
 	}
 	return -1, len(v) <= maxElemLen
-}
-
-// lastComma returns the index of the last comma of s at or after from, -1
-// for none. The last 64 bytes are searched first (a hop is usually
-// shorter); the rest is searched only once the vectorised IndexByte has
-// found a comma in it (LastIndexByte reads a byte at a time).
-func lastComma(s string, from int) int {
-	near := max(from, len(s)-64)
-	if j := strings.LastIndexByte(s[near:], ','); j >= 0 {
-		return near + j
-	}
-	if near == from || strings.IndexByte(s[from:near], ',') < 0 {
-		return -1
-	}
-	return from + strings.LastIndexByte(s[from:near], ',')
 }
 
 func (k *IPKey) trusted(a netip.Addr) bool {
@@ -165,8 +137,8 @@ func parseHop(s string) (netip.Addr, bool) {
 	}
 	var a netip.Addr
 	ok := false
-	// Only "[v6]:port" and "v4:port" can carry a port: other forms skip
-	// ParseAddrPort, whose failure allocates an error.
+	// Only "[v6]:port" and "v4:port" can carry a port; a failed
+	// ParseAddrPort allocates an error.
 	if s[0] == '[' || strings.Count(s, ":") == 1 {
 		if ap, err := netip.ParseAddrPort(s); err == nil {
 			a, ok = ap.Addr(), true
@@ -189,30 +161,10 @@ func parseHop(s string) (netip.Addr, bool) {
 // (the last, if several), "" without one. Semicolons inside quoted strings
 // do not split.
 func forwardedFor(elem string) string {
-	quoted, pairs := false, false
-	for i := 0; i < len(elem) && !quoted; i++ { // elements are short: one pass
-		quoted = elem[i] == '"'
-		pairs = pairs || elem[i] == ';'
-	}
-	if !quoted && !pairs { // the usual "for=…" alone
-		t := strings.TrimLeft(elem, " \t")
-		if len(t) > 4 && t[0]|0x20 == 'f' && t[1]|0x20 == 'o' && t[2]|0x20 == 'r' && t[3] == '=' {
-			return t[4:] // parseHop trims the rest
-		}
-		name, value, ok := strings.Cut(elem, "=")
-		if ok && strings.EqualFold(strings.TrimSpace(name), "for") {
-			return strings.TrimSpace(value)
-		}
-		return ""
-	}
 	val := ""
-	for len(elem) > 0 {
+	for elem != "" {
 		var pair string
-		if quoted {
-			pair, elem = cutUnquoted(elem, ';')
-		} else {
-			pair, elem, _ = strings.Cut(elem, ";")
-		}
+		pair, elem = cutUnquoted(elem, ';')
 		name, value, ok := strings.Cut(pair, "=")
 		if ok && strings.EqualFold(strings.TrimSpace(name), "for") {
 			val = unquote(strings.TrimSpace(value))
@@ -259,11 +211,4 @@ func unquote(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
-}
-
-func quoteShort(s string) string {
-	if len(s) > 64 {
-		s = s[:64] + "…"
-	}
-	return fmt.Sprintf("%q", s)
 }

@@ -10,31 +10,26 @@ import (
 	"github.com/sluice-go/sluice/scripts"
 )
 
-// Absolute is the absolute limiter with leases: it answers from memory
-// against units reserved in Redis, and never lets the instances that share
-// a Redis and a prefix (hybrid or redisabs) admit more than the capacity in
-// any window. It is safe for concurrent use. Build it with NewAbsolute and
-// Close it to give back the units it holds; the zero value is not usable.
+// Absolute is the absolute limiter with leases: the instances that share a
+// Redis and a prefix (hybrid or redisabs) never admit more than the
+// capacity in any window. It is safe for concurrent use. Build it with
+// NewAbsolute and Close it to give back the units it holds; the zero value
+// is not usable.
 type Absolute struct {
 	table[*entry] // an entry's capacities are both C
 }
 
 var (
 	_ limiter.Limiter                     = (*Absolute)(nil)
+	_ limiter.SetLimiter                  = (*Absolute)(nil)
 	_ interface{ Window() time.Duration } = (*Absolute)(nil)
 )
 
-// Window returns the window the limiter was built with (WithWindow).
-func (l *Absolute) Window() time.Duration { return l.b.Cfg.Window }
-
 // NewAbsolute returns an absolute limiter that leases units from Redis
-// through client. It reads the options redisabs.New reads (WithWindow,
-// WithBucket, WithPrefix, WithClock, WithTimeout, WithFailurePolicy and the
-// other failure options, WithBatching, WithHotKeyRelief, WithObserver) and
-// WithSyncInterval, WithMaxLease and WithLeaseAhead; any other option (the
-// suppressed strategy's) is ErrInvalidConfig. It starts the background
-// sync goroutine, which Close stops; it makes no call to Redis until the
-// first Inc. A nil client is ErrInvalidConfig.
+// through client. It reads the options redisabs.New reads and
+// WithSyncInterval, WithMaxLease and WithLeaseAhead; any other option, or
+// a nil client, is ErrInvalidConfig. It starts the background sync, which
+// Close stops, and calls Redis first at the first Inc.
 func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 	l := &Absolute{}
 	err := l.init(l, kind[*entry]{redis: redisprov.Absolute, newEntry: func() *entry { return new(entry) },
@@ -46,27 +41,23 @@ func NewAbsolute(client Client, opts ...limiter.Option) (*Absolute, error) {
 }
 
 // Inc admits n units of key at rate if they fit in the window, all or
-// nothing. While the key holds a lease with n units left, the answer comes
-// from memory; otherwise one Redis call releases what is left of the old
-// lease, decides for n and, when admitted, reserves a new lease beside
-// them. A refusal asks Redis once and is then answered from memory for the
-// same n until the RetryAfter Redis gave has passed. n = 0 decides for one
-// unit and records nothing; n above the capacity is refused with Never set.
-// The Decision's Remaining and ResetAfter come from the latest Redis reply
-// (see the package documentation). When Redis is unavailable, leases keep
-// serving until they run out or expire; then the failure policy answers
-// (limiter.WithFailurePolicy), with Degraded set.
+// nothing: from memory while the key's lease has n units left, else by one
+// Redis call that gives back the rest of the old lease, decides for n and,
+// when it admits, reserves a new lease. A refusal is answered from memory
+// for the same n until the RetryAfter Redis gave, one sync interval or one
+// bucket at most. n = 0 decides for one unit and records nothing; n above
+// the capacity is refused with Never set. Remaining and ResetAfter are
+// those of the latest Redis reply. While Redis is unavailable leases keep
+// serving; then the failure policy answers, with Degraded set.
 func (l *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
-	// Nearly every call is answered from memory: that path calls the
-	// strategy's code directly, not through the table's generic code
-	// (docs/benchmarks.md, Hybrid); the table's inc is the rest. In the
-	// grace after an outage every admission goes through the guard, which
-	// charges it to the fallback's share (a lease would bypass it).
+	// The common path, calling the strategy directly rather than through
+	// the table's generic code (docs/benchmarks.md, Hybrid). In the grace
+	// after an outage the guard charges every admission to the fallback's
+	// share, which a lease would bypass.
 	if c, err := limiter.Capacity(rate, l.b.Cfg.Window); err == nil && n >= 1 && n <= c && !l.closed.Load() && !l.g.InGrace() {
 		if e, ok := l.lookup(k); ok {
-			// The clock is read before the lock, as the table's inc does:
-			// read under it, it lengthened the critical section that 64
-			// goroutines on one key queue for (BenchmarkInc hot rows).
+			// The clock is read before the lock, which 64 goroutines on one
+			// key queue for.
 			now, refusals := l.now(), !l.g.Open()
 			e.mu.Lock()
 			d, ok := l.local(e, request{soft: c, hard: c, n: n}, now, refusals)
@@ -80,7 +71,6 @@ func (l *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64
 	return l.inc(ctx, k, rate, n)
 }
 
-// capacities returns rate's capacity C, as both the soft and the hard.
 func (l *Absolute) capacities(op string, rate limiter.Rate) (soft, hard int64, err error) {
 	c, err := limiter.Capacity(rate, l.b.Cfg.Window)
 	if err != nil {
@@ -89,7 +79,6 @@ func (l *Absolute) capacities(op string, rate limiter.Rate) (soft, hard int64, e
 	return c, c, nil
 }
 
-// local answers an Inc from e's lease, or its cached refusal (strategy).
 func (l *Absolute) local(e *entry, q request, now int64, refusals bool) (d limiter.Decision, ok bool) {
 	c, n := q.soft, q.n
 	if e.soft != c || e.gone {
@@ -112,18 +101,8 @@ func (l *Absolute) local(e *entry, q request, now int64, refusals bool) (d limit
 	return d, false
 }
 
-// draw: the absolute strategy draws nothing.
 func (l *Absolute) draw() int64 { return 0 }
 
-// IsAllowed reports whether one more unit of key would be admitted now:
-// from memory while this instance holds a lease with a unit left, else
-// from Redis at the capacity stored by the key's latest Inc (a key with no
-// live state is allowed, with Limit 0). It writes nothing.
-func (l *Absolute) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
-	return l.allowed(ctx, k)
-}
-
-// peek answers an IsAllowed from an open lease with a unit left.
 func (l *Absolute) peek(e *entry, now int64) (limiter.Decision, bool) {
 	if e.left < 1 {
 		return limiter.Decision{}, false
@@ -132,38 +111,17 @@ func (l *Absolute) peek(e *entry, now int64) (limiter.Decision, bool) {
 		Remaining: e.soft - e.acc + e.left, ResetAfter: msDur(e.resetAt - now)}, true
 }
 
-// Get returns key's usage in Redis: the units admitted by every instance,
-// plus the unused units of other instances' leases (this instance's own
-// unused lease is left out), and the stored capacity. Redis failures are
-// errors, as for redisabs.
-func (l *Absolute) Get(ctx context.Context, k string) (limiter.Usage, error) { return l.get(ctx, k) }
-
-// peekRedis is IsAllowed's Redis call: abs_inc.lua with c = 0, which asks
-// for the stored capacity and writes nothing.
+// peekRedis: abs_inc.lua with c = 0 asks for the stored capacity and
+// writes nothing.
 func (l *Absolute) peekRedis(ctx context.Context, k string) (limiter.Decision, error) {
 	return l.plain(ctx, "is allowed", k, 0, 0)
 }
 
-// Reset forgets key: it drops this instance's lease and cached refusal,
-// UNLINKs the key's hash and drops what the local fallback holds for it.
-// Other instances' leases of the key stay theirs until they expire.
-func (l *Absolute) Reset(ctx context.Context, k string) error { return l.reset(ctx, k) }
-
-// unleased decides an Inc of n = 0 or n > C, or of a key with no room in
-// memory, as redisabs does: a request over the capacity is refused
+// unleased decides as redisabs does: over the capacity is refused
 // whatever its size (the script sees C + 1).
 func (l *Absolute) unleased(ctx context.Context, k string, q request) (limiter.Decision, error) {
 	return l.plain(ctx, "inc", k, q.soft, min(q.n, q.soft+1))
 }
-
-// Close stops the sync, gives back the unused units of every lease and
-// marks the limiter closed: later calls return ErrClosed. The units used
-// stay counted where they are, so after Close a Get on Redis reports the
-// units this instance admitted. It waits for the sync and the failure
-// policy's probe until ctx is done (then it returns ctx's error; leases not
-// given back expire with their buckets). It does not close the client.
-// Closing twice is harmless.
-func (l *Absolute) Close(ctx context.Context) error { return l.close(ctx) }
 
 // plain is one abs_inc.lua call without a lease, as redisabs makes it.
 func (l *Absolute) plain(ctx context.Context, op, k string, c, n int64) (limiter.Decision, error) {
@@ -175,7 +133,6 @@ func (l *Absolute) plain(ctx context.Context, op, k string, c, n int64) (limiter
 	return r.Decision(), err
 }
 
-// run is plain's call on the key's hash h.
 func (l *Absolute) run(ctx context.Context, op, h string, c, n int64) (window.Result, error) {
 	v, err := l.b.Run(ctx, scripts.AbsInc, []string{h},
 		redisprov.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL)
@@ -189,21 +146,18 @@ func (l *Absolute) run(ctx context.Context, op, h string, c, n int64) (window.Re
 	return r, nil
 }
 
-// refusalLife is how long a refusal of Redis is answered from memory at
-// most: one sync interval or one bucket, whichever is longer. Units that
-// other instances give back (unused leases, which Redis' exact RetryAfter
-// cannot foresee) are seen within that. (A saturated key called often
-// would otherwise cost a Redis call per tick for every key.)
+// refusalLife is how long a refusal is answered from memory at most: one
+// sync interval or one bucket, whichever is longer, so that units other
+// instances give back (which Redis' RetryAfter cannot foresee) are seen
+// within that.
 func (l *Absolute) refusalLife() int64 { return max(l.interval.Milliseconds(), l.b.Cfg.BucketMs) }
 
-// fetchLease is the lease request of an Inc (table.leaseLocked): one
-// abs_inc.lua call releases what is left of the key's lease and decides
-// for n, reserving a new lease when admitted.
+// fetchLease: one abs_inc.lua call gives back the rest of the key's lease
+// and decides for n, reserving a new lease when admitted.
 func (l *Absolute) fetchLease(ctx context.Context, e *entry, q request, a ask) (limiter.Decision, error) {
 	c, n, send := q.soft, q.n, a.send
 	if a.plain && a.rel == 0 {
-		// Nothing to give back: redisabs' own call, whose reply is one
-		// integer where a lease's has 5.
+		// Nothing to give back: redisabs' own call.
 		r, err := l.run(ctx, "inc", e.hash, c, n)
 		if err != nil {
 			return limiter.Decision{}, err
@@ -220,7 +174,10 @@ func (l *Absolute) fetchLease(ctx context.Context, e *entry, q request, a ask) (
 	}
 	if g, ok := leaseReply(v); ok {
 		e.mu.Lock()
-		l.installGrant(e, c, send, g)
+		l.install(e, send, g.start, g.now, g.units)
+		e.soft, e.hard = c, c
+		e.acc = c - g.room
+		e.resetAt = send + g.reset
 		if a.plain {
 			e.granted = 0 // no lease: nothing to size the next one by
 		}
@@ -257,32 +214,17 @@ func leaseReply(v any) (grant, bool) {
 	}
 	var x [5]int64
 	for i, a := range arr {
-		n, ok := a.(int64)
-		if !ok {
+		if x[i], ok = a.(int64); !ok {
 			return grant{}, false
 		}
-		x[i] = n
 	}
-	if x[0] < 1 {
-		return grant{}, false
-	}
-	return grant{x[0], x[1], x[2], x[3], x[4]}, true
+	return grant{x[0], x[1], x[2], x[3], x[4]}, x[0] >= 1
 }
 
-// installGrant makes g e's lease at capacity c, with e.mu held; send is
-// the local time at which the call was sent (table.install).
-func (l *Absolute) installGrant(e *entry, c, send int64, g grant) {
-	l.install(e, send, g.start, g.now, g.units)
-	e.soft, e.hard = c, c
-	e.acc = c - g.room
-	e.resetAt = send + g.reset
-}
-
-// refresh: an absolute key's tick calls Redis only to give back or renew.
 func (l *Absolute) refresh(*entry, int64, int64, bool) bool { return false }
 
-// syncArgs is the ARGV of a tick's call of abs_inc.lua: a release decides
-// nothing (n = 0); a renewal asks for one unit and a lease of want.
+// syncArgs: a release decides nothing (n = 0); a renewal asks for one unit
+// and a lease of want.
 func (l *Absolute) syncArgs(s *syncCall[*entry], held bool) []any {
 	n, want := int64(0), int64(0)
 	if s.renew && held {
@@ -291,7 +233,6 @@ func (l *Absolute) syncArgs(s *syncCall[*entry], held bool) []any {
 	return []any{redisprov.NowArg(&l.b.Cfg), l.b.W, l.b.B, s.soft, n, l.b.TTL, want, s.start, s.rel, s.ahead}
 }
 
-// synced installs a renewal's grant (table.renewed).
 func (l *Absolute) synced(s *syncCall[*entry], held bool, send int64, v any) error {
 	if !s.renew || !held {
 		return nil
@@ -307,9 +248,3 @@ func (l *Absolute) synced(s *syncCall[*entry], held bool, send int64, v any) err
 	}
 	return nil
 }
-
-// Ping checks that Redis answers this limiter, as redisabs.Limiter.Ping
-// does: one script call that writes a unit to a key of the limiter's own,
-// bounded by WithTimeout on top of ctx; a failure is an error naming the
-// address. Call it at start-up.
-func (l *Absolute) Ping(ctx context.Context) error { return l.g.Ping(ctx) }

@@ -2,15 +2,15 @@ package hybrid
 
 import (
 	"context"
+	"sync/atomic"
 
+	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// lease decides an Inc that memory could not answer (1 ≤ n ≤ hard): one
-// Redis call, made by one caller per key at a time, gives back what is
-// left of the key's lease and decides for n, reserving a new lease when
-// admitted.
+// lease decides an Inc that memory could not answer (1 ≤ n ≤ hard) by
+// one lease request, one caller per key at a time.
 func (t *table[E]) lease(ctx context.Context, k string, q request) (limiter.Decision, error) {
 	for {
 		e, ok, err := t.entryFor("inc", k)
@@ -18,7 +18,6 @@ func (t *table[E]) lease(ctx context.Context, k string, q request) (limiter.Deci
 			return limiter.Decision{}, err
 		}
 		if !ok {
-			// No room for k: Redis decides; k holds nothing to give back.
 			t.full.Add(1)
 			return t.s.unleased(ctx, k, q)
 		}
@@ -27,7 +26,12 @@ func (t *table[E]) lease(ctx context.Context, k string, q request) (limiter.Deci
 			return limiter.Decision{}, t.errorf("inc", err)
 		}
 		d, retry, err := t.leaseLocked(ctx, e, q)
-		fetched(&t.b.Cfg, err, &x.fails)
+		// A failure that may mean Redis is gone counts for the waiters. A
+		// timeout counts only under WithTimeout(0): otherwise each waiter's
+		// own budget bounds it, and this one may have run out waiting.
+		if err != nil && redisprov.Unavailable(err) && (t.b.Cfg.Timeout <= 0 || !redisprov.TimedOut(err)) {
+			x.fails.Add(1)
+		}
 		<-x.fetch
 		if !retry {
 			return d, err
@@ -35,8 +39,7 @@ func (t *table[E]) lease(ctx context.Context, k string, q request) (limiter.Deci
 	}
 }
 
-// leaseLocked is lease with e.fetch held; retry: e left the map, start
-// again.
+// leaseLocked is lease with e.fetch held; retry: e left the map.
 func (t *table[E]) leaseLocked(ctx context.Context, e E, q request) (limiter.Decision, bool, error) {
 	x := e.base()
 	now := t.now()
@@ -45,8 +48,7 @@ func (t *table[E]) leaseLocked(ctx context.Context, e E, q request) (limiter.Dec
 		x.mu.Unlock()
 		return limiter.Decision{}, true, nil
 	}
-	// Another caller may have brought a lease while this one waited (the
-	// call's draw decides from memory).
+	// Another caller may have brought a lease while this one waited.
 	if d, ok := t.s.local(e, q, now, true); ok {
 		x.mu.Unlock()
 		return d, false, nil
@@ -59,11 +61,117 @@ func (t *table[E]) leaseLocked(ctx context.Context, e E, q request) (limiter.Dec
 	return d, false, err
 }
 
+// backend is a table as its Guard sees it (redisprov.Backend).
+type backend[E keyEntry] table[E]
+
+// Validate checks an Inc (or, with peek, an IsAllowed) for the policy.
+func (be *backend[E]) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*redisprov.Call, error) {
+	t := (*table[E])(be)
+	return t.kind.redis.Call(&t.b, op, k, rate, n, peek)
+}
+
+// Decide is the Redis call of an Inc or, with peek, an IsAllowed, whose
+// identical concurrent calls share a round trip unless relief is off.
+func (be *backend[E]) Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
+	t := (*table[E])(be)
+	if peek {
+		fn := func(ctx context.Context) (limiter.Decision, error) { return t.s.peekRedis(ctx, k) }
+		if t.b.Cfg.NoRelief {
+			return fn(ctx)
+		}
+		return t.peeks.Do(ctx, k, fn)
+	}
+	soft, hard, err := t.s.capacities("inc", rate)
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	q := request{soft: soft, hard: hard, n: n, draw: t.s.draw(), drawn: true}
+	if n == 0 || n > hard {
+		return t.s.unleased(ctx, k, q)
+	}
+	return t.lease(ctx, k, q)
+}
+
+// Usage is the Redis call of a Get: usageLen values (used, declined when
+// suppressed, capacity), corrected by own.
+func (be *backend[E]) Usage(ctx context.Context, k string) (limiter.Usage, error) {
+	t := (*table[E])(be)
+	h, err := t.b.Check("get", k)
+	if err != nil {
+		return limiter.Usage{}, err
+	}
+	v, err := t.b.Run(ctx, t.kind.get, []string{h}, redisprov.NowArg(&t.b.Cfg), t.b.W, t.b.B)
+	if err != nil {
+		return limiter.Usage{}, t.errorf("get", err)
+	}
+	width := t.kind.usageLen
+	x, err := redisprov.Int64s(v, width)
+	if err != nil {
+		return limiter.Usage{}, t.errorf("get", err)
+	}
+	u := limiter.Usage{Used: x[0], Limit: x[width-1]}
+	if width > 2 {
+		u.Declined = x[1]
+	}
+	left, decl := t.own(k)
+	u.Used = max(0, u.Used-left)
+	u.Declined += decl
+	return u, nil
+}
+
+// own returns what of k's Redis figures is this instance's: the unused
+// units of its lease Redis still counts, and the declines not yet sent.
+func (t *table[E]) own(k string) (left, decl int64) {
+	e, ok := t.lookup(k)
+	if !ok {
+		return 0, 0
+	}
+	x := e.base()
+	now := t.now()
+	x.mu.Lock()
+	if x.left > 0 && now < x.until+t.b.Cfg.WindowMs {
+		left = x.left
+	}
+	decl = x.decl
+	x.mu.Unlock()
+	return left, decl
+}
+
+// takeFetch waits for a key's fetch token and returns nil holding it, or,
+// without it, ctx's error, redisprov.ErrOpened when the breaker is open,
+// or redisprov.ErrBehindFailure when a lease request of the key failed
+// while this one waited: no caller waits more than about one call behind
+// a request that found Redis slow or gone, WithTimeout(0) included.
+func takeFetch(ctx context.Context, g *redisprov.Guard, fetch chan struct{}, fails *atomic.Int64) error {
+	seen := fails.Load()
+	select {
+	case fetch <- struct{}{}:
+	default:
+		select {
+		case fetch <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.Opened():
+			return redisprov.ErrOpened
+		}
+	}
+	var err error
+	switch {
+	case g.Open():
+		err = redisprov.ErrOpened
+	case fails.Load() != seen:
+		err = redisprov.ErrBehindFailure
+	}
+	if err != nil {
+		<-fetch
+	}
+	return err
+}
+
 // ask is what a lease request sends besides the Inc: give back rel units
 // of the bucket that started at start, record push declines, and ask for
-// want units in a bucket up to ahead ms after now; plain: ask for no
-// lease (a key without history, or called further apart than a lease
-// lives). send is the local time the request is sent.
+// want units in a bucket up to ahead ms after now (plain: no lease); send
+// is the local time it is sent.
 type ask struct {
 	start, rel, push, want, ahead, send int64
 	plain                               bool
@@ -86,20 +194,17 @@ func (t *table[E]) take(x *entry, q request, now int64) ask {
 	a.push, x.decl = x.decl, 0
 	a.want = min(max(q.n, t.wantFor(x, q.soft, q.hard)), q.hard, max(q.n, t.maxLease))
 	a.ahead = x.aheadArg(t.ahead)
-	// plain: the key has no history, or its calls come further apart than
-	// a lease would live: decide n alone, as the Redis provider would,
-	// rather than lease units a release must give back.
+	// A key with no history, or called further apart than a lease lives,
+	// decides n alone rather than lease units a release must give back.
 	if x.lastUse == 0 || now-x.lastUse >= t.b.Cfg.BucketMs+a.ahead {
 		a.plain, a.want, a.ahead = true, q.n, 0
 	}
 	return a
 }
 
-// noLease takes the reply r of a sparse key's call that took no lease and
-// gave nothing back (the Redis provider's call, n units at capacities soft
-// and hard, sent at send): the key's use and, for life ms at most, r's
-// refusal when it has a RetryAfter (life 0: none; hot-key relief, as
-// after a lease request).
+// noLease takes the reply r of a call for n units that took no lease and
+// gave nothing back, sent at send: the key's use and, for life ms at most
+// (0: not at all), r's refusal.
 func (t *table[E]) noLease(x *entry, soft, hard, n, send int64, r *window.Result, life int64) {
 	x.mu.Lock()
 	x.soft, x.hard = soft, hard
@@ -114,24 +219,38 @@ func (t *table[E]) noLease(x *entry, soft, hard, n, send int64, r *window.Result
 	x.mu.Unlock()
 }
 
-// wantFor is the next lease's size at capacities soft and hard, with x.mu
-// held (see pace.wantFor: a slow key's share is of the soft capacity).
+// wantFor is the next lease's size, with x.mu held: want, and for a slow
+// key at least its share of soft over a forward-dated lease's life D + B,
+// so that it need not double up from one unit; never above soft, hard nor
+// maxLease.
 func (t *table[E]) wantFor(x *entry, soft, hard int64) int64 {
-	return min(x.pace.wantFor(x.want, soft, t.ahead, t.maxLease, &t.b.Cfg), max(hard, 1))
+	want := x.want
+	if x.slow && t.ahead > 0 {
+		cfg := &t.b.Cfg
+		share := (soft*(t.ahead+cfg.BucketMs) + cfg.WindowMs - 1) / cfg.WindowMs
+		want = min(max(want, share), soft, t.maxLease)
+	}
+	return min(want, max(hard, 1))
 }
 
 // resize sets the next lease's size from how the current one went, with
-// x.mu held (nextWant).
+// x.mu held: a lease used up doubles it (a closed loop of callers would
+// take the rate estimate many ticks to catch up with), one given back with
+// units unused brings it down to twice what was used, at least 1; never
+// above hard nor most.
 func (x *entry) resize(most int64) {
-	x.want = nextWant(x.want, x.granted, x.granted-x.left, x.hard, most)
+	if used := x.granted - x.left; used < x.granted {
+		x.want = max(min(x.want, 2*used), 1)
+	} else {
+		x.want = min(2*max(x.want, x.granted), x.hard, most)
+	}
 }
 
 // install makes units x's lease, with x.mu held: held in the bucket that
 // started at start on the script's clock (now there; send is the local
 // time the call was sent). It serves until local send + (start + B − now),
-// no later than the bucket stops taking units, so each unit counts at
-// least W after its admission. A lease still held is replaced, its unused
-// units left in pend for the next tick.
+// no later than the bucket stops taking units. A lease still held is
+// replaced, its unused units left in pend for the next tick.
 func (t *table[E]) install(x *entry, send, start, now, units int64) {
 	if x.left > 0 {
 		x.pend = append(x.pend, x.start, x.left)
@@ -148,10 +267,9 @@ func (t *table[E]) install(x *entry, send, start, now, units int64) {
 	x.hits = 0
 }
 
-// renewed installs the units of a tick's renewal s, sent at send, with
-// x.mu held, and reports whether the reply is of x's current lease and
-// capacities; if not (an Inc installed one meanwhile), the next tick gives
-// the units back.
+// renewed installs the units of a tick's renewal s, with x.mu held, and
+// reports whether the reply is of x's current lease; if not (an Inc
+// installed one meanwhile), the next tick gives the units back.
 func (t *table[E]) renewed(x *entry, s *syncCall[E], send, start, now, units int64) bool {
 	same := !x.gone && x.gen == s.gen && x.soft == s.soft && x.hard == s.hard
 	if units > 0 {
@@ -165,4 +283,28 @@ func (t *table[E]) renewed(x *entry, s *syncCall[E], send, start, now, units int
 		t.install(x, send, start, now, units)
 	}
 	return same
+}
+
+// pace is how often a key is called, guarded by the entry's mu. slow: no
+// history, or a lease expired with units unused and no plain lease was
+// used up since; a slow key's leases are forward-dated (WithLeaseAhead).
+// fwd: the current lease is forward-dated.
+type pace struct{ slow, fwd bool }
+
+// ended updates slow as the current lease ends, unused or not.
+func (p *pace) ended(unused bool) {
+	switch {
+	case unused:
+		p.slow = true
+	case !p.fwd:
+		p.slow = false
+	}
+}
+
+// aheadArg is a lease request's D argument: ahead for a slow key, else 0.
+func (p *pace) aheadArg(ahead int64) int64 {
+	if p.slow {
+		return ahead
+	}
+	return 0
 }

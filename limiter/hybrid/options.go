@@ -13,19 +13,15 @@ import (
 // WithSyncInterval is not given.
 const DefaultSyncInterval = 50 * time.Millisecond
 
-// DefaultLeaseAheadMax bounds the default of WithLeaseAhead, W/20: a
-// forward-dated lease lives at most this plus B, and that is how long an
-// instance may go on answering from a lease after Redis failed before its
-// calls find out (docs/algorithms.md, Hybrid leases, Failure).
+// DefaultLeaseAheadMax bounds the default of WithLeaseAhead, W/20.
 const DefaultLeaseAheadMax = time.Second
 
-// WithSyncInterval sets how often the background sync visits the keys
-// touched since its last visit: it gives back the unused units of leases
-// that are idle or about to expire, and renews the leases of busy keys,
-// one pipelined batch per tick. Default 50 ms (DefaultSyncInterval). It
-// must be positive; shorter intervals return unused units sooner (less
-// under-admission for the rest of the fleet) at the price of more Redis
-// calls. Other providers reject it (limiter.ErrInvalidConfig).
+// WithSyncInterval sets how often the background sync gives back the
+// unused units of idle or expiring leases and renews the leases of busy
+// keys, one pipelined batch per tick. Default DefaultSyncInterval; shorter
+// returns units sooner at the price of more Redis calls. A d that is not
+// positive, or the option given to another provider, is
+// limiter.ErrInvalidConfig.
 func WithSyncInterval(d time.Duration) limiter.Option {
 	return func(c *window.Config) {
 		c.Record(settings.OptSyncInterval)
@@ -37,11 +33,10 @@ func WithSyncInterval(d time.Duration) limiter.Option {
 	}
 }
 
-// WithMaxLease bounds the units one lease reserves. Default: no bound but
-// the key's capacity (the lease size follows the key's rate). 1 makes
-// every admission ask Redis, so the provider decides as redisabs does,
-// call for call. It must be at least 1. Other providers reject it
-// (limiter.ErrInvalidConfig).
+// WithMaxLease bounds the units one lease reserves. Default: the key's
+// capacity; 1 makes every admission ask Redis, as redisabs does. An n
+// below 1, or the option given to another provider, is
+// limiter.ErrInvalidConfig.
 func WithMaxLease(n int64) limiter.Option {
 	return func(c *window.Config) {
 		c.Record(settings.OptMaxLease)
@@ -53,14 +48,12 @@ func WithMaxLease(n int64) limiter.Option {
 	}
 }
 
-// WithLeaseAhead bounds how far after the grant a lease's bucket may
-// start (D): a slow key gets leases whose units go into a bucket up to D
-// ahead, so a lease serves up to D + B instead of B; a key near its
-// capacity gets none. D is also how much longer a lease may go on
-// answering after Redis failed. Default W/20, at most DefaultLeaseAheadMax
-// (1 s); 0 turns forward-dating off. It must be between 0 and W/4. Other
-// providers reject it (limiter.ErrInvalidConfig; docs/algorithms.md,
-// Hybrid leases).
+// WithLeaseAhead bounds D, how far after the grant a slow key's lease
+// bucket may start, so that its lease serves up to D + B instead of B; D
+// is also how much longer a lease may answer after Redis failed. Default
+// W/20, at most DefaultLeaseAheadMax; 0 turns it off. A d outside 0 to
+// W/4, or the option given to another provider, is
+// limiter.ErrInvalidConfig (docs/algorithms.md, Hybrid leases).
 func WithLeaseAhead(d time.Duration) limiter.Option {
 	return func(c *window.Config) {
 		c.Record(settings.OptLeaseAhead)

@@ -6,11 +6,17 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/internal/window"
 )
 
-// close is Close for both strategies.
-func (t *table[E]) close(ctx context.Context) error {
+// Close stops the sync, gives back the unused units of every lease (and,
+// suppressed, sends the unsent declines) and marks the limiter closed:
+// later calls return ErrClosed. Units admitted stay counted in Redis. It
+// waits for the sync and the failure policy's probe until ctx is done,
+// then returns ctx's error (leases not given back expire with their
+// buckets). It does not close the client. Closing twice is harmless.
+func (t *table[E]) Close(ctx context.Context) error {
 	var err error
 	t.closeOnce.Do(func() {
 		t.closed.Store(true)
@@ -22,9 +28,8 @@ func (t *table[E]) close(ctx context.Context) error {
 			err = ctx.Err()
 			return
 		}
-		// Calls whose callers left (a client without context
-		// timeouts) may still install leases: wait for them, so that
-		// the closing tick gives those back too.
+		// Calls whose callers left may still install leases: the closing
+		// tick gives those back too.
 		if err = t.g.WaitCalls(ctx); err != nil {
 			return
 		}
@@ -49,22 +54,26 @@ func (t *table[E]) loop() {
 		case <-t.stop:
 			return
 		case <-tk.C:
-			if !t.g.Open() {
-				ctx, cancel := context.WithTimeout(context.Background(), syncTimeout(&t.b.Cfg))
-				t.tick(ctx, false)
-				cancel()
-			} else {
+			if t.g.Open() {
 				t.tick(nil, false) // memory only: no Redis call while it is down
+				continue
 			}
+			// A tick has no caller: without WithTimeout, 1 s bounds it.
+			timeout := t.b.Cfg.Timeout
+			if timeout <= 0 {
+				timeout = time.Second
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			t.tick(ctx, false)
+			cancel()
 		}
 	}
 }
 
-// syncCall is one key's call of a tick: give back rel unused units held
-// in the bucket that started at start, record push declines (suppressed),
-// and, for a renewal, reserve a new lease of up to want units for the
-// lease of generation gen. releaseOnly: it gives back the units of a
-// replaced lease, and its reply's figures are not the current lease's.
+// syncCall is one key's call of a tick: give back rel units of the bucket
+// that started at start, record push declines and, for a renewal, reserve
+// up to want units for the lease of generation gen. releaseOnly: it gives
+// back a replaced lease, and its reply's figures are not the current one's.
 type syncCall[E keyEntry] struct {
 	e                  E
 	soft, hard         int64
@@ -76,12 +85,10 @@ type syncCall[E keyEntry] struct {
 
 // tick visits up to maxVisits keys and makes up to maxCalls Redis calls:
 // it updates each key's rate and lease size, forgets idle keys, gives back
-// unused units, renews leases of keys in use that would expire before the
-// next tick, and for suppressed keys sends declines and refreshes figures
-// (Suppressed.refresh). An old lease serves until its renewal installs. A
-// tick never makes a caller wait. closing gives back every lease and
-// renews none, first waiting (until ctx is done) for each key's call in
-// flight; ctx nil makes no Redis call.
+// unused units, renews the leases of keys in use before they expire, and
+// sends declines and refreshes figures (strategy.refresh). It never makes
+// a caller wait. closing gives back every lease, first waiting (until ctx
+// is done) for each key's call in flight; ctx nil makes no Redis call.
 func (t *table[E]) tick(ctx context.Context, closing bool) {
 	t.tmu.Lock()
 	t.tracked = append(t.tracked, t.fresh...)
@@ -121,8 +128,7 @@ func (t *table[E]) tick(ctx context.Context, closing bool) {
 		}
 	}
 	t.tmu.Lock()
-	rest := all[len(visit):]
-	// keys added meanwhile are in t.fresh; the unvisited go first
+	rest := all[len(visit):] // the unvisited go first
 	if len(rest) == 0 {
 		t.tracked = keep
 	} else {
@@ -154,11 +160,9 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	used := x.used
 	x.used = 0
 	x.est = (x.est + float64(used)) / 2
-	// About two sync intervals' worth at the key's rate, or what the
-	// last leases showed (resize), whichever is more.
+	// Two sync intervals' worth at the key's rate, or resize's if more.
 	x.want = min(max(int64(math.Ceil(2*x.est)), x.want, 1), max(x.hard, 1), t.maxLease)
-	// idle counts ticks since the latest visit (1 if called since), so a
-	// key visited every few ticks is not kept longer.
+	// idle counts ticks, not visits (1 if called since).
 	switch {
 	case used > 0:
 	case x.idle == 0:
@@ -175,12 +179,11 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	}
 	x.pend = x.pend[:0]
 	call := syncCall[E]{e: e, soft: x.soft, hard: x.hard, gen: x.gen}
-	full := x.hard-x.acc < x.hard/4 // the key was nearly full at the latest reply
+	full := x.hard-x.acc < x.hard/4 // nearly, at the latest reply
 	expired := now >= x.until
 	recent := now-x.lastUse < renewWithin*(t.b.Cfg.BucketMs+t.interval.Milliseconds())
-	// quiet: an expired lease is given back by a tick only B + D after
-	// the key's latest use; an earlier call sends it with its lease
-	// request (meanwhile the units count, which only admits less).
+	// quiet: a tick gives an expired lease back only B + D after the key's
+	// latest use; a call before that sends it with its lease request.
 	quiet := now-x.lastUse >= t.b.Cfg.BucketMs+x.aheadArg(t.ahead)
 	switch {
 	case closing:
@@ -190,9 +193,8 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 		}
 	case x.until > 0 && x.hits > 0 && recent && (x.left == 0 || !x.slow && now+t.interval.Milliseconds() >= x.until) && !(full && used == 0):
 		// Renew a lease that answered from memory, on a key in use lately,
-		// when it is used up or expires before the next tick on a key that
-		// uses its leases up (slow keys are left to their Incs). An expired
-		// lease is given back in the same call.
+		// used up or expiring before the next tick (slow keys are left to
+		// their Incs), giving an expired one back in the same call.
 		if expired {
 			if x.left > 0 {
 				call.start, call.rel = x.start, x.left
@@ -205,9 +207,8 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 		call.ahead = x.aheadArg(t.ahead)
 		x.renews++
 	case x.left > 0 && used == 0 && (full || expired && quiet):
-		// Idle since the last tick, with the lease expired (and the key
-		// quiet) or the key nearly full (others may wait for the units):
-		// give the rest back. An idle key with room keeps its lease.
+		// Idle, with the lease expired or the key nearly full (others may
+		// wait for the units): give the rest back.
 		call.start, call.rel = x.start, x.left
 		x.resize(t.maxLease)
 		if expired {
@@ -223,8 +224,8 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	if closing {
 		return calls, false
 	}
-	// A key whose fetch token is held has a lease request in flight (an
-	// Inc's, which would install its lease in an entry that left).
+	// A held fetch token is a lease request in flight, which would install
+	// its lease in an entry that left.
 	if x.idle >= idleTicks && x.left == 0 && len(x.pend) == 0 && x.renews == 0 && x.decl == 0 && !x.ref.Live(now) && len(x.fetch) == 0 {
 		t.forget(x)
 		return calls, false
@@ -232,53 +233,109 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	return calls, true
 }
 
-// sendBatch sends one pipeline of a tick's calls (again with EVAL on
-// NOSCRIPT). A call that writes holds the key's fetch token
-// (holdFetches); without it, it neither leases nor reports, and its
-// declines go back to the key.
+// sendBatch sends one pipeline of a tick's calls, once more with EVAL
+// those Redis found no script for. A call that asks for a lease or sends
+// declines first takes the key's fetch token without waiting, and does
+// neither without it (its declines go back to the key): a tick reads its
+// clock before its pipeline reaches Redis, and an Inc of the key may read
+// a later one and reach Redis first; under a clock that jumps (WithClock)
+// the tick's lease request could then be dated W + B or more before the
+// key's newest bucket, which the scripts take for a dead key, dropping the
+// Inc's units.
 func (t *table[E]) sendBatch(ctx context.Context, batch []syncCall[E]) {
-	held := holdFetches(len(batch), func(i int) (chan struct{}, bool) {
-		return batch[i].e.base().fetch, batch[i].renew || batch[i].push > 0
-	})
+	held := make([]bool, len(batch))
 	for i := range batch {
-		if s := &batch[i]; !held[i] && s.push > 0 {
-			x := s.e.base()
-			x.mu.Lock()
-			x.decl = addDeclined(x.decl, s.push)
-			x.mu.Unlock()
+		s := &batch[i]
+		if !s.renew && s.push == 0 {
+			continue
+		}
+		x := s.e.base()
+		select {
+		case x.fetch <- struct{}{}:
+			held[i] = true
+		default:
+			if s.push > 0 {
+				x.mu.Lock()
+				x.decl = addDeclined(x.decl, s.push)
+				x.mu.Unlock()
+			}
 		}
 	}
-	defer releaseFetches(held, func(i int) chan struct{} { return batch[i].e.base().fetch })
-	pipeCalls(ctx, t.b.Client, t.kind.sync, t.now, len(batch), func(i int) (string, []any) {
-		s := &batch[i]
-		switch {
-		case s.renew && held[i]:
-			t.renewals.Add(1)
-		case s.rel > 0:
-			t.releases.Add(1)
-		default:
-			t.refreshes.Add(1)
+	defer func() {
+		for i, h := range held {
+			if h {
+				<-batch[i].e.base().fetch
+			}
 		}
-		return s.e.base().hash, t.s.syncArgs(s, held[i])
-	}, func(i int, send int64, cmd *redis.Cmd) {
-		s := &batch[i]
-		err := cmd.Err()
-		if err == nil {
-			err = t.s.synced(s, held[i], send, cmd.Val())
+	}()
+	cmds := make([]*redis.Cmd, len(batch))
+	done := make([]bool, len(batch))
+	script := t.kind.sync
+	for round := 0; ; round++ {
+		send := t.now()
+		queue := func(sc redis.Scripter, pipelined bool) {
+			for i := range cmds {
+				if done[i] {
+					continue
+				}
+				s := &batch[i]
+				switch {
+				case s.renew && held[i]:
+					t.renewals.Add(1)
+				case s.rel > 0:
+					t.releases.Add(1)
+				default:
+					t.refreshes.Add(1)
+				}
+				keys, args := []string{s.e.base().hash}, t.s.syncArgs(s, held[i])
+				if pipelined {
+					cmds[i] = script.EvalSha(ctx, sc, keys, args...)
+				} else {
+					cmds[i] = script.Run(ctx, sc, keys, args...)
+				}
+			}
 		}
-		if err != nil {
-			// A failure costs only counted units or lost declines; the
-			// breaker is left to the callers' own calls (a tick's failure,
-			// say a stale pooled connection, must not open it).
-			t.syncErrs.Add(1)
+		if ok, _ := redisprov.Pipelined(ctx, t.b.Client, func(pipe redis.Scripter) { queue(pipe, true) }); !ok {
+			queue(t.b.Client, false)
 		}
-		if s.renew {
-			x := s.e.base()
-			x.mu.Lock()
-			x.renews--
-			x.mu.Unlock()
+		last := round == 1 || ctx.Err() != nil
+		missing := false
+		for i, cmd := range cmds {
+			if done[i] {
+				continue
+			}
+			if !last && redisprov.NoScript(cmd.Err()) {
+				missing = true
+				continue
+			}
+			done[i] = true
+			t.synced(&batch[i], held[i], send, cmd)
 		}
-	})
+		if !missing {
+			return
+		}
+		script.Load(ctx, t.b.Client)
+	}
+}
+
+// synced reads the final reply of a tick's call s, sent at send. A failure
+// costs only counted units or lost declines; the breaker is left to the
+// callers' own calls (a tick's failure, say on a stale pooled connection,
+// must not open it).
+func (t *table[E]) synced(s *syncCall[E], held bool, send int64, cmd *redis.Cmd) {
+	err := cmd.Err()
+	if err == nil {
+		err = t.s.synced(s, held, send, cmd.Val())
+	}
+	if err != nil {
+		t.syncErrs.Add(1)
+	}
+	if s.renew {
+		x := s.e.base()
+		x.mu.Lock()
+		x.renews--
+		x.mu.Unlock()
+	}
 }
 
 // addDeclined adds n units declined from memory to d, capped at
