@@ -2,19 +2,8 @@ package limiter
 
 import (
 	"context"
-	"strconv"
 	"time"
 )
-
-// enumName returns names[v], the name of v in the constants of its type
-// typ, or "typ(v)" for a value without a name. FailurePolicy names its
-// values with it.
-func enumName[T ~int](v T, typ string, names ...string) string {
-	if v >= 0 && int(v) < len(names) && names[v] != "" {
-		return names[v]
-	}
-	return typ + "(" + strconv.Itoa(int(v)) + ")"
-}
 
 // Decision is the answer to one call. A refused request is a Decision with
 // Allowed false, never an error. Every provider fills it identically for the

@@ -3,8 +3,6 @@ package limiter
 import (
 	"context"
 	"time"
-
-	"github.com/sluice-go/sluice/internal/settings"
 )
 
 // Observer receives what the providers do, for metrics, traces and logs:
@@ -136,23 +134,6 @@ type CleanupReport struct {
 	// finished); ErrorClass is its class, as for a "backend_error".
 	Err        error
 	ErrorClass string
-}
-
-// WithObserver registers o to receive every decision and backend event of
-// the provider (see Observer): the one channel of its state changes, failed
-// calls and warnings. Default: none (one nil check per call), and a Redis
-// provider logs through slog.Default() (read at each record): its first
-// failed Redis call (Warn), entering (Warn) and leaving (Info) degraded
-// mode, at most one outage a minute after the first five, and
-// configuration warnings. An observer given replaces that log:
-// WithObserver(NewLogObserver(l)) logs to l instead, WithObserver(nil)
-// silences the provider. To feed several observers (a log and metrics),
-// combine them with MultiObserver.
-func WithObserver(o Observer) Option {
-	return func(c *config) {
-		c.Record(settings.OptObserver)
-		c.Observer, c.ObserverSet = o, true
-	}
 }
 
 // MultiObserver returns an Observer that passes every call to each of

@@ -42,40 +42,25 @@ func Wait(ctx context.Context, l Limiter, key string, rate Rate, n int64) (Decis
 // before d has passed, nil after d.
 func waitWith(ctx context.Context, l Limiter, key string, rate Rate, n int64,
 	now func() time.Time, sleep func(context.Context, time.Duration) error) (Decision, error) {
-	return waitLoop(ctx, key, func(ctx context.Context) (Decision, *Decision, error) {
-		d, err := l.Inc(ctx, key, rate, n)
-		return d, &d, err
-	}, func(d *Decision) error {
-		return fmt.Errorf("%w: %d units of %q at %v (limit %d)", ErrNeverFits, n, key, rate, d.Limit)
-	}, now, sleep)
-}
-
-// waitLoop tries until admitted: try returns its result and the Decision
-// in it; never describes a Never refusal.
-func waitLoop[D any](ctx context.Context, key string, try func(context.Context) (D, *Decision, error),
-	never func(*Decision) error, now func() time.Time, sleep func(context.Context, time.Duration) error) (D, error) {
-	var r D
+	var d Decision
 	for {
 		if err := ctx.Err(); err != nil {
-			return r, err
+			return d, err
 		}
-		var d *Decision
 		var err error
-		r, d, err = try(ctx)
+		d, err = l.Inc(ctx, key, rate, n)
 		switch {
-		case err != nil:
-			return r, err
-		case d.Allowed:
-			return r, nil
+		case err != nil || d.Allowed:
+			return d, err
 		case d.Never:
-			return r, never(d)
+			return d, fmt.Errorf("%w: %d units of %q at %v (limit %d)", ErrNeverFits, n, key, rate, d.Limit)
 		}
 		pause := max(d.RetryAfter, minWaitSleep)
 		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(now()) < pause {
-			return r, fmt.Errorf("sluice: wait for %q: retry in %v would pass the context deadline: %w", key, pause, context.DeadlineExceeded)
+			return d, fmt.Errorf("sluice: wait for %q: retry in %v would pass the context deadline: %w", key, pause, context.DeadlineExceeded)
 		}
 		if err := sleep(ctx, pause); err != nil {
-			return r, err
+			return d, err
 		}
 	}
 }

@@ -105,13 +105,12 @@ func (s *State) Reset() { *s = State{ring: s.ring} }
 // record adds count (and declined) at now, coalescing into the newest bucket
 // when now − newest.start < b.
 func (s *State) record(now, b, count, declined int64) {
+	s.Used += count
+	s.Declined += declined
 	if s.size > 0 {
-		nb := s.newest()
-		if now-nb.Start < b {
+		if nb := s.newest(); now-nb.Start < b {
 			nb.Count += count
 			nb.Declined += declined
-			s.Used += count
-			s.Declined += declined
 			return
 		}
 	}
@@ -120,8 +119,6 @@ func (s *State) record(now, b, count, declined int64) {
 	}
 	s.ring[int(s.head+s.size)&(len(s.ring)-1)] = Bucket{Start: now, Count: count, Declined: declined}
 	s.size++
-	s.Used += count
-	s.Declined += declined
 }
 
 func (s *State) grow() {
@@ -226,15 +223,27 @@ func (s *State) incAbsolute(p Params, now, c, n int64, r *Result) {
 		r.admit(c, c-s.Used, s.resetAfter(now, span), false)
 		return
 	}
-	if n > 0 && s.Live() {
-		s.Capacity = c // the latest rate wins, even on a refusal
+	*r = Result{Outcome: OutcomeRejected, Limit: c, Never: never}
+	s.absRecord(p, now, n, cost, c, true, r)
+}
+
+// absRecord records n (n = 0: nothing) when r is allowed at capacity c,
+// and fills r's counts; refused asks for r's RetryAfter.
+func (s *State) absRecord(p Params, now, n, cost, c int64, refused bool, r *Result) {
+	span := p.Span()
+	if n > 0 {
+		if r.Allowed {
+			s.record(now, p.B, n, 0)
+			s.Capacity = c
+		} else if s.Live() {
+			s.Capacity = c // the latest rate wins, even on a refusal
+		}
 	}
-	retry := int64(0)
-	if !never {
-		retry = s.retryAfter(now, span, s.Used, cost, c, false)
+	r.Remaining = max(c-s.Used, 0)
+	if refused && !r.Never {
+		r.RetryAfter = s.retryAfter(now, span, s.Used, cost, c, false)
 	}
-	*r = Result{Outcome: OutcomeRejected, Limit: c, Remaining: max(c-s.Used, 0), RetryAfter: retry,
-		ResetAfter: s.resetAfter(now, span), Never: never}
+	r.ResetAfter = s.resetAfter(now, span)
 }
 
 // IsAllowedAbsolute answers a peek at the stored capacity, allowed for a
@@ -353,21 +362,37 @@ func (s *State) incSuppressed(p Params, now, n int64, in *Suppressed, r *Result)
 	r.admit(in.Soft, in.Soft-(s.Used-s.Declined), s.resetAfter(now, p.Span()), cost > in.Hard)
 }
 
-// suppress decides a call over the soft capacity: refused at the hard
+// suppress decides a call over the soft capacity: refused above the hard
 // capacity, else admitted with probability 1 − f.
 func (s *State) suppress(p Params, now, n, cost int64, in *Suppressed, r *Result) {
-	span := p.Span()
-	*r = Result{Outcome: OutcomeSuppressed, Limit: in.Soft, Never: cost > in.Hard}
-	if s.Used-s.Declined+cost > in.Hard {
-		r.FactorPPM = PPM
-	} else {
-		r.FactorPPM = s.factor(p, now, *in, n > 0)
+	s.supFactor(p, now, n, cost, in, r)
+	if s.Used-s.Declined+cost <= in.Hard {
 		draw := in.RandPPM
 		if draw == DrawWhenNeeded {
 			draw = DrawPPM(rand.Float64())
 		}
 		r.Allowed = draw >= r.FactorPPM
 	}
+	s.supRecord(p, now, n, cost, in, r)
+}
+
+// supFactor starts r for an offer of cost units (n recorded): no factor at
+// or under the soft capacity, PPM above the hard one, else the key's.
+func (s *State) supFactor(p Params, now, n, cost int64, in *Suppressed, r *Result) {
+	*r = Result{Limit: in.Soft, Never: cost > in.Hard}
+	switch forecast := s.Used - s.Declined + cost; {
+	case forecast <= in.Soft:
+	case forecast > in.Hard:
+		r.Outcome, r.FactorPPM = OutcomeSuppressed, PPM
+	default:
+		r.Outcome, r.FactorPPM = OutcomeSuppressed, s.factor(p, now, *in, n > 0)
+	}
+}
+
+// supRecord records the offer of n units (n = 0: nothing), declined unless
+// r is allowed, and fills r's counts.
+func (s *State) supRecord(p Params, now, n, cost int64, in *Suppressed, r *Result) {
+	span := p.Span()
 	if n > 0 {
 		count, declined := n, int64(0)
 		if !r.Allowed {
@@ -379,7 +404,7 @@ func (s *State) suppress(p Params, now, n, cost int64, in *Suppressed, r *Result
 	}
 	accepted := s.Used - s.Declined
 	r.Remaining = max(in.Soft-accepted, 0)
-	if !r.Allowed && !r.Never {
+	if !r.Allowed && !r.Never && accepted+cost > in.Soft {
 		r.RetryAfter = s.retryAfter(now, span, accepted, cost, in.Soft, true)
 	}
 	r.ResetAfter = s.resetAfter(now, span)
@@ -412,10 +437,6 @@ func (s *State) IsAllowedSuppressed(p Params, now, cacheMs int64) Result {
 
 // Decision converts r into the public Decision.
 func (r *Result) Decision() limiter.Decision {
-	f := 0.0
-	if r.FactorPPM != 0 {
-		f = float64(r.FactorPPM) / PPM
-	}
 	return limiter.Decision{
 		Allowed:           r.Allowed,
 		Suppressed:        r.Outcome == OutcomeSuppressed,
@@ -423,9 +444,17 @@ func (r *Result) Decision() limiter.Decision {
 		Remaining:         r.Remaining,
 		RetryAfter:        msDuration(r.RetryAfter),
 		ResetAfter:        msDuration(r.ResetAfter),
-		SuppressionFactor: f,
+		SuppressionFactor: factorOf(r.FactorPPM),
 		Never:             r.Never,
 	}
+}
+
+// factorOf converts a factor in ppm to [0, 1], without the division for 0.
+func factorOf(ppm int64) float64 {
+	if ppm == 0 {
+		return 0
+	}
+	return float64(ppm) / PPM
 }
 
 // msDuration converts ms to a Duration, saturating at the longest one.
