@@ -2,43 +2,31 @@ package limiter
 
 import "errors"
 
-// Sentinel errors, matched with errors.Is. Errors returned by providers wrap
-// them with the operation and the offending value.
+// Sentinel errors, matched with errors.Is; providers wrap them with the
+// operation and the offending value.
 var (
-	// ErrInvalidRate: NaN, ±Inf, zero or negative rate, or one so large
-	// that the window's capacity exceeds 2^50 units.
+	// ErrInvalidRate: NaN, ±Inf, zero or negative rate, or one whose
+	// capacity exceeds 2^50 units.
 	ErrInvalidRate = errors.New("sluice: invalid rate")
 	// ErrInvalidConfig: an option outside its documented range.
 	ErrInvalidConfig = errors.New("sluice: invalid configuration")
-	// ErrCapacityTooSmall: rate × window admits less than one unit, so every
-	// call would be rejected forever. Widen the window or raise the rate.
+	// ErrCapacityTooSmall: rate × window admits less than one unit.
 	ErrCapacityTooSmall = errors.New("sluice: capacity below one unit")
-	// ErrInvalidCost: n < 0. Any n ≥ 0 is a valid cost: one larger than
-	// the capacity is refused with Decision.Never set, not an error.
+	// ErrInvalidCost: n < 0 (a cost above the capacity is Decision.Never).
 	ErrInvalidCost = errors.New("sluice: invalid cost")
 	// ErrClosed: the limiter was closed.
 	ErrClosed = errors.New("sluice: limiter closed")
 	// ErrWindowConflict: the call gives a limit another window or bucket
-	// than the one its live state records. State is shared by limit name
-	// (a set's limit) or by prefix and strategy (a single limiter), and a
-	// count kept under one window cannot be read under another without
-	// breaking one of the two bounds, so such a call is refused with this
-	// error until that state dies, W + B (its own) after its newest bucket
-	// opened. Tiers that change only the rate share state as usual. Give
-	// the other window its own limit name, or its own prefix.
+	// than its live state records (state is shared by limit name, or by
+	// prefix and strategy); refused until that state dies, W + B after its
+	// newest bucket. Give the other window its own name or prefix.
 	ErrWindowConflict = errors.New("sluice: limit state recorded with another window")
-	// ErrLayout: the key's state in Redis records a layout version this
-	// sluice does not read (a newer release on the same prefix), or holds
-	// a count no write of its layout makes (2^53 or more, set by another
-	// client; the error names the hash and the field). The call fails
-	// rather than misread counts (docs/data-model.md, Layout versions);
-	// Reset forgets such a state.
+	// ErrLayout: the key's Redis state has a layout this release does not
+	// read, or a count no write makes (2^53 or more); the call fails rather
+	// than misread it, and Reset forgets it (docs/data-model.md).
 	ErrLayout = errors.New("sluice: key state in another layout version")
-	// ErrShed: under the FailError policy, a call whose budget ran out
-	// while Redis was not known to be down (the other policies answer
-	// such a call with a refusal marked Decision.Shed). Redis may still be
-	// fine: the caller waited for local resources, or for a round trip
-	// that a probe did not confirm as lost. The error wraps the call's
-	// own too (a deadline, a socket timeout).
+	// ErrShed: under FailError, a call whose budget ran out while Redis
+	// was not known to be down (other policies answer Decision.Shed). It
+	// wraps the call's own error too.
 	ErrShed = errors.New("sluice: call shed")
 )

@@ -5,18 +5,11 @@ import (
 	"log/slog"
 )
 
-// NewLogObserver returns an Observer that writes to l:
-//
-//   - state changes: Warn on entering degraded mode, Info on leaving it,
-//     the records of a provider's default log (WithObserver), every one;
-//   - failed Redis calls: Warn, with the operation, error class, error and
-//     duration;
-//   - cleanup runs: Info, or Warn when the run stopped on an error;
-//   - decisions: Debug, only when l is enabled for Debug (checked first, so
-//     a logger at Info costs one Enabled call per decision), without the
-//     key.
-//
-// A nil l is slog.Default(). The observer is safe for concurrent use.
+// NewLogObserver returns an Observer, safe for concurrent use, that writes
+// to l (nil: slog.Default()) state changes (Warn entering degraded mode,
+// Info leaving it, as a provider's default log), failed Redis calls
+// (Warn), cleanup runs (Info, Warn on an error) and, when l is enabled for
+// Debug, decisions (Debug, without the key).
 func NewLogObserver(l *slog.Logger) Observer {
 	if l == nil {
 		l = slog.Default()
@@ -51,7 +44,19 @@ func (o logObserver) ObserveDecision(ctx context.Context, e DecisionEvent) {
 func (o logObserver) ObserveEvent(ctx context.Context, e Event) {
 	switch e.Kind {
 	case "state_change":
-		logStateChange(ctx, o.l, e.State)
+		sc := e.State
+		switch {
+		case sc.Degraded:
+			o.l.WarnContext(ctx, "sluice: Redis unavailable, answering by the failure policy",
+				"provider", sc.Provider, "policy", policyName(sc.Policy), "cause", sc.Cause)
+		case sc.Cause != nil:
+			o.l.InfoContext(ctx, "sluice: limiter closed while Redis was unavailable",
+				"provider", sc.Provider, "degraded_for", sc.Duration, "cause", sc.Cause)
+		default:
+			o.l.InfoContext(ctx, "sluice: Redis answers again",
+				"provider", sc.Provider, "degraded_for", sc.Duration,
+				"reconciled", sc.Reconciled, "unreconciled", sc.Unreconciled, "unreconciled_units", sc.UnreconciledUnits)
+		}
 	case "backend_error":
 		o.l.LogAttrs(ctx, slog.LevelWarn, "sluice: Redis call failed",
 			slog.String("provider", e.Provider), slog.String("op", e.Op),
@@ -69,27 +74,7 @@ func (o logObserver) ObserveEvent(ctx context.Context, e Event) {
 	}
 }
 
-// logStateChange writes sc to l: Warn on entering degraded mode, Info on
-// leaving it. A provider's default log writes through a log observer too,
-// so the two read the same.
-func logStateChange(ctx context.Context, l *slog.Logger, sc StateChange) {
-	if sc.Degraded {
-		l.WarnContext(ctx, "sluice: Redis unavailable, answering by the failure policy",
-			"provider", sc.Provider, "policy", policyName(sc.Policy), "cause", sc.Cause)
-		return
-	}
-	if sc.Cause != nil {
-		l.InfoContext(ctx, "sluice: limiter closed while Redis was unavailable",
-			"provider", sc.Provider, "degraded_for", sc.Duration, "cause", sc.Cause)
-		return
-	}
-	l.InfoContext(ctx, "sluice: Redis answers again",
-		"provider", sc.Provider, "degraded_for", sc.Duration,
-		"reconciled", sc.Reconciled, "unreconciled", sc.Unreconciled, "unreconciled_units", sc.UnreconciledUnits)
-}
-
-// outcomeName is the "outcome" of a logged decision: "suppressed" (above
-// the soft target), else "allowed" or "rejected".
+// outcomeName is the "outcome" of a logged decision.
 func outcomeName(d *Decision) string {
 	switch {
 	case d.Suppressed:
