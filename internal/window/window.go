@@ -274,21 +274,6 @@ func DrawPPM(r float64) int64 {
 	return min(max(v, 0), PPM-1)
 }
 
-// Factor is the suppression factor in ppm at now (FactorPPM) from the
-// units observed in the last min(w, 1 s).
-func (s *State) Factor(w, now, soft int64) int64 {
-	r := min(w, 1000)
-	recent := int64(0)
-	for i := int(s.size) - 1; i >= 0; i-- {
-		b := s.At(i)
-		if now-b.Start >= r {
-			break
-		}
-		recent += b.Count
-	}
-	return FactorPPM(s.Used, recent, w, soft)
-}
-
 // FactorPPM is the suppression factor in ppm of a key that observed
 // observed units in its window of w ms, recent of them in the last
 // R = min(w, 1 s), at soft capacity soft: clamp(1 − (soft/W)/perceived, 0, 1)
@@ -308,13 +293,17 @@ func FactorPPM(observed, recent, w, soft int64) int64 {
 	return int64(min(max(ppm, 0), PPM))
 }
 
-// factor returns the cached factor while fresh, else computes it and
-// caches it when store is set.
+// factor returns the cached factor while fresh, else computes it from the
+// units observed in the last min(W, 1 s) and caches it when store is set.
 func (s *State) factor(p Params, now int64, in Suppressed, store bool) int64 {
 	if s.factorOK && in.CacheMs > 0 && now-s.factorAt < in.CacheMs {
 		return int64(s.factorPPM)
 	}
-	f := s.Factor(p.W, now, in.Soft)
+	recent := int64(0)
+	for i := int(s.size) - 1; i >= 0 && now-s.At(i).Start < min(p.W, 1000); i-- {
+		recent += s.At(i).Count
+	}
+	f := FactorPPM(s.Used, recent, p.W, in.Soft)
 	if store && in.CacheMs > 0 {
 		s.factorPPM, s.factorAt, s.factorOK = int32(f), now, true
 	}
