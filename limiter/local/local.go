@@ -26,15 +26,17 @@ func NewAbsolute(opts ...limiter.Option) (*Absolute, error) {
 
 // Inc admits n units of key at rate if they all fit, and records them;
 // n = 0 decides for one unit and records nothing. It never blocks.
-func (a *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (d limiter.Decision, err error) {
-	err = a.w.IncTo(ctx, k, rate, n, &d)
+func (a *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
+	var d limiter.Decision
+	err := a.w.IncTo(ctx, k, rate, n, &d)
 	return d, err
 }
 
 // IsAllowed reports whether one more unit of key would be admitted now at
 // its stored capacity. It records nothing.
-func (a *Absolute) IsAllowed(ctx context.Context, k string) (d limiter.Decision, err error) {
-	err = a.w.IsAllowedTo(ctx, k, &d)
+func (a *Absolute) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
+	var d limiter.Decision
+	err := a.w.IsAllowedTo(ctx, k, &d)
 	return d, err
 }
 
@@ -86,15 +88,17 @@ func NewSuppressed(opts ...limiter.Option) (*Suppressed, error) {
 // Inc offers n units of key at rate. A call with valid arguments draws one
 // number from WithRandom's source; the default source is drawn only when
 // a suppression factor decides.
-func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (d limiter.Decision, err error) {
-	err = l.w.IncTo(ctx, k, rate, n, &d)
+func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
+	var d limiter.Decision
+	err := l.w.IncTo(ctx, k, rate, n, &d)
 	return d, err
 }
 
 // IsAllowed reports whether one more unit of key would be admitted without
 // suppression now. It records and draws nothing.
-func (l *Suppressed) IsAllowed(ctx context.Context, k string) (d limiter.Decision, err error) {
-	err = l.w.IsAllowedTo(ctx, k, &d)
+func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
+	var d limiter.Decision
+	err := l.w.IsAllowedTo(ctx, k, &d)
 	return d, err
 }
 
