@@ -51,7 +51,7 @@ type store struct {
 	cfg      Config
 	sets     sync.Map // string → *setEntry
 	// keepMs is how long after its newest bucket opened the sweep keeps a
-	// key: W + B, plus clockSlackMs under WithClock, whose clock may step
+	// key: W + B, plus slackMs under WithClock, whose clock may step
 	// back (the Redis providers give such keys the same minute of TTL).
 	keepMs int64
 
