@@ -172,25 +172,24 @@ func (s *store) getSet(k string, set *limiter.Set) ([]limiter.Usage, error) {
 	if err != nil {
 		return nil, err
 	}
-	us := make([]limiter.Usage, set.Len())
+	var (
+		lb   [MaxSet]Limit
+		ptrs [MaxSet]*State
+		buf  [MaxSet]State
+	)
+	ls, _ := SetLimits(set, 1, &lb)
+	us := make([]limiter.Usage, len(ls))
 	e := s.lockSet(k, false)
 	if e == nil {
 		return us, nil
 	}
 	defer e.mu.Unlock()
-	for i := range us {
-		l := set.At(i)
-		st := e.find(l.Name)
-		if st == nil {
-			continue
-		}
-		p := Params{W: l.Window.Milliseconds(), B: l.Bucket.Milliseconds()}
-		if fresh, err := st.check(p, now, false); err != nil {
-			return nil, errorf("get set", err)
-		} else if fresh {
-			continue
-		}
-		used, declined, c := st.st.Usage(p, now)
+	states, err := setStates(e, ls, set, now, false, &ptrs, &buf)
+	if err != nil {
+		return nil, errorf("get set", err)
+	}
+	for i, st := range states {
+		used, declined, c := st.Usage(ls[i].P, now)
 		us[i] = limiter.Usage{Used: used, Declined: declined, Limit: c}
 	}
 	return us, nil

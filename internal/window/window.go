@@ -246,14 +246,22 @@ func (s *State) absRecord(p Params, now, n, cost, c int64, refused bool, r *Resu
 	r.ResetAfter = s.resetAfter(now, span)
 }
 
-// IsAllowedAbsolute answers a peek at the stored capacity, allowed for a
-// key with no live bucket. It writes nothing.
-func (s *State) IsAllowedAbsolute(p Params, now int64) (r Result) {
-	v := s.view(now, p.Span())
+// IsAllowedAbsolute answers for one unit at the stored capacity, allowed
+// for a key with no live bucket. It writes nothing.
+func (s *State) IsAllowedAbsolute(p Params, now int64) Result {
+	span := p.Span()
+	v := s.view(now, span)
 	if !v.Live() {
 		return Result{Allowed: true}
 	}
-	v.incAbsolute(p, now, v.Capacity, 0, &r)
+	c := v.Capacity
+	r := Result{Limit: c, Remaining: max(c-v.Used, 0), ResetAfter: v.resetAfter(now, span)}
+	if v.Used+1 <= c {
+		r.Allowed = true
+		return r
+	}
+	r.Outcome = OutcomeRejected
+	r.RetryAfter = v.retryAfter(now, span, v.Used, 1, c, false)
 	return r
 }
 
