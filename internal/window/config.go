@@ -1,11 +1,15 @@
 package window
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluice-go/sluice/internal/settings"
+	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -207,4 +211,61 @@ func DecisionPolicy(limits []limiter.LimitDecision) string {
 		}
 	}
 	return limits[best].Name
+}
+
+// LogStateChange writes sc to l: Warn on entering degraded mode, Info on
+// leaving it. It logs through limiter.NewLogObserver, so a provider's
+// default log and a log observer write the same records.
+func LogStateChange(ctx context.Context, l *slog.Logger, sc limiter.StateChange) {
+	limiter.NewLogObserver(l).ObserveEvent(ctx, limiter.Event{Kind: EventStateChange, Provider: sc.Provider, State: sc})
+}
+
+// WithLogger replaces a Redis provider's default log by l (nil: silent),
+// observer or not. It is not public (the observer is the one channel): it
+// is for the tests of that log, its first-failure record and its throttle.
+func WithLogger(l *slog.Logger) limiter.Option {
+	return func(c *Config) { c.Logger, c.LoggerSet = l, true }
+}
+
+// StateObserver returns an Observer that calls fn with every state change
+// and ignores the rest: what a test that waits for the breaker registers
+// with limiter.WithObserver (combined with its other observers by
+// limiter.MultiObserver).
+func StateObserver(fn func(limiter.StateChange)) limiter.Observer { return stateObserver(fn) }
+
+type stateObserver func(limiter.StateChange)
+
+func (stateObserver) ObserveDecision(context.Context, limiter.DecisionEvent) {}
+
+func (fn stateObserver) ObserveEvent(_ context.Context, e limiter.Event) {
+	if e.Kind == EventStateChange {
+		fn(e.State)
+	}
+}
+
+// ResolveLimit is the single limit a middleware (httplimit, grpclimit)
+// enforces with l: Name defaults to defaultName and must be a valid limit
+// name; Window 0 takes the window l reports (a Window() time.Duration
+// method, which every sluice provider has), a different one is an error,
+// and a limiter that reports none must be given its window, at least
+// 1 ms. Every error wraps limiter.ErrInvalidConfig.
+func ResolveLimit(l limiter.Limiter, limit limiter.Limit, defaultName string) (limiter.Limit, error) {
+	if limit.Name == "" {
+		limit.Name = defaultName
+	}
+	if err := key.ValidateLimitName(limit.Name); err != nil {
+		return limit, fmt.Errorf("%w: limit name: %w", limiter.ErrInvalidConfig, err)
+	}
+	if w, ok := l.(interface{ Window() time.Duration }); ok {
+		switch lw := w.Window(); {
+		case limit.Window == 0:
+			limit.Window = lw
+		case limit.Window != lw:
+			return limit, fmt.Errorf("%w: limit %q: window %v differs from the limiter's window %v (leave Limit.Window 0 to use the limiter's)", limiter.ErrInvalidConfig, limit.Name, limit.Window, lw)
+		}
+	}
+	if limit.Window < time.Millisecond {
+		return limit, fmt.Errorf("%w: limit %q: window %v (this limiter does not report its window: give Limit.Window, the window it was built with, at least 1ms)", limiter.ErrInvalidConfig, limit.Name, limit.Window)
+	}
+	return limit, nil
 }
