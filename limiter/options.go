@@ -26,20 +26,17 @@ func option(name string, set func(*config)) Option {
 	}
 }
 
-// WithWindow sets the sliding window W: a whole number of milliseconds
-// from 1 ms to 31 days. Default 1 minute. State records its window: a
-// limiter of another window (or bucket) on the same prefix and strategy
-// gets ErrWindowConflict for a key the other keeps alive
-// (docs/algorithms.md, One name, two windows).
+// WithWindow sets the sliding window W: whole milliseconds from 1 ms to 31
+// days. Default 1 minute. Limiters of other windows (or buckets) on one
+// prefix and strategy conflict (ErrWindowConflict).
 func WithWindow(d time.Duration) Option {
 	return option(settings.OptWindow, func(c *config) { c.Window = d })
 }
 
-// WithBucket sets the coalescing granularity B: a call less than B after
-// the start of a key's newest bucket counts in that bucket, so a unit
-// counts for between W and W + B. Default W/100 in whole milliseconds, at
-// least 1 ms; it must satisfy 1 ms ≤ B ≤ W and W/B ≤ 500. A smaller B
-// keeps more buckets per key (docs/data-model.md, Choosing B).
+// WithBucket sets the coalescing granularity B: calls within B of a key's
+// newest bucket count in it, so a unit counts for W to W + B. Default
+// W/100 in whole milliseconds, at least 1 ms; 1 ms ≤ B ≤ W and W/B ≤ 500
+// (docs/data-model.md, Choosing B).
 func WithBucket(d time.Duration) Option {
 	return option(settings.OptBucket, func(c *config) {
 		if d <= 0 {
@@ -64,12 +61,11 @@ func WithSuppressionCache(d time.Duration) Option {
 	return option(settings.OptSuppressionCache, func(c *config) { c.SuppressionCache = d })
 }
 
-// WithClock sets the time source; now must be safe for concurrent use.
-// Default: the wall clock read once at start and advanced by the
-// monotonic clock, so it never steps back. Redis providers use Redis TIME
-// unless given WithClock, which is for tests, not fleets. Every memory a
-// provider keeps (hot-key relief, leases) is dated by this clock: a test
-// that moves miniredis' clock must give the limiter the same clock
+// WithClock sets the time source, safe for concurrent use. Default: the
+// wall clock at start advanced by the monotonic clock, never stepping
+// back. Given it, Redis providers send its reading instead of using Redis
+// TIME: for tests, not fleets. It dates every memory a provider keeps, so a
+// test that moves miniredis' clock must pass the same clock here
 // (docs/testing-your-code.md).
 func WithClock(now func() time.Time) Option {
 	return option(settings.OptClock, func(c *config) {
@@ -148,24 +144,20 @@ func WithProbeInterval(d time.Duration) Option {
 	return option(settings.OptProbeInterval, func(c *config) { c.ProbeInterval = d })
 }
 
-// WithBatching lets concurrent calls of a Redis provider share round
-// trips: with more than 8 calls in progress to one node, calls that arrive
-// while two round trips are in flight go together as one pipeline of at
-// most n (go-redis clients and module sluicerueidis; other clients' calls
-// go alone). Each call stays one atomic script with its own context.
-// Default 128; 0 or 1 sends every call alone; at most 1,024
-// (docs/operations.md, Batching).
+// WithBatching lets concurrent calls to one Redis node share round trips,
+// as pipelines of at most n script calls, each still atomic with its own
+// context (go-redis clients and module sluicerueidis). Default 128; 0 or 1
+// sends every call alone; at most 1,024 (docs/operations.md, Batching).
 func WithBatching(n int) Option {
 	return option(settings.OptBatching, func(c *config) { c.Batch = n })
 }
 
 // WithHotKeyRelief turns hot-key relief on or off for the Redis and hybrid
-// providers. Default on: a refusal from Redis is remembered (at most
-// 65,536 keys) and repeated from memory to calls of the key at the same
-// rate for as many units or more, until its RetryAfter but at most one
-// second, then one call asks Redis again. Relief never admits; units
-// coming back unseen (another instance's Reset) may stay refused for that
-// second (docs/algorithms.md, Staleness).
+// providers. Default on: a refusal from Redis (of at most 65,536 keys) is
+// repeated from memory to calls at the same rate for as many units or
+// more, until its RetryAfter but at most one second. Relief never admits;
+// units freed unseen may stay refused for that second (docs/algorithms.md,
+// Staleness).
 func WithHotKeyRelief(on bool) Option {
 	return option(settings.OptHotKeyRelief, func(c *config) { c.NoRelief = !on })
 }
