@@ -22,13 +22,6 @@ type LocalSuppressed struct{ local }
 // local holds what the two strategies share.
 type local struct{ s *store }
 
-var (
-	_ limiter.SetLimiter = (*LocalAbsolute)(nil)
-	_ limiter.SetLimiter = (*LocalSuppressed)(nil)
-	_ limiter.Limiter    = (*LocalAbsolute)(nil)
-	_ limiter.Limiter    = (*LocalSuppressed)(nil)
-)
-
 // NewLocalAbsolute returns an absolute limiter. It reads WithWindow,
 // WithBucket, WithClock and WithObserver, and refuses other options
 // (ConfigFor); it starts a background sweep that Close stops.

@@ -307,8 +307,8 @@ func (s *State) factor(p Params, now int64, in Suppressed, store bool) int64 {
 	if s.factorOK && in.CacheMs > 0 && now-s.factorAt < in.CacheMs {
 		return int64(s.factorPPM)
 	}
-	recent := int64(0)
-	for i := int(s.size) - 1; i >= 0 && now-s.At(i).Start < min(p.W, 1000); i-- {
+	recent, r := int64(0), min(p.W, 1000)
+	for i := int(s.size) - 1; i >= 0 && now-s.At(i).Start < r; i-- {
 		recent += s.At(i).Count
 	}
 	f := FactorPPM(s.Used, recent, p.W, in.Soft)
