@@ -81,8 +81,8 @@ func (l *Limiter) IncSet(ctx context.Context, k string, set *limiter.Set, n int6
 	return l.p.IncSet(ctx, k, set, n)
 }
 
-// GetSet returns key's usage in each limit of set, in the set's order.
-// Failures are errors, as for Get.
+// GetSet returns key's usage in each limit of set, in the set's order;
+// failures are errors, as for Get.
 func (l *Limiter) GetSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error) {
 	return l.p.GetSet(ctx, k, set)
 }
@@ -94,14 +94,11 @@ func (l *Limiter) ResetSet(ctx context.Context, k string, set *limiter.Set) erro
 	return l.p.ResetSet(ctx, k, set)
 }
 
-// Close marks the limiter closed (later calls return ErrClosed), stops the
-// probe and the fallback, and waits for them and for the batched calls
-// made before it until ctx is done. It does not close the client; closing
-// twice is harmless.
+// Close marks the limiter closed (later calls return ErrClosed) and waits
+// for its background work and batched calls until ctx is done. It does not
+// close the client; closing twice is harmless.
 func (l *Limiter) Close(ctx context.Context) error { return l.p.Close(ctx) }
 
-// Ping checks at start-up that Redis answers this limiter: one script call
-// on a key of its own, bounded by WithTimeout, whatever the breaker's
-// state, so a wrong address or password is an error rather than degraded
-// decisions.
+// Ping checks at start-up that Redis answers this limiter, with one script
+// call on a key of its own, whatever the breaker's state.
 func (l *Limiter) Ping(ctx context.Context) error { return l.p.Ping(ctx) }
