@@ -221,16 +221,14 @@ func LogStateChange(ctx context.Context, l *slog.Logger, sc limiter.StateChange)
 }
 
 // WithLogger replaces a Redis provider's default log by l (nil: silent),
-// observer or not. It is not public (the observer is the one channel): it
-// is for the tests of that log, its first-failure record and its throttle.
+// observer or not: for the tests of that log (the observer is the public
+// channel).
 func WithLogger(l *slog.Logger) limiter.Option {
 	return func(c *Config) { c.Logger, c.LoggerSet = l, true }
 }
 
 // StateObserver returns an Observer that calls fn with every state change
-// and ignores the rest: what a test that waits for the breaker registers
-// with limiter.WithObserver (combined with its other observers by
-// limiter.MultiObserver).
+// and ignores the rest, for tests that wait for the breaker.
 func StateObserver(fn func(limiter.StateChange)) limiter.Observer { return stateObserver(fn) }
 
 type stateObserver func(limiter.StateChange)
@@ -244,11 +242,10 @@ func (fn stateObserver) ObserveEvent(_ context.Context, e limiter.Event) {
 }
 
 // ResolveLimit is the single limit a middleware (httplimit, grpclimit)
-// enforces with l: Name defaults to defaultName and must be a valid limit
-// name; Window 0 takes the window l reports (a Window() time.Duration
-// method, which every sluice provider has), a different one is an error,
-// and a limiter that reports none must be given its window, at least
-// 1 ms. Every error wraps limiter.ErrInvalidConfig.
+// enforces with l: Name defaults to defaultName; Window 0 takes the window
+// l reports (Window() time.Duration, as every provider has), another is an
+// error, and a limiter that reports none must be given one. Every error
+// wraps limiter.ErrInvalidConfig.
 func ResolveLimit(l limiter.Limiter, limit limiter.Limit, defaultName string) (limiter.Limit, error) {
 	if limit.Name == "" {
 		limit.Name = defaultName
