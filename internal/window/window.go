@@ -360,21 +360,41 @@ func (s *State) incSuppressed(p Params, now, n int64, in *Suppressed, r *Result)
 }
 
 // suppress decides a call over the soft capacity: refused above the hard
-// capacity, else admitted with probability 1 − f.
+// capacity, else admitted with probability 1 − f. It does what supFactor
+// and supRecord do for a set, in one frame.
 func (s *State) suppress(p Params, now, n, cost int64, in *Suppressed, r *Result) {
-	s.supFactor(p, now, n, cost, in, r)
-	if s.Used-s.Declined+cost <= in.Hard {
+	span := p.Span()
+	*r = Result{Outcome: OutcomeSuppressed, Limit: in.Soft, Never: cost > in.Hard}
+	if s.Used-s.Declined+cost > in.Hard {
+		r.FactorPPM = PPM
+	} else {
+		r.FactorPPM = s.factor(p, now, *in, n > 0)
 		draw := in.RandPPM
 		if draw == DrawWhenNeeded {
 			draw = DrawPPM(rand.Float64())
 		}
 		r.Allowed = draw >= r.FactorPPM
 	}
-	s.supRecord(p, now, n, cost, in, r)
+	if n > 0 {
+		count, declined := n, int64(0)
+		if !r.Allowed {
+			count = min(n, max(1, MaxDeclined-s.Declined))
+			declined = count
+		}
+		s.record(now, p.B, count, declined)
+		s.Capacity, s.Hard = in.Soft, in.Hard
+	}
+	accepted := s.Used - s.Declined
+	r.Remaining = max(in.Soft-accepted, 0)
+	if !r.Allowed && !r.Never {
+		r.RetryAfter = s.retryAfter(now, span, accepted, cost, in.Soft, true)
+	}
+	r.ResetAfter = s.resetAfter(now, span)
 }
 
-// supFactor starts r for an offer of cost units (n recorded): no factor at
-// or under the soft capacity, PPM above the hard one, else the key's.
+// supFactor starts a set limit's r for an offer of cost units (n
+// recorded): no factor at or under the soft capacity, PPM above the hard
+// one, else the key's.
 func (s *State) supFactor(p Params, now, n, cost int64, in *Suppressed, r *Result) {
 	*r = Result{Limit: in.Soft, Never: cost > in.Hard}
 	switch forecast := s.Used - s.Declined + cost; {
@@ -386,8 +406,8 @@ func (s *State) supFactor(p Params, now, n, cost int64, in *Suppressed, r *Resul
 	}
 }
 
-// supRecord records the offer of n units (n = 0: nothing), declined unless
-// r is allowed, and fills r's counts.
+// supRecord records a set limit's offer of n units (n = 0: nothing),
+// declined unless r is allowed, and fills r's counts.
 func (s *State) supRecord(p Params, now, n, cost int64, in *Suppressed, r *Result) {
 	span := p.Span()
 	if n > 0 {
