@@ -108,29 +108,49 @@ func (l *LocalSuppressed) IncTo(ctx context.Context, k string, rate limiter.Rate
 	return nil
 }
 
-// IsAllowed reports whether one more unit of key would be admitted now
-// (without suppression) at its stored capacity. It records and draws
-// nothing.
-func (l *local) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
+// IsAllowed reports whether one more unit of key would be admitted now at
+// its stored capacity. It records nothing.
+func (a *LocalAbsolute) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
+	var d limiter.Decision
+	err := a.IsAllowedTo(ctx, k, &d)
+	return d, err
+}
+
+// IsAllowedTo is IsAllowed writing its decision to d.
+func (a *LocalAbsolute) IsAllowedTo(ctx context.Context, k string, d *limiter.Decision) error {
+	now, err := a.s.check("is allowed", k)
+	if err != nil {
+		return err
+	}
+	*d = allowedUnknown
+	if e := a.s.lock(k, false); e != nil {
+		r := e.st.IsAllowedAbsolute(a.s.p, now)
+		e.mu.Unlock()
+		*d = r.Decision()
+	}
+	if a.s.obs != nil {
+		*d, err = a.s.observed(ctx, OpIsAllowed, k, 0, *d)
+	}
+	return err
+}
+
+// IsAllowed reports whether one more unit of key would be admitted without
+// suppression now. It records and draws nothing.
+func (l *LocalSuppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
 	var d limiter.Decision
 	err := l.IsAllowedTo(ctx, k, &d)
 	return d, err
 }
 
 // IsAllowedTo is IsAllowed writing its decision to d.
-func (l *local) IsAllowedTo(ctx context.Context, k string, d *limiter.Decision) error {
+func (l *LocalSuppressed) IsAllowedTo(ctx context.Context, k string, d *limiter.Decision) error {
 	now, err := l.s.check("is allowed", k)
 	if err != nil {
 		return err
 	}
 	*d = allowedUnknown
 	if e := l.s.lock(k, false); e != nil {
-		var r Result
-		if l.s.sup {
-			r = e.st.IsAllowedSuppressed(l.s.p, now, l.s.cacheMs)
-		} else {
-			r = e.st.IsAllowedAbsolute(l.s.p, now)
-		}
+		r := e.st.IsAllowedSuppressed(l.s.p, now, l.s.cacheMs)
 		e.mu.Unlock()
 		*d = r.Decision()
 	}
