@@ -1,18 +1,12 @@
-// Package key validates user keys and builds the Redis key schema of sluice.
-//
-// Any non-empty key of at most MaxLen bytes is accepted. Bytes that would
-// break the schema — ':', '{', '}', '%', ASCII whitespace and control
-// characters, and the glob characters '*', '?', '[', ']', '\' that a SCAN
-// pattern would interpret — are percent-escaped (%3A and so on), and '%'
-// itself is escaped, so escaping is injective: two different keys never share
-// an escaped form. IPv6 addresses, e-mail addresses and URLs are fine keys.
-//
-// The Redis keys of one limiter key are
+// Package key validates user keys and builds sluice's Redis key schema,
 //
 //	<prefix>:{<escaped key>}:<strategy>:<suffix>
 //
-// The braces are a Redis Cluster hash tag: every Redis key of one limiter key
-// lands in the same slot, so one script can touch them all.
+// whose braces are a Redis Cluster hash tag: every Redis key of one limiter
+// key lands in one slot, so one script can touch them all. Any key of 1 to
+// MaxLen bytes is accepted; the bytes that would break the schema or a SCAN
+// pattern (':', '{', '}', '%', whitespace, control and glob characters) are
+// percent-escaped, so two keys never share an escaped form.
 package key
 
 import (
@@ -52,8 +46,8 @@ var reserved = func() (t [256]bool) {
 
 const hexDigits = "0123456789ABCDEF"
 
-// Escape returns k with every reserved byte replaced by %XX. Keys with
-// nothing to escape are returned as they are, without allocating.
+// Escape returns k with every reserved byte replaced by %XX; a key with
+// nothing to escape is returned as it is, without allocating.
 func Escape(k string) string {
 	extra := 0
 	for i := 0; i < len(k); i++ {
@@ -67,14 +61,13 @@ func Escape(k string) string {
 	var b strings.Builder
 	b.Grow(len(k) + extra)
 	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if reserved[c] {
+		if c := k[i]; reserved[c] {
 			b.WriteByte('%')
 			b.WriteByte(hexDigits[c>>4])
 			b.WriteByte(hexDigits[c&15])
-			continue
+		} else {
+			b.WriteByte(c)
 		}
-		b.WriteByte(c)
 	}
 	return b.String()
 }
@@ -82,14 +75,6 @@ func Escape(k string) string {
 // Unescape reverses Escape. It returns ErrInvalid for a string Escape
 // cannot have produced.
 func Unescape(s string) (string, error) {
-	if !strings.Contains(s, "%") {
-		for i := 0; i < len(s); i++ {
-			if reserved[s[i]] {
-				return "", fmt.Errorf("%w: unescaped %q in %q", ErrInvalid, s[i], s)
-			}
-		}
-		return s, nil
-	}
 	var b strings.Builder
 	b.Grow(len(s))
 	for i := 0; i < len(s); i++ {

@@ -12,12 +12,11 @@ const (
 	Suppressed = "sup"
 )
 
-// Suffixes of the Redis keys of one limiter key.
+// Suffixes of the Redis keys of one limiter key: Hash, the hash of bucket
+// start (ms) → count plus meta fields; Aux, a second key beside it.
 const (
-	// Hash is the hash of bucket start (ms) → count plus meta fields.
 	Hash = "h"
-	// Aux is the second key a strategy may keep beside its hash.
-	Aux = "a"
+	Aux  = "a"
 )
 
 // Name returns the Redis key <prefix>:{<escaped k>}:<strategy>:<suffix>.
@@ -26,17 +25,7 @@ func Name(prefix, k, strategy, suffix string) (string, error) {
 	if err := Validate(k); err != nil {
 		return "", err
 	}
-	e := Escape(k)
-	var b strings.Builder
-	b.Grow(len(prefix) + len(e) + len(strategy) + len(suffix) + 5)
-	b.WriteString(prefix)
-	b.WriteString(":{")
-	b.WriteString(e)
-	b.WriteString("}:")
-	b.WriteString(strategy)
-	b.WriteByte(':')
-	b.WriteString(suffix)
-	return b.String(), nil
+	return prefix + ":{" + Escape(k) + "}:" + strategy + ":" + suffix, nil
 }
 
 // MaxLimitName is the longest limit name of a set, in bytes.
@@ -48,9 +37,8 @@ var ErrInvalidLimitName = errors.New("sluice: invalid limit name")
 
 // ValidateLimitName reports ErrInvalidLimitName unless name is 1 to
 // MaxLimitName bytes of lowercase ASCII letters, digits, '_', '-' and '.',
-// starting with a letter. That is the key form of HTTP structured fields
-// (RFC 8941) without '*', so a name is a valid RateLimit-Policy item name
-// as it is, and it needs no escaping in a Redis key or a SCAN pattern.
+// starting with a letter: an RFC 8941 key without '*', so it is a
+// RateLimit-Policy item name as it is and needs no escaping in Redis.
 func ValidateLimitName(name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty", ErrInvalidLimitName)
@@ -70,11 +58,9 @@ func ValidateLimitName(name string) error {
 	return nil
 }
 
-// LimitName returns the Redis key of one limit of a set on k:
-// <prefix>:{<escaped k>}:<strategy>:h:<limit>. Its hash has the layout of
-// the single-limit hash (<prefix>:{<escaped k>}:<strategy>:h) and the same
-// hash tag, so every limit of one key lands in one slot. It validates k and
-// the limit name.
+// LimitName returns the Redis key of one limit of a set on k,
+// <prefix>:{<escaped k>}:<strategy>:h:<limit>: the layout and hash tag of
+// the single-limit hash. It validates k and the limit name.
 func LimitName(prefix, k, strategy, limit string) (string, error) {
 	if err := ValidateLimitName(limit); err != nil {
 		return "", err

@@ -2,131 +2,88 @@ package limiter
 
 import (
 	"context"
+	"log/slog"
 	"time"
-
-	"github.com/sluice-go/sluice/internal/settings"
 )
 
-// Observer receives what the providers do, for metrics, traces and logs:
-// ObserveDecision once for every decision a provider returns, and
-// ObserveEvent once for every backend event (a failed Redis call, the
-// breaker opening or closing, a cleanup run). Register one with
-// WithObserver; package sluiceotel (a module of its own) turns the calls
-// into OpenTelemetry metrics and spans, and NewLogObserver into slog
-// records.
-//
-// The methods run on the caller's goroutine, after the decision and before
-// the provider returns it (state changes run on the provider's probe
-// goroutine), so they add their cost to every call: they must be quick,
-// safe for concurrent use, and must not call the provider back. ctx is the
-// caller's context (context.Background for state changes); it carries the
-// caller's span, if any.
+// Observer receives what the providers do, for metrics, traces and logs
+// (WithObserver): ObserveDecision once for every decision a provider
+// returns, ObserveEvent once for every backend event. Its methods run on
+// the caller's goroutine before the provider returns (state changes on the
+// probe goroutine, with context.Background), so they must be quick, safe
+// for concurrent use, and must not call the provider back. Module
+// sluiceotel adapts it to OpenTelemetry; NewLogObserver to slog.
 type Observer interface {
 	ObserveDecision(ctx context.Context, e DecisionEvent)
 	ObserveEvent(ctx context.Context, e Event)
 }
 
 // DecisionEvent describes one decision: an Inc, IsAllowed or IncSet that
-// returned a nil error (calls that return an error are not decisions; a
-// failed Redis call is reported by a "backend_error" Event).
-//
-// Key is the caller's key. It is here for the observer that needs it (a
-// sampled log, a bounded top-k); a metric attribute made of it would have
-// one series per key, so adapters leave it out unless told otherwise.
+// returned a nil error. Its string fields but Key take few, fixed values,
+// fit for metric attributes; Key would make one series per key.
 type DecisionEvent struct {
-	// Provider is "local", "redisabs", "redissup" or "hybrid" (both
-	// hybrid strategies); Strategy "absolute" or "suppressed"; Op "inc",
-	// "is_allowed" or "inc_set". These values, like
-	// ErrorClass's and Source's, are few and fixed: fit for a metric
-	// attribute.
-	Provider string
-	Strategy string
-	Op       string
+	Provider string // "local", "redisabs", "redissup" or "hybrid"
+	Strategy string // "absolute" or "suppressed"
+	Op       string // "inc", "is_allowed" or "inc_set"
 	Key      string
 	Cost     int64 // n as the caller gave it; 0 for IsAllowed
 	// Decision is the decision returned (for a set, the set's).
 	Decision Decision
-	// Limits is, for a set call, each limit's part of the decision, in
-	// the set's order; nil otherwise. It is the slice the caller receives
-	// in SetDecision.Limits: read it during the call, never keep or change
-	// it.
+	// Limits is a set call's SetDecision.Limits (nil otherwise): read it
+	// during the call, never keep or change it.
 	Limits []LimitDecision
-	// Backend reports that the provider called Redis for this decision
-	// (whether or not Redis answered: a shed call and one the policy
-	// answered after a failed call asked). False for the local provider,
-	// for decisions answered by the failure policy while the breaker is
-	// open, and for those a provider answered from memory (a hybrid
-	// lease, a remembered refusal). Source sorts all of these.
+	// Backend reports that the provider called Redis for this decision,
+	// whether or not Redis answered.
 	Backend bool
-	// Source says who answered the decision: "local" (a local provider,
-	// in process), "redis" (Redis, in a script call of this decision),
-	// "memory" (the provider answered from what it remembers of Redis's
-	// earlier answers, without a Redis call: a refusal hot-key relief
-	// remembers, a hybrid's lease or cached refusal; exact within the
-	// staleness bounds of docs/algorithms.md, Staleness), "policy" (Redis
-	// could not be asked and the failure policy answered:
-	// Decision.Degraded) or "shed" (the call's budget ran out while Redis
-	// was not known to be down, and it was refused unasked:
-	// Decision.Shed).
+	// Source says who answered: "local" (a local provider), "redis" (a
+	// script call of this decision), "memory" (what the provider remembers
+	// of Redis's earlier answers: a relief refusal, a hybrid lease; exact
+	// within docs/algorithms.md, Staleness), "policy" (the failure policy:
+	// Decision.Degraded) or "shed" (Decision.Shed).
 	Source string
 	// Policy is the name of the limit that decided a set call: the first
-	// limit (in the set's order) that refused it or, for an admitted call
-	// (or a refusal that names no limit, as a degraded answer may), the
-	// limit with the fewest units remaining (the first such), whose Limit
-	// and Remaining the set's Decision carries. "" for a call on a single
-	// limit, which has no name. Limit names are few and chosen by the
-	// program, so it is fit for a metric attribute.
+	// that refused it, else the first with the fewest units remaining,
+	// whose Limit and Remaining the set's Decision carries. "" for a
+	// single-limit call.
 	Policy string
-	// Start and Duration are when the Redis call started and how long it
-	// took, whether it succeeded or failed (then the failure policy
-	// answered, Decision.Degraded is set and ErrorClass says why). Zero
-	// when Backend is false.
+	// Start and Duration time the Redis call; zero when Backend is false.
 	Start    time.Time
 	Duration time.Duration
 	// ErrorClass is the class of the Redis call's error when the failure
-	// policy answered for it, "" otherwise: "timeout" (WithTimeout's
-	// deadline, a socket timeout, the client's pool wait: the call is
-	// shed, and the breaker opens only if a confirming probe fails too),
-	// "connection" (refused, reset or closed: the breaker opens),
-	// "unavailable" (LOADING, BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
-	// READONLY or OOM: the breaker opens), "reply" (any other error reply,
-	// or a reply the provider could not read: returned to the caller, the
-	// breaker stays closed) or "canceled" (the caller's context was
-	// cancelled or passed its own deadline: returned, not Redis's fault).
+	// policy answered for it, "" otherwise: "timeout" (WithTimeout, a
+	// socket or pool timeout: shed, unless a probe confirms), "connection"
+	// (refused, reset, closed: the breaker opens), "unavailable" (LOADING,
+	// BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY or OOM: the breaker
+	// opens), "reply" (another error reply: returned to the caller) or
+	// "canceled" (the caller's context: returned).
 	ErrorClass string
 }
 
 // Event is a backend event. Kind says what it reports, and which fields
 // are set:
 //
-//   - "backend_error": a Redis call failed. Op, ErrorClass, Err and
-//     Duration describe it. One event per failed call; while the breaker
-//     is open no call is made, so there is none.
+//   - "backend_error": a Redis call failed (Op, ErrorClass, Err,
+//     Duration); none while the breaker is open.
 //   - "state_change": a Redis provider entered or left degraded mode
-//     (State). It comes from the provider's probe goroutine, so the event
-//     of entering degraded mode may arrive before or after the
+//     (State), from its probe goroutine, so in no set order with the
 //     "backend_error" of the call that opened the breaker.
 //   - "cleanup": a cleanup run finished (Cleanup); Provider is "cleanup".
 type Event struct {
 	Kind     string
 	Provider string // "redisabs", "redissup", "hybrid" or "cleanup"
-	// "backend_error": the operation (DecisionEvent.Op's values, or
-	// "get", "reset", "get_set", "reset_set"), the error's class (as
-	// DecisionEvent.ErrorClass) and the error as the provider saw it, and
-	// how long the call took (0 for Get, Reset, GetSet and ResetSet, which
-	// are not timed).
+	// "backend_error": DecisionEvent.Op's values or "get", "reset",
+	// "get_set", "reset_set"; the class as DecisionEvent.ErrorClass; the
+	// error; how long the call took (0 for the untimed Get and Reset
+	// calls).
 	Op         string
 	ErrorClass string
 	Err        error
 	Duration   time.Duration
-	// "state_change": the transition.
-	State StateChange
-	// "cleanup": what the run did.
-	Cleanup CleanupReport
+	State      StateChange   // "state_change"
+	Cleanup    CleanupReport // "cleanup"
 }
 
-// CleanupReport is what one cleanup run did (cleanup.Report embeds it),
-// sent in a "cleanup" Event to the observer of cleanup.WithObserver.
+// CleanupReport is what one cleanup run did (cleanup.Report embeds it).
 type CleanupReport struct {
 	Scanned  int64         // keys SCAN returned under the prefix
 	Deleted  int64         // limiter hashes with no live bucket, UNLINKed
@@ -136,23 +93,6 @@ type CleanupReport struct {
 	// finished); ErrorClass is its class, as for a "backend_error".
 	Err        error
 	ErrorClass string
-}
-
-// WithObserver registers o to receive every decision and backend event of
-// the provider (see Observer): the one channel of its state changes, failed
-// calls and warnings. Default: none (one nil check per call), and a Redis
-// provider logs through slog.Default() (read at each record): its first
-// failed Redis call (Warn), entering (Warn) and leaving (Info) degraded
-// mode, at most one outage a minute after the first five, and
-// configuration warnings. An observer given replaces that log:
-// WithObserver(NewLogObserver(l)) logs to l instead, WithObserver(nil)
-// silences the provider. To feed several observers (a log and metrics),
-// combine them with MultiObserver.
-func WithObserver(o Observer) Option {
-	return func(c *config) {
-		c.Record(settings.OptObserver)
-		c.Observer, c.ObserverSet = o, true
-	}
 }
 
 // MultiObserver returns an Observer that passes every call to each of
@@ -186,4 +126,84 @@ func (m multi) ObserveEvent(ctx context.Context, e Event) {
 	for _, o := range m {
 		o.ObserveEvent(ctx, e)
 	}
+}
+
+// NewLogObserver returns an Observer, safe for concurrent use, that writes
+// to l (nil: slog.Default()) state changes (Warn entering degraded mode,
+// Info leaving it, as a provider's default log), failed Redis calls
+// (Warn), cleanup runs (Info, Warn on an error) and, when l is enabled for
+// Debug, decisions (Debug, without the key).
+func NewLogObserver(l *slog.Logger) Observer {
+	if l == nil {
+		l = slog.Default()
+	}
+	return logObserver{l}
+}
+
+type logObserver struct{ l *slog.Logger }
+
+func (o logObserver) ObserveDecision(ctx context.Context, e DecisionEvent) {
+	if !o.l.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("provider", e.Provider), slog.String("strategy", e.Strategy), slog.String("op", e.Op),
+		slog.String("outcome", outcomeName(&e.Decision)), slog.Bool("allowed", e.Decision.Allowed),
+		slog.Bool("degraded", e.Decision.Degraded), slog.Bool("shed", e.Decision.Shed), slog.String("source", e.Source),
+		slog.Int64("cost", e.Cost),
+	}
+	if p := e.Policy; p != "" {
+		attrs = append(attrs, slog.String("policy", p))
+	}
+	if e.Backend {
+		attrs = append(attrs, slog.Duration("duration", e.Duration))
+	}
+	if e.ErrorClass != "" {
+		attrs = append(attrs, slog.String("error_class", e.ErrorClass))
+	}
+	o.l.LogAttrs(ctx, slog.LevelDebug, "sluice: decision", attrs...)
+}
+
+func (o logObserver) ObserveEvent(ctx context.Context, e Event) {
+	switch e.Kind {
+	case "state_change":
+		sc := e.State
+		switch {
+		case sc.Degraded:
+			o.l.WarnContext(ctx, "sluice: Redis unavailable, answering by the failure policy",
+				"provider", sc.Provider, "policy", policyName(sc.Policy), "cause", sc.Cause)
+		case sc.Cause != nil:
+			o.l.InfoContext(ctx, "sluice: limiter closed while Redis was unavailable",
+				"provider", sc.Provider, "degraded_for", sc.Duration, "cause", sc.Cause)
+		default:
+			o.l.InfoContext(ctx, "sluice: Redis answers again",
+				"provider", sc.Provider, "degraded_for", sc.Duration,
+				"reconciled", sc.Reconciled, "unreconciled", sc.Unreconciled, "unreconciled_units", sc.UnreconciledUnits)
+		}
+	case "backend_error":
+		o.l.LogAttrs(ctx, slog.LevelWarn, "sluice: Redis call failed",
+			slog.String("provider", e.Provider), slog.String("op", e.Op),
+			slog.String("error_class", e.ErrorClass), slog.Any("error", e.Err), slog.Duration("duration", e.Duration))
+	case "cleanup":
+		r := e.Cleanup
+		level := slog.LevelInfo
+		attrs := []slog.Attr{slog.Int64("scanned", r.Scanned), slog.Int64("deleted", r.Deleted),
+			slog.Int64("trimmed", r.Trimmed), slog.Duration("duration", r.Duration)}
+		if r.Err != nil {
+			level = slog.LevelWarn
+			attrs = append(attrs, slog.String("error_class", r.ErrorClass), slog.Any("error", r.Err))
+		}
+		o.l.LogAttrs(ctx, level, "sluice: cleanup run", attrs...)
+	}
+}
+
+// outcomeName is the "outcome" of a logged decision.
+func outcomeName(d *Decision) string {
+	switch {
+	case d.Suppressed:
+		return "suppressed"
+	case d.Allowed:
+		return "allowed"
+	}
+	return "rejected"
 }

@@ -8,14 +8,14 @@ import (
 	"time"
 )
 
-// rateUnit is one unit ParseRate accepts.
+// rateUnit is a unit of a rate's period.
 type rateUnit struct {
 	name string
 	d    time.Duration
 }
 
-// parseUnits maps every accepted unit name to its length. "m" is absent on
-// purpose: it could mean minute or millisecond.
+// parseUnits are the units ParseRate reads ("m", minute or millisecond, is
+// refused).
 var parseUnits = map[string]time.Duration{
 	"ms":     time.Millisecond,
 	"s":      time.Second,
@@ -29,41 +29,25 @@ var parseUnits = map[string]time.Duration{
 	"day":    24 * time.Hour,
 }
 
-// stringUnits are the units String writes, smallest first (ties go to the
-// first).
-var stringUnits = [...]rateUnit{
+// units are the units String writes, smallest first.
+var units = [...]rateUnit{
+	{"ms", time.Millisecond},
 	{"s", time.Second},
 	{"min", time.Minute},
 	{"h", time.Hour},
 	{"day", 24 * time.Hour},
 }
 
-// ParseRate parses a rate written as COUNT/PERIOD, the form Rate.String
-// writes:
-//
-//	"100/s"      100 events per second     PerSecond(100)
-//	"1000/min"   1000 events per minute    PerMinute(1000)
-//	"5/h"        5 events per hour         PerHour(5)
-//	"20000/day"  20000 events per day      PerDay(20000)
-//	"3/10s"      3 events per 10 seconds   Every(3, 10*time.Second)
-//	"0.5/s"      one event every 2 seconds PerSecond(0.5)
-//
-// COUNT is an unsigned decimal number, optionally with a fraction and an
-// exponent ("1.5", "2e3"). A count in plain digits is at most 2^53, above
-// which a float64 no longer holds every integer; a count with an exponent
-// or a fraction reads as the nearest float64. PERIOD is an optional positive integer
-// multiplier followed by a unit: "ms"; "s", "sec" or "second"; "min" or
-// "minute"; "h" or "hour"; "d" or "day". "m" is refused as ambiguous
-// (minute or millisecond). Units are lower case, and no spaces are allowed
-// anywhere. The result is exactly Every(COUNT, multiplier × unit), so
-// ParseRate("1000/min") == PerMinute(1000).
-//
-// An input that does not parse, a count or multiplier of zero, a period
-// longer than a time.Duration can hold (about 292 years), or a rate that is
-// not a finite number > 0 events per second (such as "1e308/ms") is an
-// error wrapping ErrInvalidRate that quotes the input and names the bad
-// part. The rate's period is the PERIOD read (10 s for "3/10s"), and
-// ParseRate(r.String()) == r for every r that ParseRate returns.
+// ParseRate parses a rate written COUNT/PERIOD, as Rate.String writes it:
+// "100/s", "1000/min", "5/h", "20000/day", "3/10s" (Every(3, 10*time.Second)),
+// "0.5/s". COUNT is an unsigned decimal, with an optional fraction and
+// exponent; in plain digits at most 2^53. PERIOD is an optional positive
+// multiplier and a unit: "ms"; "s", "sec" or "second"; "min" or "minute";
+// "h" or "hour"; "d" or "day" ("m" is ambiguous). No spaces, lower case.
+// The result is exactly Every(COUNT, multiplier × unit), and
+// ParseRate(r.String()) == r. Anything else (a zero count or multiplier, a
+// period past a time.Duration, a rate not finite and > 0) is an error
+// wrapping ErrInvalidRate that quotes the input and names the bad part.
 func ParseRate(s string) (Rate, error) {
 	count, period, ok := strings.Cut(s, "/")
 	if !ok {
@@ -84,9 +68,8 @@ func ParseRate(s string) (Rate, error) {
 	return r, nil
 }
 
-// parseCount parses COUNT: digits, an optional fraction, an optional
-// exponent. strconv.ParseFloat alone would also take signs, "Inf", "NaN",
-// hexadecimal and underscores.
+// parseCount parses COUNT, where strconv.ParseFloat alone would also take
+// signs, "Inf", "NaN", hexadecimal and underscores.
 func parseCount(c string) (float64, error) {
 	i := digits(c, 0)
 	ok := i > 0
@@ -123,13 +106,11 @@ func parseCount(c string) (float64, error) {
 	return n, nil
 }
 
-// maxExactCount is 2^53: a float64 holds every integer up to it, and not
-// every one above.
+// maxExactCount is 2^53, above which a float64 skips integers.
 const maxExactCount = 1 << 53
 
-// aboveMaxExact reports whether the plain decimal c (digits, an optional
-// fraction) is above 2^53, comparing digits, not floats: a float64 rounds
-// 2^53 + 1 down to 2^53.
+// aboveMaxExact reports whether the plain decimal c is above 2^53,
+// comparing digits: a float64 rounds 2^53 + 1 down to 2^53.
 func aboveMaxExact(c string) bool {
 	whole, frac, _ := strings.Cut(c, ".")
 	whole = strings.TrimLeft(whole, "0")
@@ -180,7 +161,7 @@ func digits(s string, i int) int {
 	return i
 }
 
-// format writes r in the canonical form String documents.
+// format writes r as String documents.
 func (r Rate) format() string {
 	p := r.perSecond
 	if math.IsNaN(p) || math.IsInf(p, 0) || p <= 0 {
@@ -191,9 +172,9 @@ func (r Rate) format() string {
 		return formatCount(r.count) + "/" + formatPeriod(d)
 	}
 	// Per second, the count is p itself, written in its shortest decimal.
-	best, bestUnit := p, stringUnits[0].name
+	best, bestUnit := p, "s"
 	bestLen := digitLen(strconv.FormatFloat(p, 'e', -1, 64))
-	for _, u := range stringUnits[1:] {
+	for _, u := range units[2:] {
 		x := p * u.d.Seconds()
 		if math.IsInf(x, 0) {
 			break
@@ -216,21 +197,11 @@ func (r Rate) format() string {
 	return formatCount(best) + "/" + bestUnit
 }
 
-// periodUnits are the units formatPeriod writes, largest first.
-var periodUnits = [...]rateUnit{
-	{"day", 24 * time.Hour},
-	{"h", time.Hour},
-	{"min", time.Minute},
-	{"s", time.Second},
-	{"ms", time.Millisecond},
-}
-
 // formatPeriod writes a positive whole-millisecond d as PERIOD in the
-// largest unit it is a whole multiple of, without a multiplier of 1: "s",
-// "10s", "90s", "2h", "7day", "1500ms".
+// largest unit it is a multiple of: "s", "10s", "90s", "7day", "1500ms".
 func formatPeriod(d time.Duration) string {
-	for _, u := range periodUnits {
-		if d%u.d == 0 {
+	for i := len(units) - 1; i >= 0; i-- {
+		if u := units[i]; d%u.d == 0 {
 			if d == u.d {
 				return u.name
 			}
@@ -240,10 +211,9 @@ func formatPeriod(d time.Duration) string {
 	return d.String() // not reached: d is a whole number of ms
 }
 
-// digitLen returns how many digits the number e, written by FormatFloat in
-// the 'e' format without trailing zeros in its mantissa, has in plain
-// decimal notation, not counting the 0 before the point of a number below
-// 1: "2.5e+02" (250) is 3, "2.5e+00" is 2, "2.5e-02" (0.025) is 3.
+// digitLen returns how many digits the number e (FormatFloat's 'e' format,
+// no trailing zeros) has in plain decimal, without the 0 before the point
+// of a number below 1: "2.5e+02" is 3, "2.5e+00" 2, "2.5e-02" 3.
 func digitLen(e string) int {
 	i := strings.IndexByte(e, 'e')
 	k := i // significant digits
@@ -261,8 +231,7 @@ func digitLen(e string) int {
 }
 
 // formatCount writes n as the shortest decimal that parses back to it,
-// without an exponent unless n is above 2^53 (which ParseRate refuses in
-// plain digits) or below 10^-6.
+// with an exponent only above 2^53 or below 10^-6.
 func formatCount(n float64) string {
 	if n > maxExactCount || n < 1e-6 {
 		return strconv.FormatFloat(n, 'g', -1, 64)

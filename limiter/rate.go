@@ -9,24 +9,16 @@ import (
 	"github.com/sluice-go/sluice/internal/settings"
 )
 
-// Rate is a target rate: a count of events per period. Build one with
-// PerSecond, PerMinute, PerHour, PerDay or Every (or ParseRate). It
-// decides as its events per second; the period it was built with is the
-// default window of a Limit that gives none (see Limit.Window), and String
-// writes it. Two Rates are equal when built with the same count and
-// period: PerMinute(60) decides as PerSecond(1) but is not equal to it.
-// The zero Rate is invalid: passing it to Inc returns ErrInvalidRate. A
-// Rate is a small value; copy it freely.
+// Rate is a target rate: count events per period, built with PerSecond,
+// PerMinute, PerHour, PerDay, Every or ParseRate. It decides as its events
+// per second; its period is the default window of a Limit and what String
+// writes, so PerMinute(60) decides as PerSecond(1) but is not equal to it.
+// The zero Rate is invalid (ErrInvalidRate). A Rate is a small value; copy
+// it freely.
 type Rate struct {
 	perSecond float64
-	// count and period are what the rate was built with: count events
-	// per period (0 for the zero Rate).
-	count  float64
-	period time.Duration
-	// badPeriod is set by Every when its period is not positive: the
-	// rate is invalid and validate names that period.
-	badPeriod    time.Duration
-	hasBadPeriod bool
+	count     float64
+	period    time.Duration // ≤ 0 only from Every's bad period (perSecond NaN)
 }
 
 // PerSecond returns a rate of n events per second; its period is 1 s.
@@ -45,7 +37,7 @@ func PerDay(n float64) Rate { return Rate{perSecond: n / 86400, count: n, period
 // an invalid rate.
 func Every(n float64, d time.Duration) Rate {
 	if d <= 0 {
-		return Rate{perSecond: math.NaN(), badPeriod: d, hasBadPeriod: true}
+		return Rate{perSecond: math.NaN(), period: d}
 	}
 	return Rate{perSecond: n / d.Seconds(), count: n, period: d}
 }
@@ -53,14 +45,10 @@ func Every(n float64, d time.Duration) Rate {
 // PerSecondValue returns the rate in events per second.
 func (r Rate) PerSecondValue() float64 { return r.perSecond }
 
-// defaultWindow returns the window a rate is given when none is (a Limit
-// with Window 0, a sluice command without --window): the rate's period, so
-// that "100/day" admits 100 per day and Every(3, 10*time.Second) 3 per
-// 10 s. A rate of less than one unit per period takes the shortest whole
-// multiple of its period that holds one unit (PerSecond(0.5): 2 s; the
-// capacity rule is Capacity's). An invalid rate is its ErrInvalidRate; a
-// window outside 1 ms to 31 days (Every(1, 40*24*time.Hour), or 1e-9 per
-// day) is ErrInvalidConfig naming the period: give the window then.
+// defaultWindow returns the window of a Limit with Window 0 (and of the
+// sluice command without --window): the rate's period, or the shortest
+// multiple of it that holds one unit. An invalid rate is its
+// ErrInvalidRate; a window outside 1 ms to 31 days is ErrInvalidConfig.
 func defaultWindow(r Rate) (time.Duration, error) {
 	if err := r.validate(); err != nil {
 		return 0, err
@@ -88,26 +76,19 @@ func defaultWindow(r Rate) (time.Duration, error) {
 	return w, nil
 }
 
-// String writes r in the form ParseRate reads, COUNT/PERIOD over the
-// period r was built with, the count in its shortest decimal (an exponent
-// only above 2^53 or below 10^-6) and the period in its largest whole unit
-// of ms, s, min, h and day: PerSecond(5.5) is "5.5/s", PerMinute(1000)
-// "1000/min", PerHour(90) "90/h", Every(3, 10*time.Second) "3/10s",
-// Every(1, 90*time.Second) "1/90s", PerSecond(1e16) "1e+16/s".
-// ParseRate(r.String()) == r for every valid r whose period is a whole
-// number of milliseconds. Another rate (Every(1, 1500*time.Microsecond))
-// is written over the unit of s, min, h and day whose count needs the
-// fewest digits, which ParseRate reads back as the same events per second
-// over that unit; an invalid rate is written per second ("NaN/s"), which
-// ParseRate refuses.
+// String writes r as ParseRate reads it, COUNT/PERIOD over r's period:
+// the count in its shortest decimal, the period in its largest whole unit
+// ("5.5/s", "1000/min", "3/10s", "1/90s"), so ParseRate(r.String()) == r
+// for a valid r of whole-millisecond period. Another period is written
+// over the unit whose count needs the fewest digits; an invalid rate as
+// "NaN/s" or the like, which ParseRate refuses.
 func (r Rate) String() string { return r.format() }
 
-// validate reports ErrInvalidRate unless r is finite and positive (every
-// call that takes a rate reports it so: Capacity, NewSet, Inc).
+// validate reports ErrInvalidRate unless r is finite and positive.
 func (r Rate) validate() error {
 	p := r.perSecond
-	if r.hasBadPeriod {
-		return fmt.Errorf("%w: a period of %v (want a positive duration)", ErrInvalidRate, r.badPeriod)
+	if r.period <= 0 && math.IsNaN(p) {
+		return fmt.Errorf("%w: a period of %v (want a positive duration)", ErrInvalidRate, r.period)
 	}
 	if math.IsNaN(p) || math.IsInf(p, 0) || p <= 0 {
 		return fmt.Errorf("%w: %v events per second (want a finite number > 0)", ErrInvalidRate, p)
@@ -115,26 +96,19 @@ func (r Rate) validate() error {
 	return nil
 }
 
-// epsilon absorbs binary rounding in rate × window (0.7 × 10 must give 7).
-const epsilon = settings.CapacityEpsilon
-
-// Capacity returns C = floor(rate × window in seconds + 1e-9), the number of
-// units a window of the given length admits. It is the one function every
-// provider uses. A capacity below 1 is ErrCapacityTooSmall; one above 2^50
-// is ErrInvalidRate.
+// Capacity returns C = floor(rate × window in seconds + 1e-9), the units
+// a window admits, as every provider computes it (the 1e-9 absorbs binary
+// rounding: 0.7 × 10 s gives 7). A bad window is ErrInvalidConfig, C < 1
+// ErrCapacityTooSmall, C > 2^50 ErrInvalidRate.
 func Capacity(r Rate, window time.Duration) (int64, error) {
-	// The fast path, small enough to inline into every Inc: for x ≥ 0,
-	// int64 truncation is floor, and every invalid input (NaN, ±Inf, a
-	// rate ≤ 0, a window ≤ 0, C < 1 or C > 2^50) fails the one test and
-	// takes the path below, which names the error.
-	if v := r.perSecond*window.Seconds() + epsilon; v >= 1 && v < float64(settings.MaxCapacity)+1 && window > 0 {
+	// The fast path inlines; every invalid input fails its one test.
+	if v := r.perSecond*window.Seconds() + settings.CapacityEpsilon; v >= 1 && v < float64(settings.MaxCapacity)+1 && window > 0 {
 		return int64(v), nil
 	}
 	return capacityError(r, window)
 }
 
-// capacityError is Capacity's slow path: the error that names what is
-// wrong (the rate first).
+// capacityError is Capacity's slow path, naming the rate's error first.
 func capacityError(r Rate, window time.Duration) (int64, error) {
 	if err := r.validate(); err != nil {
 		return 0, err

@@ -1,7 +1,7 @@
 // Package settings holds what the options of package limiter set: the
-// resolved configuration, its limits and defaults, and the clock. It sits
+// resolved configuration, its bounds and defaults, and the clock. It sits
 // below package limiter, so Config takes limiter's types as type
-// parameters; internal/window names the one instance providers use.
+// parameters; internal/window names the instance providers use.
 package settings
 
 import (
@@ -15,38 +15,25 @@ import (
 	"unicode"
 )
 
-// Limits of the configuration and the counts (docs/algorithms.md, Bounds).
+// Bounds of the configuration and the counts (docs/algorithms.md, Bounds).
 const (
 	MinWindow = time.Millisecond
 	MaxWindow = 31 * 24 * time.Hour
 	// MaxBuckets bounds W/B, so the worst Redis call, which reads every
-	// live bucket once, stays within its time budget (docs/algorithms.md,
-	// Bounded work).
+	// live bucket, stays within its time budget.
 	MaxBuckets = 500
-	// MaxCapacity bounds C and H so every count stays an exact integer in a
-	// Lua double.
+	// MaxCapacity bounds C and H so every count stays exact in a double.
 	MaxCapacity = int64(1) << 50
-	// MaxHardLimitFactor is the largest hard-limit factor: beyond it every
-	// hard capacity exceeds MaxCapacity.
+	// MaxHardLimitFactor is the largest factor: beyond, every hard capacity
+	// exceeds MaxCapacity.
 	MaxHardLimitFactor = MaxCapacity
-	// MaxPrefix is the longest Redis key prefix accepted.
-	MaxPrefix = 128
-)
-
-// Defaults.
-const (
-	DefaultWindow           = time.Minute
-	DefaultHardLimitFactor  = 1.0
-	DefaultSuppressionCache = 100 * time.Millisecond
-	DefaultPrefix           = "sluice"
-	DefaultTimeout          = 250 * time.Millisecond
-	DefaultProbeInterval    = 200 * time.Millisecond
-	// DefaultBatch is the largest pipeline of concurrent script calls
-	// (limiter.WithBatching; docs/operations.md, Batching).
+	MaxPrefix          = 128
+	DefaultPrefix      = "sluice"
+	// DefaultBatch is the default of limiter.WithBatching, MaxBatch its
+	// largest.
 	DefaultBatch = 128
-	// MaxBatch is the largest batch limiter.WithBatching accepts.
-	MaxBatch   = 1024
-	MaxTimeout = time.Hour
+	MaxBatch     = 1024
+	MaxTimeout   = time.Hour
 )
 
 var (
@@ -54,58 +41,45 @@ var (
 	startWallNs = startWall.UnixNano()
 )
 
-// WallNow is the default clock: the wall clock at process start advanced
-// by the monotonic clock, which costs one clock read instead of two and
-// never steps back when the system clock is set.
+// WallNow is the default clock: the wall clock at start advanced by the
+// monotonic clock, one clock read that never steps back.
 func WallNow() time.Time { return startWall.Add(time.Since(startWall)) }
 
-// Config is the resolved configuration, over the observer type Obs, the
-// failure policy Pol and the state change SC of package limiter. The zero
-// value is not valid: build it with New.
+// Config is the resolved configuration, over package limiter's observer
+// type Obs, failure policy Pol and state change SC. Build it with New.
 type Config[Obs any, Pol ~int, SC any] struct {
 	Window           time.Duration
 	Bucket           time.Duration // 0 until resolved: W/100, at least 1 ms
 	HardLimitFactor  float64
 	SuppressionCache time.Duration
-	Clock            func() time.Time // limiter.WithClock's
-	ClockSet         bool             // WithClock was given (Redis providers then stop using TIME)
+	Clock            func() time.Time
+	ClockSet         bool // WithClock was given (Redis providers then stop using TIME)
 	Random           func() float64
-	RandomSet        bool // WithRandom was given (else Random is math/rand/v2's Float64)
+	RandomSet        bool // WithRandom was given
 	Prefix           string
-	// SweepEvery replaces the local sweep interval when > 0; only tests
-	// set it.
-	SweepEvery time.Duration
-	// Package hybrid's options: the lease sync period (0: 50 ms), the most
-	// units one lease reserves (0: the capacity), and how far ahead a
-	// lease's bucket may start (0: W/20; negative: never).
+	SweepEvery       time.Duration // the local sweep's interval when > 0 (tests)
+	// Package hybrid's: the sync period (0: 50 ms), the most units a lease
+	// reserves (0: the capacity), how far ahead a lease's bucket may start
+	// (0: W/20; negative: never).
 	SyncInterval time.Duration
 	MaxLease     int64
 	LeaseAhead   time.Duration
-	// Given names the options applied, in order (one given twice is
-	// named twice): a provider refuses, at New, those it does not read.
+	// Given names the options applied, in order: a provider refuses, at
+	// New, those it does not read.
 	Given []string
 
-	// The Redis providers' failure handling.
-	Timeout           time.Duration // per Redis call; 0 = the caller's ctx alone
+	Timeout           time.Duration // per Redis call; 0: the caller's ctx alone
 	Policy            Pol
-	FallbackInstances int // the fallback admits C / FallbackInstances; ≥ 1
+	FallbackInstances int
 	ProbeInterval     time.Duration
 	// Logger, when LoggerSet, replaces the Redis providers' default log
-	// (nil: silent). No public option sets it: the observer is the one
-	// channel (limiter.WithObserver); internal/window's WithLogger is for
-	// the tests of that log. Without it the providers log through
-	// slog.Default(), unless an observer was given (ObserverSet).
-	Logger    *slog.Logger
-	LoggerSet bool
-	// Observer is the limiter.Observer of WithObserver, nil for none;
-	// ObserverSet reports that WithObserver was given (even nil).
+	// (slog.Default() unless an observer was given); only tests set it.
+	Logger      *slog.Logger
+	LoggerSet   bool
 	Observer    Obs
-	ObserverSet bool
-	// Batch is the largest number of concurrent script calls to one Redis
-	// node sent as one pipeline; 0 or 1 sends every call alone.
-	Batch int
-	// NoRelief turns hot-key relief off (limiter.WithHotKeyRelief(false)).
-	NoRelief bool
+	ObserverSet bool // WithObserver was given (even nil)
+	Batch       int
+	NoRelief    bool // limiter.WithHotKeyRelief(false)
 
 	// Window, Bucket and SuppressionCache in whole milliseconds.
 	WindowMs, BucketMs int64
@@ -114,8 +88,7 @@ type Config[Obs any, Pol ~int, SC any] struct {
 	errs []error
 }
 
-// The names of the options, as Given records them and errors name them:
-// package limiter's and package hybrid's.
+// The names of the options, as Given records them and errors name them.
 const (
 	OptWindow            = "WithWindow"
 	OptBucket            = "WithBucket"
@@ -136,17 +109,14 @@ const (
 	OptLeaseAhead        = "hybrid.WithLeaseAhead"
 )
 
-// Record notes that the option named name was given. Every option of
-// package limiter and package hybrid calls it first, before it checks its
-// value.
+// Record notes that the option named name was given; every option calls it
+// first.
 func (c *Config[Obs, Pol, SC]) Record(name string) { c.Given = append(c.Given, name) }
 
-// Fail records a configuration error found while applying an option.
-// Options that receive bad values record one, which New reports, so a chain
-// of options never panics.
+// Fail records an option's error for a bad value, which Resolve reports.
 func (c *Config[Obs, Pol, SC]) Fail(err error) { c.errs = append(c.errs, err) }
 
-// New applies opts over the defaults and validates the result; a value out
+// New applies opts over the defaults and resolves the result; a value out
 // of range is an error wrapping errInvalid (limiter's ErrInvalidConfig).
 func New[Obs any, Pol ~int, SC any, O ~func(*Config[Obs, Pol, SC])](errInvalid error, opts ...O) (Config[Obs, Pol, SC], error) {
 	c := Apply[Obs, Pol, SC](opts...)
@@ -156,19 +126,18 @@ func New[Obs any, Pol ~int, SC any, O ~func(*Config[Obs, Pol, SC])](errInvalid e
 	return c, nil
 }
 
-// Apply applies opts over the defaults, checking nothing yet: Given names
-// the options applied, and Resolve reports their errors and validates.
+// Apply applies opts over the defaults, checking nothing yet.
 func Apply[Obs any, Pol ~int, SC any, O ~func(*Config[Obs, Pol, SC])](opts ...O) Config[Obs, Pol, SC] {
 	c := Config[Obs, Pol, SC]{
-		Window:            DefaultWindow,
-		HardLimitFactor:   DefaultHardLimitFactor,
-		SuppressionCache:  DefaultSuppressionCache,
+		Window:            time.Minute,
+		HardLimitFactor:   1,
+		SuppressionCache:  100 * time.Millisecond,
 		Clock:             WallNow,
 		Random:            rand.Float64,
 		Prefix:            DefaultPrefix,
-		Timeout:           DefaultTimeout,
+		Timeout:           250 * time.Millisecond,
 		FallbackInstances: 1,
-		ProbeInterval:     DefaultProbeInterval,
+		ProbeInterval:     200 * time.Millisecond,
 		Batch:             DefaultBatch,
 	}
 	for _, o := range opts {
@@ -179,83 +148,49 @@ func Apply[Obs any, Pol ~int, SC any, O ~func(*Config[Obs, Pol, SC])](opts ...O)
 	return c
 }
 
-// Resolve reports the errors the options recorded (Fail), else validates
-// c and fills in what it derives (the default bucket, the milliseconds);
-// a value out of range is an error wrapping errInvalid.
+// Resolve reports the errors the options recorded, else validates c and
+// fills in the default bucket and the milliseconds; a value out of range
+// is an error wrapping errInvalid.
 func (c *Config[Obs, Pol, SC]) Resolve(errInvalid error) error {
 	if len(c.errs) > 0 {
 		return errors.Join(c.errs...)
 	}
-	if err := c.validate(); err != nil {
-		return fmt.Errorf("%w: %w", errInvalid, err)
-	}
-	return nil
-}
-
-func wholeMs(d time.Duration) bool { return d%time.Millisecond == 0 }
-
-func (c *Config[Obs, Pol, SC]) validate() error {
-	w := c.Window
-	switch {
-	case w < MinWindow || w > MaxWindow:
-		return fmt.Errorf("window %v outside [1ms, 744h]", w)
-	case !wholeMs(w):
-		return fmt.Errorf("window %v is not a whole number of milliseconds", w)
-	}
+	w, f, sc := c.Window, c.HardLimitFactor, c.SuppressionCache
 	if c.Bucket == 0 {
-		c.Bucket = (w / 100).Truncate(time.Millisecond)
-		if c.Bucket < time.Millisecond {
-			c.Bucket = time.Millisecond
+		c.Bucket = max((w / 100).Truncate(time.Millisecond), time.Millisecond)
+	}
+	b, prefixErr := c.Bucket, ValidatePrefix(c.Prefix)
+	frac := func(d time.Duration) bool { return d%time.Millisecond != 0 } // not whole ms
+	for _, v := range []struct {
+		bad bool
+		err func() error
+	}{
+		{w < MinWindow || w > MaxWindow, func() error { return fmt.Errorf("window %v outside [1ms, 744h]", w) }},
+		{frac(w), func() error { return fmt.Errorf("window %v is not a whole number of milliseconds", w) }},
+		{b < time.Millisecond || b > w, func() error { return fmt.Errorf("bucket %v outside [1ms, window %v]", b, w) }},
+		{frac(b), func() error { return fmt.Errorf("bucket %v is not a whole number of milliseconds", b) }},
+		{w/b > MaxBuckets, func() error {
+			return fmt.Errorf("window %v / bucket %v: W/B = %d, above the limit of %d (a Redis call may read every bucket of a window)", w, b, w/b, MaxBuckets)
+		}},
+		{math.IsNaN(f) || math.IsInf(f, 0) || f < 1, func() error { return fmt.Errorf("hard limit factor %v must be finite and at least 1", f) }},
+		{f > float64(MaxHardLimitFactor), func() error {
+			return fmt.Errorf("hard limit factor %v above %d (2^50): the hard capacity rate × W × F of every rate would be above the largest count, 2^50", f, MaxHardLimitFactor)
+		}},
+		{sc < 0 || sc > MaxWindow, func() error { return fmt.Errorf("suppression cache %v outside [0, 744h]", sc) }},
+		{frac(sc), func() error { return fmt.Errorf("suppression cache %v is not a whole number of milliseconds", sc) }},
+		{prefixErr != nil, func() error { return prefixErr }},
+		{c.Timeout < 0 || c.Timeout > MaxTimeout, func() error { return fmt.Errorf("timeout %v outside [0, 1h]", c.Timeout) }},
+		{c.FallbackInstances < 1, func() error { return fmt.Errorf("fallback instances %d must be at least 1", c.FallbackInstances) }},
+		{c.ProbeInterval < time.Millisecond || c.ProbeInterval > time.Minute, func() error {
+			return fmt.Errorf("probe interval %v outside [1ms, 1m]", c.ProbeInterval)
+		}},
+		{c.Batch < 0 || c.Batch > MaxBatch, func() error { return fmt.Errorf("batch size %d outside [0, %d]", c.Batch, MaxBatch) }},
+	} {
+		if v.bad {
+			return fmt.Errorf("%w: %w", errInvalid, v.err())
 		}
 	}
-	b := c.Bucket
-	switch {
-	case b < time.Millisecond || b > w:
-		return fmt.Errorf("bucket %v outside [1ms, window %v]", b, w)
-	case !wholeMs(b):
-		return fmt.Errorf("bucket %v is not a whole number of milliseconds", b)
-	case w/b > MaxBuckets:
-		return fmt.Errorf("window %v / bucket %v: W/B = %d, above the limit of %d (a Redis call may read every bucket of a window)", w, b, w/b, MaxBuckets)
-	}
-	f := c.HardLimitFactor
-	switch {
-	case math.IsNaN(f) || math.IsInf(f, 0) || f < 1:
-		return fmt.Errorf("hard limit factor %v must be finite and at least 1", f)
-	case f > float64(MaxHardLimitFactor):
-		return fmt.Errorf(
-			"hard limit factor %v above %d (2^50): the hard capacity rate × W × F of every rate would be above the largest count, 2^50", f, MaxHardLimitFactor)
-	}
-	sc := c.SuppressionCache
-	switch {
-	case sc < 0 || sc > MaxWindow:
-		return fmt.Errorf("suppression cache %v outside [0, 744h]", sc)
-	case !wholeMs(sc):
-		return fmt.Errorf("suppression cache %v is not a whole number of milliseconds", sc)
-	}
-	if c.Clock == nil {
-		return fmt.Errorf("nil clock")
-	}
-	if c.Random == nil {
-		return fmt.Errorf("nil random source")
-	}
-	if err := ValidatePrefix(c.Prefix); err != nil {
-		return err
-	}
-	if c.Timeout < 0 || c.Timeout > MaxTimeout {
-		return fmt.Errorf("timeout %v outside [0, 1h]", c.Timeout)
-	}
-	if c.FallbackInstances < 1 {
-		return fmt.Errorf("fallback instances %d must be at least 1", c.FallbackInstances)
-	}
-	if c.ProbeInterval < time.Millisecond || c.ProbeInterval > time.Minute {
-		return fmt.Errorf("probe interval %v outside [1ms, 1m]", c.ProbeInterval)
-	}
-	if c.Batch < 0 || c.Batch > MaxBatch {
-		return fmt.Errorf("batch size %d outside [0, %d]", c.Batch, MaxBatch)
-	}
-	c.WindowMs = w.Milliseconds()
-	c.BucketMs = b.Milliseconds()
-	c.CacheMs = sc.Milliseconds()
+	c.WindowMs, c.BucketMs, c.CacheMs = w.Milliseconds(), b.Milliseconds(), sc.Milliseconds()
 	return nil
 }
 
@@ -267,16 +202,15 @@ func ValidatePrefix(p string) error {
 		return fmt.Errorf("prefix must be 1 to %d bytes, got %d", MaxPrefix, len(p))
 	}
 	if i := strings.IndexFunc(p, func(r rune) bool {
-		return r == '{' || r == '}' || r == '*' || r == '?' || r == '[' || r == ']' || r == '\\' ||
-			unicode.IsSpace(r) || unicode.IsControl(r)
+		return strings.ContainsRune("{}*?[]\\", r) || unicode.IsSpace(r) || unicode.IsControl(r)
 	}); i >= 0 {
 		return fmt.Errorf("prefix %q has a reserved character at byte %d", p, i)
 	}
 	return nil
 }
 
-// MaxClockMs bounds a WithClock reading (clamped), so every time a script
-// computes stays an exact integer in a double.
+// MaxClockMs bounds a WithClock reading, so every time a script computes
+// stays exact in a double.
 const MaxClockMs = int64(1) << 52
 
 // NowMs reads the clock in whole milliseconds (Unix epoch), clamped to
@@ -301,8 +235,5 @@ func (c *Config[Obs, Pol, SC]) Rand() float64 {
 	if !(r > 0) { // also NaN
 		return 0
 	}
-	if r >= 1 {
-		return math.Nextafter(1, 0)
-	}
-	return r
+	return min(r, math.Nextafter(1, 0))
 }

@@ -1,37 +1,32 @@
-// Config is the configuration every sluice provider reads: the option
-// settings of package internal/settings over package limiter's types.
-// Users never see it: they pass limiter.Option values, and each provider
-// resolves them with ConfigFor, which refuses those it does not read;
-// NewConfig checks their values alone (the CLI's flags, cleanup's window).
-
 package window
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluice-go/sluice/internal/settings"
+	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// Config is the resolved configuration.
+// Config is the resolved configuration of limiter.Option values: each
+// provider resolves them with ConfigFor.
 type Config = settings.Config[limiter.Observer, limiter.FailurePolicy, limiter.StateChange]
 
-// NewConfig applies opts over the defaults and validates the result; a
-// value out of range is limiter.ErrInvalidConfig. It reads every option,
-// as no single provider does (ConfigFor). It takes limiter.Option values
-// and function literals over *Config alike.
+// NewConfig applies opts over the defaults and validates the result (a
+// value out of range is limiter.ErrInvalidConfig), reading every option
+// (the CLI's flags, cleanup's window).
 func NewConfig[O ~func(*Config)](opts ...O) (Config, error) {
 	return settings.New[limiter.Observer, limiter.FailurePolicy, limiter.StateChange](limiter.ErrInvalidConfig, opts...)
 }
 
-// ConfigFor is NewConfig for the provider named provider (ProviderLocal,
-// ProviderRedisAbs, ProviderRedisSup or ProviderHybrid) with strategy
-// (StrategyAbsolute or StrategySuppressed): an option given that the
-// provider does not read (Reads) is limiter.ErrInvalidConfig, naming every
-// such option, the provider and the strategy. That check comes before the
-// values are checked.
+// ConfigFor is NewConfig for a provider and strategy: an option given that
+// it does not read (Reads) is limiter.ErrInvalidConfig naming every such
+// option, the provider and the strategy, before any value is checked.
 func ConfigFor[O ~func(*Config)](provider, strategy string, opts ...O) (Config, error) {
 	c := settings.Apply[limiter.Observer, limiter.FailurePolicy, limiter.StateChange](opts...)
 	if err := unread(provider, strategy, c.Given); err != nil {
@@ -43,8 +38,7 @@ func ConfigFor[O ~func(*Config)](provider, strategy string, opts ...O) (Config, 
 	return c, nil
 }
 
-// reader is a set of providers, each with a strategy: the ones that read
-// an option.
+// reader is a set of providers with a strategy: those reading an option.
 type reader uint8
 
 const (
@@ -83,38 +77,24 @@ var readers = map[string]reader{
 	settings.OptLeaseAhead:        hybrids,
 }
 
-// readerOf is the provider named provider with strategy; 0 for a name
-// or a strategy it does not know.
-func readerOf(provider, strategy string) reader {
-	sup := strategy == StrategySuppressed
-	switch {
-	case strategy != StrategyAbsolute && !sup:
-		return 0
-	case provider == ProviderLocal && sup:
-		return localSup
-	case provider == ProviderLocal:
-		return localAbs
-	case provider == ProviderRedisAbs && !sup:
-		return redisAbs
-	case provider == ProviderRedisSup && sup:
-		return redisSup
-	case provider == ProviderHybrid && sup:
-		return hybridSup
-	case provider == ProviderHybrid:
-		return hybridAbs
-	}
-	return 0
+// providers are the readers by provider and strategy.
+var providers = map[[2]string]reader{
+	{ProviderLocal, StrategyAbsolute}:      localAbs,
+	{ProviderLocal, StrategySuppressed}:    localSup,
+	{ProviderRedisAbs, StrategyAbsolute}:   redisAbs,
+	{ProviderRedisSup, StrategySuppressed}: redisSup,
+	{ProviderHybrid, StrategyAbsolute}:     hybridAbs,
+	{ProviderHybrid, StrategySuppressed}:   hybridSup,
 }
 
 // Reads reports whether the provider named provider, with strategy, reads
 // the option named opt ("WithTimeout", "hybrid.WithMaxLease").
 func Reads(provider, strategy, opt string) bool {
-	r := readerOf(provider, strategy)
-	return r != 0 && readers[opt]&r != 0
+	return readers[opt]&providers[[2]string{provider, strategy}] != 0
 }
 
-// unread is the error for the options of given (names, in the order
-// given) that the provider does not read, nil when it reads them all.
+// unread is the error for the options of given that the provider does not
+// read, nil when it reads them all.
 func unread(provider, strategy string, given []string) error {
 	var names []string
 	for _, n := range given {
@@ -134,9 +114,8 @@ func unread(provider, strategy string, given []string) error {
 }
 
 // ForFallback, appended to a Redis provider's options, forgets the options
-// given, so that its local fallback, built from the same options, is not
-// refused for those only its parent reads: the parent's ConfigFor has
-// checked them.
+// given, so that its local fallback is not refused those only the parent
+// reads (the parent's ConfigFor checked them).
 func ForFallback(c *Config) { c.Given = nil }
 
 // ValidatePrefix reports limiter.ErrInvalidConfig, with the reason, for a
@@ -148,8 +127,7 @@ func ValidatePrefix(p string) error {
 	return nil
 }
 
-// CheckCost reports limiter.ErrInvalidCost for n < 0. Every n ≥ 0 is a
-// cost: one above the capacity is a decision with Never set.
+// CheckCost reports limiter.ErrInvalidCost for n < 0.
 func CheckCost(n int64) error {
 	if n < 0 {
 		return fmt.Errorf("%w: n = %d (want n ≥ 0)", limiter.ErrInvalidCost, n)
@@ -157,8 +135,7 @@ func CheckCost(n int64) error {
 	return nil
 }
 
-// CheckSet reports limiter.ErrInvalidConfig for a nil or empty set, which
-// no set call accepts.
+// CheckSet reports limiter.ErrInvalidConfig for a nil or empty set.
 func CheckSet(s *limiter.Set) error {
 	if s.Len() == 0 {
 		return fmt.Errorf("%w: an empty set of limits (build one with NewSet)", limiter.ErrInvalidConfig)
@@ -166,8 +143,7 @@ func CheckSet(s *limiter.Set) error {
 	return nil
 }
 
-// The observer's vocabulary: the values of limiter.DecisionEvent's and
-// limiter.Event's string fields, as package limiter documents them.
+// The values of limiter.DecisionEvent's and limiter.Event's string fields.
 const (
 	ProviderLocal    = "local"
 	ProviderRedisAbs = "redisabs"
@@ -220,8 +196,7 @@ func DecisionSource(provider string, d *limiter.Decision, backend bool) string {
 }
 
 // DecisionPolicy returns limiter.DecisionEvent.Policy for a set call's
-// limits: the first that refused, else the first with the fewest units
-// remaining; "" for no limits (a single-limit call).
+// limits (limiter documents it); "" for a single-limit call.
 func DecisionPolicy(limits []limiter.LimitDecision) string {
 	if len(limits) == 0 {
 		return ""
@@ -236,4 +211,58 @@ func DecisionPolicy(limits []limiter.LimitDecision) string {
 		}
 	}
 	return limits[best].Name
+}
+
+// LogStateChange writes sc to l: Warn on entering degraded mode, Info on
+// leaving it. It logs through limiter.NewLogObserver, so a provider's
+// default log and a log observer write the same records.
+func LogStateChange(ctx context.Context, l *slog.Logger, sc limiter.StateChange) {
+	limiter.NewLogObserver(l).ObserveEvent(ctx, limiter.Event{Kind: EventStateChange, Provider: sc.Provider, State: sc})
+}
+
+// WithLogger replaces a Redis provider's default log by l (nil: silent),
+// observer or not: for the tests of that log (the observer is the public
+// channel).
+func WithLogger(l *slog.Logger) limiter.Option {
+	return func(c *Config) { c.Logger, c.LoggerSet = l, true }
+}
+
+// StateObserver returns an Observer that calls fn with every state change
+// and ignores the rest, for tests that wait for the breaker.
+func StateObserver(fn func(limiter.StateChange)) limiter.Observer { return stateObserver(fn) }
+
+type stateObserver func(limiter.StateChange)
+
+func (stateObserver) ObserveDecision(context.Context, limiter.DecisionEvent) {}
+
+func (fn stateObserver) ObserveEvent(_ context.Context, e limiter.Event) {
+	if e.Kind == EventStateChange {
+		fn(e.State)
+	}
+}
+
+// ResolveLimit is the single limit a middleware (httplimit, grpclimit)
+// enforces with l: Name defaults to defaultName; Window 0 takes the window
+// l reports (Window() time.Duration, as every provider has), another is an
+// error, and a limiter that reports none must be given one. Every error
+// wraps limiter.ErrInvalidConfig.
+func ResolveLimit(l limiter.Limiter, limit limiter.Limit, defaultName string) (limiter.Limit, error) {
+	if limit.Name == "" {
+		limit.Name = defaultName
+	}
+	if err := key.ValidateLimitName(limit.Name); err != nil {
+		return limit, fmt.Errorf("%w: limit name: %w", limiter.ErrInvalidConfig, err)
+	}
+	if w, ok := l.(interface{ Window() time.Duration }); ok {
+		switch lw := w.Window(); {
+		case limit.Window == 0:
+			limit.Window = lw
+		case limit.Window != lw:
+			return limit, fmt.Errorf("%w: limit %q: window %v differs from the limiter's window %v (leave Limit.Window 0 to use the limiter's)", limiter.ErrInvalidConfig, limit.Name, limit.Window, lw)
+		}
+	}
+	if limit.Window < time.Millisecond {
+		return limit, fmt.Errorf("%w: limit %q: window %v (this limiter does not report its window: give Limit.Window, the window it was built with, at least 1ms)", limiter.ErrInvalidConfig, limit.Name, limit.Window)
+	}
+	return limit, nil
 }

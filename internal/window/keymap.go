@@ -8,13 +8,11 @@ import (
 
 // keymap maps keys to their entries: shards by the top bits of the key's
 // hash, each an open-addressed table with linear probing, read without a
-// lock (readers write nothing) and written under the shard's mutex.
-//
-// A slot is written once: its entry (and the entry's key) before its hash
-// is stored atomically, so a reader that loads a key's hash may read its
-// entry. A removed key's slot gets the hash tomb and keeps its entry for
-// earlier readers until the shard's next rehash, which publishes a new
-// table of the live slots. Inserts fill only empty slots.
+// lock and written under the shard's mutex. A slot is written once, its
+// entry before its hash (atomically), so a reader that loads a key's hash
+// may read its entry. A removed key's slot gets the hash tomb and keeps its
+// entry for earlier readers until the shard's next rehash publishes a new
+// table.
 type keymap struct {
 	seed   maphash.Seed
 	tables [mapShards]atomic.Pointer[table] // read by every lookup
@@ -32,8 +30,8 @@ const (
 type table struct{ slots []slot }
 
 // slot is one key's place in a table. Once the table is published, h is
-// read and written with sync/atomic: 0 for an empty slot, tomb for a
-// removed key, else the key's hash (odd). e is written once, before h.
+// accessed atomically: 0 for an empty slot, tomb for a removed key, else
+// the key's hash (odd).
 type slot struct {
 	h uint64
 	e *entry
@@ -42,8 +40,7 @@ type slot struct {
 // tomb is the hash of a slot whose key was removed: even, so no key's.
 const tomb = 2
 
-// shard holds what writers of one shard share, padded to a cache line of
-// its own.
+// shard holds what writers of one shard share, on a cache line of its own.
 type shard struct {
 	mu   sync.Mutex
 	used int // slots holding a key or a tombstone
@@ -76,8 +73,8 @@ func (m *keymap) load(h uint64, k string) *entry {
 	}
 }
 
-// loadOrStore returns k's entry, storing e as it when k has none (e is
-// new: loadOrStore sets its key).
+// loadOrStore returns k's entry, storing the new e (and its key) when k has
+// none.
 func (m *keymap) loadOrStore(h uint64, k string, e *entry) *entry {
 	i := h >> (64 - mapShardBits)
 	sh := &m.shards[i]
@@ -129,9 +126,8 @@ func (m *keymap) compareAndDelete(h uint64, k string, e *entry) {
 	}
 }
 
-// rehash publishes and returns a new table for shard i sized for n keys
-// (at most 3/8 full) holding its live slots. The caller holds the shard's
-// mutex.
+// rehash publishes and returns a new table of shard i's live slots, sized
+// for n keys (at most 3/8 full), under the shard's mutex.
 func (m *keymap) rehash(i uint64, n int) *table {
 	size := minSlots
 	for size*3 < 8*n {
@@ -174,12 +170,10 @@ func (m *keymap) shrink(i uint64) {
 	}
 }
 
-// snapshot returns shard i's table as it is now; the caller reads its
-// slots with slotEntry.
+// snapshot returns shard i's table as it is now (read with slotEntry).
 func (m *keymap) snapshot(i uint64) *table { return m.tables[i].Load() }
 
-// slotEntry returns the key and entry of slot j of t, ok false for an
-// empty slot or a tombstone.
+// slotEntry returns slot j's key and entry, ok false for none.
 func (t *table) slotEntry(j int) (k string, h uint64, e *entry, ok bool) {
 	s := &t.slots[j]
 	h = atomic.LoadUint64(&s.h)

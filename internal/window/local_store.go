@@ -3,6 +3,7 @@ package window
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -14,14 +15,12 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// sweepChunk is how many keys the sweep visits before it yields the
-// processor to callers.
+// sweepChunk is how many keys the sweep visits before it yields.
 const sweepChunk = 128
 
 // entry is one key's state behind its own lock, 128 bytes: two cache
-// lines. The sweep or Reset marks an entry dead under that lock (its
-// state dropped) before removing it, so a caller that loaded it just
-// before looks again instead of writing to state nobody reads.
+// lines. The sweep or Reset kills an entry under that lock before removing
+// it, so a caller that loaded it just before looks again (lock).
 type entry struct {
 	mu  sync.Mutex
 	k   string // set by keymap.loadOrStore before publishing; never changed
@@ -29,19 +28,16 @@ type entry struct {
 	buf [1]Bucket // a key's first bucket lives inline
 }
 
-// dead reports whether the entry was removed from the map; the caller holds
-// e.mu.
-func (e *entry) dead() bool { return e.st.Dropped() }
+// dead reports whether the entry was removed from the map (under e.mu).
+func (e *entry) dead() bool { return e.st.ring == nil }
 
-// kill marks the entry removed; the caller holds e.mu.
-func (e *entry) kill() { e.st.Drop() }
+// kill marks the entry removed (under e.mu).
+func (e *entry) kill() { e.st = State{} }
 
-// store is the engine both strategies share: the key map, the clock and the
-// background sweep. Lookups are lock-free (keymap); a call on a known key
-// takes only its own key's lock.
+// store is the engine both strategies share: the key map (lock-free
+// lookups, one lock per key), the clock and the background sweep.
 type store struct {
-	// What an Inc reads comes first, in one or two cache lines; these copy
-	// fields of cfg.
+	// What an Inc reads comes first; these copy fields of cfg.
 	p                   Params
 	m                   *keymap
 	windowSec           float64 // W in seconds
@@ -49,14 +45,14 @@ type store struct {
 	obs                 limiter.Observer
 	closed              atomic.Bool
 	clockSet, randomSet bool
+	sup                 bool // the suppressed strategy
 	cacheMs             int64
 
-	strategy string // the strategy's name, for the observer
+	strategy string
 	cfg      Config
-	// sets holds the states of sets' limits: string → *setEntry.
-	sets sync.Map
+	sets     sync.Map // string → *setEntry
 	// keepMs is how long after its newest bucket opened the sweep keeps a
-	// key: W + B, plus clockSlackMs under WithClock, whose clock may step
+	// key: W + B, plus slackMs under WithClock, whose clock may step
 	// back (the Redis providers give such keys the same minute of TTL).
 	keepMs int64
 
@@ -65,33 +61,38 @@ type store struct {
 	once sync.Once
 }
 
-// clockSlackMs is the minute the sweep adds under WithClock.
-const clockSlackMs = 60_000
+// slackMs is the minute the sweep adds to keep times under WithClock.
+func (s *store) slackMs() int64 {
+	if s.cfg.ClockSet {
+		return 60_000
+	}
+	return 0
+}
 
 func newStore(strategy string, opts []limiter.Option) (*store, error) {
 	cfg, err := ConfigFor(ProviderLocal, strategy, opts...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("local: %w", err)
 	}
 	s := &store{
 		strategy:  strategy,
 		cfg:       cfg,
 		p:         Params{W: cfg.WindowMs, B: cfg.BucketMs},
 		m:         newKeymap(),
-		keepMs:    cfg.WindowMs + cfg.BucketMs,
 		windowSec: cfg.Window.Seconds(),
 		hardF:     cfg.HardLimitFactor,
 		clockSet:  cfg.ClockSet,
 		randomSet: cfg.RandomSet,
+		sup:       strategy == StrategySuppressed,
 		cacheMs:   cfg.CacheMs,
+		obs:       cfg.Observer,
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
-	s.obs = cfg.Observer
-	if cfg.ClockSet {
-		s.keepMs += clockSlackMs
-	}
-	every := sweepInterval(cfg.Window)
+	s.keepMs = s.p.Span() + s.slackMs()
+	// The sweep runs once per window, at least every minute and at most
+	// every second.
+	every := min(max(cfg.Window, time.Second), time.Minute)
 	if cfg.SweepEvery > 0 {
 		every = cfg.SweepEvery
 	}
@@ -99,19 +100,13 @@ func newStore(strategy string, opts []limiter.Option) (*store, error) {
 	return s, nil
 }
 
-// sweepInterval is how often idle keys are dropped: once per window, but at
-// least every minute and at most every second.
-func sweepInterval(w time.Duration) time.Duration {
-	return min(max(w, time.Second), time.Minute)
-}
-
 // check validates what every call shares and reads the clock.
 func (s *store) check(op, k string) (now int64, err error) {
 	if s.closed.Load() {
-		return 0, fmt.Errorf("local: %s: %w", op, limiter.ErrClosed)
+		return 0, errorf(op, limiter.ErrClosed)
 	}
 	if err := key.Validate(k); err != nil {
-		return 0, fmt.Errorf("local: %s: %w", op, err)
+		return 0, errorf(op, err)
 	}
 	return s.now(), nil
 }
@@ -132,12 +127,11 @@ func (s *store) incError(k string, rate limiter.Rate, n int64) (now, c int64, er
 	if _, err := s.check("inc", k); err != nil {
 		return 0, 0, err
 	}
-	if err := checkCost(n); err != nil {
-		return 0, 0, err
+	if err := CheckCost(n); err != nil {
+		return 0, 0, errorf("inc", err)
 	}
-	c, err = limiter.Capacity(rate, s.cfg.Window)
-	if err != nil {
-		return 0, 0, fmt.Errorf("local: inc: %w", err)
+	if c, err = limiter.Capacity(rate, s.cfg.Window); err != nil {
+		return 0, 0, errorf("inc", err)
 	}
 	return s.now(), c, nil // not reached while capacityOf agrees with limiter.Capacity
 }
@@ -152,55 +146,30 @@ func (s *store) supArgs(k string, rate limiter.Rate, n int64) (now, soft, hard i
 	}
 	hard, okH := capacityOf(x)
 	if !ok || !okH || s.closed.Load() || k == "" || len(k) > key.MaxLen || n < 0 {
-		return s.supError(k, rate, n)
+		if now, soft, err = s.incError(k, rate, n); err != nil {
+			return 0, 0, 0, err
+		}
+		if hard, err = s.hardCapacity(rate); err != nil {
+			return 0, 0, 0, err
+		}
 	}
 	return s.now(), soft, hard, nil
 }
 
-// supError is supArgs' slow path: incArgs' errors first, then the hard
-// capacity's.
-func (s *store) supError(k string, rate limiter.Rate, n int64) (now, soft, hard int64, err error) {
-	if now, soft, err = s.incError(k, rate, n); err != nil {
-		return 0, 0, 0, err
-	}
-	if hard, err = s.hardCapacity(rate); err != nil {
-		return 0, 0, 0, err
-	}
-	return now, soft, hard, nil
-}
-
-// hardX is rate × W in seconds × WithHardLimitFactor, multiplied in
-// HardCapacity's order, for capacityOf.
-func (s *store) hardX(rate limiter.Rate) float64 {
-	x := rate.PerSecondValue() * s.windowSec
-	if f := s.hardF; f != 1 {
-		x *= f
-	}
-	return x
-}
-
-// hardCapacity is HardCapacity(rate, W, WithHardLimitFactor): the
-// fast path, else HardCapacity's error.
+// hardCapacity is HardCapacity(rate, W, WithHardLimitFactor).
 func (s *store) hardCapacity(rate limiter.Rate) (int64, error) {
-	if h, ok := capacityOf(s.hardX(rate)); ok {
-		return h, nil
-	}
-	h, err := HardCapacity(rate, s.cfg.Window, s.cfg.HardLimitFactor)
+	h, err := HardCapacity(rate, s.cfg.Window, s.hardF)
 	if err != nil {
-		return 0, fmt.Errorf("local: inc: %w", err)
+		return 0, errorf("inc", err)
 	}
 	return h, nil
 }
 
-// capacityEpsilon is limiter's: it absorbs binary rounding in rate × window.
-const capacityEpsilon = settings.CapacityEpsilon
-
 // capacityOf is the fast path of limiter.Capacity and HardCapacity on x =
 // rate × window seconds (× factor): floor(x + 1e-9), ok false when that is
 // not a valid capacity (the caller asks limiter for the error).
-// TestCapacityMatchesLimiter checks it against limiter's.
 func capacityOf(x float64) (c int64, ok bool) {
-	if v := x + capacityEpsilon; v >= 1 && v < float64(settings.MaxCapacity)+1 {
+	if v := x + settings.CapacityEpsilon; v >= 1 && v < float64(settings.MaxCapacity)+1 {
 		return int64(v), true
 	}
 	return 0, false
@@ -224,8 +193,7 @@ func (s *store) drawPPM() int64 {
 	return s.drawSet()
 }
 
-// drawSet draws from the source of WithRandom, kept out of line so that
-// drawPPM inlines.
+// drawSet is kept out of line so that drawPPM inlines.
 //
 //go:noinline
 func (s *store) drawSet() int64 { return DrawPPM(s.cfg.Rand()) }
@@ -236,13 +204,6 @@ func (s *store) now() int64 {
 		return settings.WallMs()
 	}
 	return settings.ClampMs(s.cfg.Clock().UnixMilli())
-}
-
-func checkCost(n int64) error {
-	if err := CheckCost(n); err != nil {
-		return fmt.Errorf("local: inc: %w", err)
-	}
-	return nil
 }
 
 // lock finds k's entry and locks it, creating it when create is true. It
@@ -257,7 +218,7 @@ func (s *store) lock(k string, create bool) *entry {
 				return nil
 			}
 			e = &entry{}
-			e.st.UseBuffer(e.buf[:])
+			e.st.ring = e.buf[:]
 			e = s.m.loadOrStore(h, k, e)
 		}
 		e.mu.Lock()
@@ -269,15 +230,14 @@ func (s *store) lock(k string, create bool) *entry {
 	}
 }
 
-// remove takes the locked entry e of k (hash h) out of the map and unlocks
-// it.
+// remove kills the locked entry e of k (hash h), unlocks it and takes it
+// out of the map.
 func (s *store) remove(h uint64, k string, e *entry) {
 	e.kill()
 	e.mu.Unlock()
 	s.m.compareAndDelete(h, k, e)
 }
 
-// usage reads k's state under its lock.
 func (s *store) usage(k string) (limiter.Usage, error) {
 	now, err := s.check("get", k)
 	if err != nil {
@@ -317,9 +277,15 @@ func (s *store) sweepLoop(every time.Duration) {
 	}
 }
 
-// sweep drops every key without a live bucket, holding one key's lock at
-// a time and yielding every sweepChunk keys. It drops whole keys only, as
-// Redis expires them, never some buckets of a live key.
+// gone reports whether a key whose newest bucket opened at newest (ok
+// false: none) is past its keep time at now.
+func gone(now, newest int64, ok bool, keepMs int64) bool {
+	return !ok || now-newest >= keepMs || FromFuture(now, newest, keepMs)
+}
+
+// sweep drops every key past its keep time, as Redis expires them (never
+// some buckets of a live key), holding one key's lock at a time and
+// yielding every sweepChunk keys.
 func (s *store) sweep() int {
 	dropped, seen := 0, 0
 	for i := uint64(0); i < mapShards; i++ {
@@ -333,13 +299,11 @@ func (s *store) sweep() int {
 				continue
 			}
 			e.mu.Lock()
-			if e.dead() {
-				e.mu.Unlock()
-			} else if st, ok := e.st.Newest(); ok && s.now()-st < s.keepMs && !FromFuture(s.now(), st, s.keepMs) {
-				e.mu.Unlock()
-			} else {
+			if st, ok := e.st.Newest(); !e.dead() && gone(s.now(), st, ok, s.keepMs) {
 				s.remove(h, k, e)
 				dropped++
+			} else {
+				e.mu.Unlock()
 			}
 			if seen++; seen%sweepChunk == 0 {
 				runtime.Gosched()
@@ -359,6 +323,31 @@ func (s *store) close(ctx context.Context) error {
 	case <-s.done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("local: close: %w", ctx.Err())
+		return errorf("close", ctx.Err())
 	}
+}
+
+// capacityErrors are the sentinels a capacity error wraps.
+var capacityErrors = settings.CapacityErrors{InvalidRate: limiter.ErrInvalidRate, InvalidConfig: limiter.ErrInvalidConfig, TooSmall: limiter.ErrCapacityTooSmall}
+
+// HardCapacity returns H = floor(rate × window in seconds × factor + 1e-9),
+// the suppressed strategy's ceiling (limiter.WithHardLimitFactor): with
+// factor 1, limiter.Capacity. Its errors are Capacity's, then a bad
+// factor's ErrInvalidConfig.
+func HardCapacity(r limiter.Rate, window time.Duration, factor float64) (int64, error) {
+	// The fast path, as Capacity's: every invalid input fails one of its
+	// tests and takes the slow path, which names the error.
+	p := r.PerSecondValue()
+	if x := p * window.Seconds(); factor >= 1 && window > 0 {
+		if factor != 1 {
+			x *= factor
+		}
+		if h, ok := capacityOf(x); ok {
+			return h, nil
+		}
+	}
+	if math.IsNaN(p) || math.IsInf(p, 0) || p <= 0 {
+		return limiter.Capacity(r, window) // the rate's error
+	}
+	return settings.HardCapacity(p, r, window, factor, capacityErrors)
 }

@@ -6,16 +6,10 @@ import (
 	"github.com/sluice-go/sluice/limiter"
 )
 
-// A set of limits is decided as one (docs/algorithms.md, Sets of limits):
-// each limit keeps its own State, with its own window, bucket and
-// capacities, and a call is admitted only if every limit admits it. The
-// functions below are the reference that the set scripts mirror.
-
 // MaxSet is the most limits a set holds (limiter.NewSet's 8).
 const MaxSet = 8
 
-// expired returns s expired at now for a call that writes (peek false),
-// else a view of it in *buf (a read never drops a bucket).
+// expired returns s expired at now, or for a peek a view of it in *buf.
 func expired(s, buf *State, now, span int64, peek bool) *State {
 	if peek {
 		*buf = s.view(now, span)
@@ -25,9 +19,8 @@ func expired(s, buf *State, now, span int64, peek bool) *State {
 	return s
 }
 
-// Limit is one limit of a set decision: its window and bucket, its
-// capacity (the soft capacity for suppressed) and, for suppressed, its
-// hard capacity.
+// Limit is one limit of a set decision (docs/algorithms.md, Sets of
+// limits): its window and bucket, its (soft) capacity and its hard one.
 type Limit struct {
 	P          Params
 	Soft, Hard int64
@@ -44,35 +37,17 @@ func IncAbsoluteSet(states []*State, ls []Limit, now, n int64, rs []Result) {
 	var st [MaxSet]*State
 	allowed := true
 	for i, s := range states {
-		span := ls[i].P.Span()
-		st[i] = expired(s, &peek[i], now, span, n == 0)
+		st[i] = expired(s, &peek[i], now, ls[i].P.Span(), n == 0)
 		c := ls[i].Soft
-		r := &rs[i]
-		*r = Result{Limit: c, Never: cost > c}
-		if !r.Never && st[i].Used+cost <= c {
-			r.Allowed = true
-		} else {
-			r.Outcome, r.Refused = OutcomeRejected, true
+		rs[i] = Result{Limit: c, Never: cost > c}
+		if st[i].Used+cost > c {
+			rs[i].Outcome, rs[i].Refused = OutcomeRejected, true
 			allowed = false
 		}
 	}
 	for i := range states {
-		s, l, r := st[i], &ls[i], &rs[i]
-		span := l.P.Span()
-		if n > 0 {
-			if allowed {
-				s.record(now, l.P.B, n, 0)
-				s.Capacity = l.Soft
-			} else if s.Live() {
-				s.Capacity = l.Soft // the latest rate wins, even on a refusal
-			}
-		}
-		r.Allowed = allowed
-		r.Remaining = max(l.Soft-s.Used, 0)
-		if r.Refused && !r.Never {
-			r.RetryAfter = s.retryAfter(now, span, s.Used, cost, l.Soft, false)
-		}
-		r.ResetAfter = s.resetAfter(now, span)
+		rs[i].Allowed = allowed
+		st[i].absRecord(ls[i].P, now, n, cost, ls[i].Soft, rs[i].Refused, &rs[i])
 	}
 }
 
@@ -85,45 +60,20 @@ func IncAbsoluteSet(states []*State, ls []Limit, now, n int64, rs []Result) {
 func IncSuppressedSet(states []*State, ls []Limit, now, n, cacheMs, randPPM int64, rs []Result) {
 	var peek [MaxSet]State
 	var st [MaxSet]*State
+	var in [MaxSet]Suppressed
 	f := int64(0)
 	for i, s := range states {
 		l, r := &ls[i], &rs[i]
 		st[i] = expired(s, &peek[i], now, l.P.Span(), n == 0)
-		cost := max(RecordedCost(n, l.Hard), 1)
-		forecast := st[i].Used - st[i].Declined + cost
-		*r = Result{Limit: l.Soft, Never: cost > l.Hard}
-		switch {
-		case forecast <= l.Soft:
-		case forecast > l.Hard:
-			r.Outcome, r.FactorPPM = OutcomeSuppressed, PPM
-		default:
-			r.Outcome = OutcomeSuppressed
-			r.FactorPPM = st[i].factor(l.P, now, Suppressed{Soft: l.Soft, Hard: l.Hard, CacheMs: cacheMs}, n > 0)
-		}
+		in[i] = Suppressed{Soft: l.Soft, Hard: l.Hard, CacheMs: cacheMs}
+		st[i].supFactor(l.P, now, n, max(RecordedCost(n, l.Hard), 1), &in[i], r)
 		r.Refused = randPPM < r.FactorPPM
 		f = max(f, r.FactorPPM)
 	}
-	allowed := randPPM >= f
 	for i := range states {
-		s, l, r := st[i], &ls[i], &rs[i]
-		span := l.P.Span()
-		cost := max(RecordedCost(n, l.Hard), 1)
-		if n > 0 {
-			count, declined := cost, int64(0)
-			if !allowed {
-				count = min(cost, max(1, MaxDeclined-s.Declined))
-				declined = count
-			}
-			s.record(now, l.P.B, count, declined)
-			s.Capacity, s.Hard = l.Soft, l.Hard
-		}
-		r.Allowed = allowed
-		accepted := s.Used - s.Declined
-		r.Remaining = max(l.Soft-accepted, 0)
-		if !allowed && !r.Never && accepted+cost > l.Soft {
-			r.RetryAfter = s.retryAfter(now, span, accepted, cost, l.Soft, true)
-		}
-		r.ResetAfter = s.resetAfter(now, span)
+		rs[i].Allowed = randPPM >= f
+		n := RecordedCost(n, ls[i].Hard)
+		st[i].supRecord(ls[i].P, now, n, max(n, 1), &in[i], &rs[i])
 	}
 }
 
@@ -160,17 +110,13 @@ func SetDecision(set *limiter.Set, rs []Result) limiter.SetDecision {
 	d := limiter.SetDecision{Decision: r.Decision(), Limits: make([]limiter.LimitDecision, len(rs))}
 	for i := range rs {
 		p := &rs[i]
-		f := 0.0
-		if p.FactorPPM != 0 {
-			f = float64(p.FactorPPM) / PPM
-		}
 		d.Limits[i] = limiter.LimitDecision{
 			Name:              set.At(i).Name,
 			Limit:             p.Limit,
 			Remaining:         p.Remaining,
 			RetryAfter:        msDuration(p.RetryAfter),
 			ResetAfter:        msDuration(p.ResetAfter),
-			SuppressionFactor: f,
+			SuppressionFactor: factorOf(p.FactorPPM),
 			Refused:           p.Refused,
 			Never:             p.Never,
 		}

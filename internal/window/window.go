@@ -1,12 +1,7 @@
-// Package window is the in-process decision store: the reference
-// implementation of sluice's sliding window (docs/algorithms.md) on one
-// key's state (window.go, set.go), and the keyed store around it
-// (local*.go, keymap.go) that package local faces and the Redis providers
-// use as their fallback. The Redis scripts mirror window.go, and the
-// conformance suite checks that they agree.
-//
-// All times are whole milliseconds. A State is not safe for concurrent use:
-// its owner serialises access.
+// Package window is the reference sliding window (docs/algorithms.md) on
+// one key's state (window.go, set.go), which the Redis scripts mirror, and
+// the in-process store around it (local*.go, keymap.go) that package local
+// faces and the Redis providers fall back on. Times are whole milliseconds.
 package window
 
 import (
@@ -28,13 +23,12 @@ type Bucket struct {
 	Declined int64 // suppressed: units refused
 }
 
-// State is one key's buckets and meta data. The zero value is an empty key.
+// State is one key's buckets and meta data. The zero value is an empty key;
+// a State is not safe for concurrent use.
 type State struct {
 	ring       []Bucket // ring buffer, len is a power of two or 0
-	head, size int32    // oldest at ring[head] (int32: see UseBuffer)
+	head, size int32    // oldest at ring[head]; int32 keeps a local entry in two cache lines
 
-	// The fields every absolute call touches come first: with the ring
-	// header they share a cache line in the local provider's entry.
 	Used     int64 // sum of Count over stored buckets
 	Capacity int64 // stored capacity (soft for suppressed); meaningful while Live
 	Declined int64 // sum of Declined over stored buckets
@@ -45,28 +39,8 @@ type State struct {
 	factorOK  bool
 }
 
-// UseBuffer gives an empty State its first ring storage, so an owner can
-// keep the first buckets inline beside it (the local entry fits in two
-// cache lines: hence the int32 head and size). len(buf) must be a power
-// of two.
-func (s *State) UseBuffer(buf []Bucket) {
-	if s.size == 0 && len(buf)&(len(buf)-1) == 0 {
-		s.ring, s.head = buf, 0
-	}
-}
-
-// Drop empties the state and lets go of its ring (Reset keeps it): the
-// owner's mark, read by Dropped, of a state it has let go.
-func (s *State) Drop() { *s = State{} }
-
-// Dropped reports whether s has no ring: the zero State, or one dropped.
-func (s *State) Dropped() bool { return s.ring == nil }
-
 // Live reports whether the key holds a bucket (after Expire).
 func (s *State) Live() bool { return s.size > 0 }
-
-// Len is the number of stored buckets.
-func (s *State) Len() int { return int(s.size) }
 
 // At returns the i-th stored bucket, oldest first.
 func (s *State) At(i int) Bucket { return s.ring[(int(s.head)+i)&(len(s.ring)-1)] }
@@ -81,10 +55,9 @@ func (s *State) Newest() (start int64, ok bool) {
 	return s.newest().Start, true
 }
 
-// Expire drops the buckets no longer live at now (now − start ≥ span,
-// Params.Span), and the whole key when FromFuture. A key left without
-// buckets forgets its capacities and factor. The ring's slots are not
-// written, so a copy can be expired without touching the original (view).
+// Expire drops the buckets no longer live at now (now − start ≥ span), and
+// the whole key when FromFuture; a key left empty forgets its capacities
+// and factor. It writes no ring slot, so a copy can be expired (view).
 func (s *State) Expire(now, span int64) {
 	if s.size > 0 && FromFuture(now, s.newest().Start, span) {
 		*s = State{ring: s.ring}
@@ -109,16 +82,15 @@ func (s *State) Expire(now, span int64) {
 func FromFuture(now, newest, span int64) bool { return newest-now >= span }
 
 // view returns a copy of s expired at now for reads, which never drop a
-// bucket (nor do the scripts' reads). It shares s's ring: do not write it.
+// bucket (as the scripts' reads). It shares s's ring: do not write it.
 func (s *State) view(now, span int64) State {
 	v := *s
 	v.Expire(now, span)
 	return v
 }
 
-// Usage returns the units accepted (absolute: admitted) and declined over
-// the buckets live at now, and the stored capacity (0 for a key with no
-// live bucket), without changing s.
+// Usage returns the units accepted and declined over the buckets live at
+// now, and the stored capacity (0 for a key with none).
 func (s *State) Usage(p Params, now int64) (accepted, declined, capacity int64) {
 	v := s.view(now, p.Span())
 	if !v.Live() {
@@ -133,13 +105,12 @@ func (s *State) Reset() { *s = State{ring: s.ring} }
 // record adds count (and declined) at now, coalescing into the newest bucket
 // when now − newest.start < b.
 func (s *State) record(now, b, count, declined int64) {
+	s.Used += count
+	s.Declined += declined
 	if s.size > 0 {
-		nb := s.newest()
-		if now-nb.Start < b {
+		if nb := s.newest(); now-nb.Start < b {
 			nb.Count += count
 			nb.Declined += declined
-			s.Used += count
-			s.Declined += declined
 			return
 		}
 	}
@@ -148,8 +119,6 @@ func (s *State) record(now, b, count, declined int64) {
 	}
 	s.ring[int(s.head+s.size)&(len(s.ring)-1)] = Bucket{Start: now, Count: count, Declined: declined}
 	s.size++
-	s.Used += count
-	s.Declined += declined
 }
 
 func (s *State) grow() {
@@ -164,9 +133,9 @@ func (s *State) grow() {
 	s.ring, s.head = r, 0
 }
 
-// retryAfter returns how long until the oldest bucket whose expiry lets
-// cost fit in capacity expires (or every held unit, when cost never fits).
-// accepted counts Count − Declined (suppressed) instead of Count.
+// retryAfter returns how long until the expiry of the oldest bucket that
+// lets cost fit in capacity (or frees every held unit). accepted counts
+// Count − Declined (suppressed) instead of Count.
 func (s *State) retryAfter(now, span, held, cost, capacity int64, accepted bool) int64 {
 	freed := int64(0)
 	for i := 0; i < int(s.size); i++ {
@@ -194,8 +163,7 @@ func (s *State) resetAfter(now, span int64) int64 {
 	return 0
 }
 
-// Result is a decision in integer milliseconds, before it becomes a
-// limiter.Decision.
+// Result is a decision in integer milliseconds (Decision converts it).
 type Result struct {
 	Outcome    int // OutcomeAllowed, OutcomeRejected or OutcomeSuppressed
 	Allowed    bool
@@ -208,15 +176,14 @@ type Result struct {
 	Refused    bool // set decisions: this limit refused the call
 }
 
-// admit writes an admission into r field by field, avoiding the
-// store-forwarding stall of a composite literal (see IncAbsolute).
+// admit writes an admission into r field by field: a composite literal
+// costs a store-forwarding stall.
 func (r *Result) admit(limit, remaining, reset int64, never bool) {
 	*r = Result{}
 	r.Allowed, r.Limit, r.Remaining, r.ResetAfter, r.Never = true, limit, remaining, reset, never
 }
 
-// Outcome values as the scripts return them; a limiter.Decision has
-// Suppressed set for OutcomeSuppressed.
+// Outcome values as the scripts return them.
 const (
 	OutcomeAllowed    = 0
 	OutcomeRejected   = 1
@@ -226,14 +193,13 @@ const (
 // Params are a limiter's window W and bucket B in ms.
 type Params struct{ W, B int64 }
 
-// Span is W + B, how long a bucket lives (live while now − s < W + B), so
-// each unit is held at least W (docs/algorithms.md, The window guarantee).
+// Span is W + B, how long a bucket lives, so each unit is held at least W
+// (docs/algorithms.md, The window guarantee).
 func (p Params) Span() int64 { return p.W + p.B }
 
 // IncAbsolute decides an absolute Inc of n units (n = 0: a peek for one
-// unit that writes nothing) at capacity c, into r (an out parameter: a
-// returned Result costs a store-forwarding stall). n > c is refused with
-// Never set and records nothing.
+// unit that writes nothing) at capacity c into r (an out parameter, as for
+// admit). n > c is refused with Never set and records nothing.
 func (s *State) IncAbsolute(p Params, now, c, n int64, r *Result) {
 	if n == 0 {
 		v := s.view(now, p.Span())
@@ -257,19 +223,31 @@ func (s *State) incAbsolute(p Params, now, c, n int64, r *Result) {
 		r.admit(c, c-s.Used, s.resetAfter(now, span), false)
 		return
 	}
-	if n > 0 && s.Live() {
-		s.Capacity = c // the latest rate wins, even on a refusal
-	}
-	retry := int64(0)
-	if !never {
-		retry = s.retryAfter(now, span, s.Used, cost, c, false)
-	}
-	*r = Result{Outcome: OutcomeRejected, Limit: c, Remaining: max(c-s.Used, 0), RetryAfter: retry,
-		ResetAfter: s.resetAfter(now, span), Never: never}
+	*r = Result{Outcome: OutcomeRejected, Limit: c, Never: never}
+	s.absRecord(p, now, n, cost, c, true, r)
 }
 
-// IsAllowedAbsolute answers for one unit at the stored capacity. It writes
-// nothing, not even the expiry of dead buckets.
+// absRecord records n (n = 0: nothing) when r is allowed at capacity c,
+// and fills r's counts; refused asks for r's RetryAfter.
+func (s *State) absRecord(p Params, now, n, cost, c int64, refused bool, r *Result) {
+	span := p.Span()
+	if n > 0 {
+		if r.Allowed {
+			s.record(now, p.B, n, 0)
+			s.Capacity = c
+		} else if s.Live() {
+			s.Capacity = c // the latest rate wins, even on a refusal
+		}
+	}
+	r.Remaining = max(c-s.Used, 0)
+	if refused && !r.Never {
+		r.RetryAfter = s.retryAfter(now, span, s.Used, cost, c, false)
+	}
+	r.ResetAfter = s.resetAfter(now, span)
+}
+
+// IsAllowedAbsolute answers for one unit at the stored capacity, allowed
+// for a key with no live bucket. It writes nothing.
 func (s *State) IsAllowedAbsolute(p Params, now int64) Result {
 	span := p.Span()
 	v := s.view(now, span)
@@ -294,9 +272,8 @@ type Suppressed struct {
 	RandPPM    int64 // the call's draw, floor(r × 1e6) in [0, 999999], or DrawWhenNeeded
 }
 
-// DrawWhenNeeded as Suppressed.RandPPM has IncSuppressed draw from
-// math/rand/v2 only when a factor decides the call (the local default; a
-// WithRandom source is drawn once per call).
+// DrawWhenNeeded as Suppressed.RandPPM draws from math/rand/v2 only when a
+// factor decides the call (the local default).
 const DrawWhenNeeded = -1
 
 // DrawPPM turns a draw in [0, 1) into parts per million.
@@ -305,28 +282,12 @@ func DrawPPM(r float64) int64 {
 	return min(max(v, 0), PPM-1)
 }
 
-// Factor computes the suppression factor in ppm from the state at now:
-// perceived = max(observed/W, observed in the last R/R) with R = min(W, 1 s),
-// f = clamp(1 − (soft/W)/perceived, 0, 1), rounded to the nearest ppm. It is
-// written as 1 − soft·R / max(observed·R, recent·W) so that Go and Lua, both
-// on IEEE doubles, compute the very same bits.
-func (s *State) Factor(w, now, soft int64) int64 {
-	r := min(w, 1000)
-	recent := int64(0)
-	for i := int(s.size) - 1; i >= 0; i-- {
-		b := s.At(i)
-		if now-b.Start >= r {
-			break
-		}
-		recent += b.Count
-	}
-	return FactorPPM(s.Used, recent, w, soft)
-}
-
 // FactorPPM is the suppression factor in ppm of a key that observed
-// observed units in its live window of w ms and recent of them in the last
-// min(w, 1 s), at soft capacity soft: State.Factor's formula, for a caller
-// that holds the counts rather than the buckets (the hybrid provider).
+// observed units in its window of w ms, recent of them in the last
+// R = min(w, 1 s), at soft capacity soft: clamp(1 − (soft/W)/perceived, 0, 1)
+// with perceived = max(observed/W, recent/R), rounded to the nearest ppm.
+// It computes 1 − soft·R / max(observed·R, recent·W) so that Go and Lua,
+// both on IEEE doubles, get the very same bits.
 func FactorPPM(observed, recent, w, soft int64) int64 {
 	r := min(w, 1000)
 	a := float64(observed) * float64(r)
@@ -340,27 +301,29 @@ func FactorPPM(observed, recent, w, soft int64) int64 {
 	return int64(min(max(ppm, 0), PPM))
 }
 
-// factor returns the cached factor while it is fresh, else computes it and,
-// when store is set and caching is on, caches it.
+// factor returns the cached factor while fresh, else computes it from the
+// units observed in the last min(W, 1 s) and caches it when store is set.
 func (s *State) factor(p Params, now int64, in Suppressed, store bool) int64 {
 	if s.factorOK && in.CacheMs > 0 && now-s.factorAt < in.CacheMs {
 		return int64(s.factorPPM)
 	}
-	f := s.Factor(p.W, now, in.Soft)
+	recent, r := int64(0), min(p.W, 1000)
+	for i := int(s.size) - 1; i >= 0 && now-s.At(i).Start < r; i-- {
+		recent += s.At(i).Count
+	}
+	f := FactorPPM(s.Used, recent, p.W, in.Soft)
 	if store && in.CacheMs > 0 {
 		s.factorPPM, s.factorAt, s.factorOK = int32(f), now, true
 	}
 	return f
 }
 
-// MaxDeclined bounds the declined units a key records (a refused call
-// records min(n, max(1, MaxDeclined − declined))), so its totals stay
-// exact integers in a double.
+// MaxDeclined bounds the declined units a key records (a refusal records
+// min(n, max(1, MaxDeclined − declined))): totals stay exact in a double.
 const MaxDeclined = int64(1) << 52
 
-// RecordedCost is the cost a suppressed Inc records for n units at hard
-// capacity hard: n, or hard + 1 when n > hard, so one huge cost cannot fix
-// the key's factor for a window.
+// RecordedCost is what a suppressed Inc records for n units: n, or hard + 1
+// when n > hard, so one huge cost cannot fix the key's factor for a window.
 func RecordedCost(n, hard int64) int64 {
 	if n > hard {
 		return hard + 1
@@ -369,9 +332,8 @@ func RecordedCost(n, hard int64) int64 {
 }
 
 // IncSuppressed decides a suppressed Inc of n units (n = 0: a peek that
-// writes nothing), into r (an out parameter, as for IncAbsolute). A
-// request with n > in.Hard is refused with Never set and recorded as
-// RecordedCost says.
+// writes nothing) into r. n > in.Hard is refused with Never set and
+// recorded as RecordedCost says.
 func (s *State) IncSuppressed(p Params, now, n int64, in *Suppressed, r *Result) {
 	if n == 0 {
 		v := s.view(now, p.Span())
@@ -382,9 +344,8 @@ func (s *State) IncSuppressed(p Params, now, n int64, in *Suppressed, r *Result)
 	s.incSuppressed(p, now, RecordedCost(n, in.Hard), in, r)
 }
 
-// incSuppressed decides on a state already expired at now. A call that
-// fits under the soft capacity takes the short path here; the rest go to
-// suppress.
+// incSuppressed decides on a state already expired at now: under the soft
+// capacity here, above it in suppress.
 func (s *State) incSuppressed(p Params, now, n int64, in *Suppressed, r *Result) {
 	cost := max(n, 1)
 	if s.Used-s.Declined+cost > in.Soft {
@@ -398,8 +359,9 @@ func (s *State) incSuppressed(p Params, now, n int64, in *Suppressed, r *Result)
 	r.admit(in.Soft, in.Soft-(s.Used-s.Declined), s.resetAfter(now, p.Span()), cost > in.Hard)
 }
 
-// suppress decides a call over the soft capacity: refused at the hard
-// capacity, else admitted with probability 1 − f.
+// suppress decides a call over the soft capacity: refused above the hard
+// capacity, else admitted with probability 1 − f. It does what supFactor
+// and supRecord do for a set, in one frame.
 func (s *State) suppress(p Params, now, n, cost int64, in *Suppressed, r *Result) {
 	span := p.Span()
 	*r = Result{Outcome: OutcomeSuppressed, Limit: in.Soft, Never: cost > in.Hard}
@@ -430,10 +392,44 @@ func (s *State) suppress(p Params, now, n, cost int64, in *Suppressed, r *Result
 	r.ResetAfter = s.resetAfter(now, span)
 }
 
+// supFactor starts a set limit's r for an offer of cost units (n
+// recorded): no factor at or under the soft capacity, PPM above the hard
+// one, else the key's.
+func (s *State) supFactor(p Params, now, n, cost int64, in *Suppressed, r *Result) {
+	*r = Result{Limit: in.Soft, Never: cost > in.Hard}
+	switch forecast := s.Used - s.Declined + cost; {
+	case forecast <= in.Soft:
+	case forecast > in.Hard:
+		r.Outcome, r.FactorPPM = OutcomeSuppressed, PPM
+	default:
+		r.Outcome, r.FactorPPM = OutcomeSuppressed, s.factor(p, now, *in, n > 0)
+	}
+}
+
+// supRecord records a set limit's offer of n units (n = 0: nothing),
+// declined unless r is allowed, and fills r's counts.
+func (s *State) supRecord(p Params, now, n, cost int64, in *Suppressed, r *Result) {
+	span := p.Span()
+	if n > 0 {
+		count, declined := n, int64(0)
+		if !r.Allowed {
+			count = min(n, max(1, MaxDeclined-s.Declined))
+			declined = count
+		}
+		s.record(now, p.B, count, declined)
+		s.Capacity, s.Hard = in.Soft, in.Hard
+	}
+	accepted := s.Used - s.Declined
+	r.Remaining = max(in.Soft-accepted, 0)
+	if !r.Allowed && !r.Never && accepted+cost > in.Soft {
+		r.RetryAfter = s.retryAfter(now, span, accepted, cost, in.Soft, true)
+	}
+	r.ResetAfter = s.resetAfter(now, span)
+}
+
 // IsAllowedSuppressed answers whether one more unit would be admitted
-// without suppression at the stored capacities. Above the soft capacity it
-// reports the factor an Inc would apply now, without caching it. It writes
-// nothing, not even the expiry of dead buckets.
+// without suppression at the stored capacities; above the soft capacity it
+// reports the factor an Inc would apply. It writes nothing.
 func (s *State) IsAllowedSuppressed(p Params, now, cacheMs int64) Result {
 	span := p.Span()
 	v := s.view(now, span)
@@ -458,10 +454,6 @@ func (s *State) IsAllowedSuppressed(p Params, now, cacheMs int64) Result {
 
 // Decision converts r into the public Decision.
 func (r *Result) Decision() limiter.Decision {
-	f := 0.0
-	if r.FactorPPM != 0 { // a division costs more than the branch
-		f = float64(r.FactorPPM) / PPM
-	}
 	return limiter.Decision{
 		Allowed:           r.Allowed,
 		Suppressed:        r.Outcome == OutcomeSuppressed,
@@ -469,18 +461,20 @@ func (r *Result) Decision() limiter.Decision {
 		Remaining:         r.Remaining,
 		RetryAfter:        msDuration(r.RetryAfter),
 		ResetAfter:        msDuration(r.ResetAfter),
-		SuppressionFactor: f,
+		SuppressionFactor: factorOf(r.FactorPPM),
 		Never:             r.Never,
 	}
 }
 
-// maxDurationMs is the longest time.Duration in whole milliseconds.
-const maxDurationMs = int64(math.MaxInt64 / time.Millisecond)
+// factorOf converts a factor in ppm to [0, 1], without the division for 0.
+func factorOf(ppm int64) float64 {
+	if ppm == 0 {
+		return 0
+	}
+	return float64(ppm) / PPM
+}
 
 // msDuration converts ms to a Duration, saturating at the longest one.
 func msDuration(ms int64) time.Duration {
-	if ms > maxDurationMs {
-		ms = maxDurationMs
-	}
-	return time.Duration(ms) * time.Millisecond
+	return time.Duration(min(ms, math.MaxInt64/int64(time.Millisecond))) * time.Millisecond
 }

@@ -9,31 +9,23 @@ import (
 )
 
 // Absolute is the in-process absolute limiter: a request is admitted while
-// the key's sliding window has room for all of it. It is safe for
-// concurrent use; build it with NewAbsolute (the zero value is not usable)
-// and Close it to stop its sweep.
+// the key's window has room for all of it. It is safe for concurrent use;
+// build it with NewAbsolute (the zero value is not usable) and Close it to
+// stop its sweep.
 type Absolute struct{ w window.LocalAbsolute }
 
-var (
-	_ limiter.Limiter                     = (*Absolute)(nil)
-	_ limiter.SetLimiter                  = (*Absolute)(nil)
-	_ interface{ Window() time.Duration } = (*Absolute)(nil)
-)
-
 // NewAbsolute returns an absolute limiter. It reads WithWindow, WithBucket,
-// WithClock and WithObserver; any other option is ErrInvalidConfig. It
-// starts a background sweep that Close stops.
+// WithClock and WithObserver; any other option is ErrInvalidConfig.
 func NewAbsolute(opts ...limiter.Option) (*Absolute, error) {
 	w, err := window.NewLocalAbsolute(opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &Absolute{w: *w}, nil
+	return &Absolute{*w}, nil
 }
 
-// Inc admits n units of key at rate if they all fit, and records them.
-// n = 0 decides for one unit and records nothing. ctx is not consulted:
-// local decisions never block.
+// Inc admits n units of key at rate if they all fit, and records them;
+// n = 0 decides for one unit and records nothing. It never blocks.
 func (a *Absolute) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
 	var d limiter.Decision
 	err := a.w.IncTo(ctx, k, rate, n, &d)
@@ -55,8 +47,7 @@ func (a *Absolute) Get(ctx context.Context, k string) (limiter.Usage, error) { r
 func (a *Absolute) Reset(ctx context.Context, k string) error { return a.w.Reset(ctx, k) }
 
 // IncSet admits n units of key if every limit of set has room for them,
-// and then records them in every limit; a refusal records nothing. n = 0
-// decides for one unit and records nothing.
+// and records them in every limit; n = 0 records nothing.
 func (a *Absolute) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	return a.w.IncSet(ctx, k, set, n)
 }
@@ -71,7 +62,7 @@ func (a *Absolute) ResetSet(ctx context.Context, k string, set *limiter.Set) err
 	return a.w.ResetSet(ctx, k, set)
 }
 
-// Close stops the sweep and waits for it until ctx is done. Later calls
+// Close stops the sweep, waiting for it until ctx is done. Later calls
 // return ErrClosed; closing twice is harmless.
 func (a *Absolute) Close(ctx context.Context) error { return a.w.Close(ctx) }
 
@@ -84,26 +75,19 @@ func (a *Absolute) Window() time.Duration { return a.w.Window() }
 // Close it to stop its sweep.
 type Suppressed struct{ w window.LocalSuppressed }
 
-var (
-	_ limiter.Limiter                     = (*Suppressed)(nil)
-	_ limiter.SetLimiter                  = (*Suppressed)(nil)
-	_ interface{ Window() time.Duration } = (*Suppressed)(nil)
-)
-
 // NewSuppressed returns a suppressed limiter. Beyond the absolute options
-// it reads WithHardLimitFactor, WithSuppressionCache and WithRandom; any
-// other option is ErrInvalidConfig.
+// it reads WithHardLimitFactor, WithSuppressionCache and WithRandom.
 func NewSuppressed(opts ...limiter.Option) (*Suppressed, error) {
 	w, err := window.NewLocalSuppressed(opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &Suppressed{w: *w}, nil
+	return &Suppressed{*w}, nil
 }
 
-// Inc offers n units of key at rate. Every call with valid arguments draws
-// exactly one number from the source of WithRandom; the default source is
-// drawn only by the calls a suppression factor decides.
+// Inc offers n units of key at rate. A call with valid arguments draws one
+// number from WithRandom's source; the default source is drawn only when
+// a suppression factor decides.
 func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int64) (limiter.Decision, error) {
 	var d limiter.Decision
 	err := l.w.IncTo(ctx, k, rate, n, &d)
@@ -111,7 +95,7 @@ func (l *Suppressed) Inc(ctx context.Context, k string, rate limiter.Rate, n int
 }
 
 // IsAllowed reports whether one more unit of key would be admitted without
-// suppression now. It records nothing and draws nothing.
+// suppression now. It records and draws nothing.
 func (l *Suppressed) IsAllowed(ctx context.Context, k string) (limiter.Decision, error) {
 	var d limiter.Decision
 	err := l.w.IsAllowedTo(ctx, k, &d)
@@ -126,11 +110,9 @@ func (l *Suppressed) Get(ctx context.Context, k string) (limiter.Usage, error) {
 // Reset forgets key.
 func (l *Suppressed) Reset(ctx context.Context, k string) error { return l.w.Reset(ctx, k) }
 
-// IncSet offers n units of key to every limit of set: each limit computes
-// its factor as a single suppressed Inc would, the call is admitted when
-// the draw is at or above the largest of them, and the offer is recorded
-// in every limit (as declined when refused). Every call with valid
-// arguments draws exactly one number.
+// IncSet offers n units of key to every limit of set: admitted when the
+// draw (one per call) is at or above every limit's factor, and recorded in
+// every limit, as declined when refused.
 func (l *Suppressed) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	return l.w.IncSet(ctx, k, set, n)
 }
@@ -145,7 +127,7 @@ func (l *Suppressed) ResetSet(ctx context.Context, k string, set *limiter.Set) e
 	return l.w.ResetSet(ctx, k, set)
 }
 
-// Close stops the sweep and waits for it until ctx is done.
+// Close stops the sweep, waiting for it until ctx is done.
 func (l *Suppressed) Close(ctx context.Context) error { return l.w.Close(ctx) }
 
 // Window returns the window the limiter was built with (WithWindow).
