@@ -44,7 +44,7 @@ func (p *Provider) Init(s Strategy, client Client, opts []limiter.Option) error 
 	}
 	cfg := &p.b.Cfg
 	s.InitGuard(&p.g, s.pkg, client, &p.b, opts)
-	p.g.ByNode(NodeProbe(cfg))
+	p.g.ByNode()
 	p.b.SetGate(p.g.Opened)
 	if !cfg.NoRelief {
 		p.relief = new(Memory)
@@ -109,7 +109,7 @@ func (p *Provider) Ping(ctx context.Context) error { return p.g.Ping(ctx) }
 // Validate checks an Inc (or, with peek, an IsAllowed) for the policy
 // (Backend).
 func (p *Provider) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
-	return NewCall(&p.b, op, k, rate, n, peek, hardFactor(&p.b.Cfg, p.b.sup))
+	return NewCall(&p.b, op, k, rate, n, peek)
 }
 
 // Decide is the Redis call of an Inc, or with peek of an IsAllowed
