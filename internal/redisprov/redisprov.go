@@ -1,6 +1,7 @@
 package redisprov
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -96,11 +97,7 @@ func (p *Provider) Reset(ctx context.Context, k string) error {
 // the fallback and the batching goroutines until ctx is done.
 func (p *Provider) Close(ctx context.Context) error {
 	p.b.Close()
-	err := p.g.Close(ctx)
-	if werr := p.b.Wait(ctx); err == nil {
-		err = werr
-	}
-	return err
+	return cmp.Or(p.g.Close(ctx), p.b.Wait(ctx))
 }
 
 // Ping runs the probe once, bounded by WithTimeout on top of ctx.
