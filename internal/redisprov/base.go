@@ -2,7 +2,6 @@ package redisprov
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -122,8 +121,6 @@ func (b *Base) SetGate(opened func() <-chan struct{}) { b.batch.SetGate(opened) 
 // Wait waits, after Close, for the batching goroutines to end, or until
 // ctx is done.
 func (b *Base) Wait(ctx context.Context) error { return b.batch.Wait(ctx) }
-
-var errReply = errors.New("malformed script reply")
 
 // Decision reads a decision script's reply for capacity c, the one the
 // call sent (0 for IsAllowed: the stored one), and the outcomes the

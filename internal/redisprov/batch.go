@@ -2,7 +2,6 @@ package redisprov
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -290,8 +289,6 @@ func (ln *lane) send(batch []*call) {
 		c.done <- reply{v: v, err: err, alone: ln.b.cluster != nil && needsCluster(err)}
 	}
 }
-
-var errNoReply = errors.New("redis: no reply in the pipeline")
 
 // run is redis.Script.Run (EVALSHA, then EVAL on NOSCRIPT) without its
 // allocation on a nil error.

@@ -5,7 +5,6 @@ package redisprov
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -69,10 +68,6 @@ func (g *Guard) sharedDeadline(t time.Duration) context.Context {
 	g.deadline.Store(&shared{ctx: ctx, cancel: cancel, fresh: now.Add(t / SlackDiv)})
 	return ctx
 }
-
-// errAbandoned is the timeout of a call not sent because too many calls
-// whose callers left still wait for Redis.
-var errAbandoned = fmt.Errorf("redis: too many calls past their deadline still unanswered: %w", context.DeadlineExceeded)
 
 // openedErr is the error of a call that left when the breaker opened while
 // it waited on Redis; it wraps the breaker's cause, and the policy answers.

@@ -23,7 +23,7 @@ func (w *dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := next(ctx, network, addr)
 		if g := w.g.Load(); err != nil && g != nil && wireEvidence(err) {
-			err := fmt.Errorf("%s: dial %s: %w", g.pkg, addr, err)
+			err := fmt.Errorf("%s: dial %s: %w", g.b.pkg, addr, err)
 			if !g.tripNode(addr, err) {
 				g.trip(err)
 			}

@@ -31,10 +31,6 @@ const (
 	vShed                  // refuse the call as shed
 )
 
-// errUnanswered is the timeout of a probe not sent because the previous
-// one is still unanswered.
-var errUnanswered = fmt.Errorf("redis: the previous probe is still unanswered: %w", context.DeadlineExceeded)
-
 // unavailableReplies are the Redis error codes that mean the server cannot
 // serve now, as opposed to a bad command.
 var unavailableReplies = [...]string{"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY", "OOM"}
@@ -102,12 +98,6 @@ func TimedOut(err error) bool {
 // serve now: an unavailable error that is not a timeout.
 func wireEvidence(err error) bool { return Unavailable(err) && !TimedOut(err) }
 
-// waited reports whether err says the call waited locally and was not
-// sent: the breaker opened meanwhile, or the call it waited behind failed.
-func waited(err error) bool {
-	return errors.Is(err, ErrOpened) || errors.Is(err, ErrBehindFailure)
-}
-
 // judge reads the error of a decision's Redis call made with the caller's
 // ctx: the verdict, and the error to return. Only the wire is evidence:
 // wire evidence opens the breaker; a timeout proves nothing alone (the
@@ -115,7 +105,7 @@ func waited(err error) bool {
 // shed and a confirming probe decides.
 func (g *Guard) judge(ctx context.Context, op string, err error) (verdict, error) {
 	if cerr := ctx.Err(); cerr != nil {
-		return vReturn, fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
+		return vReturn, fmt.Errorf("%s: %s: %w", g.b.pkg, op, cerr)
 	}
 	g.logFailure(op, err)
 	var oe *openedErr
@@ -126,7 +116,7 @@ func (g *Guard) judge(ctx context.Context, op string, err error) (verdict, error
 		if g.Open() {
 			return g.policyVerdict(op, nil)
 		}
-		if !waited(err) {
+		if !errors.Is(err, ErrBehindFailure) { // sent: no local wait
 			g.confirm(err)
 		}
 		return vShed, err
@@ -215,14 +205,6 @@ func Probe(cfg *window.Config) probeFunc {
 	return probeOf(cfg, ProbeKey(cfg.Prefix, key.Absolute))
 }
 
-// NodeProbe returns the probe of a cluster master's guard (Guard.ByNode):
-// Probe's call on the probe key of hash tag tag, in that master's slots.
-func NodeProbe(cfg *window.Config) func(tag string) probeFunc {
-	return func(tag string) probeFunc {
-		return probeOf(cfg, NodeProbeKey(cfg.Prefix, tag, key.Absolute))
-	}
-}
-
 // probeFunc asks Redis one question that needs a write.
 type probeFunc = func(ctx context.Context, client redis.Scripter) error
 
@@ -278,7 +260,7 @@ func (g *Guard) probeBy(ctx context.Context) error {
 // else on the client.
 func (g *Guard) probeOnce(ctx context.Context) error {
 	if g.own == nil {
-		err := g.probe(ctx, g.client)
+		err := g.probe(ctx, g.b.Client)
 		if Unavailable(err) {
 			g.followTopology()
 		}
@@ -320,17 +302,10 @@ func (g *Guard) Err(op string) error { return g.unavailable(op, g.causeErr()) }
 // under every policy after it is judged as a decision's is.
 func (g *Guard) otherErr(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("%s: %s: %w", g.pkg, op, cerr)
+		return fmt.Errorf("%s: %s: %w", g.b.pkg, op, cerr)
 	}
 	g.observeErr(ctx, op, err, 0)
-	g.logFailure(op, err)
-	switch {
-	case waited(err):
-	case TimedOut(err):
-		g.confirm(err)
-	case wireEvidence(err):
-		g.trip(err)
-	}
+	g.judge(ctx, op, err) // the log, the breaker and the confirming probe
 	var oe *openedErr
 	if errors.As(err, &oe) {
 		return g.Err(op)
@@ -343,7 +318,7 @@ func (g *Guard) otherErr(ctx context.Context, op string, err error) error {
 
 // unavailable is ErrUnavailable for op, wrapping err, the reason.
 func (g *Guard) unavailable(op string, err error) error {
-	return &unavailableErr{prefix: g.pkg + ": " + op + ": ", err: err}
+	return &unavailableErr{prefix: g.b.pkg + ": " + op + ": ", err: err}
 }
 
 // unavailableErr reads "<pkg>: <op>: sluice: redis unavailable: <the

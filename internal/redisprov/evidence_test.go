@@ -24,7 +24,7 @@ type waiter struct {
 }
 
 func (w *waiter) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
-	return NewCall(&w.b, op, k, rate, n, peek, 1)
+	return NewCall(&w.b, op, k, rate, n, peek)
 }
 
 func (w *waiter) Decide(ctx context.Context, k string, rate limiter.Rate, n int64, peek bool) (limiter.Decision, error) {
@@ -43,14 +43,14 @@ func newWaiter(t *testing.T, client *redis.Client, decide func(ctx context.Conte
 		t.Fatal(err)
 	}
 	g := &Guard{}
-	g.Init("redisabs", key.Absolute, client, &w.b.Cfg, nil, writeProbe(w.b.Cfg.Prefix+":probe"), Reconciler{})
+	g.Init(&w.b, nil, writeProbe(w.b.Cfg.Prefix+":probe"))
 	t.Cleanup(func() { g.Close(context.Background()) })
 	return g, w
 }
 
 // writeProbe is a probe that needs a write, as the providers' is: one
 // INCR of h. The waiter admits nothing in a fallback, so its guard has
-// nothing to write back (an empty Reconciler).
+// nothing to write back.
 func writeProbe(h string) func(ctx context.Context, client redis.Scripter) error {
 	return func(ctx context.Context, client redis.Scripter) error {
 		return client.Eval(ctx, "return redis.call('INCR', KEYS[1])", []string{h}).Err()

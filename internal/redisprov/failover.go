@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice/internal/window"
-	"github.com/sluice-go/sluice/key"
 	"github.com/sluice-go/sluice/limiter"
 )
 
@@ -34,9 +33,8 @@ type Call struct {
 }
 
 // NewCall validates an Inc (or, with peek, an IsAllowed) of a provider
-// whose calls carry b's configuration, as its Backend's Validate; factor
-// is the hard limit factor (1 for absolute).
-func NewCall(b *Base, op, k string, rate limiter.Rate, n int64, peek bool, factor float64) (*Call, error) {
+// whose calls carry b's configuration, as its Backend's Validate.
+func NewCall(b *Base, op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
 	h, err := b.Check(op, k)
 	if err != nil {
 		return nil, err
@@ -48,8 +46,8 @@ func NewCall(b *Base, op, k string, rate limiter.Rate, n int64, peek bool, facto
 	hard := c
 	if cerr := window.CheckCost(n); cerr != nil {
 		err = cerr
-	} else if err == nil && factor != 1 {
-		hard, err = window.HardCapacity(rate, b.Cfg.Window, factor)
+	} else if err == nil && b.sup {
+		hard, err = window.HardCapacity(rate, b.Cfg.Window, b.Cfg.HardLimitFactor)
 	}
 	if err != nil {
 		return nil, b.Errorf(op, err)
@@ -69,29 +67,15 @@ type Pending struct {
 	id        string       // its entry in the pending map, during a write-back
 }
 
-// Reconciler writes fallback units of one strategy to Redis.
-type Reconciler struct {
-	// Scripts are the scripts Queue runs with EvalSha, loaded before the
-	// pipelines.
-	Scripts []*redis.Script
-	// Queue adds to pipe the write of n units of p's key (in every limit
-	// of p.Set), recorded as admitted whatever Redis holds; the command's
-	// error, read after the pipeline ran, is nil when Redis recorded them.
-	Queue func(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd
-}
-
 // Guard is one limiter's breaker, policy and fallback. Its methods are safe
 // for concurrent use. Set it up with Init; the zero value is not usable.
 type Guard struct {
-	cfg    *window.Config
-	opts   []limiter.Option // the fallback's
-	pkg    string
-	sup    bool // the suppressed strategy: refusals are Suppressed, factor 1
-	client Client
-	probe  probeFunc
-	recon  Reconciler
-	own    *prober    // the probe's own client (dial.go); nil: the probe uses client
-	watch  *dialWatch // the dial hook on the client (dial.go)
+	b     *Base // the store: client, package, strategy, the write-back's arguments
+	cfg   *window.Config
+	opts  []limiter.Option // the fallback's
+	probe probeFunc
+	own   *prober    // the probe's own client (dial.go); nil: the probe uses client
+	watch *dialWatch // the dial hook on the client (dial.go)
 	// nodes routes calls to the guards of a cluster's masters (nodes.go);
 	// a node guard has node, its master's address, and parent, the router.
 	nodes  *nodes
@@ -146,25 +130,23 @@ type Guard struct {
 	evictAsked, evictWarned atomic.Bool
 }
 
-// Init sets g up for a provider of package pkg and strategy (key.Absolute
-// or key.Suppressed). cfg, the provider's resolved configuration, must
-// outlive g; opts are the provider's options, given to the local
-// fallback; probe asks Redis one question that needs a write; recon
-// writes fallback units back. Init starts no goroutine.
-func (g *Guard) Init(pkg, strategy string, client Client, cfg *window.Config, opts []limiter.Option, probe probeFunc, recon Reconciler) {
+// Init sets g up for the calls of store b, which must outlive g: opts are
+// the provider's options, given to the local fallback; probe asks Redis
+// one question that needs a write. Init starts no goroutine.
+func (g *Guard) Init(b *Base, opts []limiter.Option, probe probeFunc) {
 	// The guard reports the fallback's decisions as the provider's, and
 	// ForFallback keeps the local provider from refusing the options it
 	// does not read (WithPrefix, WithTimeout, a hybrid's own).
 	opts = append(opts[:len(opts):len(opts)], limiter.WithObserver(nil), window.ForFallback)
-	g.init(pkg, strategy == key.Suppressed, client, cfg, opts, probe, recon)
-	g.own = newProber(client)
-	g.watchDials(client)
+	g.init(b, opts, probe)
+	g.own = newProber(b.Client)
+	g.watchDials(b.Client)
 }
 
 // init is Init but for the probe's own client and the dial hook, which a
 // cluster master's guard (nodes.go) does not have.
-func (g *Guard) init(pkg string, sup bool, client Client, cfg *window.Config, opts []limiter.Option, probe probeFunc, recon Reconciler) {
-	g.pkg, g.sup, g.client, g.cfg, g.opts, g.probe, g.recon = pkg, sup, client, cfg, opts, probe, recon
+func (g *Guard) init(b *Base, opts []limiter.Option, probe probeFunc) {
+	g.b, g.cfg, g.opts, g.probe = b, &b.Cfg, opts, probe
 	g.stopCtx, g.stop = context.WithCancel(context.Background())
 	g.pending = make(map[string]*Pending)
 	g.rearm()
@@ -172,7 +154,7 @@ func (g *Guard) init(pkg string, sup bool, client Client, cfg *window.Config, op
 	// call for its ReadTimeout: the guard bounds such calls itself, with
 	// at most a pool's worth left running in the background.
 	pool, ctxTimeouts := 0, true
-	switch c := client.(type) {
+	switch c := b.Client.(type) {
 	case interface{ ContextTimeouts() bool }: // the rueidis adapter
 		ctxTimeouts = c.ContextTimeouts()
 	case *redis.Client:
@@ -185,7 +167,7 @@ func (g *Guard) init(pkg string, sup bool, client Client, cfg *window.Config, op
 	if pool <= 0 {
 		pool = 10 * runtime.GOMAXPROCS(0) // go-redis's default
 	}
-	g.bounded = cfg.Timeout > 0 && !ctxTimeouts
+	g.bounded = b.Cfg.Timeout > 0 && !ctxTimeouts
 	g.maxAbandoned = int64(pool)
 	g.released = make(chan struct{}, 1)
 	g.work = make(chan func())
@@ -196,15 +178,15 @@ func (g *Guard) init(pkg string, sup bool, client Client, cfg *window.Config, op
 // key.Suppressed.
 func (s Strategy) Key() string { return s.key }
 
-// InitGuard sets g up for a provider of strategy s named pkg whose calls
-// carry b's arguments, with Probe and the strategy's write-back.
+// InitGuard sets g up for the calls of store b of strategy s, with Probe
+// (pkg and client are b's).
 func (s Strategy) InitGuard(g *Guard, pkg string, client Client, b *Base, opts []limiter.Option) {
-	g.Init(pkg, s.key, client, &b.Cfg, opts, Probe(&b.Cfg), reconciler(b, s.sup))
+	g.Init(b, opts, Probe(&b.Cfg))
 }
 
-// Call is NewCall at the strategy's hard limit factor.
+// Call is NewCall.
 func (s Strategy) Call(b *Base, op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
-	return NewCall(b, op, k, rate, n, peek, hardFactor(&b.Cfg, s.sup))
+	return NewCall(b, op, k, rate, n, peek)
 }
 
 // Close stops the probe and waits for it until ctx is done, then closes the

@@ -22,7 +22,7 @@ func (g *Guard) refuse(a *ask, c *Call, admit, shed bool) (limiter.SetDecision, 
 		return g.refuseSet(a, admit, shed)
 	}
 	never := !a.peek && a.n > c.Hard
-	d := limiter.Decision{Suppressed: g.sup, Limit: c.C, Never: never}
+	d := limiter.Decision{Suppressed: g.b.sup, Limit: c.C, Never: never}
 	switch {
 	case admit && !never:
 		d = limiter.Decision{Allowed: true, Limit: c.C, Remaining: max(c.C-a.n, 0)}
@@ -39,9 +39,9 @@ func (g *Guard) refuse(a *ask, c *Call, admit, shed bool) (limiter.SetDecision, 
 // refuseSet is refuse for a set.
 func (g *Guard) refuseSet(a *ask, admit, shed bool) (limiter.SetDecision, error) {
 	var lb [window.MaxSet]window.Limit
-	ls, err := window.SetLimits(a.set, hardFactor(g.cfg, g.sup), &lb)
+	ls, err := window.SetLimits(a.set, hardFactor(g.cfg, g.b.sup), &lb)
 	if err != nil {
-		return limiter.SetDecision{}, fmt.Errorf("%s: %s: %w", g.pkg, a.op, err)
+		return limiter.SetDecision{}, fmt.Errorf("%s: %s: %w", g.b.pkg, a.op, err)
 	}
 	cost := max(a.n, 1)
 	never := false
@@ -59,7 +59,7 @@ func (g *Guard) refuseSet(a *ask, admit, shed bool) (limiter.SetDecision, error)
 			r.Remaining = max(l.Soft-a.n, 0)
 		case r.Never || !admit:
 			r.Outcome, r.Refused = window.OutcomeRejected, true
-			if g.sup {
+			if g.b.sup {
 				r.Outcome = window.OutcomeSuppressed
 				r.FactorPPM = window.PPM
 			}
@@ -81,7 +81,7 @@ func (g *Guard) local(ctx context.Context, a *ask, c *Call) (limiter.SetDecision
 		d, err = g.fbDecide(ctx, fb, a)
 	}
 	if err != nil {
-		return limiter.SetDecision{}, fmt.Errorf("%s: %s: fallback: %w", g.pkg, a.op, err)
+		return limiter.SetDecision{}, fmt.Errorf("%s: %s: fallback: %w", g.b.pkg, a.op, err)
 	}
 	if !a.peek && d.Allowed && a.n > 0 {
 		g.record(a, c)
@@ -211,7 +211,7 @@ func (g *Guard) fallback() (limiter.Limiter, error) {
 	}
 	var l limiter.Limiter
 	var err error
-	if g.sup {
+	if g.b.sup {
 		l, err = window.NewLocalSuppressed(g.opts...)
 	} else {
 		l, err = window.NewLocalAbsolute(g.opts...)
@@ -285,8 +285,8 @@ func (g *Guard) graceDecide(ctx context.Context, a *ask, d limiter.SetDecision) 
 	if err != nil || fd.Allowed {
 		return d
 	}
-	d.Allowed, d.Suppressed, d.Remaining, d.RetryAfter = false, g.sup, 0, fd.RetryAfter
-	if g.sup {
+	d.Allowed, d.Suppressed, d.Remaining, d.RetryAfter = false, g.b.sup, 0, fd.RetryAfter
+	if g.b.sup {
 		d.SuppressionFactor = 1
 	}
 	for i := range d.Limits {

@@ -26,8 +26,7 @@ const clusterSlots = 16384
 
 // nodes is the routing of a Guard made ByNode.
 type nodes struct {
-	cc       *redis.ClusterClient
-	newProbe func(tag string) probeFunc
+	cc *redis.ClusterClient
 
 	table   atomic.Pointer[[clusterSlots]*Guard] // each slot's master's guard
 	loading atomic.Bool
@@ -38,12 +37,11 @@ type nodes struct {
 }
 
 // ByNode makes g, on a *redis.ClusterClient, route every call by key to
-// its master's guard; newProbe(tag) is a node guard's probe, writing the
-// key of hash tag tag. On any other client it does nothing. Call it right
+// its master's guard. On any other client it does nothing. Call it right
 // after Init.
-func (g *Guard) ByNode(newProbe func(tag string) probeFunc) {
-	if cc, ok := g.client.(*redis.ClusterClient); ok {
-		g.nodes = &nodes{cc: cc, newProbe: newProbe, by: make(map[string]*Guard)}
+func (g *Guard) ByNode() {
+	if cc, ok := g.b.Client.(*redis.ClusterClient); ok {
+		g.nodes = &nodes{cc: cc, by: make(map[string]*Guard)}
 	}
 }
 
@@ -101,8 +99,9 @@ func (g *Guard) loadSlots() {
 }
 
 // nodeGuard returns the guard of the master at addr, made at its first
-// use with g's settings and a probe through the cluster client (which
-// after a failover reaches the promoted replica); nil once g is closed.
+// use with g's settings and Probe's call on a probe key in addr's slots
+// (NodeProbeKey) through the cluster client, which after a failover
+// reaches the promoted replica; nil once g is closed.
 func (g *Guard) nodeGuard(addr string) *Guard {
 	n := g.nodes
 	n.mu.Lock()
@@ -128,7 +127,7 @@ func (g *Guard) nodeGuard(addr string) *Guard {
 	}
 	// No dial hook or eviction check of its own: the router's serve.
 	ng := &Guard{node: addr, parent: g}
-	ng.init(g.pkg, g.sup, g.client, g.cfg, g.opts, n.newProbe(tag), g.recon)
+	ng.init(g.b, g.opts, probeOf(g.cfg, NodeProbeKey(g.cfg.Prefix, tag, key.Absolute)))
 	ng.evictAsked.Store(true)
 	n.by[addr] = ng
 	return ng
@@ -174,7 +173,7 @@ func (g *Guard) closeNodes(ctx context.Context) error {
 // followTopology, after a failed probe, asks a cluster client to reload
 // its slots and a node guard's router to read its table again.
 func (g *Guard) followTopology() {
-	if cc, ok := g.client.(*redis.ClusterClient); ok {
+	if cc, ok := g.b.Client.(*redis.ClusterClient); ok {
 		cc.ReloadState(context.Background())
 	}
 	if g.parent != nil {

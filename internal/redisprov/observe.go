@@ -46,7 +46,7 @@ var opNames = map[string]string{"inc": window.OpInc, "is allowed": window.OpIsAl
 	"get": window.OpGet, "reset": window.OpReset, "get set": window.OpGetSet, "reset set": window.OpResetSet}
 
 func (g *Guard) strategyName() string {
-	if g.sup {
+	if g.b.sup {
 		return window.StrategySuppressed
 	}
 	return window.StrategyAbsolute
@@ -90,9 +90,9 @@ func (g *Guard) decideObserved(ctx context.Context, a *ask, d *limiter.SetDecisi
 	if err != nil {
 		return err
 	}
-	e := limiter.DecisionEvent{Provider: g.pkg, Strategy: g.strategyName(), Op: opNames[a.op], Key: a.k, Cost: a.n,
+	e := limiter.DecisionEvent{Provider: g.b.pkg, Strategy: g.strategyName(), Op: opNames[a.op], Key: a.k, Cost: a.n,
 		Decision: d.Decision, Limits: d.Limits, Backend: t.asked, ErrorClass: class,
-		Source: window.DecisionSource(g.pkg, &d.Decision, t.asked), Policy: window.DecisionPolicy(d.Limits)}
+		Source: window.DecisionSource(g.b.pkg, &d.Decision, t.asked), Policy: window.DecisionPolicy(d.Limits)}
 	if t.asked {
 		e.Start, e.Duration = t.start, t.took
 	}
@@ -105,7 +105,7 @@ func (g *Guard) decideObserved(ctx context.Context, a *ask, d *limiter.SetDecisi
 func (g *Guard) observeErr(ctx context.Context, op string, err error, took time.Duration) string {
 	class := ErrorClass(ctx, err)
 	if obs := g.cfg.Observer; obs != nil && class != "" {
-		obs.ObserveEvent(ctx, limiter.Event{Kind: window.EventBackendError, Provider: g.pkg, Op: opNames[op],
+		obs.ObserveEvent(ctx, limiter.Event{Kind: window.EventBackendError, Provider: g.b.pkg, Op: opNames[op],
 			ErrorClass: class, Err: err, Duration: took})
 	}
 	return class
@@ -121,13 +121,13 @@ func (g *Guard) Observe(ctx context.Context, op, k string, n int64, d limiter.De
 }
 
 func (g *Guard) observeLocal(ctx context.Context, op, k string, n int64, d limiter.Decision) {
-	g.cfg.Observer.ObserveDecision(ctx, limiter.DecisionEvent{Provider: g.pkg, Strategy: g.strategyName(), Op: opNames[op],
-		Key: k, Cost: n, Decision: d, Source: window.DecisionSource(g.pkg, &d, false)})
+	g.cfg.Observer.ObserveDecision(ctx, limiter.DecisionEvent{Provider: g.b.pkg, Strategy: g.strategyName(), Op: opNames[op],
+		Key: k, Cost: n, Decision: d, Source: window.DecisionSource(g.b.pkg, &d, false)})
 }
 
 // notify reports a state change to the log and the observer.
 func (g *Guard) notify(sc limiter.StateChange) {
-	sc.Provider, sc.Policy = g.pkg, g.cfg.Policy
+	sc.Provider, sc.Policy = g.b.pkg, g.cfg.Policy
 	g.logStateChange(sc)
 	if obs := g.cfg.Observer; obs != nil {
 		obs.ObserveEvent(context.Background(), limiter.Event{Kind: window.EventStateChange, Provider: sc.Provider, State: sc})
@@ -168,7 +168,7 @@ func (g *Guard) logger() *slog.Logger {
 // warn logs a warning of g's, if g logs.
 func (g *Guard) warn(msg string, args ...any) {
 	if l := g.logger(); l != nil {
-		l.Warn("sluice: "+msg, append([]any{"provider", g.pkg}, args...)...)
+		l.Warn("sluice: "+msg, append([]any{"provider", g.b.pkg}, args...)...)
 	}
 }
 
@@ -178,7 +178,7 @@ func (g *Guard) logFailure(op string, err error) {
 	if notBackend(err) || g.log.failed.Load() || !g.log.failed.CompareAndSwap(false, true) {
 		return
 	}
-	g.warn("first failed Redis call of this limiter", "op", op, "addr", Addr(g.client), "error", err)
+	g.warn("first failed Redis call of this limiter", "op", op, "addr", Addr(g.b.Client), "error", err)
 }
 
 // logStateChange logs sc within the rate limit: an outage's entry when
@@ -235,7 +235,7 @@ func (g *Guard) noteShed() {
 // asks on the probe's client when there is one, so its dials are not the
 // callers'.
 func (g *Guard) checkEviction(ctx context.Context) {
-	var c any = g.client
+	var c any = g.b.Client
 	if g.own != nil {
 		c = g.own.client()
 	}
@@ -256,7 +256,7 @@ func (g *Guard) checkEviction(ctx context.Context) {
 		return
 	}
 	g.warn("Redis may evict the limiter's counts under memory pressure (an evicted key starts again from empty and admits up to its capacity more); use maxmemory-policy noeviction",
-		"addr", Addr(g.client), "maxmemory-policy", policy)
+		"addr", Addr(g.b.Client), "maxmemory-policy", policy)
 }
 
 // firstCall starts the eviction check in the background at the limiter's
@@ -297,12 +297,12 @@ func Addr(c any) string {
 // that answers is checked for eviction (checkEviction).
 func (g *Guard) Ping(ctx context.Context) error {
 	if g.stopCtx.Err() != nil { // closed
-		return fmt.Errorf("%s: ping: %w", g.pkg, limiter.ErrClosed)
+		return fmt.Errorf("%s: ping: %w", g.b.pkg, limiter.ErrClosed)
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.probeDeadline())
 	defer cancel()
 	if err := g.probeBy(ctx); err != nil {
-		return PingError(g.pkg, g.client, err)
+		return PingError(g.b.pkg, g.b.Client, err)
 	}
 	g.evictAsked.Store(true)
 	g.checkEviction(ctx)

@@ -2,7 +2,6 @@ package redisprov
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/sluice-go/sluice/limiter"
@@ -21,26 +20,6 @@ type Backend interface {
 	Usage(ctx context.Context, k string) (limiter.Usage, error)
 }
 
-// SetBackend is what a Redis provider gives its Guard for calls on sets of
-// limits.
-type SetBackend interface {
-	// ValidateSet checks a set call as the provider does before asking
-	// Redis (n = 0 for GetSet and ResetSet).
-	ValidateSet(op, k string, set *limiter.Set, n int64) error
-	// DecideSet is the Redis call of an IncSet (n = 0: a peek); op names
-	// the call in its errors ("inc set").
-	DecideSet(ctx context.Context, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error)
-	// UsageSet is the Redis call of a GetSet.
-	UsageSet(ctx context.Context, k string, set *limiter.Set) ([]limiter.Usage, error)
-	// UnlinkSet is the Redis call of a ResetSet.
-	UnlinkSet(ctx context.Context, k string, set *limiter.Set) error
-}
-
-// ErrRemembered is what a Backend's Decide returns, with its decision,
-// for a refusal hot-key relief answered from memory: the guard returns
-// the decision with a nil error, as not asked of Redis and no reply.
-var ErrRemembered = errors.New("answered from memory")
-
 // ask is one decision call: an Inc or IsAllowed of be (sbe nil), or an
 // IncSet of sbe. A single limit's decision travels as the Decision of a
 // SetDecision.
@@ -50,7 +29,7 @@ type ask struct {
 	be    Backend
 	rate  limiter.Rate
 	peek  bool
-	sbe   SetBackend
+	sbe   *Sets
 	set   *limiter.Set
 }
 
@@ -84,7 +63,7 @@ func (g *Guard) Decide(ctx context.Context, be Backend, op, k string, rate limit
 }
 
 // DecideSet runs an IncSet (n = 0: a peek) under the policy.
-func (g *Guard) DecideSet(ctx context.Context, be SetBackend, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
+func (g *Guard) DecideSet(ctx context.Context, be *Sets, op, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
 	var d limiter.SetDecision
 	if err := g.at(k).decide(ctx, &ask{op: op, k: k, n: n, sbe: be, set: set}, &d, nil); err != nil {
 		return limiter.SetDecision{}, err
@@ -178,7 +157,7 @@ func (g *Guard) policy(ctx context.Context, a *ask, v verdict, cause error) (lim
 	if v == vShed {
 		g.noteShed()
 		if g.cfg.Policy == limiter.FailError {
-			return limiter.SetDecision{}, fmt.Errorf("%s: %s: %w: %w", g.pkg, a.op, limiter.ErrShed, cause)
+			return limiter.SetDecision{}, fmt.Errorf("%s: %s: %w: %w", g.b.pkg, a.op, limiter.ErrShed, cause)
 		}
 		return g.refuse(a, c, false, true)
 	}
@@ -225,7 +204,7 @@ func (g *Guard) Get(ctx context.Context, be Backend, b *Base, k string) (limiter
 }
 
 // GetSet runs a GetSet.
-func (g *Guard) GetSet(ctx context.Context, be SetBackend, k string, set *limiter.Set) ([]limiter.Usage, error) {
+func (g *Guard) GetSet(ctx context.Context, be *Sets, k string, set *limiter.Set) ([]limiter.Usage, error) {
 	return other(g.at(k), ctx, "get set", func() error { return be.ValidateSet("get set", k, set, 0) },
 		func(ctx context.Context) ([]limiter.Usage, error) { return be.UsageSet(ctx, k, set) })
 }
@@ -243,7 +222,7 @@ func (g *Guard) Reset(ctx context.Context, b *Base, k string) error {
 
 // ResetSet UNLINKs the set's hashes of k and drops what the fallback
 // holds for them.
-func (g *Guard) ResetSet(ctx context.Context, be SetBackend, k string, set *limiter.Set) error {
+func (g *Guard) ResetSet(ctx context.Context, be *Sets, k string, set *limiter.Set) error {
 	g = g.at(k)
 	_, err := other(g, ctx, "reset set", func() error { return be.ValidateSet("reset set", k, set, 0) },
 		func(ctx context.Context) (struct{}, error) { return struct{}{}, be.UnlinkSet(ctx, k, set) })

@@ -1,6 +1,7 @@
 package redisprov
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -44,7 +45,7 @@ func (p *Provider) Init(s Strategy, client Client, opts []limiter.Option) error 
 	}
 	cfg := &p.b.Cfg
 	s.InitGuard(&p.g, s.pkg, client, &p.b, opts)
-	p.g.ByNode(NodeProbe(cfg))
+	p.g.ByNode()
 	p.b.SetGate(p.g.Opened)
 	if !cfg.NoRelief {
 		p.relief = new(Memory)
@@ -96,11 +97,7 @@ func (p *Provider) Reset(ctx context.Context, k string) error {
 // the fallback and the batching goroutines until ctx is done.
 func (p *Provider) Close(ctx context.Context) error {
 	p.b.Close()
-	err := p.g.Close(ctx)
-	if werr := p.b.Wait(ctx); err == nil {
-		err = werr
-	}
-	return err
+	return cmp.Or(p.g.Close(ctx), p.b.Wait(ctx))
 }
 
 // Ping runs the probe once, bounded by WithTimeout on top of ctx.
@@ -109,7 +106,7 @@ func (p *Provider) Ping(ctx context.Context) error { return p.g.Ping(ctx) }
 // Validate checks an Inc (or, with peek, an IsAllowed) for the policy
 // (Backend).
 func (p *Provider) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
-	return NewCall(&p.b, op, k, rate, n, peek, hardFactor(&p.b.Cfg, p.b.sup))
+	return NewCall(&p.b, op, k, rate, n, peek)
 }
 
 // Decide is the Redis call of an Inc, or with peek of an IsAllowed

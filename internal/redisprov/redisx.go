@@ -22,9 +22,9 @@ type Client interface {
 	Unlink(ctx context.Context, keys ...string) *redis.IntCmd
 }
 
-// Errors of a call that waited for a local resource (a key's token in the
-// hybrid provider, a batch slot) and was not sent: neither is evidence
-// against Redis.
+// The package's errors. ErrOpened and ErrBehindFailure are those of a call
+// that waited for a local resource (a key's token in the hybrid provider,
+// a batch slot) and was not sent: neither is evidence against Redis.
 var (
 	// ErrOpened: the circuit breaker opened while the call waited; the
 	// failure policy answers it.
@@ -33,6 +33,19 @@ var (
 	// key that failed; it is not sent again, so that no caller waits more
 	// than about one timeout behind others.
 	ErrBehindFailure = errors.New("sluice: the call waited behind one that failed")
+	// ErrRemembered is what a Backend's Decide returns, with its decision,
+	// for a refusal hot-key relief answered from memory: the guard returns
+	// the decision with a nil error, as not asked of Redis and no reply.
+	ErrRemembered = errors.New("answered from memory")
+
+	errReply   = errors.New("malformed script reply")
+	errNoReply = errors.New("redis: no reply in the pipeline")
+	// errAbandoned: a call not sent because too many calls whose callers
+	// left still wait for Redis (bounded).
+	errAbandoned = fmt.Errorf("redis: too many calls past their deadline still unanswered: %w", context.DeadlineExceeded)
+	// errUnanswered: a probe not sent because the previous one is still
+	// unanswered (probeBy).
+	errUnanswered = fmt.Errorf("redis: the previous probe is still unanswered: %w", context.DeadlineExceeded)
 )
 
 // ProbeKey is the Redis hash the failure policy's probe writes for a

@@ -3,20 +3,20 @@ package redisprov
 import (
 	"context"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
 	"github.com/sluice-go/sluice/scripts"
 )
 
-// Sets is the calls on sets of limits over a Base, in its strategy: the
-// SetBackend of every Redis provider. It is the Base itself, so passing
-// one allocates nothing.
+// Sets is the calls on sets of limits over a Base, in its strategy, as
+// every Redis provider's Guard makes them. It is the Base itself, so
+// passing one allocates nothing.
 type Sets Base
 
 // SetsOf returns the calls on sets over b.
 func SetsOf(b *Base) *Sets { return (*Sets)(b) }
-
-var _ SetBackend = (*Sets)(nil)
 
 // IncSet runs an IncSet under the failure policy.
 func (p *Provider) IncSet(ctx context.Context, k string, set *limiter.Set, n int64) (limiter.SetDecision, error) {
@@ -32,6 +32,15 @@ func (p *Provider) GetSet(ctx context.Context, k string, set *limiter.Set) ([]li
 // fallback holds for them.
 func (p *Provider) ResetSet(ctx context.Context, k string, set *limiter.Set) error {
 	return p.g.ResetSet(ctx, SetsOf(&p.b), k, set)
+}
+
+// incScripts are the decision scripts of b's strategy: a single limit's
+// and a set's.
+func (b *Base) incScripts() (one, many *redis.Script) {
+	if b.sup {
+		return scripts.SupInc, scripts.SupSet
+	}
+	return scripts.AbsInc, scripts.AbsSet
 }
 
 // setCall validates a call on set (CheckSet, then each limit's hard
@@ -69,11 +78,8 @@ func (s *Sets) DecideSet(ctx context.Context, op, k string, set *limiter.Set, n 
 		return limiter.SetDecision{}, err
 	}
 	draw := drawPPM(&b.Cfg, b.sup)
-	script := scripts.AbsSet
-	if b.sup {
-		script = scripts.SupSet
-	}
-	v, err := b.Run(ctx, script, hs, setArgv(b, ls, n, draw)...)
+	_, script := b.incScripts()
+	v, err := b.Run(ctx, script, hs, setArgv(b, ls, n, draw, false)...)
 	if err != nil {
 		return limiter.SetDecision{}, b.Errorf(op, err)
 	}

@@ -44,18 +44,18 @@ func SetTTL(cfg *window.Config, l *window.Limit) int64 {
 	return ttl
 }
 
-// setArgs is the number of arguments per limit of a sup_set.lua call: W,
-// B, S, H, n, TTL (abs_set.lua's: W, B, C, TTL).
-const setArgs = 6
-
 // setArgv is the ARGV of an abs_set.lua or sup_set.lua call of n units on
-// limits ls with the call's draw. An absolute request over every capacity
-// is refused whatever its size: the script sees the largest + 1.
-func setArgv(b *Base, ls []window.Limit, n, draw int64) []any {
-	args := make([]any, 0, 3+setArgs*len(ls))
-	if b.sup {
+// limits ls with the call's draw; wb: the write-back's (WriteBack), which
+// records n whatever the limits hold. Else an absolute request over every
+// capacity is refused whatever its size: the script sees the largest + 1.
+func setArgv(b *Base, ls []window.Limit, n, draw int64, wb bool) []any {
+	args := make([]any, 0, 4+6*len(ls))
+	switch {
+	case b.sup:
 		args = append(args, NowArg(&b.Cfg), b.Cache, draw)
-	} else {
+	case wb:
+		args = append(args, NowArg(&b.Cfg), n)
+	default:
 		top := int64(0)
 		for i := range ls {
 			top = max(top, ls[i].Soft)
@@ -65,10 +65,15 @@ func setArgv(b *Base, ls []window.Limit, n, draw int64) []any {
 	for i := range ls {
 		l := &ls[i]
 		args = append(args, l.P.W, l.P.B, l.Soft)
-		if b.sup {
+		if b.sup && wb {
+			args = append(args, l.Hard, n)
+		} else if b.sup {
 			args = append(args, l.Hard, window.RecordedCost(n, l.Hard))
 		}
 		args = append(args, SetTTL(&b.Cfg, l))
+	}
+	if wb {
+		args = append(args, WriteBack)
 	}
 	return args
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluice-go/sluice/internal/window"
 	"github.com/sluice-go/sluice/limiter"
-	"github.com/sluice-go/sluice/scripts"
 )
 
 // reconcileBatch is how many keys one pipeline of the write-back carries.
@@ -67,7 +66,7 @@ func (g *Guard) reconcile(closed bool, t *tally) bool {
 	g.pending, g.droppedIDs, g.dropped, g.droppedUnits = make(map[string]*Pending), nil, 0, 0
 	g.pmu.Unlock()
 	fbp := g.fb.Load()
-	if len(pend) == 0 || fbp == nil || g.recon.Queue == nil {
+	if len(pend) == 0 || fbp == nil {
 		return false
 	}
 	now := g.cfg.NowMs()
@@ -90,9 +89,10 @@ func (g *Guard) reconcile(closed bool, t *tally) bool {
 	if len(items) == 0 {
 		return false
 	}
-	for _, sc := range g.recon.Scripts {
+	one, many := g.b.incScripts()
+	for _, sc := range []*redis.Script{one, many} {
 		ctx, cancel := context.WithTimeout(g.stopCtx, g.probeDeadline())
-		sc.Load(ctx, g.client)
+		sc.Load(ctx, g.b.Client)
 		cancel()
 	}
 	for len(items) > 0 {
@@ -159,11 +159,11 @@ func (g *Guard) writeBatch(batch []*Pending, t *tally) {
 	cmds := make([]*redis.Cmd, len(batch))
 	queue := func(sc redis.Scripter) {
 		for i, p := range batch {
-			cmds[i] = g.recon.Queue(ctx, sc, p, p.Units)
+			cmds[i] = g.queue(ctx, sc, p, p.Units)
 		}
 	}
-	if ok, _ := Pipelined(ctx, g.client, queue); !ok {
-		queue(g.client)
+	if ok, _ := Pipelined(ctx, g.b.Client, queue); !ok {
+		queue(g.b.Client)
 	}
 	for i, cmd := range cmds {
 		switch err := cmd.Err(); {
@@ -179,54 +179,29 @@ func (g *Guard) writeBatch(batch []*Pending, t *tally) {
 	}
 }
 
-// reconciler is the Reconciler of a provider of strategy sup or absolute
-// whose calls carry b's arguments: the scripts' mode WriteBack at the key's
-// latest rate (on a set, in every limit), with a draw of 0.
-func reconciler(b *Base, sup bool) Reconciler {
-	cfg := &b.Cfg
-	one, many := scripts.AbsInc, scripts.AbsSet
-	if sup {
-		one, many = scripts.SupInc, scripts.SupSet
+// queue adds to pipe the write of n units of p's key (in every limit of
+// p.Set) in the scripts' mode WriteBack, at the key's latest rate with a
+// draw of 0; the command's error, read after the pipeline ran, is nil when
+// Redis recorded them.
+func (g *Guard) queue(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd {
+	b := g.b
+	one, many := b.incScripts()
+	if p.Set == nil {
+		// The rate was validated by the Inc that admitted them.
+		soft, _ := limiter.Capacity(p.Rate, b.Cfg.Window)
+		hs := []string{p.Hash}
+		if !b.sup {
+			return one.EvalSha(ctx, pipe, hs, NowArg(&b.Cfg), b.W, b.B, soft, n, b.TTL, 0, 0, 0, 0, WriteBack)
+		}
+		hard, _ := window.HardCapacity(p.Rate, b.Cfg.Window, b.Cfg.HardLimitFactor)
+		return one.EvalSha(ctx, pipe, hs, NowArg(&b.Cfg), b.W, b.B, soft, hard, n, b.Cache, 0, b.TTL, 0, 0, 0, 0, 0, WriteBack)
 	}
-	return Reconciler{
-		Scripts: []*redis.Script{one, many},
-		Queue: func(ctx context.Context, pipe redis.Scripter, p *Pending, n int64) *redis.Cmd {
-			if p.Set == nil {
-				// The rate was validated by the Inc that admitted them.
-				soft, _ := limiter.Capacity(p.Rate, cfg.Window)
-				hs := []string{p.Hash}
-				if !sup {
-					return one.EvalSha(ctx, pipe, hs, NowArg(cfg), b.W, b.B, soft, n, b.TTL, 0, 0, 0, 0, WriteBack)
-				}
-				hard, _ := window.HardCapacity(p.Rate, cfg.Window, cfg.HardLimitFactor)
-				return one.EvalSha(ctx, pipe, hs, NowArg(cfg), b.W, b.B, soft, hard, n, b.Cache, 0, b.TTL, 0, 0, 0, 0, 0, WriteBack)
-			}
-			hs, err := b.CheckSet("inc set", p.Key, p.Set, 0)
-			var lb [window.MaxSet]window.Limit
-			var ls []window.Limit
-			if err == nil {
-				ls, err = window.SetLimits(p.Set, hardFactor(cfg, sup), &lb)
-			}
-			if err != nil {
-				cmd := redis.NewCmd(ctx) // failed before it was sent
-				cmd.SetErr(err)
-				return cmd
-			}
-			args := make([]any, 0, 4+setArgs*len(ls))
-			if sup {
-				args = append(args, NowArg(cfg), b.Cache, 0)
-			} else {
-				args = append(args, NowArg(cfg), n)
-			}
-			for i := range ls {
-				l := &ls[i]
-				args = append(args, l.P.W, l.P.B, l.Soft)
-				if sup {
-					args = append(args, l.Hard, n)
-				}
-				args = append(args, SetTTL(cfg, l))
-			}
-			return many.EvalSha(ctx, pipe, hs, append(args, WriteBack)...)
-		},
+	var lb [window.MaxSet]window.Limit
+	hs, ls, err := SetsOf(b).setCall("inc set", p.Key, p.Set, 0, &lb)
+	if err != nil {
+		cmd := redis.NewCmd(ctx) // failed before it was sent
+		cmd.SetErr(err)
+		return cmd
 	}
+	return many.EvalSha(ctx, pipe, hs, setArgv(b, ls, n, 0, true)...)
 }
