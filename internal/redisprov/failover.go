@@ -178,9 +178,8 @@ func (g *Guard) init(b *Base, opts []limiter.Option, probe probeFunc) {
 // key.Suppressed.
 func (s Strategy) Key() string { return s.key }
 
-// InitGuard sets g up for the calls of store b of strategy s, with Probe
-// (pkg and client are b's).
-func (s Strategy) InitGuard(g *Guard, pkg string, client Client, b *Base, opts []limiter.Option) {
+// InitGuard sets g up for the calls of store b of strategy s, with Probe.
+func (s Strategy) InitGuard(g *Guard, b *Base, opts []limiter.Option) {
 	g.Init(b, opts, Probe(&b.Cfg))
 }
 
