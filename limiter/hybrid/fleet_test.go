@@ -379,7 +379,7 @@ func TestZeroOvershoot(t *testing.T) {
 const softFloor = 0.9
 
 // maxDrawRatio bounds the admissions of the calls a factor decided over
-// the sum of their 1 − f: measured 0.95 to 1.02 for all three fleets
+// the sum of their 1 − f: measured 0.94 to 1.02 for all three fleets
 // (binomial spread about 1 % at 6,000 admissions); a hybrid that admitted
 // past its factor from memory would exceed it.
 const maxDrawRatio = 1.5
