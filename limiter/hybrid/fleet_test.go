@@ -25,6 +25,7 @@ type record struct {
 	lo, hi int64
 	key    int32
 	units  int32
+	free   bool // admitted without suppression, not Degraded
 }
 
 // fleetRun is one saturated run of a fleet on a real Redis.
@@ -47,6 +48,24 @@ type fleetRun struct {
 	redissup   int
 }
 
+// draws tallies the calls a factor between 0 and 1 decided (Suppressed,
+// SuppressionFactor below 1): how many, how many were admitted, and the sum
+// of 1 − f over them, the admissions the strategy's rule expects.
+type draws struct {
+	calls, admitted int64
+	expected        float64
+}
+
+func (d *draws) note(dec limiter.Decision) {
+	if dec.Suppressed && dec.SuppressionFactor < 1 {
+		d.calls++
+		d.expected += 1 - dec.SuppressionFactor
+		if dec.Allowed {
+			d.admitted++
+		}
+	}
+}
+
 // maxShedShare is the share of shed decisions above which a fleet's
 // efficiency (not its bound) is only logged: shed callers were refused by
 // design, so the key admits less.
@@ -63,8 +82,8 @@ func (r fleetRun) bound() int64 {
 // run drives the fleet for windows + 1 windows and returns every
 // admission, with the instant the measured part began.
 // It also returns the share of the decisions that were shed (refused
-// because a caller's budget ran out on a loaded machine).
-func (r fleetRun) run(t *testing.T) ([]record, int64, int64, float64) {
+// because a caller's budget ran out on a loaded machine), and the draws.
+func (r fleetRun) run(t *testing.T) ([]record, int64, int64, float64, draws) {
 	t.Helper()
 	srv := redistest.Real(t)
 	prefix := redistest.Prefix(t)
@@ -75,7 +94,7 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64, float64) {
 				t.Logf("%s: breaker opened: %v", sc.Provider, sc.Cause)
 			}
 		}))}
-	type inc func(ctx context.Context, k string, n int64) (bool, error)
+	type inc func(ctx context.Context, k string, n int64) (limiter.Decision, error)
 	// Degraded and shed decisions, logged: the fleet's bound holds with
 	// either, but a degraded one means a breaker opened.
 	var degraded, shed atomic.Int64
@@ -96,10 +115,10 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64, float64) {
 	}
 	for i := 0; i < r.hybrids && r.suppressed; i++ {
 		l := newDefaultSuppressed(t, srv.Client(t), opts...)
-		incs = append(incs, func(ctx context.Context, k string, n int64) (bool, error) {
+		incs = append(incs, func(ctx context.Context, k string, n int64) (limiter.Decision, error) {
 			d, err := l.Inc(ctx, k, rate, n)
 			note(d)
-			return d.Allowed, err
+			return d, err
 		})
 		closers = append(closers, func() {
 			l.Close(context.Background())
@@ -112,20 +131,20 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64, float64) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		incs = append(incs, func(ctx context.Context, k string, n int64) (bool, error) {
+		incs = append(incs, func(ctx context.Context, k string, n int64) (limiter.Decision, error) {
 			d, err := l.Inc(ctx, k, rate, n)
 			note(d)
-			return d.Allowed, err
+			return d, err
 		})
 		closers = append(closers, func() { l.Close(context.Background()) })
 	}
 	for i := 0; i < r.hybrids && !r.suppressed; i++ {
 		l := newDefaultAbsolute(t, srv.Client(t), opts...)
 		hybrids = append(hybrids, l)
-		incs = append(incs, func(ctx context.Context, k string, n int64) (bool, error) {
+		incs = append(incs, func(ctx context.Context, k string, n int64) (limiter.Decision, error) {
 			d, err := l.Inc(ctx, k, rate, n)
 			note(d)
-			return d.Allowed, err
+			return d, err
 		})
 		closers = append(closers, func() { l.Close(context.Background()) })
 	}
@@ -134,10 +153,10 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64, float64) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		incs = append(incs, func(ctx context.Context, k string, n int64) (bool, error) {
+		incs = append(incs, func(ctx context.Context, k string, n int64) (limiter.Decision, error) {
 			d, err := l.Inc(ctx, k, rate, n)
 			note(d)
-			return d.Allowed, err
+			return d, err
 		})
 		closers = append(closers, func() { l.Close(context.Background()) })
 	}
@@ -150,6 +169,7 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64, float64) {
 	var mu sync.Mutex
 	var all []record
 	var calls int64
+	var drawn draws
 	var errs []error
 	var wg sync.WaitGroup
 	for i, f := range incs {
@@ -159,6 +179,7 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64, float64) {
 				defer wg.Done()
 				rng := rand.New(rand.NewPCG(seed, 1))
 				var mine []record
+				var dr draws
 				ctx := context.Background()
 				j := 0
 				for ; ; j++ {
@@ -171,7 +192,7 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64, float64) {
 					if !lo.Before(end) {
 						break
 					}
-					ok, err := f(ctx, names[k], n)
+					d, err := f(ctx, names[k], n)
 					hi := time.Now()
 					if err != nil {
 						mu.Lock()
@@ -179,13 +200,17 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64, float64) {
 						mu.Unlock()
 						break
 					}
-					if ok {
-						mine = append(mine, record{lo.UnixMilli(), hi.UnixMilli(), k, int32(n)})
+					dr.note(d)
+					if d.Allowed {
+						mine = append(mine, record{lo.UnixMilli(), hi.UnixMilli(), k, int32(n), !d.Suppressed && !d.Degraded})
 					}
 				}
 				mu.Lock()
 				all = append(all, mine...)
 				calls += int64(j)
+				drawn.calls += dr.calls
+				drawn.admitted += dr.admitted
+				drawn.expected += dr.expected
 				mu.Unlock()
 			}(uint64(i*1000 + g))
 		}
@@ -202,7 +227,7 @@ func (r fleetRun) run(t *testing.T) ([]record, int64, int64, float64) {
 	if len(errs) > 0 {
 		t.Fatalf("%d calls failed, first: %v", len(errs), errs[0])
 	}
-	return all, start.Add(r.window).UnixMilli(), calls, float64(shed.Load()) / float64(max(calls, 1))
+	return all, start.Add(r.window).UnixMilli(), calls, float64(shed.Load()) / float64(max(calls, 1)), drawn
 }
 
 // mostInWindow returns, for one key's records sorted by lo, the most units
@@ -244,7 +269,7 @@ func (r fleetRun) check(t *testing.T, all []record, from, calls int64) (mean, mi
 	for _, rec := range all {
 		byKey[rec.key] = append(byKey[rec.key], rec)
 	}
-	var worst, worstHi int64
+	var worst, worstHi, worstFree int64
 	var measured int64
 	perWindow := make([]int64, r.windows)
 	for k, recs := range byKey {
@@ -254,6 +279,10 @@ func (r fleetRun) check(t *testing.T, all []record, from, calls int64) (mean, mi
 			t.Errorf("key %d: %d units admitted within one window of %v, bound %d", k, certain, r.window, r.bound())
 		}
 		worst, worstHi = max(worst, certain), max(worstHi, byHi)
+		if r.suppressed {
+			free, _ := mostInWindow(slices.DeleteFunc(slices.Clone(recs), func(x record) bool { return !x.free }), w)
+			worstFree = max(worstFree, free)
+		}
 		for _, rec := range recs {
 			if rec.lo >= from {
 				measured += int64(rec.units)
@@ -267,6 +296,16 @@ func (r fleetRun) check(t *testing.T, all []record, from, calls int64) (mean, mi
 	minShare = 1
 	for _, n := range perWindow {
 		minShare = min(minShare, float64(n)/float64(r.keys)/float64(r.capacity))
+	}
+	if r.suppressed {
+		// Only a call that leaves the window at or below S is admitted
+		// without suppression, so no span of W holds more than S such
+		// units (the hybrid's free units are below S at the grant). A
+		// degraded decision is the failure policy's, not counted.
+		t.Logf("most admitted without suppression in any window: %d (S = %d)", worstFree, r.capacity)
+		if worstFree > r.capacity {
+			t.Errorf("%d units admitted without suppression within one window of %v, S = %d", worstFree, r.window, r.capacity)
+		}
 	}
 	offered := float64(calls) / float64(r.windows+1) / float64(r.keys) / float64(r.capacity)
 	t.Logf("%d keys, C = %d (bound %d) per %v, %d hybrid + %d redisabs + %d redissup instances × %d goroutines: %d calls (%.1f × C per key and window), %d admissions; most in any window: %d (%d counting each at its caller's return); admitted per window %.1f %% of C on average, aligned windows from %.1f %%",
@@ -311,7 +350,7 @@ func TestZeroOvershoot(t *testing.T) {
 		{"200Forward", fleetRun{keys: 200, capacity: 20, hybrids: 3, redisabs: 1, goroutines: 64, window: time.Second, windows: 5, forwards: new(int64)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			all, from, calls, shed := tc.run.run(t)
+			all, from, calls, shed, _ := tc.run.run(t)
 			mean, _ := tc.run.check(t, all, from, calls)
 			if tc.run.keys == 1 && mean < 0.9 && shed > maxShedShare {
 				t.Logf("hot key admitted %.1f %% of its capacity per window with %.1f %% of the calls shed (a starved machine): not held to 90 %%", 100*mean, 100*shed)
@@ -328,23 +367,33 @@ func TestZeroOvershoot(t *testing.T) {
 	}
 }
 
-// The tolerance of the soft target S on a saturated hot key, in the mean
-// units accepted per window: at least 0.9 S, at most S + 0.9 (H − S)
-// (docs/algorithms.md, Hybrid leases, The suppressed hybrid: a fleet that
-// offers hundreds of times S refills every dip below S at once and its
-// expiry comes in lumps; redissup in the same harness runs as far above S).
-func softBand(r fleetRun) (lo, hi float64) {
-	return 0.9, 1 + 0.9*(r.factor-1)
-}
+// softFloor is the least mean accepted per window, as a share of S, on a
+// saturated hot key: the strategy admits every call that leaves the window
+// at or below S, so a key offered far more than S refills every dip below
+// it at once (docs/algorithms.md, The suppressed hybrid). Above S the
+// design promises no figure on the mean of this harness, only H on every
+// span (check): the mean runs from 1.2 S to H by how bursty 192
+// goroutines on two cores offer (the same document's measured table), and
+// a key whose callers stall for a window restarts cold and takes H in one
+// burst, as redissup does. What the strategy promises above S is the rule
+// each call is decided by, admitted with probability 1 − f: maxDrawRatio.
+const softFloor = 0.9
+
+// maxDrawRatio bounds the admissions of the calls a factor decided over
+// the sum of their 1 − f: measured 0.94 to 1.02 for all three fleets
+// (binomial spread about 1 % at 6,000 admissions), 2 is more than ten
+// times that spread away; a hybrid that admitted past its factor from
+// memory (at f near 1, many times 1 − f) would exceed it.
+const maxDrawRatio = 2.0
 
 // TestSuppressedFleet: three suppressed hybrid instances (own clients) of
 // 64 goroutines each, alone and with a redissup instance, saturate one hot
 // key on one real Redis for 6 windows: no window holds more than H
-// accepted units, counted from the callers' own records, and the mean
-// accepted per window of the hybrids alone stays within softBand. Three
-// redissup instances in the same harness give the strategy's own figure,
-// held to the same band. The mixed fleet's mean is logged, not held to
-// the band: it measured 166 to 180 % of S, near the band's 190 %
+// accepted units, nor more than S admitted without suppression, counted
+// from the callers' own records; the mean accepted per window is at least
+// softFloor; and the calls a factor decided were admitted as often as
+// their 1 − f says (maxDrawRatio). Three redissup instances in the same
+// harness give the strategy's own figures, held to the same checks
 // (docs/algorithms.md, The suppressed hybrid). Six windows, not ten: the
 // three fleets saturate both cores for their whole run (36 s of make test
 // at ten), and every span of W of the run is checked against H.
@@ -362,15 +411,19 @@ func TestSuppressedFleet(t *testing.T) {
 		{"RedissupOnly", supOnly},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			all, from, calls, shed := tc.run.run(t)
+			all, from, calls, shed, dr := tc.run.run(t)
 			mean, low := tc.run.check(t, all, from, calls)
-			if lo, hi := softBand(tc.run); tc.run.hybrids > 0 && tc.run.redissup > 0 {
-				t.Logf("mixed fleet: %.1f %% of S per window (band [%.0f %%, %.0f %%] not asserted)", 100*mean, 100*lo, 100*hi)
-			} else if mean < lo && shed > maxShedShare {
-				t.Logf("hot key accepted %.1f %% of S per window with %.1f %% of the calls shed (a starved machine): not held to the band", 100*mean, 100*shed)
-			} else if mean < lo || mean > hi {
-				t.Errorf("hot key accepted %.1f %% of S per window (lowest aligned window %.1f %%), want within [%.0f %%, %.0f %%]",
-					100*mean, 100*low, 100*lo, 100*hi)
+			ratio := float64(dr.admitted) / max(dr.expected, 1)
+			t.Logf("%d calls decided by a factor: %d admitted, %.1f expected from their 1 − f (ratio %.3f)", dr.calls, dr.admitted, dr.expected, ratio)
+			if dr.expected < 500 {
+				t.Logf("too few draws to hold to %.1f × expected", maxDrawRatio)
+			} else if ratio > maxDrawRatio {
+				t.Errorf("calls decided by a factor admitted %.2f × their expected 1 − f, want at most %.1f", ratio, maxDrawRatio)
+			}
+			if mean < softFloor && shed > maxShedShare {
+				t.Logf("hot key accepted %.1f %% of S per window with %.1f %% of the calls shed (a starved machine): not held to %.0f %%", 100*mean, 100*shed, 100*softFloor)
+			} else if mean < softFloor {
+				t.Errorf("hot key accepted %.1f %% of S per window (lowest aligned window %.1f %%), want at least %.0f %%", 100*mean, 100*low, 100*softFloor)
 			}
 		})
 	}
