@@ -59,6 +59,9 @@ func (a *LocalAbsolute) IncTo(ctx context.Context, k string, rate limiter.Rate, 
 		return err
 	}
 	e := a.s.lock(k, n > 0)
+	if e.stale(now, a.s.p) {
+		now = a.s.now()
+	}
 	var r Result
 	if e == nil { // a peek at an unknown key
 		var peek State
@@ -92,6 +95,9 @@ func (l *LocalSuppressed) IncTo(ctx context.Context, k string, rate limiter.Rate
 	}
 	in := Suppressed{Soft: soft, Hard: hard, CacheMs: l.s.cacheMs, RandPPM: l.s.drawPPM()}
 	e := l.s.lock(k, n > 0)
+	if e.stale(now, l.s.p) {
+		now = l.s.now()
+	}
 	var r Result
 	if e == nil { // a peek at an unknown key
 		var peek State
@@ -124,6 +130,9 @@ func (a *LocalAbsolute) IsAllowedTo(ctx context.Context, k string, d *limiter.De
 	}
 	*d = allowedUnknown
 	if e := a.s.lock(k, false); e != nil {
+		if e.stale(now, a.s.p) {
+			now = a.s.now()
+		}
 		r := e.st.IsAllowedAbsolute(a.s.p, now)
 		e.mu.Unlock()
 		*d = r.Decision()
@@ -150,6 +159,9 @@ func (l *LocalSuppressed) IsAllowedTo(ctx context.Context, k string, d *limiter.
 	}
 	*d = allowedUnknown
 	if e := l.s.lock(k, false); e != nil {
+		if e.stale(now, l.s.p) {
+			now = l.s.now()
+		}
 		r := e.st.IsAllowedSuppressed(l.s.p, now, l.s.cacheMs)
 		e.mu.Unlock()
 		*d = r.Decision()

@@ -206,6 +206,16 @@ func (s *store) now() int64 {
 	return settings.ClampMs(s.cfg.Clock().UnixMilli())
 }
 
+// stale reports whether now, read before the caller locked e, is W + B
+// or more before e's newest bucket: a reading is as old as the caller's
+// wait for the lock, and the window would take such a bucket for one
+// dated by a clock that jumped ahead and start the key afresh
+// (FromFuture). The caller then reads the clock again; a clock that still
+// reads that far back has stepped back, and the rule applies.
+func (e *entry) stale(now int64, p Params) bool {
+	return e != nil && e.st.size > 0 && FromFuture(now, e.st.newest().Start, p.Span())
+}
+
 // lock finds k's entry and locks it, creating it when create is true. It
 // returns nil, holding nothing, when k is unknown and create is false. The
 // caller unlocks e.mu.
@@ -246,6 +256,9 @@ func (s *store) usage(k string) (limiter.Usage, error) {
 	e := s.lock(k, false)
 	if e == nil {
 		return limiter.Usage{}, nil
+	}
+	if e.stale(now, s.p) {
+		now = s.now()
 	}
 	used, declined, c := e.st.Usage(s.p, now)
 	e.mu.Unlock()
