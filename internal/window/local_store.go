@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -51,22 +50,14 @@ type store struct {
 	strategy string
 	cfg      Config
 	sets     sync.Map // string → *setEntry
-	// keepMs is how long after its newest bucket opened the sweep keeps a
-	// key: W + B, plus slackMs under WithClock, whose clock may step
-	// back (the Redis providers give such keys the same minute of TTL).
-	keepMs int64
+	// slackMs is what the sweep adds to a key's span, W + B, before it
+	// drops the key: a minute under WithClock, whose clock may step back
+	// (the Redis providers give such keys the same minute of TTL).
+	slackMs int64
 
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
-}
-
-// slackMs is the minute the sweep adds to keep times under WithClock.
-func (s *store) slackMs() int64 {
-	if s.cfg.ClockSet {
-		return 60_000
-	}
-	return 0
 }
 
 func newStore(strategy string, opts []limiter.Option) (*store, error) {
@@ -89,7 +80,9 @@ func newStore(strategy string, opts []limiter.Option) (*store, error) {
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
-	s.keepMs = s.p.Span() + s.slackMs()
+	if cfg.ClockSet {
+		s.slackMs = 60_000
+	}
 	// The sweep runs once per window, at least every minute and at most
 	// every second.
 	every := min(max(cfg.Window, time.Second), time.Minute)
@@ -173,15 +166,6 @@ func capacityOf(x float64) (c int64, ok bool) {
 		return int64(v), true
 	}
 	return 0, false
-}
-
-// draw is the suppressed strategy's one draw per call: the source of
-// WithRandom, or math/rand/v2's Float64 called directly.
-func (s *store) draw() float64 {
-	if !s.randomSet {
-		return rand.Float64()
-	}
-	return s.cfg.Rand()
 }
 
 // drawPPM is a single-limit Inc's draw in ppm: DrawWhenNeeded with the
@@ -299,7 +283,7 @@ func (s *store) sweep() int {
 				continue
 			}
 			e.mu.Lock()
-			if st, ok := e.st.Newest(); !e.dead() && gone(s.now(), st, ok, s.keepMs) {
+			if st, ok := e.st.Newest(); !e.dead() && gone(s.now(), st, ok, s.p.Span()+s.slackMs) {
 				s.remove(h, k, e)
 				dropped++
 			} else {
