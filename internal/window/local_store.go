@@ -311,9 +311,6 @@ func (s *store) close(ctx context.Context) error {
 	}
 }
 
-// capacityErrors are the sentinels a capacity error wraps.
-var capacityErrors = settings.CapacityErrors{InvalidRate: limiter.ErrInvalidRate, InvalidConfig: limiter.ErrInvalidConfig, TooSmall: limiter.ErrCapacityTooSmall}
-
 // HardCapacity returns H = floor(rate × window in seconds × factor + 1e-9),
 // the suppressed strategy's ceiling (limiter.WithHardLimitFactor): with
 // factor 1, limiter.Capacity. Its errors are Capacity's, then a bad
@@ -330,8 +327,15 @@ func HardCapacity(r limiter.Rate, window time.Duration, factor float64) (int64, 
 			return h, nil
 		}
 	}
-	if math.IsNaN(p) || math.IsInf(p, 0) || p <= 0 {
-		return limiter.Capacity(r, window) // the rate's error
+	if math.IsNaN(p) || math.IsInf(p, 0) || p <= 0 || window <= 0 || factor == 1 {
+		return limiter.Capacity(r, window) // the rate's or the window's error
 	}
-	return settings.HardCapacity(p, r, window, factor, capacityErrors)
+	if math.IsNaN(factor) || math.IsInf(factor, 0) || factor < 1 {
+		return 0, fmt.Errorf("%w: hard limit factor %v", limiter.ErrInvalidConfig, factor)
+	}
+	x := p * window.Seconds() * factor
+	if x+settings.CapacityEpsilon < 1 {
+		return 0, fmt.Errorf("%w: %v over %v is %.6g units", limiter.ErrCapacityTooSmall, r, window, x)
+	}
+	return 0, fmt.Errorf("%w: %v over %v with hard limit factor %v is %.6g units, more than 2^50", limiter.ErrInvalidRate, r, window, factor, x)
 }
