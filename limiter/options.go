@@ -103,13 +103,7 @@ func WithPrefix(p string) Option {
 // of d while Redis is not known to be down is shed (Decision.Shed), not
 // degraded (docs/operations.md, What counts as an outage).
 func WithTimeout(d time.Duration) Option {
-	return option(settings.OptTimeout, func(c *config) {
-		if d < 0 {
-			c.Fail(fmt.Errorf("%w: timeout %v must not be negative", ErrInvalidConfig, d))
-			return
-		}
-		c.Timeout = d
-	})
+	return option(settings.OptTimeout, func(c *config) { c.Timeout = d })
 }
 
 // WithFailurePolicy sets what a Redis provider answers while Redis is

@@ -8,12 +8,6 @@ import (
 	"time"
 )
 
-// rateUnit is a unit of a rate's period.
-type rateUnit struct {
-	name string
-	d    time.Duration
-}
-
 // parseUnits are the units ParseRate reads ("m", minute or millisecond, is
 // refused).
 var parseUnits = map[string]time.Duration{
@@ -30,7 +24,10 @@ var parseUnits = map[string]time.Duration{
 }
 
 // units are the units String writes, smallest first.
-var units = [...]rateUnit{
+var units = [...]struct {
+	name string
+	d    time.Duration
+}{
 	{"ms", time.Millisecond},
 	{"s", time.Second},
 	{"min", time.Minute},
@@ -161,8 +158,13 @@ func digits(s string, i int) int {
 	return i
 }
 
-// format writes r as String documents.
-func (r Rate) format() string {
+// String writes r as ParseRate reads it, COUNT/PERIOD over r's period:
+// the count in its shortest decimal, the period in its largest whole unit
+// ("5.5/s", "1000/min", "3/10s", "1/90s"), so ParseRate(r.String()) == r
+// for a valid r of whole-millisecond period. Another period is written
+// over the unit whose count needs the fewest digits; an invalid rate as
+// "NaN/s" or the like, which ParseRate refuses.
+func (r Rate) String() string {
 	p := r.perSecond
 	if math.IsNaN(p) || math.IsInf(p, 0) || p <= 0 {
 		// Not a valid rate: no form parses back to it.

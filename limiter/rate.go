@@ -76,14 +76,6 @@ func defaultWindow(r Rate) (time.Duration, error) {
 	return w, nil
 }
 
-// String writes r as ParseRate reads it, COUNT/PERIOD over r's period:
-// the count in its shortest decimal, the period in its largest whole unit
-// ("5.5/s", "1000/min", "3/10s", "1/90s"), so ParseRate(r.String()) == r
-// for a valid r of whole-millisecond period. Another period is written
-// over the unit whose count needs the fewest digits; an invalid rate as
-// "NaN/s" or the like, which ParseRate refuses.
-func (r Rate) String() string { return r.format() }
-
 // validate reports ErrInvalidRate unless r is finite and positive.
 func (r Rate) validate() error {
 	p := r.perSecond
@@ -113,8 +105,12 @@ func capacityError(r Rate, window time.Duration) (int64, error) {
 	if err := r.validate(); err != nil {
 		return 0, err
 	}
-	return settings.HardCapacity(r.perSecond, r, window, 1, capacityErrors)
+	if window <= 0 {
+		return 0, fmt.Errorf("%w: window %v", ErrInvalidConfig, window)
+	}
+	x := r.perSecond * window.Seconds()
+	if x+settings.CapacityEpsilon < 1 {
+		return 0, fmt.Errorf("%w: %v over %v is %.6g units", ErrCapacityTooSmall, r, window, x)
+	}
+	return 0, fmt.Errorf("%w: %v over %v is %.6g units, more than 2^50", ErrInvalidRate, r, window, x)
 }
-
-// capacityErrors are the sentinels a capacity error wraps.
-var capacityErrors = settings.CapacityErrors{InvalidRate: ErrInvalidRate, InvalidConfig: ErrInvalidConfig, TooSmall: ErrCapacityTooSmall}

@@ -72,9 +72,6 @@ func NewSet(limits ...Limit) (*Set, error) {
 			}
 			l.Window = w
 		}
-		if l.Bucket < 0 {
-			return nil, fmt.Errorf("limit %q: %w: bucket %v must be positive, or 0 for the default", l.Name, ErrInvalidConfig, l.Bucket)
-		}
 		cfg, err := settings.New(ErrInvalidConfig, func(c *config) { c.Window, c.Bucket = l.Window, l.Bucket })
 		if err != nil {
 			return nil, fmt.Errorf("limit %q: %w", l.Name, err)

@@ -24,6 +24,9 @@ const (
 	MaxBuckets = 500
 	// MaxCapacity bounds C and H so every count stays exact in a double.
 	MaxCapacity = int64(1) << 50
+	// CapacityEpsilon absorbs binary rounding in rate × window (0.7 × 10
+	// must give 7).
+	CapacityEpsilon = 1e-9
 	// MaxHardLimitFactor is the largest factor: beyond, every hard capacity
 	// exceeds MaxCapacity.
 	MaxHardLimitFactor = MaxCapacity

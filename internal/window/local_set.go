@@ -21,7 +21,7 @@ type setEntry struct {
 
 // limitState is one limit's state, found by the limit's name, and the
 // window and bucket it records. The sweep keeps it p.Span() after its
-// newest bucket opened (plus the slack of store.keepMs).
+// newest bucket opened (plus store.slackMs).
 type limitState struct {
 	name string
 	p    Params
@@ -146,7 +146,7 @@ func (s *store) incSet(ctx context.Context, k string, set *limiter.Set, n int64)
 	states, err := setStates(e, ls, set, now, n > 0, &ptrs, &buf)
 	switch {
 	case s.sup:
-		draw := DrawPPM(s.draw()) // drawn by a refused call too, as the Redis provider draws
+		draw := DrawPPM(s.cfg.Rand()) // drawn by a refused call too, as the Redis provider draws
 		if err == nil {
 			IncSuppressedSet(states, ls, now, n, s.cfg.CacheMs, draw, rs)
 		}
@@ -237,7 +237,7 @@ func (s *store) sweepSets() int {
 			e.mu.Unlock()
 		} else if s.prune(k, e, func(l *limitState) bool {
 			st, ok := l.st.Newest()
-			return gone(s.now(), st, ok, l.p.Span()+s.slackMs())
+			return gone(s.now(), st, ok, l.p.Span()+s.slackMs)
 		}) {
 			dropped++
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -51,22 +50,14 @@ type store struct {
 	strategy string
 	cfg      Config
 	sets     sync.Map // string → *setEntry
-	// keepMs is how long after its newest bucket opened the sweep keeps a
-	// key: W + B, plus slackMs under WithClock, whose clock may step
-	// back (the Redis providers give such keys the same minute of TTL).
-	keepMs int64
+	// slackMs is what the sweep adds to a key's span, W + B, before it
+	// drops the key: a minute under WithClock, whose clock may step back
+	// (the Redis providers give such keys the same minute of TTL).
+	slackMs int64
 
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
-}
-
-// slackMs is the minute the sweep adds to keep times under WithClock.
-func (s *store) slackMs() int64 {
-	if s.cfg.ClockSet {
-		return 60_000
-	}
-	return 0
 }
 
 func newStore(strategy string, opts []limiter.Option) (*store, error) {
@@ -89,7 +80,9 @@ func newStore(strategy string, opts []limiter.Option) (*store, error) {
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
-	s.keepMs = s.p.Span() + s.slackMs()
+	if cfg.ClockSet {
+		s.slackMs = 60_000
+	}
 	// The sweep runs once per window, at least every minute and at most
 	// every second.
 	every := min(max(cfg.Window, time.Second), time.Minute)
@@ -173,15 +166,6 @@ func capacityOf(x float64) (c int64, ok bool) {
 		return int64(v), true
 	}
 	return 0, false
-}
-
-// draw is the suppressed strategy's one draw per call: the source of
-// WithRandom, or math/rand/v2's Float64 called directly.
-func (s *store) draw() float64 {
-	if !s.randomSet {
-		return rand.Float64()
-	}
-	return s.cfg.Rand()
 }
 
 // drawPPM is a single-limit Inc's draw in ppm: DrawWhenNeeded with the
@@ -312,7 +296,7 @@ func (s *store) sweep() int {
 				continue
 			}
 			e.mu.Lock()
-			if st, ok := e.st.Newest(); !e.dead() && gone(s.now(), st, ok, s.keepMs) {
+			if st, ok := e.st.Newest(); !e.dead() && gone(s.now(), st, ok, s.p.Span()+s.slackMs) {
 				s.remove(h, k, e)
 				dropped++
 			} else {
@@ -340,9 +324,6 @@ func (s *store) close(ctx context.Context) error {
 	}
 }
 
-// capacityErrors are the sentinels a capacity error wraps.
-var capacityErrors = settings.CapacityErrors{InvalidRate: limiter.ErrInvalidRate, InvalidConfig: limiter.ErrInvalidConfig, TooSmall: limiter.ErrCapacityTooSmall}
-
 // HardCapacity returns H = floor(rate × window in seconds × factor + 1e-9),
 // the suppressed strategy's ceiling (limiter.WithHardLimitFactor): with
 // factor 1, limiter.Capacity. Its errors are Capacity's, then a bad
@@ -359,8 +340,15 @@ func HardCapacity(r limiter.Rate, window time.Duration, factor float64) (int64, 
 			return h, nil
 		}
 	}
-	if math.IsNaN(p) || math.IsInf(p, 0) || p <= 0 {
-		return limiter.Capacity(r, window) // the rate's error
+	if math.IsNaN(p) || math.IsInf(p, 0) || p <= 0 || window <= 0 || factor == 1 {
+		return limiter.Capacity(r, window) // the rate's or the window's error
 	}
-	return settings.HardCapacity(p, r, window, factor, capacityErrors)
+	if math.IsNaN(factor) || math.IsInf(factor, 0) || factor < 1 {
+		return 0, fmt.Errorf("%w: hard limit factor %v", limiter.ErrInvalidConfig, factor)
+	}
+	x := p * window.Seconds() * factor
+	if x+settings.CapacityEpsilon < 1 {
+		return 0, fmt.Errorf("%w: %v over %v is %.6g units", limiter.ErrCapacityTooSmall, r, window, x)
+	}
+	return 0, fmt.Errorf("%w: %v over %v with hard limit factor %v is %.6g units, more than 2^50", limiter.ErrInvalidRate, r, window, factor, x)
 }

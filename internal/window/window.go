@@ -360,36 +360,17 @@ func (s *State) incSuppressed(p Params, now, n int64, in *Suppressed, r *Result)
 }
 
 // suppress decides a call over the soft capacity: refused above the hard
-// capacity, else admitted with probability 1 − f. It does what supFactor
-// and supRecord do for a set, in one frame.
+// capacity, else admitted with probability 1 − f.
 func (s *State) suppress(p Params, now, n, cost int64, in *Suppressed, r *Result) {
-	span := p.Span()
-	*r = Result{Outcome: OutcomeSuppressed, Limit: in.Soft, Never: cost > in.Hard}
-	if s.Used-s.Declined+cost > in.Hard {
-		r.FactorPPM = PPM
-	} else {
-		r.FactorPPM = s.factor(p, now, *in, n > 0)
+	s.supFactor(p, now, n, cost, in, r)
+	if s.Used-s.Declined+cost <= in.Hard {
 		draw := in.RandPPM
 		if draw == DrawWhenNeeded {
 			draw = DrawPPM(rand.Float64())
 		}
 		r.Allowed = draw >= r.FactorPPM
 	}
-	if n > 0 {
-		count, declined := n, int64(0)
-		if !r.Allowed {
-			count = min(n, max(1, MaxDeclined-s.Declined))
-			declined = count
-		}
-		s.record(now, p.B, count, declined)
-		s.Capacity, s.Hard = in.Soft, in.Hard
-	}
-	accepted := s.Used - s.Declined
-	r.Remaining = max(in.Soft-accepted, 0)
-	if !r.Allowed && !r.Never {
-		r.RetryAfter = s.retryAfter(now, span, accepted, cost, in.Soft, true)
-	}
-	r.ResetAfter = s.resetAfter(now, span)
+	s.supRecord(p, now, n, cost, in, r)
 }
 
 // supFactor starts a set limit's r for an offer of cost units (n
