@@ -58,10 +58,7 @@ func (a *LocalAbsolute) IncTo(ctx context.Context, k string, rate limiter.Rate, 
 	if err != nil {
 		return err
 	}
-	e := a.s.lock(k, n > 0)
-	if e.stale(now, a.s.p) {
-		now = a.s.now()
-	}
+	e, now := a.s.lock(k, n > 0, now)
 	var r Result
 	if e == nil { // a peek at an unknown key
 		var peek State
@@ -94,10 +91,7 @@ func (l *LocalSuppressed) IncTo(ctx context.Context, k string, rate limiter.Rate
 		return err
 	}
 	in := Suppressed{Soft: soft, Hard: hard, CacheMs: l.s.cacheMs, RandPPM: l.s.drawPPM()}
-	e := l.s.lock(k, n > 0)
-	if e.stale(now, l.s.p) {
-		now = l.s.now()
-	}
+	e, now := l.s.lock(k, n > 0, now)
 	var r Result
 	if e == nil { // a peek at an unknown key
 		var peek State
@@ -129,10 +123,7 @@ func (a *LocalAbsolute) IsAllowedTo(ctx context.Context, k string, d *limiter.De
 		return err
 	}
 	*d = allowedUnknown
-	if e := a.s.lock(k, false); e != nil {
-		if e.stale(now, a.s.p) {
-			now = a.s.now()
-		}
+	if e, now := a.s.lock(k, false, now); e != nil {
 		r := e.st.IsAllowedAbsolute(a.s.p, now)
 		e.mu.Unlock()
 		*d = r.Decision()
@@ -158,10 +149,7 @@ func (l *LocalSuppressed) IsAllowedTo(ctx context.Context, k string, d *limiter.
 		return err
 	}
 	*d = allowedUnknown
-	if e := l.s.lock(k, false); e != nil {
-		if e.stale(now, l.s.p) {
-			now = l.s.now()
-		}
+	if e, now := l.s.lock(k, false, now); e != nil {
 		r := e.st.IsAllowedSuppressed(l.s.p, now, l.s.cacheMs)
 		e.mu.Unlock()
 		*d = r.Decision()

@@ -190,26 +190,24 @@ func (s *store) now() int64 {
 	return settings.ClampMs(s.cfg.Clock().UnixMilli())
 }
 
-// stale reports whether now, read before the caller locked e, is W + B
-// or more before e's newest bucket: a reading is as old as the caller's
-// wait for the lock, and the window would take such a bucket for one
-// dated by a clock that jumped ahead and start the key afresh
-// (FromFuture). The caller then reads the clock again; a clock that still
-// reads that far back has stepped back, and the rule applies.
-func (e *entry) stale(now int64, p Params) bool {
-	return e != nil && e.st.size > 0 && FromFuture(now, e.st.newest().Start, p.Span())
-}
-
 // lock finds k's entry and locks it, creating it when create is true. It
 // returns nil, holding nothing, when k is unknown and create is false. The
 // caller unlocks e.mu.
-func (s *store) lock(k string, create bool) *entry {
+//
+// now is the caller's clock reading, taken before the lock; lock returns
+// the time to decide at: now, or a second reading when now is W + B or
+// more before the key's newest bucket. A reading is as old as the caller's
+// wait for the lock, and the window would take such a bucket for one dated
+// by a clock that jumped ahead and start the key afresh (FromFuture); a
+// clock that still reads that far back has stepped back, and the rule
+// applies.
+func (s *store) lock(k string, create bool, now int64) (*entry, int64) {
 	h := s.m.hash(k)
 	for {
 		e := s.m.load(h, k)
 		if e == nil {
 			if !create {
-				return nil
+				return nil, now
 			}
 			e = &entry{}
 			e.st.ring = e.buf[:]
@@ -217,7 +215,10 @@ func (s *store) lock(k string, create bool) *entry {
 		}
 		e.mu.Lock()
 		if !e.dead() {
-			return e
+			if e.st.size > 0 && FromFuture(now, e.st.newest().Start, s.p.Span()) {
+				now = s.now()
+			}
+			return e, now
 		}
 		e.mu.Unlock()
 		s.m.compareAndDelete(h, k, e) // removed meanwhile: help, look again
@@ -237,12 +238,9 @@ func (s *store) usage(k string) (limiter.Usage, error) {
 	if err != nil {
 		return limiter.Usage{}, err
 	}
-	e := s.lock(k, false)
+	e, now := s.lock(k, false, now)
 	if e == nil {
 		return limiter.Usage{}, nil
-	}
-	if e.stale(now, s.p) {
-		now = s.now()
 	}
 	used, declined, c := e.st.Usage(s.p, now)
 	e.mu.Unlock()
@@ -250,10 +248,11 @@ func (s *store) usage(k string) (limiter.Usage, error) {
 }
 
 func (s *store) reset(k string) error {
-	if _, err := s.check("reset", k); err != nil {
+	now, err := s.check("reset", k)
+	if err != nil {
 		return err
 	}
-	if e := s.lock(k, false); e != nil {
+	if e, _ := s.lock(k, false, now); e != nil {
 		s.remove(s.m.hash(k), k, e)
 	}
 	return nil

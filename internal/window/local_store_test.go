@@ -88,7 +88,7 @@ func TestRemovedEntryIsNotReused(t *testing.T) {
 	if _, err := a.Inc(ctx, "k", limiter.PerSecond(10), 3); err != nil {
 		t.Fatal(err)
 	}
-	old := a.s.lock("k", false)
+	old, _ := a.s.lock("k", false, 0)
 	old.kill() // marked by a remover that has not deleted it yet
 	old.mu.Unlock()
 	d, err := a.Inc(ctx, "k", limiter.PerSecond(10), 1)
@@ -108,7 +108,7 @@ func TestRemovedEntryIsNotReused(t *testing.T) {
 
 	// Reset while another caller holds the key: the holder finishes on the
 	// old entry, Reset removes it, and the next call starts from nothing.
-	held := a.s.lock("k", false)
+	held, _ := a.s.lock("k", false, 0)
 	done := make(chan error)
 	go func() { done <- a.Reset(ctx, "k") }()
 	time.Sleep(10 * time.Millisecond) // Reset is now waiting for the key's lock
@@ -232,7 +232,7 @@ func TestCloseWaitsForTheSweep(t *testing.T) {
 	if _, err := a.Inc(context.Background(), "k", limiter.PerSecond(10), 1); err != nil {
 		t.Fatal(err)
 	}
-	e := a.s.lock("k", false)
+	e, _ := a.s.lock("k", false, 0)
 	if e == nil {
 		t.Fatal("no entry for k")
 	}
