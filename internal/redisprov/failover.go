@@ -178,16 +178,6 @@ func (g *Guard) init(b *Base, opts []limiter.Option, probe probeFunc) {
 // key.Suppressed.
 func (s Strategy) Key() string { return s.key }
 
-// InitGuard sets g up for the calls of store b of strategy s, with Probe.
-func (s Strategy) InitGuard(g *Guard, b *Base, opts []limiter.Option) {
-	g.Init(b, opts, Probe(&b.Cfg))
-}
-
-// Call is NewCall.
-func (s Strategy) Call(b *Base, op, k string, rate limiter.Rate, n int64, peek bool) (*Call, error) {
-	return NewCall(b, op, k, rate, n, peek)
-}
-
 // Close stops the probe and waits for it until ctx is done, then closes the
 // fallback. It returns ctx's error if it could not wait. Closing twice is
 // harmless.

@@ -44,7 +44,7 @@ func (p *Provider) Init(s Strategy, client Client, opts []limiter.Option) error 
 		return err
 	}
 	cfg := &p.b.Cfg
-	s.InitGuard(&p.g, &p.b, opts)
+	p.g.Init(&p.b, opts, Probe(cfg))
 	p.g.ByNode()
 	p.b.SetGate(p.g.Opened)
 	if !cfg.NoRelief {

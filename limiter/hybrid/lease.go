@@ -67,7 +67,7 @@ type backend[E keyEntry] table[E]
 // Validate checks an Inc (or, with peek, an IsAllowed) for the policy.
 func (be *backend[E]) Validate(op, k string, rate limiter.Rate, n int64, peek bool) (*redisprov.Call, error) {
 	t := (*table[E])(be)
-	return t.kind.redis.Call(&t.b, op, k, rate, n, peek)
+	return redisprov.NewCall(&t.b, op, k, rate, n, peek)
 }
 
 // Decide is the Redis call of an Inc or, with peek, an IsAllowed, whose

@@ -203,7 +203,7 @@ func (t *table[E]) init(s strategy[E], k kind[E], client Client, opts []limiter.
 	for i := range t.shards {
 		t.shards[i].m = make(map[string]E)
 	}
-	k.redis.InitGuard(&t.g, &t.b, opts)
+	t.g.Init(&t.b, opts, redisprov.Probe(&t.b.Cfg))
 	t.b.SetGate(t.g.Opened)
 	go t.loop()
 	return nil
