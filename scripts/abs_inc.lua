@@ -143,20 +143,23 @@ local moved = cs ~= ARGV[4] -- the capacity changed
 -- == 4. Expire: the buckets that died ===================================
 -- Drop the buckets that died, oldest first along the links, up to LINKS;
 -- a missing or broken link, or more, leaves them to the scan.
+-- d1: the first dead bucket's field; dead: all of them from the second on,
+-- or the scan's (the usual call drops one and makes no table).
 local LINKS = 8
-local dead, ofield = nil, os -- ofield: the oldest start as a string, when known
+local d1, dead, ofield = nil, nil, os -- ofield: the oldest start as a string, when known
 if live and not fresh then
-  dead = {}
+  local nd = 0
   fresh = true
   while now - oldest >= sp do
-    if #dead >= LINKS then fresh = false break end
+    if nd >= LINKS then fresh = false break end
     if not ofield then ofield = fmt('%d', oldest) end
     local v = redis.call('HGET', h, ofield)
     if v then v = v + 0 end
     local link = v and v % P
     if not v or v < P or link < 1 then fresh = false break end
     used = used - (v - link) / P
-    dead[#dead + 1] = ofield
+    nd = nd + 1
+    if nd == 1 then d1 = ofield elseif nd == 2 then dead = {d1, ofield} else dead[nd] = ofield end
     oldest = oldest + link
     ofield = nil
   end
@@ -231,13 +234,12 @@ if n > 0 then
   if stale then
     redis.call('DEL', h)
     wrote = true
+  elseif d1 and not dead then
+    redis.call('HDEL', h, d1) -- the usual case, without unpack
+    wrote = true
   elseif dead and #dead > 0 then
-    if #dead == 1 then
-      redis.call('HDEL', h, dead[1]) -- the usual case, without unpack
-    else
-      for i = 1, #dead, 1000 do
-        redis.call('HDEL', h, unpack(dead, i, math.min(i + 999, #dead)))
-      end
+    for i = 1, #dead, 1000 do
+      redis.call('HDEL', h, unpack(dead, i, math.min(i + 999, #dead)))
     end
     wrote = true
   end
@@ -248,7 +250,7 @@ if n > 0 then
       redis.call('HSET', h, 'm', ARGV[4] .. ' ' .. ns5 .. ' ' .. s0 .. ' ' .. s0 .. ' ' .. ns5, 'v', rec)
       newest, live, opened, vs = at, true, true, rec
     elseif at - newest < b then
-      local mm = fmt('%s %d %d %s %d', ARGV[4], used, oldest, ns, ncount + n)
+      local mm = ARGV[4] .. fmt(' %d ', used) .. (ofield or fmt('%d', oldest)) .. ' ' .. ns .. fmt(' %d', ncount + n)
       if zt then mm = mm .. zt end
       redis.call('HSET', h, 'm', mm)
     else
@@ -257,15 +259,15 @@ if n > 0 then
       local closed = -ncount
       if ncount > 0 and ncount < 2097152 and at - newest < P then closed = ncount * P + (at - newest) end
       if ncount == 0 then zt = ' ' .. ns end -- it is the newest closed bucket with no unit
-      local mm = fmt('%s %d %d %d %s', ARGV[4], used, oldest, at, ns5)
+      local mm = ARGV[4] .. fmt(' %d %d %d ', used, oldest, at) .. ns5
       if zt then mm = mm .. zt end
       redis.call('HSET', h, ns, fmt('%d', closed), 'm', mm)
       newest, opened = at, true
     end
     wrote = true
-  elseif live and (dead or moved) then
+  elseif live and (d1 or dead or moved) then
     -- the latest capacity wins, even on a refusal
-    local mm = fmt('%s %d %d %s %d', ARGV[4], used, oldest, ns, ncount)
+    local mm = ARGV[4] .. fmt(' %d ', used) .. (ofield or fmt('%d', oldest)) .. ' ' .. ns .. fmt(' %d', ncount)
     if zt then mm = mm .. zt end
     redis.call('HSET', h, 'm', mm)
     wrote = true
