@@ -154,27 +154,35 @@ if not live then
   ncount, ndec, kt = 0, 0, ''
 end
 -- == 4. Expire: the buckets that died ===================================
--- Along the links, up to 8 buckets; else the scan (linked false).
-local linked, gone = true, nil -- gone: the fields of dead buckets
+-- Along the links, up to 8 buckets; else the scan (linked false). With
+-- x = 0 no bucket stores a d field: the walk reads the bucket alone.
+local linked, g1, gone = true, nil, nil -- the dead fields: the first in g1, all in gone from a second on (or the scan's)
 local deadAcc, x0 = 0, declined -- deadAcc: accepted units walked past
 if live and now - oldest >= sp then
-  expired, gone = true, {}
+  expired = true
   local f, walked = os, 0 -- f: the oldest start as a string, when known
   while now - oldest >= sp do
     if walked >= 8 then linked = false break end
     walked = walked + 1
     if not f then f = fmt('%d', oldest) end
-    local df = 'd' .. f
-    local v = redis.call('HMGET', h, f, df)
-    local off = v[1] and v[1] + 0
+    local off, dv, df
+    if x0 > 0 then
+      df = 'd' .. f
+      local v = redis.call('HMGET', h, f, df)
+      off, dv = v[1], v[2]
+    else
+      off = redis.call('HGET', h, f)
+    end
+    off = off and off + 0
     local link = off and off % P
     if not off or off < P or link < 1 then linked = false break end
     used = used - (off - link) / P
     deadAcc = deadAcc + (off - link) / P
-    gone[#gone + 1] = f
-    if v[2] then
-      declined = declined - v[2]
-      deadAcc = deadAcc - v[2]
+    if not g1 then g1 = f else gone = gone or {g1}; gone[#gone + 1] = f end
+    if dv then
+      declined = declined - dv
+      deadAcc = deadAcc - dv
+      gone = gone or {g1}
       gone[#gone + 1] = df
     end
     oldest = oldest + link
@@ -365,6 +373,7 @@ if not decided or not rdone then
   -- Expire by a scan where the links could not (a refusal sets a new cursor).
   if not linked then
     gone, used, declined = scan()
+    g1 = nil
     if hyb then used, declined = used + hpush, declined + hpush end
     oldest = bs[1]
   end
@@ -386,7 +395,9 @@ if not decided or not rdone then
   if not rdone then retry = retryAfter(used - declined, soft) end
 end
 -- == 8. Write: dead fields, the lease, the bucket, the meta =============
-if write and gone then
+if write and g1 and not gone then
+  redis.call('HDEL', h, g1) -- the usual case: one dead bucket, no table
+elseif write and gone then
   if #gone == 1 then
     redis.call('HDEL', h, gone[1]) -- the usual case, without unpack
   else
@@ -440,35 +451,36 @@ if write then
   used = used + rec
   declined = declined + dec
   local writef = computed and cache > 0
-  local args -- the HSET, made only when the call writes more than "m"
+  -- the HSET's fields after "m": the closed bucket c1 = c2, then args
+  -- (made only when the call writes more)
+  local c1, c2, args
   if joins then
     ncount, ndec = ncount + rec, ndec + dec
   else
-    args = {}
     if live then
       -- the newest bucket becomes fields: offered * P + link, declined
       local closed = -ncount
       if ncount < 2097152 and start - newest < P then closed = ncount * P + (start - newest) end
-      args[1], args[2] = ns, fmt('%d', closed)
-      if ndec > 0 then args[3], args[4] = 'd' .. ns, nds end
+      c1, c2 = ns, fmt('%d', closed)
+      if ndec > 0 then args = {'d' .. ns, nds} end
     else
       oldest = start
     end
     newest, ncount, ndec = start, rec, dec
   end
-  -- "m": the stored strings where the values did not change
+  -- "m": the stored strings where the values did not change, joined by
+  -- concatenation (fmt's %s costs a sprintf)
   local mv
   if not joins and not expired and live and dec == 0 then
-    mv = fmt('%d %s %s %d %d 0', used, xs, os, newest, ncount)
-  elseif live and not joins and dec == 0 and declined == x0 then
-    -- an open that expired buckets with nothing declined in them: x as read
-    mv = fmt('%d %s %d %d %d 0', used, xs, oldest, newest, ncount)
+    mv = fmt('%d ', used) .. xs .. ' ' .. os .. fmt(' %d %d 0', newest, ncount)
+  elseif not joins and declined == 0 then
+    mv = fmt('%d 0 %d %d %d 0', used, oldest, newest, ncount) -- an open, nothing declined
   elseif not joins or expired then
     mv = fmt('%d %d %d %d %d %d', used, declined, oldest, newest, ncount, ndec)
   elseif dec == 0 then
-    mv = fmt('%d %s %s %s %d %s', used, xs, os, ns, ncount, nds)
+    mv = fmt('%d ', used) .. xs .. ' ' .. os .. ' ' .. ns .. fmt(' %d ', ncount) .. nds
   else
-    mv = fmt('%d %d %s %s %d %d', used, declined, os, ns, ncount, ndec)
+    mv = fmt('%d %d ', used, declined) .. os .. ' ' .. ns .. fmt(' %d %d', ncount, ndec)
   end
   local nt = kt -- the cursor to store after "k"'s four values
   if dec > 0 or expired then
@@ -510,7 +522,11 @@ if write then
     args = args or {}
     args[#args + 1], args[#args + 2] = 'v', vrec
   end
-  if args and #args == 2 then
+  if c1 and args then
+    redis.call('HSET', h, 'm', mv, c1, c2, unpack(args))
+  elseif c1 then
+    redis.call('HSET', h, 'm', mv, c1, c2) -- an open
+  elseif args and #args == 2 then
     redis.call('HSET', h, 'm', mv, args[1], args[2])
   elseif args then
     -- "m" first: on a new key it leads the listpack, found soonest
