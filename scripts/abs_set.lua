@@ -159,23 +159,19 @@ if n > 0 then
             'v', 'a2 ' .. ARGV[a] .. ' ' .. ARGV[a + 1])
           S[o + NEWEST], S[o + STATE], S[o + REC], tj = now, 1, false, tl
         elseif now - newest < S[o + BK] then
-          -- a join: one concatenation (numbers below 10^14 print as integers)
-          local nc = S[o + NCOUNT] + n
-          if used < 1e14 then
-            redis.call('HSET', h, 'm', ARGV[a + 2] .. ' ' .. used .. ' ' .. S[o + OF] .. ' ' .. S[o + NS] .. ' ' .. nc .. ' ' .. keep)
-          else
-            redis.call('HSET', h, 'm', fmt('%s %d %s %s %d %s', ARGV[a + 2], used, S[o + OF], S[o + NS], nc, keep))
-          end
+          -- a join: the stored strings concatenated (fmt's %s costs a sprintf,
+          -- a number's concatenation a %.14g)
+          redis.call('HSET', h, 'm', ARGV[a + 2] .. fmt(' %d ', used) .. S[o + OF] .. ' ' .. S[o + NS] .. fmt(' %d ', S[o + NCOUNT] + n) .. keep)
         else
           local ncount = S[o + NCOUNT]
           local closed = -ncount
           if ncount < 2097152 and now - newest < P then closed = ncount * P + (now - newest) end
-          redis.call('HSET', h, S[o + NS], fmt('%d', closed), 'm', fmt('%s %d %s %d %s %s', ARGV[a + 2], used, S[o + OF], now, ARGV[2], keep))
+          redis.call('HSET', h, S[o + NS], fmt('%d', closed), 'm', ARGV[a + 2] .. fmt(' %d ', used) .. S[o + OF] .. fmt(' %d ', now) .. ARGV[2] .. ' ' .. keep)
           S[o + NEWEST], tj = now, tl
         end
         wrote = true
       elseif state == 1 and (gone or S[o + MOVED]) then
-        redis.call('HSET', h, 'm', fmt('%s %d %s %s %d %s', ARGV[a + 2], S[o + USED], S[o + OF], S[o + NS], S[o + NCOUNT], keep))
+        redis.call('HSET', h, 'm', ARGV[a + 2] .. fmt(' %d ', S[o + USED]) .. S[o + OF] .. ' ' .. S[o + NS] .. fmt(' %d ', S[o + NCOUNT]) .. keep)
         wrote = true
       end
       if wrote and S[o + STATE] == 1 then
