@@ -124,7 +124,8 @@ if ns then
     stale = true
   else
     live = true
-    used, oldest, ncount = us + 0, os + 0, ncs + 0
+    used, oldest, ncount = us + 0, newest, ncs + 0
+    if os ~= ns then oldest = os + 0 end -- one bucket: o = n, parsed once
     -- 2^53 or more (inexact in a double): another client's count
     if used >= 9007199254740992 or ncount >= 9007199254740992 then
       return redis.error_reply('SLUICESTATE ' .. h .. ' m ' .. mv)

@@ -132,7 +132,8 @@ if vs and vs ~= vrec then
   live = false
 end
 if live then
-  used, oldest, ncount = us + 0, os + 0, ncs + 0
+  used, oldest, ncount = us + 0, newest, ncs + 0
+  if os ~= ns then oldest = os + 0 end -- one bucket: o = n, parsed once
   if xs ~= '0' then declined = xs + 0 end
   if nds ~= '0' then ndec = nds + 0 end
   -- 2^53 or more (inexact in a double): another client's count
