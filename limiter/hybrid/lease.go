@@ -48,6 +48,13 @@ func (t *table[E]) leaseLocked(ctx context.Context, e E, q request) (limiter.Dec
 		x.mu.Unlock()
 		return limiter.Decision{}, true, nil
 	}
+	if x.parked > 0 { // back on the ticks' list: a lease request may install a lease
+		x.parked = -1
+		s := t.shardOf(x.key)
+		s.mu.Lock()
+		s.fresh = append(s.fresh, e)
+		s.mu.Unlock()
+	}
 	// Another caller may have brought a lease while this one waited.
 	if d, ok := t.s.local(e, q, now, true); ok {
 		x.mu.Unlock()

@@ -90,18 +90,39 @@ type syncCall[E keyEntry] struct {
 // a caller wait. closing gives back every lease, first waiting (until ctx
 // is done) for each key's call in flight; ctx nil makes no Redis call.
 func (t *table[E]) tick(ctx context.Context, closing bool) {
-	t.tmu.Lock()
-	t.tracked = append(t.tracked, t.fresh...)
-	t.fresh = nil
 	all := t.tracked
-	t.tmu.Unlock()
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		all = append(all, s.fresh...)
+		s.fresh = nil
+		s.mu.Unlock()
+	}
+
+	now := t.now()
+	t.ticks++
+	// Parked keys come back to be visited when they may leave memory.
+	n := 0
+	for ; n < len(t.parked) && t.parked[n].due <= t.ticks && !closing; n++ {
+		p := t.parked[n]
+		x := p.e.base()
+		x.mu.Lock()
+		if x.parked == p.due { // else a call brought it back meanwhile
+			x.parked = -1
+			all = append(all, p.e)
+		}
+		x.mu.Unlock()
+	}
+	clear(t.parked[:n])
+	if t.parked = t.parked[n:]; len(t.parked) == 0 {
+		t.parked = nil
+	}
+	parked := len(t.parked)
 
 	visit := all
 	if !closing && len(visit) > maxVisits {
 		visit = visit[:maxVisits]
 	}
-	now := t.now()
-	t.ticks++
 	keep := t.spare[:0]
 	var calls []syncCall[E]
 	for _, e := range visit {
@@ -127,17 +148,15 @@ func (t *table[E]) tick(ctx context.Context, closing bool) {
 			keep = append(keep, e)
 		}
 	}
-	t.tmu.Lock()
 	rest := all[len(visit):] // the unvisited go first
 	if len(rest) == 0 {
 		t.tracked = keep
 	} else {
 		t.tracked = append(append(make([]E, 0, len(rest)+len(keep)), rest...), keep...)
 	}
-	t.tmu.Unlock()
 	clear(all) // no key forgotten stays reachable from it
 	t.spare = all[:0]
-	if forgot := len(visit) - len(keep); forgot > 0 && !closing {
+	if forgot := len(visit) - len(keep) - (len(t.parked) - parked); forgot > 0 && !closing {
 		t.shrink()
 		if cap(all) >= shrinkMin && len(all)-forgot <= cap(all)/shrinkBelow {
 			t.spare = nil // the next tick's list is allocated to its size
@@ -157,6 +176,13 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	x := e.base()
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if x.parked != 0 { // est halves once a tick, as if visited while parked
+		for g := t.ticks - x.visited; g > 1 && x.est != 0; g-- {
+			x.est /= 2
+		}
+		x.parked = 0
+	}
+	ncalls := len(calls)
 	used := x.used
 	x.used = 0
 	x.est = (x.est + float64(used)) / 2
@@ -230,7 +256,22 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 		t.forget(x)
 		return calls, false
 	}
+	// A key that holds nothing for a tick to act on, nor a lease request
+	// in flight, leaves the list until it may leave memory: ticks do not
+	// look at it meanwhile. Its next lease request brings it back.
+	if len(calls) == ncalls && used == 0 && x.left == 0 && len(x.pend) == 0 && x.renews == 0 && x.decl == 0 &&
+		(x.until == 0 || x.hits == 0 || !recent) && !x.ref.Live(now) && len(x.fetch) == 0 {
+		x.parked = t.ticks + idleTicks - x.idle
+		t.parked = append(t.parked, parkSlot[E]{e, x.parked})
+		return calls, false
+	}
 	return calls, true
+}
+
+// parkSlot is a parked key and the tick it comes back at.
+type parkSlot[E keyEntry] struct {
+	e   E
+	due int64
 }
 
 // sendBatch sends one pipeline of a tick's calls, once more with EVAL
