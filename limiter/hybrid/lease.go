@@ -199,12 +199,13 @@ func (t *table[E]) take(x *entry, q request, now int64) ask {
 	x.left, x.until = 0, 0
 	x.ref.Clear()
 	a.push, x.decl = x.decl, 0
-	a.want = min(max(q.n, t.wantFor(x, q.soft, q.hard)), q.hard, max(q.n, t.maxLease))
 	a.ahead = x.aheadArg(t.ahead)
 	// A key with no history, or called further apart than a lease lives,
 	// decides n alone rather than lease units a release must give back.
 	if x.lastUse == 0 || now-x.lastUse >= t.b.Cfg.BucketMs+a.ahead {
 		a.plain, a.want, a.ahead = true, q.n, 0
+	} else {
+		a.want = min(max(q.n, t.wantFor(x, q.soft, q.hard)), q.hard, max(q.n, t.maxLease))
 	}
 	return a
 }
