@@ -48,13 +48,6 @@ func (t *table[E]) leaseLocked(ctx context.Context, e E, q request) (limiter.Dec
 		x.mu.Unlock()
 		return limiter.Decision{}, true, nil
 	}
-	if x.parked > 0 { // back on the ticks' list: a lease request may install a lease
-		x.parked = -1
-		s := t.shardOf(x.key)
-		s.mu.Lock()
-		s.fresh = append(s.fresh, e)
-		s.mu.Unlock()
-	}
 	// Another caller may have brought a lease while this one waited.
 	if d, ok := t.s.local(e, q, now, true); ok {
 		x.mu.Unlock()
@@ -65,6 +58,15 @@ func (t *table[E]) leaseLocked(ctx context.Context, e E, q request) (limiter.Dec
 	a.send = t.now()
 	t.fetches.Add(1)
 	d, err := t.s.fetchLease(ctx, e, q, a)
+	x.mu.Lock()
+	if x.parked > 0 { // back on the ticks' list, with what the reply left
+		x.parked = -1
+		s := t.shardOf(x.key)
+		s.mu.Lock()
+		s.fresh = append(s.fresh, e)
+		s.mu.Unlock()
+	}
+	x.mu.Unlock()
 	return d, false, err
 }
 

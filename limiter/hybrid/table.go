@@ -143,6 +143,7 @@ type entry struct {
 
 	mu         sync.Mutex
 	gone       bool  // removed from the map: look the key up again
+	parked     int8  // 1: off the ticks' list since the tick visited (park); -1: back on it, not visited since
 	soft, hard int64 // the capacities of the lease and the refusal
 
 	// The lease: left units, usable while now < until (local ms), in the
@@ -171,7 +172,6 @@ type entry struct {
 	pend    []int64 // (bucket start, units) of replaced leases, for the next tick to give back
 	idle    int64   // ticks without a call, as of the latest visit
 	visited int64   // the tick of the latest visit
-	parked  int64   // > 0: off the ticks' list until that tick (park); < 0: back on it, not visited since
 	pace
 }
 

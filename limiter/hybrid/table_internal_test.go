@@ -80,7 +80,7 @@ func TestParkedKeyComesBack(t *testing.T) {
 			t.Fatalf("Inc: %+v, %v", d, err)
 		}
 	}
-	state := func() (parked, left int64) {
+	state := func() (parked int8, left int64) {
 		e, ok := l.lookup("k")
 		if !ok {
 			t.Fatal("the key left memory")
@@ -92,13 +92,13 @@ func TestParkedKeyComesBack(t *testing.T) {
 	inc()
 	l.tick(ctx, false)
 	l.tick(ctx, false)
-	if p, _ := state(); p <= 0 {
-		t.Fatalf("parked %d after two ticks without a call, want a tick to come back at", p)
+	if p, _ := state(); p != 1 {
+		t.Fatalf("parked %d after two ticks without a call, want 1", p)
 	}
 	clk.Add(20)
 	inc()
-	if p, left := state(); p >= 0 || left < 1 {
-		t.Fatalf("parked %d, lease %d after a call 20 ms later; want it back on the list (< 0) with a lease", p, left)
+	if p, left := state(); p != -1 || left < 1 {
+		t.Fatalf("parked %d, lease %d after a call 20 ms later; want it back on the list (-1) with a lease", p, left)
 	}
 	clk.Add(100)
 	l.tick(ctx, false)

@@ -101,13 +101,14 @@ func (t *table[E]) tick(ctx context.Context, closing bool) {
 
 	now := t.now()
 	t.ticks++
-	// Parked keys come back to be visited when they may leave memory.
+	// Parked keys come back to be visited when they may leave memory, and
+	// all of them for Close, which waits for their lease requests.
 	n := 0
-	for ; n < len(t.parked) && t.parked[n].due <= t.ticks && !closing; n++ {
+	for ; n < len(t.parked) && (t.parked[n].due <= t.ticks || closing); n++ {
 		p := t.parked[n]
 		x := p.e.base()
 		x.mu.Lock()
-		if x.parked == p.due { // else a call brought it back meanwhile
+		if x.parked > 0 && x.visited == p.at { // else a reply brought it back meanwhile
 			x.parked = -1
 			all = append(all, p.e)
 		}
@@ -256,22 +257,22 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 		t.forget(x)
 		return calls, false
 	}
-	// A key that holds nothing for a tick to act on, nor a lease request
-	// in flight, leaves the list until it may leave memory: ticks do not
-	// look at it meanwhile. Its next lease request brings it back.
+	// A key that holds nothing for a tick to act on leaves the list until
+	// it may leave memory: ticks do not look at it meanwhile. The reply of
+	// its next lease request brings it back (leaseLocked).
 	if len(calls) == ncalls && used == 0 && x.left == 0 && len(x.pend) == 0 && x.renews == 0 && x.decl == 0 &&
-		(x.until == 0 || x.hits == 0 || !recent) && !x.ref.Live(now) && len(x.fetch) == 0 {
-		x.parked = t.ticks + idleTicks - x.idle
-		t.parked = append(t.parked, parkSlot[E]{e, x.parked})
+		(x.until == 0 || x.hits == 0 || !recent) && !x.ref.Live(now) {
+		x.parked = 1
+		t.parked = append(t.parked, parkSlot[E]{e, t.ticks, t.ticks + idleTicks - x.idle})
 		return calls, false
 	}
 	return calls, true
 }
 
-// parkSlot is a parked key and the tick it comes back at.
+// parkSlot is a key parked at tick at, to come back at tick due.
 type parkSlot[E keyEntry] struct {
-	e   E
-	due int64
+	e       E
+	at, due int64
 }
 
 // sendBatch sends one pipeline of a tick's calls, once more with EVAL
