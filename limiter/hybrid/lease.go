@@ -60,11 +60,13 @@ func (t *table[E]) leaseLocked(ctx context.Context, e E, q request) (limiter.Dec
 	d, err := t.s.fetchLease(ctx, e, q, a)
 	x.mu.Lock()
 	if x.parked > 0 { // back on the ticks' list, with what the reply left
-		x.parked = -1
 		s := t.shardOf(x.key)
 		s.mu.Lock()
 		s.fresh = append(s.fresh, e)
 		s.mu.Unlock()
+	}
+	if x.parked != 0 {
+		x.parked = -1 // called since it was parked
 	}
 	x.mu.Unlock()
 	return d, false, err

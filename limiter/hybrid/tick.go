@@ -109,7 +109,7 @@ func (t *table[E]) tick(ctx context.Context, closing bool) {
 		x := p.e.base()
 		x.mu.Lock()
 		if x.parked > 0 && x.visited == p.at { // else a reply brought it back meanwhile
-			x.parked = -1
+			x.parked = -2
 			all = append(all, p.e)
 		}
 		x.mu.Unlock()
@@ -177,9 +177,14 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	x := e.base()
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.parked != 0 { // est halves once a tick, as if visited while parked
-		for g := t.ticks - x.visited; g > 1 && x.est != 0; g-- {
+	steps := int64(1)  // the ticks without a call this visit stands for
+	if x.parked != 0 { // as if visited every tick while parked
+		gap := t.ticks - x.visited
+		for g := gap; g > 1 && x.est != 0; g-- {
 			x.est /= 2
+		}
+		if x.parked == -2 {
+			steps = gap
 		}
 		x.parked = 0
 	}
@@ -193,7 +198,7 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	switch {
 	case used > 0:
 	case x.idle == 0:
-		x.idle = 1
+		x.idle = steps
 	default:
 		x.idle += t.ticks - x.visited
 	}
@@ -260,7 +265,7 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	// A key that holds nothing for a tick to act on leaves the list until
 	// it may leave memory: ticks do not look at it meanwhile. The reply of
 	// its next lease request brings it back (leaseLocked).
-	if len(calls) == ncalls && used == 0 && x.left == 0 && len(x.pend) == 0 && x.renews == 0 && x.decl == 0 &&
+	if len(calls) == ncalls && x.left == 0 && len(x.pend) == 0 && x.renews == 0 && x.decl == 0 &&
 		(x.until == 0 || x.hits == 0 || !recent) && !x.ref.Live(now) {
 		x.parked = 1
 		t.parked = append(t.parked, parkSlot[E]{e, t.ticks, t.ticks + idleTicks - x.idle})
