@@ -188,7 +188,7 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 		}
 		x.parked = 0
 	}
-	ncalls := len(calls)
+	ncalls, first := len(calls), x.visited == 0
 	used := x.used
 	x.used = 0
 	x.est = (x.est + float64(used)) / 2
@@ -262,10 +262,11 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 		t.forget(x)
 		return calls, false
 	}
-	// A key that holds nothing for a tick to act on leaves the list until
-	// it may leave memory: ticks do not look at it meanwhile. The reply of
-	// its next lease request brings it back (leaseLocked).
-	if len(calls) == ncalls && x.left == 0 && len(x.pend) == 0 && x.renews == 0 && x.decl == 0 &&
+	// A key that holds nothing for a tick to act on, new or not called
+	// since the last tick, leaves the list until it may leave memory:
+	// ticks do not look at it meanwhile. The reply of its next lease
+	// request brings it back (leaseLocked).
+	if len(calls) == ncalls && (used == 0 || first) && x.left == 0 && len(x.pend) == 0 && x.renews == 0 && x.decl == 0 &&
 		(x.until == 0 || x.hits == 0 || !recent) && !x.ref.Live(now) {
 		x.parked = 1
 		t.parked = append(t.parked, parkSlot[E]{e, t.ticks, t.ticks + idleTicks - x.idle})
