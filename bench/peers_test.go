@@ -14,6 +14,7 @@ import (
 	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/sluice-go/sluice/limiter"
+	"github.com/sluice-go/sluice/limiter/hybrid"
 	"github.com/sluice-go/sluice/limiter/redisabs"
 	"github.com/sluice-go/sluice/limiter/redissup"
 )
@@ -37,14 +38,15 @@ var (
 var peerOptions = []limiter.Option{limiter.WithWindow(time.Second), limiter.WithBucket(10 * time.Millisecond),
 	limiter.WithTimeout(5 * time.Second)}
 
-// peerContenders are redis_rate, ulule's Redis store and sluice's two
-// Redis providers, batched (limiter.WithBatching(128), the default) and
-// alone (WithBatching(0)). Each build gets a prefix of its own.
+// peerContenders are redis_rate, ulule's Redis store, sluice's two Redis
+// providers, batched (limiter.WithBatching(128), the default) and alone
+// (WithBatching(0)), and the hybrid of each strategy, batched. Each build
+// gets a prefix of its own and returns what closes it.
 var peerContenders = []struct {
 	name  string
-	build func(c *redis.Client, prefix string) (incFunc, error)
+	build func(c *redis.Client, prefix string) (incFunc, func(), error)
 }{
-	{"redis_rate", func(c *redis.Client, _ string) (incFunc, error) {
+	{"redis_rate", func(c *redis.Client, _ string) (incFunc, func(), error) {
 		l := redis_rate.NewLimiter(c)
 		return func(ctx context.Context, k string) (bool, error) {
 			r, err := l.Allow(ctx, k, peerLimit)
@@ -52,37 +54,50 @@ var peerContenders = []struct {
 				return false, err
 			}
 			return r.Allowed == 1, nil
-		}, nil
+		}, func() {}, nil
 	}},
-	{"ulule", func(c *redis.Client, prefix string) (incFunc, error) {
+	{"ulule", func(c *redis.Client, prefix string) (incFunc, func(), error) {
 		store, err := ulredis.NewStoreWithOptions(c, ulimiter.StoreOptions{Prefix: prefix})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		l := ulimiter.New(store, peerUlule)
 		return func(ctx context.Context, k string) (bool, error) {
 			r, err := l.Get(ctx, k)
 			return !r.Reached, err
-		}, nil
+		}, func() {}, nil
 	}},
-	{"redisabs", peerSluice(false, 128)},
-	{"redisabs-alone", peerSluice(false, 0)},
-	{"redissup", peerSluice(true, 128)},
-	{"redissup-alone", peerSluice(true, 0)},
+	{"redisabs", peerSluice(false, false, 128)},
+	{"redisabs-alone", peerSluice(false, false, 0)},
+	{"redissup", peerSluice(true, false, 128)},
+	{"redissup-alone", peerSluice(true, false, 0)},
+	{"hybrid-abs", peerSluice(false, true, 128)},
+	{"hybrid-sup", peerSluice(true, true, 128)},
 }
 
-func peerSluice(sup bool, batch int) func(c *redis.Client, prefix string) (incFunc, error) {
-	return func(c *redis.Client, prefix string) (incFunc, error) {
+// peerSluice builds a sluice contender: suppressed (sup, with
+// hardLimitFactor) or absolute, the hybrid's or the Redis provider's, with
+// WithBatching(batch).
+func peerSluice(sup, hyb bool, batch int) func(c *redis.Client, prefix string) (incFunc, func(), error) {
+	return func(c *redis.Client, prefix string) (incFunc, func(), error) {
 		o := append(slices.Clone(peerOptions), limiter.WithBatching(batch), limiter.WithPrefix(prefix))
+		if sup {
+			o = append(o, limiter.WithHardLimitFactor(hardLimitFactor))
+		}
 		var l limiter.Limiter
 		var err error
-		if sup {
-			l, err = redissup.New(c, append(o, limiter.WithHardLimitFactor(hardLimitFactor))...)
-		} else {
+		switch {
+		case sup && hyb:
+			l, err = hybrid.NewSuppressed(c, o...)
+		case sup:
+			l, err = redissup.New(c, o...)
+		case hyb:
+			l, err = hybrid.NewAbsolute(c, o...)
+		default:
 			l, err = redisabs.New(c, o...)
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		return func(ctx context.Context, k string) (bool, error) {
 			d, err := l.Inc(ctx, k, peerRate, 1)
@@ -90,17 +105,18 @@ func peerSluice(sup bool, batch int) func(c *redis.Client, prefix string) (incFu
 				err = errDegraded
 			}
 			return d.Allowed, err
-		}, nil
+		}, func() { l.Close(ctx) }, nil
 	}
 }
 
 // peerRounds is how many slices of every contender one sample holds.
 const peerRounds = 6
 
-// BenchmarkPeers runs redis_rate, ulule/limiter's Redis store and
-// sluice's Redis providers (batched and alone) in one process against the
-// run's one redis-server, for 1, 8 and 64 goroutines on 10,000 keys and
-// on one hot key. Each sample is peerRounds rounds; each round gives every
+// BenchmarkPeers runs redis_rate, ulule/limiter's Redis store, sluice's
+// Redis providers (batched and alone) and its hybrids (batched; on 10k
+// keys, each called far less often than a lease lives, no lease serves a
+// second call) in one process against the run's one redis-server, for 1,
+// 8 and 64 goroutines on 10,000 keys and on one hot key. Each sample is peerRounds rounds; each round gives every
 // contender a slice of b.N/peerRounds calls, in an order that rotates
 // round by round, so a change of the machine's load falls on all alike.
 // Per contender it reports ops/s over its slices; client µs per call (the
@@ -153,10 +169,11 @@ func benchPeers(b *testing.B, c *redis.Client, keys []string, g int) {
 	n := len(peerContenders)
 	incs := make([]incFunc, n)
 	for i, ct := range peerContenders {
-		inc, err := ct.build(c, "p"+strconv.Itoa(i))
+		inc, closeFn, err := ct.build(c, "p"+strconv.Itoa(i))
 		if err != nil {
 			b.Fatalf("%s: %v", ct.name, err)
 		}
+		defer closeFn()
 		// Scripts loaded, pooled connections open, every key touched.
 		if _, err := parallel(poolSize, max(len(keys), 2000), func(j int) (bool, error) {
 			return inc(ctx, keys[j%len(keys)])

@@ -58,6 +58,17 @@ func (t *table[E]) leaseLocked(ctx context.Context, e E, q request) (limiter.Dec
 	a.send = t.now()
 	t.fetches.Add(1)
 	d, err := t.s.fetchLease(ctx, e, q, a)
+	x.mu.Lock()
+	if x.parked > 0 { // back on the ticks' list, with what the reply left
+		s := t.shardOf(x.key)
+		s.mu.Lock()
+		s.fresh = append(s.fresh, e)
+		s.mu.Unlock()
+	}
+	if x.parked != 0 {
+		x.parked = -1 // called since it was parked
+	}
+	x.mu.Unlock()
 	return d, false, err
 }
 
@@ -192,12 +203,13 @@ func (t *table[E]) take(x *entry, q request, now int64) ask {
 	x.left, x.until = 0, 0
 	x.ref.Clear()
 	a.push, x.decl = x.decl, 0
-	a.want = min(max(q.n, t.wantFor(x, q.soft, q.hard)), q.hard, max(q.n, t.maxLease))
 	a.ahead = x.aheadArg(t.ahead)
 	// A key with no history, or called further apart than a lease lives,
 	// decides n alone rather than lease units a release must give back.
 	if x.lastUse == 0 || now-x.lastUse >= t.b.Cfg.BucketMs+a.ahead {
 		a.plain, a.want, a.ahead = true, q.n, 0
+	} else {
+		a.want = min(max(q.n, t.wantFor(x, q.soft, q.hard)), q.hard, max(q.n, t.maxLease))
 	}
 	return a
 }

@@ -63,10 +63,10 @@ type table[E keyEntry] struct {
 	maxKeys     int64
 	ticks       int64 // only the running tick touches it
 
-	tmu     sync.Mutex // guards tracked and fresh
-	tracked []E        // every key in memory, in visiting order
-	fresh   []E        // keys added since the last tick
-	spare   []E        // the previous tick's array, reused (ticks never overlap)
+	// Only the running tick touches these (ticks never overlap).
+	tracked []E           // the keys each tick visits, in order, but the shards' fresh
+	spare   []E           // the previous tick's array, reused
+	parked  []parkSlot[E] // the keys off the list (park), oldest first
 
 	stop, done chan struct{}
 	closeOnce  sync.Once
@@ -127,9 +127,10 @@ type request struct {
 }
 
 type shard[E keyEntry] struct {
-	mu   sync.RWMutex
-	m    map[string]E
-	peak int // the most keys m held since it was built (shrink)
+	mu    sync.RWMutex
+	m     map[string]E
+	peak  int // the most keys m held since it was built (shrink)
+	fresh []E // keys added since the last tick, which takes them
 }
 
 // entry is one key's local state. Fields after mu are guarded by it.
@@ -142,6 +143,7 @@ type entry struct {
 
 	mu         sync.Mutex
 	gone       bool  // removed from the map: look the key up again
+	parked     int8  // 1: off the ticks' list since the tick visited (park); back on it, not visited since: -1 called, -2 not
 	soft, hard int64 // the capacities of the lease and the refusal
 
 	// The lease: left units, usable while now < until (local ms), in the
@@ -253,9 +255,7 @@ func (t *table[E]) entryFor(op, k string) (e E, ok bool, err error) {
 		x.key, x.hash, x.fetch, x.want, x.pace = k, h, make(chan struct{}, 1), 1, pace{slow: true}
 		s.m[k] = e
 		s.peak = max(s.peak, len(s.m))
-		t.tmu.Lock()
-		t.fresh = append(t.fresh, e)
-		t.tmu.Unlock()
+		s.fresh = append(s.fresh, e)
 	}
 	s.mu.Unlock()
 	return e, true, nil

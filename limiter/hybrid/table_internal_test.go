@@ -3,10 +3,13 @@ package hybrid
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/limiter"
 )
 
 // TestIdleCountsTicks: a key leaves memory idleTicks ticks after its
@@ -51,4 +54,58 @@ func TestIdleCountsTicks(t *testing.T) {
 		t.Fatalf("%d keys left once the request landed, want 0", left)
 	}
 	t.Logf("%d keys gone in %d ticks", n-1, ticks)
+}
+
+// TestParkedKeyComesBack: a key holding nothing leaves the ticks' list
+// (park), and its next lease request puts it back, so that the ticks give
+// back the lease it then takes: called once, parked by the next tick,
+// leased by a call 20 ms later (B + D = 60 ms), its lease is given back
+// by the second tick after it expires, and Redis then holds exactly the
+// two units admitted. The clock is the test's; the ticks are its own.
+func TestParkedKeyComesBack(t *testing.T) {
+	ctx := context.Background()
+	_, c := redistest.Mini(t)
+	var clk atomic.Int64
+	clk.Store(time.Now().UnixMilli())
+	l, err := NewAbsolute(c, limiter.WithWindow(time.Second), limiter.WithBucket(10*time.Millisecond), limiter.WithTimeout(0),
+		limiter.WithClock(func() time.Time { return time.UnixMilli(clk.Load()) }), WithSyncInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	rate := limiter.PerSecond(1000)
+	inc := func() {
+		t.Helper()
+		if d, err := l.Inc(ctx, "k", rate, 1); err != nil || !d.Allowed {
+			t.Fatalf("Inc: %+v, %v", d, err)
+		}
+	}
+	state := func() (parked int8, left int64) {
+		e, ok := l.lookup("k")
+		if !ok {
+			t.Fatal("the key left memory")
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.parked, e.left
+	}
+	inc()
+	l.tick(ctx, false)
+	if p, _ := state(); p != 1 {
+		t.Fatalf("parked %d after a tick, want 1", p)
+	}
+	clk.Add(20)
+	inc()
+	if p, left := state(); p != -1 || left < 1 {
+		t.Fatalf("parked %d, lease %d after a call 20 ms later; want it back on the list (-1) with a lease", p, left)
+	}
+	clk.Add(100)
+	l.tick(ctx, false)
+	l.tick(ctx, false)
+	if _, left := state(); left != 0 || l.releases.Load() != 1 {
+		t.Fatalf("lease %d, %d releases after it expired; want 0 and 1", left, l.releases.Load())
+	}
+	if u, err := l.Get(ctx, "k"); err != nil || u.Used != 2 {
+		t.Fatalf("Get: %+v, %v; want 2 used", u, err)
+	}
 }

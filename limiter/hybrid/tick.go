@@ -90,18 +90,40 @@ type syncCall[E keyEntry] struct {
 // a caller wait. closing gives back every lease, first waiting (until ctx
 // is done) for each key's call in flight; ctx nil makes no Redis call.
 func (t *table[E]) tick(ctx context.Context, closing bool) {
-	t.tmu.Lock()
-	t.tracked = append(t.tracked, t.fresh...)
-	t.fresh = nil
 	all := t.tracked
-	t.tmu.Unlock()
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		all = append(all, s.fresh...)
+		s.fresh = nil
+		s.mu.Unlock()
+	}
+
+	now := t.now()
+	t.ticks++
+	// Parked keys come back to be visited when they may leave memory, and
+	// all of them for Close, which waits for their lease requests.
+	n := 0
+	for ; n < len(t.parked) && (t.parked[n].due <= t.ticks || closing); n++ {
+		p := t.parked[n]
+		x := p.e.base()
+		x.mu.Lock()
+		if x.parked > 0 && x.visited == p.at { // else a reply brought it back meanwhile
+			x.parked = -2
+			all = append(all, p.e)
+		}
+		x.mu.Unlock()
+	}
+	clear(t.parked[:n])
+	if t.parked = t.parked[n:]; len(t.parked) == 0 {
+		t.parked = nil
+	}
+	parked := len(t.parked)
 
 	visit := all
 	if !closing && len(visit) > maxVisits {
 		visit = visit[:maxVisits]
 	}
-	now := t.now()
-	t.ticks++
 	keep := t.spare[:0]
 	var calls []syncCall[E]
 	for _, e := range visit {
@@ -127,17 +149,15 @@ func (t *table[E]) tick(ctx context.Context, closing bool) {
 			keep = append(keep, e)
 		}
 	}
-	t.tmu.Lock()
 	rest := all[len(visit):] // the unvisited go first
 	if len(rest) == 0 {
 		t.tracked = keep
 	} else {
 		t.tracked = append(append(make([]E, 0, len(rest)+len(keep)), rest...), keep...)
 	}
-	t.tmu.Unlock()
 	clear(all) // no key forgotten stays reachable from it
 	t.spare = all[:0]
-	if forgot := len(visit) - len(keep); forgot > 0 && !closing {
+	if forgot := len(visit) - len(keep) - (len(t.parked) - parked); forgot > 0 && !closing {
 		t.shrink()
 		if cap(all) >= shrinkMin && len(all)-forgot <= cap(all)/shrinkBelow {
 			t.spare = nil // the next tick's list is allocated to its size
@@ -157,6 +177,18 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	x := e.base()
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	steps := int64(1)  // the ticks without a call this visit stands for
+	if x.parked != 0 { // as if visited every tick while parked
+		gap := t.ticks - x.visited
+		for g := gap; g > 1 && x.est != 0; g-- {
+			x.est /= 2
+		}
+		if x.parked == -2 {
+			steps = gap
+		}
+		x.parked = 0
+	}
+	ncalls, first := len(calls), x.visited == 0
 	used := x.used
 	x.used = 0
 	x.est = (x.est + float64(used)) / 2
@@ -166,7 +198,7 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	switch {
 	case used > 0:
 	case x.idle == 0:
-		x.idle = 1
+		x.idle = steps
 	default:
 		x.idle += t.ticks - x.visited
 	}
@@ -230,7 +262,23 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 		t.forget(x)
 		return calls, false
 	}
+	// A key that holds nothing for a tick to act on, new or not called
+	// since the last tick, leaves the list until it may leave memory:
+	// ticks do not look at it meanwhile. The reply of its next lease
+	// request brings it back (leaseLocked).
+	if len(calls) == ncalls && (used == 0 || first) && x.left == 0 && len(x.pend) == 0 && x.renews == 0 && x.decl == 0 &&
+		(x.until == 0 || x.hits == 0 || !recent) && !x.ref.Live(now) {
+		x.parked = 1
+		t.parked = append(t.parked, parkSlot[E]{e, t.ticks, t.ticks + idleTicks - x.idle})
+		return calls, false
+	}
 	return calls, true
+}
+
+// parkSlot is a key parked at tick at, to come back at tick due.
+type parkSlot[E keyEntry] struct {
+	e       E
+	at, due int64
 }
 
 // sendBatch sends one pipeline of a tick's calls, once more with EVAL
