@@ -67,7 +67,7 @@ func TestParkedKeyComesBack(t *testing.T) {
 	_, c := redistest.Mini(t)
 	var clk atomic.Int64
 	clk.Store(time.Now().UnixMilli())
-	l, err := NewAbsolute(c, limiter.WithWindow(time.Second), limiter.WithBucket(10*time.Millisecond), limiter.WithTimeout(0),
+	l, err := NewAbsolute(c, limiter.WithWindow(time.Second), limiter.WithBucket(10*time.Millisecond),
 		limiter.WithClock(func() time.Time { return time.UnixMilli(clk.Load()) }), WithSyncInterval(time.Hour))
 	if err != nil {
 		t.Fatal(err)
