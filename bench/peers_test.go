@@ -116,7 +116,8 @@ const peerRounds = 6
 // Redis providers (batched and alone) and its hybrids (batched; on 10k
 // keys, each called far less often than a lease lives, no lease serves a
 // second call) in one process against the run's one redis-server, for 1,
-// 8 and 64 goroutines on 10,000 keys and on one hot key. Each sample is peerRounds rounds; each round gives every
+// 8 and 64 goroutines on 10,000 keys and on one hot key. Each sample is
+// peerRounds rounds; each round gives every
 // contender a slice of b.N/peerRounds calls, in an order that rotates
 // round by round, so a change of the machine's load falls on all alike.
 // Per contender it reports ops/s over its slices; client µs per call (the
@@ -130,7 +131,7 @@ const peerRounds = 6
 // contender the median over the rounds of its ops/s ÷ redis_rate's in the
 // same round:
 //
-//	go test -run '^$' -bench Peers -benchtime 60000x -count 3 | tee testdata/peers.txt
+//	go test -run '^$' -bench Peers -benchtime 24000x -count 3 | tee testdata/peers.txt
 func BenchmarkPeers(b *testing.B) {
 	c := requireServer(b)
 	hot := []string{"hot"}

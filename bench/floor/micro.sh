@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Instructions redis-server spends on one Lua expression, counted by
 # callgrind: each line of the file (name|setup|statement) runs as one EVAL
-# of 2,000 iterations, less the same loop empty. The figures of
-# docs/benchmarks.md, How the scripts are written for it.
+# of 2,000 iterations, less the same loop empty: the per-operation
+# figures of docs/benchmarks.md, The floor.
 #
 #   cd bench && bash floor/micro.sh floor/micro.txt
 set -euo pipefail
