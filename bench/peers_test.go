@@ -3,8 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,10 +44,12 @@ var peerOptions = []limiter.Option{limiter.WithWindow(time.Second), limiter.With
 // providers, batched (limiter.WithBatching(128), the default) and alone
 // (WithBatching(0)), and the hybrid of each strategy, batched. Each build
 // gets a prefix of its own and returns what closes it.
-var peerContenders = []struct {
+type peerContender struct {
 	name  string
 	build func(c *redis.Client, prefix string) (incFunc, func(), error)
-}{
+}
+
+var peerContenders = []peerContender{
 	{"redis_rate", func(c *redis.Client, _ string) (incFunc, func(), error) {
 		l := redis_rate.NewLimiter(c)
 		return func(ctx context.Context, k string) (bool, error) {
@@ -132,6 +136,9 @@ const peerRounds = 6
 // same round:
 //
 //	go test -run '^$' -bench Peers -benchtime 24000x -count 3 | tee testdata/peers.txt
+//
+// PEERS_ONLY=redis_rate,redisabs,hybrid-abs (names, comma-separated) runs
+// only those contenders; ratios need redis_rate among them.
 func BenchmarkPeers(b *testing.B) {
 	c := requireServer(b)
 	hot := []string{"hot"}
@@ -166,6 +173,13 @@ type peerSample struct {
 func benchPeers(b *testing.B, c *redis.Client, keys []string, g int) {
 	if err := c.FlushAll(ctx).Err(); err != nil {
 		b.Fatal(err)
+	}
+	peerContenders := peerContenders
+	if only := os.Getenv("PEERS_ONLY"); only != "" {
+		names := strings.Split(only, ",")
+		peerContenders = slices.DeleteFunc(slices.Clone(peerContenders), func(ct peerContender) bool {
+			return !slices.Contains(names, ct.name)
+		})
 	}
 	n := len(peerContenders)
 	incs := make([]incFunc, n)

@@ -59,14 +59,18 @@ func (t *table[E]) leaseLocked(ctx context.Context, e E, q request) (limiter.Dec
 	t.fetches.Add(1)
 	d, err := t.s.fetchLease(ctx, e, q, a)
 	x.mu.Lock()
-	if x.parked > 0 { // back on the ticks' list, with what the reply left
+	switch {
+	case x.parked > 0 && !t.holdsNothing(x, a.send):
+		// Back on the ticks' list, with what the reply left.
 		s := t.shardOf(x.key)
 		s.mu.Lock()
 		s.fresh = append(s.fresh, e)
 		s.mu.Unlock()
-	}
-	if x.parked != 0 {
-		x.parked = -1 // called since it was parked
+		x.parked = -1
+	case x.parked > 0:
+		x.parked = 2 // a call that left nothing to act on: still parked
+	case x.parked < 0:
+		x.parked = -1
 	}
 	x.mu.Unlock()
 	return d, false, err

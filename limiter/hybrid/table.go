@@ -143,7 +143,7 @@ type entry struct {
 
 	mu         sync.Mutex
 	gone       bool  // removed from the map: look the key up again
-	parked     int8  // 1: off the ticks' list since the tick visited (park); back on it, not visited since: -1 called, -2 not
+	parked     int8  // off the ticks' list since the tick visited (park): 1, or 2 called since; back on it, not visited since: -1 called, -2 not
 	soft, hard int64 // the capacities of the lease and the refusal
 
 	// The lease: left units, usable while now < until (local ms), in the

@@ -109,3 +109,67 @@ func TestParkedKeyComesBack(t *testing.T) {
 		t.Fatalf("Get: %+v, %v; want 2 used", u, err)
 	}
 }
+
+// TestPlainCallsKeepKeyParked: calls further apart than a lease lives
+// (B + D = 60 ms) take no lease, so a parked key they reach stays off the
+// ticks' list: no tick looks at it until its slot comes due, 20 ticks
+// after it was parked, when it is parked again without leaving memory. A
+// call soon after the last one takes a lease, which puts the key back.
+func TestPlainCallsKeepKeyParked(t *testing.T) {
+	ctx := context.Background()
+	_, c := redistest.Mini(t)
+	var clk atomic.Int64
+	clk.Store(time.Now().UnixMilli())
+	l, err := NewAbsolute(c, limiter.WithWindow(time.Second), limiter.WithBucket(10*time.Millisecond),
+		limiter.WithClock(func() time.Time { return time.UnixMilli(clk.Load()) }), WithSyncInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	rate := limiter.PerSecond(1000)
+	inc := func() {
+		t.Helper()
+		if d, err := l.Inc(ctx, "k", rate, 1); err != nil || !d.Allowed {
+			t.Fatalf("Inc: %+v, %v", d, err)
+		}
+	}
+	state := func() (parked int8, left int64, listed int) {
+		e, ok := l.lookup("k")
+		if !ok {
+			t.Fatal("the key left memory")
+		}
+		s := l.shardOf("k")
+		s.mu.Lock()
+		listed = len(l.tracked) + len(s.fresh)
+		s.mu.Unlock()
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.parked, e.left, listed
+	}
+	inc()
+	l.tick(ctx, false)
+	calls := 1
+	for tick := 1; tick <= idleTicks; tick++ {
+		if tick%4 == 0 {
+			clk.Add(150) // all within W + B of the first
+			inc()
+			calls++
+		}
+		if p, left, listed := state(); p != 2 && tick >= 4 || left != 0 || listed != 0 {
+			t.Fatalf("tick %d: parked %d, lease %d, %d keys listed; want 2, 0, 0", tick, p, left, listed)
+		}
+		l.tick(ctx, false)
+	}
+	if p, _, listed := state(); p != 1 || listed != 0 || l.Entries() != 1 {
+		t.Fatalf("after its slot came due: parked %d, %d listed, %d keys; want parked again (1), 0, 1", p, listed, l.Entries())
+	}
+	clk.Add(20)
+	inc()
+	calls++
+	if p, left, listed := state(); p != -1 || left < 1 || listed != 1 {
+		t.Fatalf("parked %d, lease %d, %d listed after a call 20 ms later; want -1, a lease, 1", p, left, listed)
+	}
+	if u, err := l.Get(ctx, "k"); err != nil || u.Used != int64(calls) {
+		t.Fatalf("Get: %+v, %v; want %d used", u, err, calls)
+	}
+}

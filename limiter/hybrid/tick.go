@@ -109,7 +109,7 @@ func (t *table[E]) tick(ctx context.Context, closing bool) {
 		x := p.e.base()
 		x.mu.Lock()
 		if x.parked > 0 && x.visited == p.at { // else a reply brought it back meanwhile
-			x.parked = -2
+			x.parked -= 3 // 1 → -2, 2 (called since) → -1
 			all = append(all, p.e)
 		}
 		x.mu.Unlock()
@@ -177,8 +177,9 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	x := e.base()
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	steps := int64(1)  // the ticks without a call this visit stands for
-	if x.parked != 0 { // as if visited every tick while parked
+	steps := int64(1) // the ticks without a call this visit stands for
+	wasParked := x.parked != 0
+	if wasParked { // as if visited every tick while parked
 		gap := t.ticks - x.visited
 		for g := gap; g > 1 && x.est != 0; g-- {
 			x.est /= 2
@@ -188,14 +189,17 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 		}
 		x.parked = 0
 	}
-	ncalls, first := len(calls), x.visited == 0
+	ncalls := len(calls)
 	used := x.used
 	x.used = 0
 	x.est = (x.est + float64(used)) / 2
 	// Two sync intervals' worth at the key's rate, or resize's if more.
 	x.want = min(max(int64(math.Ceil(2*x.est)), x.want, 1), max(x.hard, 1), t.maxLease)
-	// idle counts ticks, not visits (1 if called since).
+	// idle counts ticks, not visits (1 if called since); a key called
+	// while parked counts them from its latest call.
 	switch {
+	case used > 0 && wasParked:
+		x.idle = max(0, (now-x.lastUse)/max(t.interval.Milliseconds(), 1))
 	case used > 0:
 	case x.idle == 0:
 		x.idle = steps
@@ -262,17 +266,25 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 		t.forget(x)
 		return calls, false
 	}
-	// A key that holds nothing for a tick to act on, new or not called
-	// since the last tick, leaves the list until it may leave memory:
-	// ticks do not look at it meanwhile. The reply of its next lease
-	// request brings it back (leaseLocked).
-	if len(calls) == ncalls && (used == 0 || first) && x.left == 0 && len(x.pend) == 0 && x.renews == 0 && x.decl == 0 &&
-		(x.until == 0 || x.hits == 0 || !recent) && !x.ref.Live(now) {
+	// A key that holds nothing for a tick to act on (its calls, if any,
+	// took no lease) leaves the list until it may leave memory: ticks do
+	// not look at it meanwhile. A lease request whose reply leaves it
+	// something brings it back (leaseLocked).
+	if len(calls) == ncalls && t.holdsNothing(x, now) {
 		x.parked = 1
 		t.parked = append(t.parked, parkSlot[E]{e, t.ticks, t.ticks + idleTicks - x.idle})
 		return calls, false
 	}
 	return calls, true
+}
+
+// holdsNothing reports whether x holds nothing for a tick to act on, with
+// x.mu held: no lease, units to give back, renewal in flight, declines,
+// cached refusal, nor a lease that served a recent call.
+func (t *table[E]) holdsNothing(x *entry, now int64) bool {
+	recent := now-x.lastUse < renewWithin*(t.b.Cfg.BucketMs+t.interval.Milliseconds())
+	return x.left == 0 && len(x.pend) == 0 && x.renews == 0 && x.decl == 0 &&
+		(x.until == 0 || x.hits == 0 || !recent) && !x.ref.Live(now)
 }
 
 // parkSlot is a key parked at tick at, to come back at tick due.
