@@ -2,7 +2,6 @@ package hybrid
 
 import (
 	"context"
-	"sync/atomic"
 
 	"github.com/sluice-go/sluice/internal/redisprov"
 	"github.com/sluice-go/sluice/internal/window"
@@ -21,43 +20,70 @@ func (t *table[E]) lease(ctx context.Context, k string, q request) (limiter.Deci
 			t.full.Add(1)
 			return t.s.unleased(ctx, k, q)
 		}
-		x := e.base()
-		if err := takeFetch(ctx, &t.g, x.fetch, &x.fails); err != nil {
-			return limiter.Decision{}, t.errorf("inc", err)
-		}
-		d, retry, err := t.leaseLocked(ctx, e, q)
-		// A failure that may mean Redis is gone counts for the waiters. A
-		// timeout counts only under WithTimeout(0): otherwise each waiter's
-		// own budget bounds it, and this one may have run out waiting.
-		if err != nil && redisprov.Unavailable(err) && (t.b.Cfg.Timeout <= 0 || !redisprov.TimedOut(err)) {
-			x.fails.Add(1)
-		}
-		<-x.fetch
-		if !retry {
+		if d, done, err := t.leaseOnce(ctx, e, q); done {
 			return d, err
 		}
 	}
 }
 
-// leaseLocked is lease with e.fetch held; retry: e left the map.
-func (t *table[E]) leaseLocked(ctx context.Context, e E, q request) (limiter.Decision, bool, error) {
+// leaseOnce decides q from e's memory or by a lease request of its own,
+// waiting while another caller's request of the key is in flight (the
+// key's fetch token), and then answering from what it brought if it can.
+// A waiter gives up, unsent, on ctx's end, redisprov.ErrOpened when the
+// breaker opens, or redisprov.ErrBehindFailure when a request of the key
+// failed while it waited: no caller waits more than about one call behind
+// a request that found Redis slow or gone, WithTimeout(0) included. done
+// false: e left the map, look the key up again.
+func (t *table[E]) leaseOnce(ctx context.Context, e E, q request) (d limiter.Decision, done bool, err error) {
 	x := e.base()
-	now := t.now()
-	x.mu.Lock()
-	if x.gone {
+	seen := x.fails.Load()
+	var now int64
+	for {
+		now = t.now()
+		x.mu.Lock()
+		switch {
+		case t.g.Open():
+			err = redisprov.ErrOpened
+		case x.fails.Load() != seen:
+			err = redisprov.ErrBehindFailure
+		case x.gone:
+			x.mu.Unlock()
+			return d, false, nil
+		}
+		if err != nil {
+			x.mu.Unlock()
+			return d, true, t.errorf("inc", err)
+		}
+		// Another caller may have brought a lease while this one waited.
+		if d, ok := t.s.local(e, q, now, true); ok {
+			x.mu.Unlock()
+			return d, true, nil
+		}
+		if !x.fetching {
+			break
+		}
+		w := x.waker()
 		x.mu.Unlock()
-		return limiter.Decision{}, true, nil
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return d, true, t.errorf("inc", ctx.Err())
+		case <-t.g.Opened():
+			return d, true, t.errorf("inc", redisprov.ErrOpened)
+		}
 	}
-	// Another caller may have brought a lease while this one waited.
-	if d, ok := t.s.local(e, q, now, true); ok {
-		x.mu.Unlock()
-		return d, false, nil
-	}
+	x.fetching = true
 	a := t.take(x, q, now)
 	x.mu.Unlock()
 	a.send = t.now()
 	t.fetches.Add(1)
-	d, err := t.s.fetchLease(ctx, e, q, a)
+	d, err = t.s.fetchLease(ctx, e, q, a)
+	// A failure that may mean Redis is gone counts for the waiters. A
+	// timeout counts only under WithTimeout(0): otherwise each waiter's
+	// own budget bounds it, and this one may have run out waiting.
+	if err != nil && redisprov.Unavailable(err) && (t.b.Cfg.Timeout <= 0 || !redisprov.TimedOut(err)) {
+		x.fails.Add(1)
+	}
 	x.mu.Lock()
 	switch {
 	case x.parked > 0 && !t.holdsNothing(x, a.send):
@@ -72,8 +98,48 @@ func (t *table[E]) leaseLocked(ctx context.Context, e E, q request) (limiter.Dec
 	case x.parked < 0:
 		x.parked = -1
 	}
+	x.endFetch()
 	x.mu.Unlock()
-	return d, false, err
+	return d, true, err
+}
+
+// waitFetch takes x's fetch token, waiting for it until ctx is done
+// (false, without it).
+func (x *entry) waitFetch(ctx context.Context) bool {
+	for {
+		x.mu.Lock()
+		if !x.fetching {
+			x.fetching = true
+			x.mu.Unlock()
+			return true
+		}
+		w := x.waker()
+		x.mu.Unlock()
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// waker returns the channel endFetch closes, with x.mu held while
+// another holds the token.
+func (x *entry) waker() chan struct{} {
+	if x.wake == nil {
+		x.wake = make(chan struct{})
+	}
+	return x.wake
+}
+
+// endFetch gives x's fetch token back and wakes its waiters, with x.mu
+// held.
+func (x *entry) endFetch() {
+	x.fetching = false
+	if x.wake != nil {
+		close(x.wake)
+		x.wake = nil
+	}
 }
 
 // backend is a table as its Guard sees it (redisprov.Backend).
@@ -150,37 +216,6 @@ func (t *table[E]) own(k string) (left, decl int64) {
 	decl = x.decl
 	x.mu.Unlock()
 	return left, decl
-}
-
-// takeFetch waits for a key's fetch token and returns nil holding it, or,
-// without it, ctx's error, redisprov.ErrOpened when the breaker is open,
-// or redisprov.ErrBehindFailure when a lease request of the key failed
-// while this one waited: no caller waits more than about one call behind
-// a request that found Redis slow or gone, WithTimeout(0) included.
-func takeFetch(ctx context.Context, g *redisprov.Guard, fetch chan struct{}, fails *atomic.Int64) error {
-	seen := fails.Load()
-	select {
-	case fetch <- struct{}{}:
-	default:
-		select {
-		case fetch <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-g.Opened():
-			return redisprov.ErrOpened
-		}
-	}
-	var err error
-	switch {
-	case g.Open():
-		err = redisprov.ErrOpened
-	case fails.Load() != seen:
-		err = redisprov.ErrBehindFailure
-	}
-	if err != nil {
-		<-fetch
-	}
-	return err
 }
 
 // ask is what a lease request sends besides the Inc: give back rel units

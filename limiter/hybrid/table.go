@@ -91,7 +91,7 @@ type keyEntry interface{ base() *entry }
 
 // strategy is what differs between the absolute and the suppressed leases.
 // Methods given e are called with e.mu held, but for fetchLease, called
-// with e.fetch held.
+// with the key's fetch token held.
 type strategy[E keyEntry] interface {
 	// capacities returns the soft and hard capacities of rate (absolute:
 	// C and C), or an error naming op.
@@ -136,12 +136,15 @@ type shard[E keyEntry] struct {
 // entry is one key's local state. Fields after mu are guarded by it.
 type entry struct {
 	key, hash string
-	// fetch is the token of the key's one lease request in flight (and of
-	// Close's give-back); ticks take it without waiting (sendBatch).
-	fetch chan struct{}
-	fails atomic.Int64 // the key's failed lease requests (takeFetch)
+	fails     atomic.Int64 // the key's failed lease requests (leaseOnce)
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// fetching is the key's fetch token, held by its one lease request in
+	// flight (and by Close's give-back); ticks take it without waiting
+	// (sendBatch). wake, when not nil, is closed as the token comes back,
+	// for the callers waiting for it.
+	fetching   bool
+	wake       chan struct{}
 	gone       bool  // removed from the map: look the key up again
 	parked     int8  // off the ticks' list since the tick visited (park): 1, or 2 called since; back on it, not visited since: -1 called, -2 not
 	soft, hard int64 // the capacities of the lease and the refusal
@@ -252,7 +255,7 @@ func (t *table[E]) entryFor(op, k string) (e E, ok bool, err error) {
 		}
 		e = t.kind.newEntry()
 		x := e.base()
-		x.key, x.hash, x.fetch, x.want, x.pace = k, h, make(chan struct{}, 1), 1, pace{slow: true}
+		x.key, x.hash, x.want, x.pace = k, h, 1, pace{slow: true}
 		s.m[k] = e
 		s.peak = max(s.peak, len(s.m))
 		s.fresh = append(s.fresh, e)

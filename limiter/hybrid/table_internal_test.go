@@ -35,7 +35,9 @@ func TestIdleCountsTicks(t *testing.T) {
 		}
 	}
 	busy, _ := l.lookup("k7")
-	busy.fetch <- struct{}{}
+	if !busy.waitFetch(ctx) {
+		t.Fatal("the key's fetch token is held")
+	}
 	ticks := 0
 	for ; l.count.Load() > 1 && ticks < 100; ticks++ {
 		l.tick(ctx, false)
@@ -46,7 +48,9 @@ func TestIdleCountsTicks(t *testing.T) {
 	if _, ok := l.lookup("k7"); !ok {
 		t.Fatal("the key with a lease request in flight left memory")
 	}
-	<-busy.fetch
+	busy.mu.Lock()
+	busy.endFetch()
+	busy.mu.Unlock()
 	for i := 0; i < 3; i++ {
 		l.tick(ctx, false)
 	}

@@ -131,19 +131,14 @@ func (t *table[E]) tick(ctx context.Context, closing bool) {
 			keep = append(keep, e)
 			continue
 		}
-		fetch := e.base().fetch
-		held := false
-		if closing {
-			select {
-			case fetch <- struct{}{}:
-				held = true
-			case <-ctx.Done():
-			}
-		}
+		x := e.base()
+		held := closing && x.waitFetch(ctx)
 		var stay bool
 		calls, stay = t.visit(calls, e, now, closing, ctx != nil)
 		if held {
-			<-fetch
+			x.mu.Lock()
+			x.endFetch()
+			x.mu.Unlock()
 		}
 		if stay {
 			keep = append(keep, e)
@@ -262,7 +257,7 @@ func (t *table[E]) visit(calls []syncCall[E], e E, now int64, closing, redisOK b
 	}
 	// A held fetch token is a lease request in flight, which would install
 	// its lease in an entry that left.
-	if x.idle >= idleTicks && x.left == 0 && len(x.pend) == 0 && x.renews == 0 && x.decl == 0 && !x.ref.Live(now) && len(x.fetch) == 0 {
+	if x.idle >= idleTicks && x.left == 0 && len(x.pend) == 0 && x.renews == 0 && x.decl == 0 && !x.ref.Live(now) && !x.fetching {
 		t.forget(x)
 		return calls, false
 	}
@@ -310,21 +305,21 @@ func (t *table[E]) sendBatch(ctx context.Context, batch []syncCall[E]) {
 			continue
 		}
 		x := s.e.base()
-		select {
-		case x.fetch <- struct{}{}:
-			held[i] = true
-		default:
-			if s.push > 0 {
-				x.mu.Lock()
-				x.decl = addDeclined(x.decl, s.push)
-				x.mu.Unlock()
-			}
+		x.mu.Lock()
+		if !x.fetching {
+			x.fetching, held[i] = true, true
+		} else if s.push > 0 {
+			x.decl = addDeclined(x.decl, s.push)
 		}
+		x.mu.Unlock()
 	}
 	defer func() {
 		for i, h := range held {
 			if h {
-				<-batch[i].e.base().fetch
+				x := batch[i].e.base()
+				x.mu.Lock()
+				x.endFetch()
+				x.mu.Unlock()
 			}
 		}
 	}()
