@@ -215,11 +215,19 @@ func (l *Suppressed) peekRedis(ctx context.Context, k string) (limiter.Decision,
 }
 
 // plain is one sup_inc.lua call without a lease, deciding as redissup
-// does and bringing the key's figures back.
+// does and bringing the key's figures back to its entry, if it has one.
 func (l *Suppressed) plain(ctx context.Context, k string, soft, hard, n, draw int64) (limiter.Decision, error) {
 	h, err := l.b.Check("inc", k)
 	if err != nil {
 		return limiter.Decision{}, err
+	}
+	e, ok := l.lookup(k)
+	if !ok { // no entry for the figures (the table is full): redissup's own call
+		r, err := l.short(ctx, h, soft, hard, window.RecordedCost(n, hard), draw)
+		if err != nil {
+			return limiter.Decision{}, err
+		}
+		return r.Decision(), nil
 	}
 	send := l.now()
 	v, err := l.b.Run(ctx, scripts.SupInc, []string{h}, redisprov.NowArg(&l.b.Cfg), l.b.W, l.b.B,
@@ -231,13 +239,11 @@ func (l *Suppressed) plain(ctx context.Context, k string, soft, hard, n, draw in
 	if err != nil {
 		return limiter.Decision{}, l.errorf("inc", err)
 	}
-	if e, ok := l.lookup(k); ok {
-		e.mu.Lock()
-		if e.soft == soft && e.hard == hard {
-			e.observe(send, &rep)
-		}
-		e.mu.Unlock()
+	e.mu.Lock()
+	if e.soft == soft && e.hard == hard {
+		e.observe(send, &rep)
 	}
+	e.mu.Unlock()
 	return rep.r.Decision(), nil
 }
 
@@ -334,14 +340,9 @@ func (l *Suppressed) fetchLease(ctx context.Context, e *supEntry, q request, a a
 // single is redissup's own call, which brings no figures back: a key
 // without a lease decides nothing from them.
 func (l *Suppressed) single(ctx context.Context, e *supEntry, soft, hard, n, draw, send int64) (limiter.Decision, error) {
-	v, err := l.b.Run(ctx, scripts.SupInc, []string{e.hash},
-		redisprov.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, n, l.b.Cache, draw, l.b.TTL)
+	r, err := l.short(ctx, e.hash, soft, hard, n, draw)
 	if err != nil {
-		return limiter.Decision{}, l.errorf("inc", err)
-	}
-	r, err := redisprov.Decision(v, soft, window.OutcomeAllowed, window.OutcomeSuppressed)
-	if err != nil {
-		return limiter.Decision{}, l.errorf("inc", err)
+		return limiter.Decision{}, err
 	}
 	var life int64
 	if r.FactorPPM == window.PPM {
@@ -349,6 +350,20 @@ func (l *Suppressed) single(ctx context.Context, e *supEntry, soft, hard, n, dra
 	}
 	l.noLease(&e.entry, soft, hard, n, send, &r, life)
 	return r.Decision(), nil
+}
+
+// short is one sup_inc.lua call in redissup's form, of hash h.
+func (l *Suppressed) short(ctx context.Context, h string, soft, hard, n, draw int64) (window.Result, error) {
+	v, err := l.b.Run(ctx, scripts.SupInc, []string{h},
+		redisprov.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, n, l.b.Cache, draw, l.b.TTL)
+	if err != nil {
+		return window.Result{}, l.errorf("inc", err)
+	}
+	r, err := redisprov.Decision(v, soft, window.OutcomeAllowed, window.OutcomeSuppressed)
+	if err != nil {
+		return window.Result{}, l.errorf("inc", err)
+	}
+	return r, nil
 }
 
 // refresh: a tick sends the declines once the lease is over or the key
