@@ -138,7 +138,8 @@ fi
 # keep one closed bucket where the path holds five).
 # The rows of floor/abs_string.lua, a prototype: abs_inc.lua's decision on
 # one string of packed doubles (GET, PSETEX), the floor of its commands
-# (floor/syn_string.lua), and, with "a call every 10 ms", 100 keys each
+# (floor/syn_string.lua) and those of the same value in a hash's field
+# (floor/syn_hash_m.lua), and, with "a call every 10 ms", 100 keys each
 # called once a bucket for 1.2 s, the last 10 rounds measured, so each
 # holds W/B + 1 = 101 buckets, the most a key of this rate holds: the
 # prototype copies them all on every write. Its "reads TIME" row cannot
@@ -158,6 +159,7 @@ rows+=(
 	"abs_string.lua prototype, 10k path|floor/abs_string.lua|path1s|$AKS|$A1"
 	"abs_string.lua prototype, reads TIME, 10k path|$tmp/abs_string_time.lua|path1s|$AKS|$A1"
 	"floor: syn_string.lua (TIME, GET, PSETEX), 10k path|floor/syn_string.lua|path1s|$AKS|$A1"
+	"floor: syn_hash_m.lua (TIME, HMGET m v, HSET m, PEXPIRE), 10k path|floor/syn_hash_m.lua|path1s|$AK|$A1"
 	"abs_inc.lua, 10k path, a call every 10 ms (101 buckets)|../scripts/abs_inc.lua|full|$AK|$A1"
 	"abs_string.lua prototype, 10k path, a call every 10 ms (101 buckets)|floor/abs_string.lua|full|$AKS|$A1"
 )
