@@ -136,6 +136,23 @@ fi
 # and, with FLOOR=floor/abs_open_cmds.lua, measures the path's commands
 # alone on the state the script leaves (not here: that script's own writes
 # keep one closed bucket where the path holds five).
+# The rows of floor/abs_string.lua, a prototype: abs_inc.lua's decision on
+# one string of packed doubles (GET, PSETEX), the floor of its commands
+# (floor/syn_string.lua) and those of the same value in a hash's field
+# (floor/syn_hash_m.lua), and, with "a call every 10 ms", 100 keys each
+# called once a bucket for 1.2 s, the last 10 rounds measured, so each
+# holds W/B + 1 = 101 buckets, the most a key of this rate holds: the
+# prototype copies them all on every write. Its "reads TIME" row cannot
+# send an empty ARGV[1]: under valgrind's slowdown a round of 1,000 calls
+# takes seconds of Redis TIME, not the path's 200 ms, so that copy reads
+# TIME, turns it into ms and then parses the clock argument (an upper
+# bound: one parse, about 740, more than the TIME path makes).
+# "A call every ms": 20 keys of capacity 2,000 each called once a ms for
+# 1.1 s, the last 100 rounds measured: a busy key, whose calls mostly join
+# its newest bucket, with its window full.
+AKS='sluice:{user:%d}:abs:s'
+A2='NOW 1000 10 2000 1 3600000'
+sed 's/^  now = ARGV\[1\] + 0$/  local t = redis.call('"'"'TIME'"'"')\n  local usec = t[2] + 0\n  now = t[1] * 1000 + (usec - usec % 1000) \/ 1000\n  now = ARGV[1] + 0/' floor/abs_string.lua >"$tmp/abs_string_time.lua"
 A1='NOW 1000 10 1000 1 3600000'
 S1='NOW 1000 10 1000 1500 1 100 500000 3600000'
 rows+=(
@@ -143,6 +160,14 @@ rows+=(
 	"abs_inc.lua, 10k path|../scripts/abs_inc.lua|path1s|$AK|$A1"
 	"sup_inc.lua, 10k path|../scripts/sup_inc.lua|path1s|$SK|$S1"
 	"floor: time1.lua, TIME alone|floor/time1.lua|join|$AK|$A1"
+	"abs_string.lua prototype, 10k path|floor/abs_string.lua|path1s|$AKS|$A1"
+	"abs_string.lua prototype, reads TIME, 10k path|$tmp/abs_string_time.lua|path1s|$AKS|$A1"
+	"floor: syn_string.lua (TIME, GET, PSETEX), 10k path|floor/syn_string.lua|path1s|$AKS|$A1"
+	"floor: syn_hash_m.lua (TIME, HMGET m v, HSET m, PEXPIRE), 10k path|floor/syn_hash_m.lua|path1s|$AK|$A1"
+	"abs_inc.lua, 10k path, a call every 10 ms (101 buckets)|../scripts/abs_inc.lua|full|$AK|$A1"
+	"abs_string.lua prototype, 10k path, a call every 10 ms (101 buckets)|floor/abs_string.lua|full|$AKS|$A1"
+	"abs_inc.lua, a call every ms (101 buckets, 9 calls in 10 join)|../scripts/abs_inc.lua|everyms|$AK|$A2"
+	"abs_string.lua prototype, a call every ms (101 buckets, 9 calls in 10 join)|floor/abs_string.lua|everyms|$AKS|$A2"
 )
 if [[ -n $rev ]]; then
 	rows+=(
@@ -258,6 +283,8 @@ for r in "${rows[@]}"; do
 	overload) n=$(count "$file" steady "$keyfmt" "$args" 20 3000 1000 1) ;;
 	steady) n=$(count "$file" "$mode" "$keyfmt" "$args" 200 260 40) ;;
 	path1s) n=$(count "$file" steady "$keyfmt" "$args" 1000 16 10 200) ;;
+	full) n=$(count "$file" steady "$keyfmt" "$args" 100 120 10 10) ;;
+	everyms) n=$(count "$file" steady "$keyfmt" "$args" 20 1100 100 1) ;;
 	time) n=$(count "$file" join "$keyfmt" "$args" 50 21) ;;
 	timesat) n=$(count "$file" join "$keyfmt" "$args" 5 2000 1000) ;;
 	*) n=$(count "$file" "$mode" "$keyfmt" "$args") ;;
