@@ -156,15 +156,6 @@ func (l *Absolute) refusalLife() int64 { return max(l.interval.Milliseconds(), l
 // and decides for n, reserving a new lease when admitted.
 func (l *Absolute) fetchLease(ctx context.Context, e *entry, q request, a ask) (limiter.Decision, error) {
 	c, n, send := q.soft, q.n, a.send
-	if a.plain && a.rel == 0 {
-		// Nothing to give back: redisabs' own call.
-		r, err := l.run(ctx, "inc", e.hash, c, n)
-		if err != nil {
-			return limiter.Decision{}, err
-		}
-		l.noLease(e, c, c, n, send, &r, l.refusalLife())
-		return r.Decision(), nil
-	}
 	v, err := l.b.Run(ctx, scripts.AbsInc, []string{e.hash},
 		redisprov.NowArg(&l.b.Cfg), l.b.W, l.b.B, c, n, l.b.TTL, a.want, a.start, a.rel, a.ahead)
 	if err != nil {
@@ -202,6 +193,11 @@ func (l *Absolute) fetchLease(ctx context.Context, e *entry, q request, a ask) (
 		e.mu.Unlock()
 	}
 	return r.Decision(), nil
+}
+
+func (l *Absolute) alone(ctx context.Context, h string, q request) (window.Result, int64, error) {
+	r, err := l.run(ctx, "inc", h, q.soft, q.n)
+	return r, l.refusalLife(), err
 }
 
 // grant is a lease reply: {g, start, now, remaining, reset}.

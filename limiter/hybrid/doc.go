@@ -22,7 +22,8 @@
 // count against the other instances until given back or, after a crash,
 // until their bucket dies). A key near its capacity, or called further
 // apart than a lease lives, gets no lease: each call is the Redis
-// provider's own. At most MaxKeys keys are held in memory. While Redis is
+// provider's own, and such a key is not held in memory. At most MaxKeys
+// keys are held in memory. While Redis is
 // down a lease keeps serving, then the failure policy answers. Sets of
 // limits (IncSet, GetSet, ResetSet) are not leased: every set call asks
 // Redis, as redisabs does. docs/algorithms.md (Hybrid leases, Hybrid sets)

@@ -29,6 +29,12 @@ func (l *Suppressed) Forwards() int64 { return l.forwards.Load() }
 // Entries returns the keys l holds in memory, as its maps count them.
 func (l *Absolute) Entries() int { return l.entries() }
 
+// Holds reports whether l holds k in memory.
+func (l *Absolute) Holds(k string) bool { _, ok := l.lookup(k); return ok }
+
+// Holds reports whether l holds k in memory.
+func (l *Suppressed) Holds(k string) bool { _, ok := l.lookup(k); return ok }
+
 // Entries returns the keys l holds in memory, as its maps count them.
 func (l *Suppressed) Entries() int { return l.entries() }
 

@@ -12,18 +12,48 @@ import (
 // one lease request, one caller per key at a time.
 func (t *table[E]) lease(ctx context.Context, k string, q request) (limiter.Decision, error) {
 	for {
-		e, ok, err := t.entryFor("inc", k)
-		if err != nil {
-			return limiter.Decision{}, err
-		}
+		e, ok := t.lookup(k)
 		if !ok {
-			t.full.Add(1)
-			return t.s.unleased(ctx, k, q)
+			last, again := t.calledWithin(k)
+			if !again {
+				return t.alone(ctx, k, q)
+			}
+			var err error
+			if e, ok, err = t.entryFor("inc", k, last); err != nil {
+				return limiter.Decision{}, err
+			}
+			if !ok {
+				t.full.Add(1)
+				return t.s.unleased(ctx, k, q)
+			}
 		}
 		if d, done, err := t.leaseOnce(ctx, e, q); done {
 			return d, err
 		}
 	}
+}
+
+// alone decides q for k, which has no entry: a key called once, or
+// further apart than a lease lives, which no lease would serve and no
+// memory is kept for. It makes the Redis provider's own call; a refusal
+// to remember gives k an entry for it.
+func (t *table[E]) alone(ctx context.Context, k string, q request) (limiter.Decision, error) {
+	h, err := t.b.Check("inc", k)
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	send := t.now()
+	t.fetches.Add(1)
+	r, life, err := t.s.alone(ctx, h, q)
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	if !r.Allowed && life > 0 {
+		if e, ok, _ := t.entryFor("inc", k, send); ok {
+			t.noLease(e.base(), q.soft, q.hard, q.n, send, &r, life)
+		}
+	}
+	return r.Decision(), nil
 }
 
 // leaseOnce decides q from e's memory or by a lease request of its own,
@@ -77,7 +107,17 @@ func (t *table[E]) leaseOnce(ctx context.Context, e E, q request) (d limiter.Dec
 	x.mu.Unlock()
 	a.send = t.now()
 	t.fetches.Add(1)
-	d, err = t.s.fetchLease(ctx, e, q, a)
+	if a.plain && a.rel == 0 && a.push == 0 {
+		// Nothing to give back or to send: the Redis provider's own call.
+		var r window.Result
+		var life int64
+		if r, life, err = t.s.alone(ctx, x.hash, q); err == nil {
+			t.noLease(x, q.soft, q.hard, q.n, a.send, &r, life)
+			d = r.Decision()
+		}
+	} else {
+		d, err = t.s.fetchLease(ctx, e, q, a)
+	}
 	// A failure that may mean Redis is gone counts for the waiters. A
 	// timeout counts only under WithTimeout(0): otherwise each waiter's
 	// own budget bounds it, and this one may have run out waiting.

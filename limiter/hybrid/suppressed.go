@@ -295,10 +295,6 @@ func (e *supEntry) observe(send int64, rep *supReply) {
 // new lease when admitted.
 func (l *Suppressed) fetchLease(ctx context.Context, e *supEntry, q request, a ask) (limiter.Decision, error) {
 	soft, hard, n, draw, send := q.soft, q.hard, q.n, q.draw, a.send
-	if a.plain && a.rel == 0 && a.push == 0 {
-		// Nothing to give back or to send: redissup's own call.
-		return l.single(ctx, e, soft, hard, n, draw, send)
-	}
 	v, err := l.b.Run(ctx, scripts.SupInc, []string{e.hash},
 		redisprov.NowArg(&l.b.Cfg), l.b.W, l.b.B, soft, hard, n, l.b.Cache, draw, l.b.TTL, a.want, a.start, a.rel, a.push, a.ahead)
 	if err != nil {
@@ -337,19 +333,16 @@ func (l *Suppressed) fetchLease(ctx context.Context, e *supEntry, q request, a a
 	return d, nil
 }
 
-// single is redissup's own call, which brings no figures back: a key
-// without a lease decides nothing from them.
-func (l *Suppressed) single(ctx context.Context, e *supEntry, soft, hard, n, draw, send int64) (limiter.Decision, error) {
-	r, err := l.short(ctx, e.hash, soft, hard, n, draw)
-	if err != nil {
-		return limiter.Decision{}, err
-	}
+// alone: redissup's own call, which brings no figures back (a key without
+// a lease decides nothing from them); a refusal beyond H is remembered as
+// after a lease request.
+func (l *Suppressed) alone(ctx context.Context, h string, q request) (window.Result, int64, error) {
+	r, err := l.short(ctx, h, q.soft, q.hard, q.n, q.draw)
 	var life int64
 	if r.FactorPPM == window.PPM {
-		life = l.interval.Milliseconds() // beyond H, as after a lease request
+		life = l.interval.Milliseconds()
 	}
-	l.noLease(&e.entry, soft, hard, n, send, &r, life)
-	return r.Decision(), nil
+	return r, life, err
 }
 
 // short is one sup_inc.lua call in redissup's form, of hash h.

@@ -37,6 +37,9 @@ const (
 	// of at least shrinkMin (Go maps never shrink).
 	shrinkBelow, shrinkMin = 4, 16
 	shardCount             = 64
+	// seenSlots is how many keys with no entry calledWithin remembers at
+	// most: 128 KB a limiter.
+	seenSlots = 1 << 14
 )
 
 // MaxKeys bounds the keys a limiter holds in memory, 4 × maxVisits so that
@@ -59,7 +62,8 @@ type table[E keyEntry] struct {
 	maxLease int64
 	ahead    int64 // D in ms (WithLeaseAhead); 0: none
 
-	count, full atomic.Int64 // keys in the maps; Incs decided with no room
+	count, full atomic.Int64             // keys in the maps; Incs decided with no room
+	seen        [seenSlots]atomic.Uint64 // calls of keys with no entry (calledWithin)
 	maxKeys     int64
 	ticks       int64 // only the running tick touches it
 
@@ -109,6 +113,10 @@ type strategy[E keyEntry] interface {
 	peekRedis(ctx context.Context, k string) (limiter.Decision, error)
 	// fetchLease sends lease request a for Inc q and reads its reply.
 	fetchLease(ctx context.Context, e E, q request, a ask) (limiter.Decision, error)
+	// alone is Inc q's Redis call of hash h without a lease, as the Redis
+	// provider makes it, and how long (ms) its refusal may be remembered
+	// (0: not at all).
+	alone(ctx context.Context, h string, q request) (r window.Result, life int64, err error)
 	// refresh reports whether a tick must call Redis for e although it
 	// gives nothing back and renews nothing.
 	refresh(e E, now, used int64, closing bool) bool
@@ -234,9 +242,38 @@ func (t *table[E]) lookup(k string) (E, bool) {
 	return e, ok
 }
 
-// entryFor returns k's entry, creating it (which validates the key); ok
-// false: the table is full and k has none.
-func (t *table[E]) entryFor(op, k string) (e E, ok bool, err error) {
+// calledWithin reports whether k, with no entry, was called less than a
+// lease's life (B + D, the most a new key's lease serves) before now, and
+// when (local ms); it records this call. The records are kept in pairs of
+// slots by hash, a new key's taking the older of its pair's: keys sharing a
+// pair may forget each other, which only delays an entry.
+func (t *table[E]) calledWithin(k string) (last int64, ok bool) {
+	now := t.now()
+	h := maphash.String(t.seed, k)
+	tag, pair := h>>32, t.seen[h%seenSlots&^1:][:2]
+	rec := tag<<32 | uint64(uint32(now))
+	ago := func(v uint64) int64 { return int64(uint32(now) - uint32(v)) } // wraps as the clock's low 32 bits do
+	for i := range pair {
+		if v := pair[i].Load(); v>>32 == tag {
+			pair[i].Store(rec)
+			if a := ago(v); a < t.b.Cfg.BucketMs+t.ahead {
+				return now - a, true
+			}
+			return 0, false
+		}
+	}
+	if ago(pair[0].Load()) >= ago(pair[1].Load()) {
+		pair[0].Store(rec)
+	} else {
+		pair[1].Store(rec)
+	}
+	return 0, false
+}
+
+// entryFor returns k's entry, creating it (which validates the key) with
+// its latest call at last (local ms); ok false: the table is full and k
+// has none.
+func (t *table[E]) entryFor(op, k string, last int64) (e E, ok bool, err error) {
 	if e, ok := t.lookup(k); ok {
 		return e, true, nil
 	}
@@ -255,7 +292,7 @@ func (t *table[E]) entryFor(op, k string) (e E, ok bool, err error) {
 		}
 		e = t.kind.newEntry()
 		x := e.base()
-		x.key, x.hash, x.want, x.pace = k, h, 1, pace{slow: true}
+		x.key, x.hash, x.want, x.pace, x.lastUse = k, h, 1, pace{slow: true}, last
 		s.m[k] = e
 		s.peak = max(s.peak, len(s.m))
 		s.fresh = append(s.fresh, e)

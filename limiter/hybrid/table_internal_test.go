@@ -2,6 +2,7 @@ package hybrid
 
 import (
 	"context"
+	"hash/maphash"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -30,7 +31,7 @@ func TestIdleCountsTicks(t *testing.T) {
 	defer l.Close(ctx)
 	const n = 2*maxVisits + 100
 	for i := 0; i < n; i++ {
-		if _, ok, err := l.entryFor("inc", "k"+strconv.Itoa(i)); !ok || err != nil {
+		if _, ok, err := l.entryFor("inc", "k"+strconv.Itoa(i), 0); !ok || err != nil {
 			t.Fatalf("entryFor: %v, %v", ok, err)
 		}
 	}
@@ -62,10 +63,13 @@ func TestIdleCountsTicks(t *testing.T) {
 
 // TestParkedKeyComesBack: a key holding nothing leaves the ticks' list
 // (park), and its next lease request puts it back, so that the ticks give
-// back the lease it then takes: called once, parked by the next tick,
-// leased by a call 20 ms later (B + D = 60 ms), its lease is given back
-// by the second tick after it expires, and Redis then holds exactly the
-// two units admitted. The clock is the test's; the ticks are its own.
+// back the lease it then takes. Its first call decides alone (a key called
+// once has no entry), its second takes a lease; once that expired unused,
+// a tick gives it back and the next parks the key. Of two calls 20 ms
+// apart (B + D = 60 ms), the first decides alone and the second takes a
+// lease: the key is back on the list, its lease is given back by the
+// second tick after it expires, and Redis then holds exactly the four
+// units admitted. The clock is the test's; the ticks are its own.
 func TestParkedKeyComesBack(t *testing.T) {
 	ctx := context.Background()
 	_, c := redistest.Mini(t)
@@ -94,31 +98,41 @@ func TestParkedKeyComesBack(t *testing.T) {
 		return e.parked, e.left
 	}
 	inc()
-	l.tick(ctx, false)
-	if p, _ := state(); p != 1 {
-		t.Fatalf("parked %d after a tick, want 1", p)
+	inc()
+	if p, left := state(); p != 0 || left < 1 {
+		t.Fatalf("parked %d, lease %d after two calls; want on the list (0) with a lease", p, left)
+	}
+	clk.Add(100)
+	for i := 0; i < 3; i++ { // the lease counts as used at the first, is given back at the second
+		l.tick(ctx, false)
+	}
+	if p, left := state(); p != 1 || left != 0 || l.releases.Load() != 1 {
+		t.Fatalf("parked %d, lease %d, %d releases three ticks after the lease expired; want 1, 0, 1", p, left, l.releases.Load())
 	}
 	clk.Add(20)
 	inc()
+	clk.Add(20)
+	inc()
 	if p, left := state(); p != -1 || left < 1 {
-		t.Fatalf("parked %d, lease %d after a call 20 ms later; want it back on the list (-1) with a lease", p, left)
+		t.Fatalf("parked %d, lease %d after two calls 20 ms apart; want it back on the list (-1) with a lease", p, left)
 	}
 	clk.Add(100)
 	l.tick(ctx, false)
 	l.tick(ctx, false)
-	if _, left := state(); left != 0 || l.releases.Load() != 1 {
-		t.Fatalf("lease %d, %d releases after it expired; want 0 and 1", left, l.releases.Load())
+	if _, left := state(); left != 0 || l.releases.Load() != 2 {
+		t.Fatalf("lease %d, %d releases after it expired; want 0 and 2", left, l.releases.Load())
 	}
-	if u, err := l.Get(ctx, "k"); err != nil || u.Used != 2 {
-		t.Fatalf("Get: %+v, %v; want 2 used", u, err)
+	if u, err := l.Get(ctx, "k"); err != nil || u.Used != 4 {
+		t.Fatalf("Get: %+v, %v; want 4 used", u, err)
 	}
 }
 
 // TestPlainCallsKeepKeyParked: calls further apart than a lease lives
 // (B + D = 60 ms) take no lease, so a parked key they reach stays off the
-// ticks' list: no tick looks at it until its slot comes due, 20 ticks
-// after it was parked, when it is parked again without leaving memory. A
-// call soon after the last one takes a lease, which puts the key back.
+// ticks' list: no tick looks at it until its slot comes due, about 20
+// ticks after it was parked, when it is parked again without leaving
+// memory. A call soon after the last one takes a lease, which puts the key
+// back. The key is parked as in TestParkedKeyComesBack.
 func TestPlainCallsKeepKeyParked(t *testing.T) {
 	ctx := context.Background()
 	_, c := redistest.Mini(t)
@@ -151,21 +165,35 @@ func TestPlainCallsKeepKeyParked(t *testing.T) {
 		return e.parked, e.left, listed
 	}
 	inc()
-	l.tick(ctx, false)
-	calls := 1
-	for tick := 1; tick <= idleTicks; tick++ {
+	inc()
+	clk.Add(100)
+	for i := 0; i < 3; i++ {
+		l.tick(ctx, false)
+	}
+	if p, left, listed := state(); p != 1 || left != 0 || listed != 0 {
+		t.Fatalf("parked %d, lease %d, %d keys listed; want 1, 0, 0", p, left, listed)
+	}
+	calls := 2
+	for tick := 1; ; tick++ {
 		if tick%4 == 0 {
 			clk.Add(150) // all within W + B of the first
 			inc()
 			calls++
 		}
-		if p, left, listed := state(); p != 2 && tick >= 4 || left != 0 || listed != 0 {
-			t.Fatalf("tick %d: parked %d, lease %d, %d keys listed; want 2, 0, 0", tick, p, left, listed)
-		}
 		l.tick(ctx, false)
+		p, left, listed := state()
+		if left != 0 || listed != 0 {
+			t.Fatalf("tick %d: lease %d, %d keys listed; want 0, 0", tick, left, listed)
+		}
+		if tick >= 4 && p == 1 {
+			break // its slot came due: visited, and parked again
+		}
+		if want := int8(1 + min(tick/4, 1)); p != want || tick > idleTicks+4 {
+			t.Fatalf("tick %d: parked %d; want %d, parked again within %d ticks", tick, p, want, idleTicks+4)
+		}
 	}
-	if p, _, listed := state(); p != 1 || listed != 0 || l.Entries() != 1 {
-		t.Fatalf("after its slot came due: parked %d, %d listed, %d keys; want parked again (1), 0, 1", p, listed, l.Entries())
+	if l.Entries() != 1 {
+		t.Fatalf("%d keys in memory, want 1", l.Entries())
 	}
 	clk.Add(20)
 	inc()
@@ -175,5 +203,61 @@ func TestPlainCallsKeepKeyParked(t *testing.T) {
 	}
 	if u, err := l.Get(ctx, "k"); err != nil || u.Used != int64(calls) {
 		t.Fatalf("Get: %+v, %v; want %d used", u, err, calls)
+	}
+}
+
+// TestCalledWithin: a key gets an entry only at a call less than a lease's
+// life (B + D = 60 ms) after its previous one. 1,000 keys called three
+// times 200 ms apart hold none and make one Redis call per decision; a key
+// called twice 30 ms apart holds one, and so do two keys sharing a pair of
+// records (calledWithin), called in turn.
+func TestCalledWithin(t *testing.T) {
+	ctx := context.Background()
+	_, c := redistest.Mini(t)
+	var clk atomic.Int64
+	clk.Store(time.Now().UnixMilli())
+	l, err := NewAbsolute(c, limiter.WithWindow(time.Second), limiter.WithBucket(10*time.Millisecond),
+		limiter.WithClock(func() time.Time { return time.UnixMilli(clk.Load()) }), WithSyncInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	inc := func(k string) {
+		t.Helper()
+		if d, err := l.Inc(ctx, k, limiter.PerSecond(1000), 1); err != nil || !d.Allowed {
+			t.Fatalf("Inc(%s): %+v, %v", k, d, err)
+		}
+	}
+	const keys = 1000
+	for round := 0; round < 3; round++ {
+		for i := 0; i < keys; i++ {
+			inc("slow" + strconv.Itoa(i))
+		}
+		clk.Add(200)
+	}
+	if n, f := l.Entries(), l.fetches.Load(); n != 0 || f != 3*keys {
+		t.Fatalf("%d keys in memory, %d Redis calls after 3 rounds 200 ms apart; want 0 and %d", n, f, 3*keys)
+	}
+	inc("fast")
+	clk.Add(30)
+	inc("fast")
+	if _, ok := l.lookup("fast"); !ok {
+		t.Fatal("a key called twice 30 ms apart holds no entry")
+	}
+	pair := func(k string) uint64 { return maphash.String(l.seed, k) % seenSlots &^ 1 }
+	a, b := "a", ""
+	for i := 0; b == ""; i++ {
+		if k := "b" + strconv.Itoa(i); pair(k) == pair(a) {
+			b = k
+		}
+	}
+	inc(a)
+	inc(b)
+	inc(a)
+	inc(b)
+	for _, k := range []string{a, b} {
+		if _, ok := l.lookup(k); !ok {
+			t.Errorf("key %s, sharing its pair of records with the other, called twice in turn: no entry", k)
+		}
 	}
 }
