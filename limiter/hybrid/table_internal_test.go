@@ -61,6 +61,44 @@ func TestIdleCountsTicks(t *testing.T) {
 	t.Logf("%d keys gone in %d ticks", n-1, ticks)
 }
 
+// parkingSetup is the parking tests' absolute hybrid on miniredis, W = 1 s
+// and B = 10 ms (D = 50 ms), on the test's clock and with ticks only the
+// test's own; inc admits a unit of key "k" at 1,000 per second, state
+// returns the key's parked and left and how many keys the ticks' list
+// holds (tick-only fields: read while no tick runs).
+func parkingSetup(t *testing.T) (l *Absolute, clk *atomic.Int64, inc func(), state func() (parked int8, left int64, listed int)) {
+	ctx := context.Background()
+	_, c := redistest.Mini(t)
+	clk = new(atomic.Int64)
+	clk.Store(time.Now().UnixMilli())
+	l, err := NewAbsolute(c, limiter.WithWindow(time.Second), limiter.WithBucket(10*time.Millisecond),
+		limiter.WithClock(func() time.Time { return time.UnixMilli(clk.Load()) }), WithSyncInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(ctx) })
+	inc = func() {
+		t.Helper()
+		if d, err := l.Inc(ctx, "k", limiter.PerSecond(1000), 1); err != nil || !d.Allowed {
+			t.Fatalf("Inc: %+v, %v", d, err)
+		}
+	}
+	state = func() (parked int8, left int64, listed int) {
+		e, ok := l.lookup("k")
+		if !ok {
+			t.Fatal("the key left memory")
+		}
+		s := l.shardOf("k")
+		s.mu.Lock()
+		listed = len(l.tracked) + len(s.fresh)
+		s.mu.Unlock()
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.parked, e.left, listed
+	}
+	return l, clk, inc, state
+}
+
 // TestParkedKeyComesBack: a key holding nothing leaves the ticks' list
 // (park), and its next lease request puts it back, so that the ticks give
 // back the lease it then takes. Its first call decides alone (a key called
@@ -72,54 +110,30 @@ func TestIdleCountsTicks(t *testing.T) {
 // units admitted. The clock is the test's; the ticks are its own.
 func TestParkedKeyComesBack(t *testing.T) {
 	ctx := context.Background()
-	_, c := redistest.Mini(t)
-	var clk atomic.Int64
-	clk.Store(time.Now().UnixMilli())
-	l, err := NewAbsolute(c, limiter.WithWindow(time.Second), limiter.WithBucket(10*time.Millisecond),
-		limiter.WithClock(func() time.Time { return time.UnixMilli(clk.Load()) }), WithSyncInterval(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close(ctx)
-	rate := limiter.PerSecond(1000)
-	inc := func() {
-		t.Helper()
-		if d, err := l.Inc(ctx, "k", rate, 1); err != nil || !d.Allowed {
-			t.Fatalf("Inc: %+v, %v", d, err)
-		}
-	}
-	state := func() (parked int8, left int64) {
-		e, ok := l.lookup("k")
-		if !ok {
-			t.Fatal("the key left memory")
-		}
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return e.parked, e.left
-	}
+	l, clk, inc, state := parkingSetup(t)
 	inc()
 	inc()
-	if p, left := state(); p != 0 || left < 1 {
+	if p, left, _ := state(); p != 0 || left < 1 {
 		t.Fatalf("parked %d, lease %d after two calls; want on the list (0) with a lease", p, left)
 	}
 	clk.Add(100)
 	for i := 0; i < 3; i++ { // the lease counts as used at the first, is given back at the second
 		l.tick(ctx, false)
 	}
-	if p, left := state(); p != 1 || left != 0 || l.releases.Load() != 1 {
+	if p, left, _ := state(); p != 1 || left != 0 || l.releases.Load() != 1 {
 		t.Fatalf("parked %d, lease %d, %d releases three ticks after the lease expired; want 1, 0, 1", p, left, l.releases.Load())
 	}
 	clk.Add(20)
 	inc()
 	clk.Add(20)
 	inc()
-	if p, left := state(); p != -1 || left < 1 {
+	if p, left, _ := state(); p != -1 || left < 1 {
 		t.Fatalf("parked %d, lease %d after two calls 20 ms apart; want it back on the list (-1) with a lease", p, left)
 	}
 	clk.Add(100)
 	l.tick(ctx, false)
 	l.tick(ctx, false)
-	if _, left := state(); left != 0 || l.releases.Load() != 2 {
+	if _, left, _ := state(); left != 0 || l.releases.Load() != 2 {
 		t.Fatalf("lease %d, %d releases after it expired; want 0 and 2", left, l.releases.Load())
 	}
 	if u, err := l.Get(ctx, "k"); err != nil || u.Used != 4 {
@@ -135,35 +149,7 @@ func TestParkedKeyComesBack(t *testing.T) {
 // back. The key is parked as in TestParkedKeyComesBack.
 func TestPlainCallsKeepKeyParked(t *testing.T) {
 	ctx := context.Background()
-	_, c := redistest.Mini(t)
-	var clk atomic.Int64
-	clk.Store(time.Now().UnixMilli())
-	l, err := NewAbsolute(c, limiter.WithWindow(time.Second), limiter.WithBucket(10*time.Millisecond),
-		limiter.WithClock(func() time.Time { return time.UnixMilli(clk.Load()) }), WithSyncInterval(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close(ctx)
-	rate := limiter.PerSecond(1000)
-	inc := func() {
-		t.Helper()
-		if d, err := l.Inc(ctx, "k", rate, 1); err != nil || !d.Allowed {
-			t.Fatalf("Inc: %+v, %v", d, err)
-		}
-	}
-	state := func() (parked int8, left int64, listed int) {
-		e, ok := l.lookup("k")
-		if !ok {
-			t.Fatal("the key left memory")
-		}
-		s := l.shardOf("k")
-		s.mu.Lock()
-		listed = len(l.tracked) + len(s.fresh)
-		s.mu.Unlock()
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return e.parked, e.left, listed
-	}
+	l, clk, inc, state := parkingSetup(t)
 	inc()
 	inc()
 	clk.Add(100)
