@@ -36,20 +36,26 @@ variants=(
 	"TIME+HMGET+HINCRBY+HSET, no logic|syn_hash_noexpire.lua|k:__rand_int__|"
 	"TIME+HMGET+HINCRBY+HSET+PEXPIRE, no logic|syn_hash.lua|k:__rand_int__|"
 	"redis_rate allowN (GCRA)|$tmp/redis_rate.lua|rate:user:__rand_int__|1000 1000 60 1"
-	"sluice abs_inc.lua|../../scripts/abs_inc.lua|sluice:{user:__rand_int__}:abs:h|0 60000 600 1000 1 60600"
+	"sluice abs_inc.lua|../../scripts/abs_inc.lua|sluice:{user:__rand_int__}:abs:h|EMPTY 60000 600 1000 1 60600"
 	"sluice abs_inc.lua at d6b9899 (newest bucket as a field)|$tmp/abs_inc_d6b9899.lua|sluice:{user:__rand_int__}:abs:h|0 60000 600 1000 1 60600"
-	"abs_string.lua prototype|abs_string.lua|sluice:{user:__rand_int__}:abs:s|0 60000 600 1000 1 60600"
+	"abs_string.lua prototype|abs_string.lua|sluice:{user:__rand_int__}:abs:s|EMPTY 60000 600 1000 1 60600"
 )
 
-measure() { # script keypattern args... → usec_per_call
-	local sha
-	sha=$(cli SCRIPT LOAD "$(cat "$1")")
+lua() { # file → the script's text as scripts.go sends it, each "-- include <file>" line replaced by the file
+	awk -v dir="$(dirname "$(readlink -f "$1")")" '/^[ \t]*-- include [a-z_]+\.lua$/ {f = dir "/" $NF; while ((getline l < f) > 0) print l; close(f); next} {print}' "$1"
+}
+
+measure() { # script keypattern args → usec_per_call; an argument EMPTY is sent empty (the script reads TIME)
+	local sha a
+	sha=$(cli SCRIPT LOAD "$(lua "$1")")
+	read -ra a <<<"$3"
+	for i in "${!a[@]}"; do [[ ${a[i]} == EMPTY ]] && a[i]=''; done
 	cli FLUSHALL >/dev/null
 	# A first, unmeasured pass lets the server grow its memory.
-	redis-benchmark -p "$port" -n $((calls / 3)) -c 32 -r 10000 -q EVALSHA "$sha" 1 "$2" ${3:+$3} >/dev/null
+	redis-benchmark -p "$port" -n $((calls / 3)) -c 32 -r 10000 -q EVALSHA "$sha" 1 "$2" "${a[@]}" >/dev/null
 	cli FLUSHALL >/dev/null
 	cli CONFIG RESETSTAT >/dev/null
-	redis-benchmark -p "$port" -n "$calls" -c 32 -r 10000 -q EVALSHA "$sha" 1 "$2" ${3:+$3} >/dev/null
+	redis-benchmark -p "$port" -n "$calls" -c 32 -r 10000 -q EVALSHA "$sha" 1 "$2" "${a[@]}" >/dev/null
 	cli INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\).*/\1/p'
 }
 
