@@ -14,9 +14,10 @@ func (t *table[E]) lease(ctx context.Context, k string, q request) (limiter.Deci
 	for {
 		e, ok := t.lookup(k)
 		if !ok {
-			last, again := t.calledWithin(k)
+			now := t.now()
+			last, again := t.calledWithin(k, now)
 			if !again {
-				return t.alone(ctx, k, q)
+				return t.alone(ctx, k, q, now)
 			}
 			var err error
 			if e, ok, err = t.entryFor("inc", k, last); err != nil {
@@ -36,13 +37,13 @@ func (t *table[E]) lease(ctx context.Context, k string, q request) (limiter.Deci
 // alone decides q for k, which has no entry: a key called once, or
 // further apart than a lease lives, which no lease would serve and no
 // memory is kept for. It makes the Redis provider's own call; a refusal
-// to remember gives k an entry for it.
-func (t *table[E]) alone(ctx context.Context, k string, q request) (limiter.Decision, error) {
+// to remember gives k an entry for it. send is the local time (ms) it is
+// sent.
+func (t *table[E]) alone(ctx context.Context, k string, q request, send int64) (limiter.Decision, error) {
 	h, err := t.b.Check("inc", k)
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	send := t.now()
 	t.fetches.Add(1)
 	r, life, err := t.s.alone(ctx, h, q)
 	if err != nil {

@@ -222,7 +222,7 @@ func (l *Suppressed) plain(ctx context.Context, k string, soft, hard, n, draw in
 		return limiter.Decision{}, err
 	}
 	e, ok := l.lookup(k)
-	if !ok { // no entry for the figures (the table is full): redissup's own call
+	if !ok { // no entry for the figures: redissup's own call
 		r, err := l.short(ctx, h, soft, hard, window.RecordedCost(n, hard), draw)
 		if err != nil {
 			return limiter.Decision{}, err

@@ -243,12 +243,11 @@ func (t *table[E]) lookup(k string) (E, bool) {
 }
 
 // calledWithin reports whether k, with no entry, was called less than a
-// lease's life (B + D, the most a new key's lease serves) before now, and
-// when (local ms); it records this call. The records are kept in pairs of
+// lease's life (B + D, the most a new key's lease serves) before now
+// (local ms), and when; it records this call. The records are kept in pairs of
 // slots by hash, a new key's taking the older of its pair's: keys sharing a
 // pair may forget each other, which only delays an entry.
-func (t *table[E]) calledWithin(k string) (last int64, ok bool) {
-	now := t.now()
+func (t *table[E]) calledWithin(k string, now int64) (last int64, ok bool) {
 	h := maphash.String(t.seed, k)
 	tag, pair := h>>32, t.seen[h%seenSlots&^1:][:2]
 	rec := tag<<32 | uint64(uint32(now))
